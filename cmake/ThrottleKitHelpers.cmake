@@ -1,0 +1,35 @@
+# Declarative helpers so each directory's CMakeLists is a list of targets.
+include_guard(GLOBAL)
+include(GNUInstallDirs)
+
+# throttlekit_test(NAME <name> SOURCES <files...> LABELS <labels...>
+#                  [LIBS <extra link libraries...>])
+# Builds one GoogleTest executable and registers it as one ctest test whose
+# labels say its kind (unit, property, model, ...) and needs (tsan, redis...).
+function(throttlekit_test)
+  cmake_parse_arguments(ARG "" "NAME" "SOURCES;LABELS;LIBS" ${ARGN})
+  add_executable(${ARG_NAME} ${ARG_SOURCES})
+  target_link_libraries(${ARG_NAME} PRIVATE
+    throttlekit::throttlekit GTest::gtest GTest::gtest_main ${ARG_LIBS})
+  if("property" IN_LIST ARG_LABELS)
+    target_link_libraries(${ARG_NAME} PRIVATE rapidcheck)
+  endif()
+  target_compile_options(${ARG_NAME} PRIVATE ${THROTTLEKIT_WARNINGS})
+  add_test(NAME ${ARG_NAME} COMMAND ${ARG_NAME})
+  set_tests_properties(${ARG_NAME} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT 600)
+  if("tsan" IN_LIST ARG_LABELS)
+    set_property(GLOBAL APPEND PROPERTY THROTTLEKIT_TSAN_TESTS ${ARG_NAME})
+  endif()
+endfunction()
+
+# throttlekit_benchmark(NAME <name> SOURCES <files...> [LIBS ...])
+function(throttlekit_benchmark)
+  cmake_parse_arguments(ARG "" "NAME" "SOURCES;LIBS" ${ARGN})
+  add_executable(${ARG_NAME} ${ARG_SOURCES})
+  target_link_libraries(${ARG_NAME} PRIVATE
+    throttlekit::throttlekit benchmark::benchmark ${ARG_LIBS})
+  target_compile_options(${ARG_NAME} PRIVATE ${THROTTLEKIT_WARNINGS})
+endfunction()
+
+set(THROTTLEKIT_WARNINGS
+  $<$<OR:$<CXX_COMPILER_ID:GNU>,$<CXX_COMPILER_ID:Clang>>:-Wall -Wextra -Wpedantic>)

@@ -1,0 +1,43 @@
+// throttlekit/core/option_check.h
+//
+// Provides the helpers strategy factories use to reject bad configuration
+// once, at construction, with a message naming the field and its bound
+// (ARCHITECTURE.md, "Errors").
+
+#ifndef THROTTLEKIT_CORE_OPTION_CHECK_H_
+#define THROTTLEKIT_CORE_OPTION_CHECK_H_
+
+#include <cmath>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "throttlekit/core/decision.h"
+
+namespace throttlekit::detail {
+
+// OK iff lo <= value <= hi; otherwise kInvalidArgument
+// "<what>.<field> must be in [lo, hi]; got value".
+inline absl::Status check_int_option(const char* what, const char* field,
+                                     int64_t value, int64_t lo, int64_t hi) {
+  if (value < lo || value > hi) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ".", field, " must be in [", lo, ", ", hi, "]; got ", value));
+  }
+  return absl::OkStatus();
+}
+
+// OK iff value is finite and lo < value <= hi (lo exclusive: rates and
+// capacities must be positive).
+inline absl::Status check_positive_option(const char* what, const char* field,
+                                          double value, double hi) {
+  if (!std::isfinite(value) || !(value > 0) || value > hi) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ".", field, " must be finite, > 0 and <= ", hi, "; got ", value));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace throttlekit::detail
+
+#endif  // THROTTLEKIT_CORE_OPTION_CHECK_H_

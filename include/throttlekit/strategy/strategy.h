@@ -1,0 +1,91 @@
+// throttlekit/strategy/strategy.h
+//
+// Provides the `Strategy` concept every rate strategy models, and
+// `Forecast`. A strategy is a pure transition (ARCHITECTURE.md, layer 2): no
+// I/O, no clock reads, no locks. The arithmetic is fixed by SEMANTICS.md so
+// that memory, Redis and Postgres produce identical decisions.
+//
+// The contract, for a strategy `S`:
+//
+// - `S::Options` is a plain struct; `S::create(options)` validates it once and
+//   returns `absl::StatusOr<S>` whose error names the field and its bound.
+// - `S::State` default-constructs to the *cold* state (a key never seen, or
+//   expired) and that construction allocates nothing, so a denied call on a
+//   cold key allocates nothing.
+// - `check(state, now_ms, cost)` returns the decision for a request of
+//   `cost` units at `now_ms`. It writes `state` only when it allows: a denied
+//   call never changes state. `cost` must already be valid (`validate_cost`).
+// - `peek(state, now_ms)` is the decision for a cost-1 request without
+//   consuming: `remaining` and `reset_at_ms` describe current capacity.
+// - `forecast(state, now_ms, cost)` returns a `Forecast`; it writes nothing.
+// - `expires_at_ms(state)`: from this instant on, the state is equivalent to
+//   the cold state for every future decision (at a `now` not behind it), so
+//   a store may drop it. Conservative: never earlier than exact.
+// - `policy_window_ms()`: the window reported in the `RateLimit-Policy`
+//   header (the period, window, or time to refill fully).
+// - `kName`: the strategy's stable name (metrics, Redis script names).
+//
+// Strategy objects are immutable after `create` and safe to share across
+// threads; states are plain values guarded by whoever holds them.
+
+#ifndef THROTTLEKIT_STRATEGY_STRATEGY_H_
+#define THROTTLEKIT_STRATEGY_STRATEGY_H_
+
+#include <concepts>
+#include <cstdint>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "throttlekit/core/decision.h"
+
+namespace throttlekit {
+
+// What a key can do, without consuming anything.
+struct Forecast {
+  // Whole units that could be admitted right now.
+  int64_t spendable_now = 0;
+  // The earliest epoch ms at which a request of the asked `cost` would be
+  // admitted (equal to `now` when it would be admitted now). For a cost that
+  // can never pass (above the ceiling) this is the strategy's finite retry
+  // hint, as in its decisions.
+  int64_t next_replenish_at_ms = 0;
+  // The epoch ms at which the key is fully replenished.
+  int64_t full_at_ms = 0;
+
+  friend constexpr bool operator==(const Forecast&, const Forecast&) = default;
+};
+
+template <class S>
+concept Strategy = requires(const S& s, typename S::State& state,
+                            const typename S::State& cstate,
+                            const typename S::Options& options, int64_t now_ms,
+                            double cost) {
+  typename S::Options;
+  typename S::State;
+  requires std::default_initializable<typename S::State>;
+  { S::create(options) } -> std::same_as<absl::StatusOr<S>>;
+  { s.check(state, now_ms, cost) } -> std::same_as<Decision>;
+  { s.peek(cstate, now_ms) } -> std::same_as<Decision>;
+  { s.forecast(cstate, now_ms, cost) } -> std::same_as<Forecast>;
+  { s.expires_at_ms(cstate) } -> std::same_as<int64_t>;
+  { s.policy_window_ms() } -> std::same_as<int64_t>;
+  { s.options() } -> std::same_as<const typename S::Options&>;
+  { S::kName } -> std::convertible_to<std::string_view>;
+};
+
+namespace detail {
+
+// Converts a double that is already integral (a floor/ceil result, or an
+// exact integer) to int64, saturating outside the int64 range and mapping
+// NaN to 0 so no conversion is undefined behaviour.
+constexpr int64_t to_int(double v) noexcept {
+  if (!(v == v)) return 0;
+  if (v >= 9.2233720368547748e18) return INT64_MAX;
+  if (v <= -9.2233720368547758e18) return INT64_MIN;
+  return static_cast<int64_t>(v);
+}
+
+}  // namespace detail
+}  // namespace throttlekit
+
+#endif  // THROTTLEKIT_STRATEGY_STRATEGY_H_

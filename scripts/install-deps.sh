@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the Debian packages ThrottleKit needs that this machine lacks.
+# Usage: scripts/install-deps.sh demo|test
+# Runs apt-get only when something is missing; needs root (or sudo).
+set -euo pipefail
+
+profile="${1:-test}"
+packages=(cmake ninja-build g++ libabsl-dev)
+if [[ "$profile" == "test" ]]; then
+  packages+=(libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
+             clang-format)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+sudo=""
+if [[ "$(id -u)" != 0 ]]; then
+  sudo="sudo"
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

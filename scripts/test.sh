@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds once and runs the whole test suite: unit,
+# property, model, conformance, integration and consumer tests on an
+# optimised build, then a ThreadSanitizer build of the concurrency tests
+# (label `tsan`). Exits non-zero if anything fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh test
+
+start=$(date +%s)
+echo "== release build"
+cmake --preset release >/dev/null
+cmake --build --preset release
+echo "== release tests"
+ctest --preset release -j2
+
+echo "== ThreadSanitizer build (concurrency tests only)"
+cmake --preset tsan >/dev/null
+cmake --build --preset tsan --target throttlekit_tsan_tests
+echo "== ThreadSanitizer tests"
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+  ctest --preset tsan -j2
+echo "== done in $(( $(date +%s) - start )) s"

@@ -1,0 +1,42 @@
+# Runs one consumer build. Variables: MODE (find_package|add_subdirectory),
+# SOURCE_DIR (ThrottleKit's source), BINARY_DIR (scratch), GENERATOR.
+file(REMOVE_RECURSE "${BINARY_DIR}")
+file(MAKE_DIRECTORY "${BINARY_DIR}")
+set(prefix_args "")
+if(MODE STREQUAL "find_package")
+  # Install a fresh copy of ThrottleKit into a private prefix first.
+  execute_process(
+    COMMAND "${CMAKE_COMMAND}" -S "${SOURCE_DIR}" -B "${BINARY_DIR}/tk"
+            -G "${GENERATOR}" -DTHROTTLEKIT_BUILD_TESTS=OFF
+            -DTHROTTLEKIT_BUILD_BENCHMARKS=OFF -DTHROTTLEKIT_BUILD_EXAMPLES=OFF
+            -DTHROTTLEKIT_INSTALL=ON
+            "-DCMAKE_INSTALL_PREFIX=${BINARY_DIR}/prefix"
+    RESULT_VARIABLE rc)
+  if(rc)
+    message(FATAL_ERROR "configuring ThrottleKit failed: ${rc}")
+  endif()
+  execute_process(COMMAND "${CMAKE_COMMAND}" --install "${BINARY_DIR}/tk"
+                  RESULT_VARIABLE rc)
+  if(rc)
+    message(FATAL_ERROR "installing ThrottleKit failed: ${rc}")
+  endif()
+  set(prefix_args "-DCMAKE_PREFIX_PATH=${BINARY_DIR}/prefix")
+endif()
+execute_process(
+  COMMAND "${CMAKE_COMMAND}" -S "${SOURCE_DIR}/tests/consumer/project"
+          -B "${BINARY_DIR}/consumer" -G "${GENERATOR}"
+          "-DTHROTTLEKIT_CONSUMER_MODE=${MODE}"
+          "-DTHROTTLEKIT_SOURCE_DIR=${SOURCE_DIR}" ${prefix_args}
+  RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "configuring the consumer (${MODE}) failed: ${rc}")
+endif()
+execute_process(COMMAND "${CMAKE_COMMAND}" --build "${BINARY_DIR}/consumer"
+                RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "building the consumer (${MODE}) failed: ${rc}")
+endif()
+execute_process(COMMAND "${BINARY_DIR}/consumer/consumer" RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "the consumer (${MODE}) got wrong decisions: ${rc}")
+endif()
