@@ -1,0 +1,106 @@
+// throttlekit/store/internal/stored_key.h
+//
+// Provides `detail::StoredKey`: the 24-byte key cell of the memory store's
+// open-addressed tables. Keys up to 16 bytes live inline (no allocation);
+// longer keys own one heap buffer. The cell also carries the key's 31-bit
+// hash tag (its home index and a cheap pre-compare filter) and the CLOCK
+// reference bit, so a GCRA entry (key + one double) is 32 bytes.
+//
+// Not thread-safe: guarded by the owning shard's lock.
+
+#ifndef THROTTLEKIT_STORE_INTERNAL_STORED_KEY_H_
+#define THROTTLEKIT_STORE_INTERNAL_STORED_KEY_H_
+
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+#include <utility>
+
+namespace throttlekit::detail {
+
+class StoredKey {
+ public:
+  static constexpr uint32_t kInlineBytes = 16;
+  static constexpr uint32_t kTagMask = 0x7fffffffu;
+  static constexpr uint32_t kReferencedBit = 0x80000000u;
+
+  StoredKey() noexcept {}
+  ~StoredKey() { release(); }
+  StoredKey(StoredKey&& other) noexcept { steal(other); }
+  StoredKey& operator=(StoredKey&& other) noexcept {
+    if (this != &other) {
+      release();
+      steal(other);
+    }
+    return *this;
+  }
+  StoredKey(const StoredKey&) = delete;
+  StoredKey& operator=(const StoredKey&) = delete;
+
+  // Stores `key` (non-empty, < 4 GiB) with its tag; allocates only for keys
+  // longer than kInlineBytes. The reference bit starts clear: a key earns
+  // its second chance by being used again, so a flood of one-off keys
+  // cannot push out keys in steady use.
+  void assign(std::string_view key, uint32_t tag) {
+    release();
+    if (key.size() > kInlineBytes) {
+      heap_ = new char[key.size()];
+      std::memcpy(heap_, key.data(), key.size());
+    } else {
+      std::memcpy(inline_, key.data(), key.size());
+    }
+    size_ = static_cast<uint32_t>(key.size());
+    meta_ = tag & kTagMask;
+  }
+
+  // Frees the key; the cell becomes empty.
+  void clear() noexcept {
+    release();
+    size_ = 0;
+    meta_ = 0;
+  }
+
+  bool empty() const noexcept { return size_ == 0; }
+  uint32_t tag() const noexcept { return meta_ & kTagMask; }
+  bool referenced() const noexcept { return (meta_ & kReferencedBit) != 0; }
+  void set_referenced() noexcept { meta_ |= kReferencedBit; }
+  void clear_referenced() noexcept { meta_ &= kTagMask; }
+
+  std::string_view view() const noexcept {
+    return {size_ > kInlineBytes ? heap_ : inline_, size_};
+  }
+  bool equals(std::string_view key, uint32_t tag) const noexcept {
+    return this->tag() == (tag & kTagMask) && size_ == key.size() &&
+           std::memcmp(size_ > kInlineBytes ? heap_ : inline_, key.data(),
+                       key.size()) == 0;
+  }
+  // Heap bytes owned beyond the cell itself.
+  size_t heap_bytes() const noexcept {
+    return size_ > kInlineBytes ? size_ : 0;
+  }
+
+ private:
+  void release() noexcept {
+    if (size_ > kInlineBytes) delete[] heap_;
+  }
+  void steal(StoredKey& other) noexcept {
+    size_ = other.size_;
+    meta_ = other.meta_;
+    std::memcpy(inline_, other.inline_, kInlineBytes);  // or the pointer
+    other.size_ = 0;
+    other.meta_ = 0;
+  }
+
+  uint32_t size_ = 0;  // 0: empty cell
+  uint32_t meta_ = 0;  // tag (31 bits) | referenced bit
+  union {
+    char inline_[kInlineBytes];
+    char* heap_;
+  };
+};
+
+static_assert(sizeof(StoredKey) == 24);
+
+}  // namespace throttlekit::detail
+
+#endif  // THROTTLEKIT_STORE_INTERNAL_STORED_KEY_H_

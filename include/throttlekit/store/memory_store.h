@@ -1,0 +1,332 @@
+// throttlekit/store/memory_store.h
+//
+// Provides `MemoryStore<S>`: the embedded, in-process state of one strategy
+// for many keys (ARCHITECTURE.md, layer 3). It is what `RateLimiter` uses by
+// default and what `MemoryCoordinator` will build on.
+//
+// Design
+// - Sharded: a key's 64-bit hash picks one of up to 64 shards (top bits);
+//   each shard is an open-addressed, linear-probing table guarded by its own
+//   `SpinLock`. A check holds one shard lock for one probe and one strategy
+//   step (tens of nanoseconds), so threads on different keys rarely meet.
+// - Compact: a slot is a 24-byte key cell (keys up to 16 bytes inline) plus
+//   the strategy's state; a GCRA slot is 32 bytes. Tables double at 3/4 load,
+//   up to the shard's key bound.
+// - Bounded: `max_keys` is split evenly over the shards (each holds at most
+//   `max_keys / shards` keys, so the store never holds more than
+//   `max_keys`). Inserting into a full shard first evicts one key by CLOCK
+//   (second chance): a key is inserted unmarked and marked when used again;
+//   the hand clears marks as it passes and evicts the first key that is
+//   expired or unmarked, so one-off keys go before keys in steady use.
+// - Lazy expiry: a key whose state has passed `S::expires_at_ms` behaves as
+//   cold and is dropped when touched or when the hand passes it. There is no
+//   background sweeper.
+// - A denied check on a cold key writes and allocates nothing; deletion is
+//   backward-shift (no tombstones), so probes stay short under churn.
+//
+// Caveat: dropping an expired key is exact for every `now` not behind the
+// expiry; a clock that later jumps back behind it sees a cold key (more
+// lenient than the dropped state). Keys are hashed with absl::Hash, which is
+// seeded per process, so hostile key sets cannot be precomputed.
+//
+// Thread-safety: every public method is safe to call concurrently.
+
+#ifndef THROTTLEKIT_STORE_MEMORY_STORE_H_
+#define THROTTLEKIT_STORE_MEMORY_STORE_H_
+
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/hash/hash.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "throttlekit/core/decision.h"
+#include "throttlekit/core/spin_lock.h"
+#include "throttlekit/store/internal/stored_key.h"
+#include "throttlekit/strategy/strategy.h"
+
+namespace throttlekit {
+
+struct MemoryStoreOptions {
+  // The most keys the store holds at once; 1 .. 2^40.
+  size_t max_keys = size_t{1} << 20;
+  // Shards (a power of two, 1 .. 64); 0 picks one shard per 1024 keys of
+  // `max_keys`, at most 64.
+  size_t shards = 0;
+};
+
+template <Strategy S>
+class MemoryStore {
+ public:
+  using State = typename S::State;
+
+  // Validates `options`; errors name the field and its bound.
+  static absl::StatusOr<std::unique_ptr<MemoryStore>> create(
+      S strategy, const MemoryStoreOptions& options = {}) {
+    if (options.max_keys < 1 || options.max_keys > (size_t{1} << 40)) {
+      return absl::InvalidArgumentError(
+          "memory_store.max_keys must be in [1, 2^40]");
+    }
+    size_t shards = options.shards;
+    if (shards == 0) {
+      shards = std::bit_floor(
+          std::clamp<size_t>(options.max_keys / 1024, 1, kMaxShards));
+    } else if (shards > kMaxShards || !std::has_single_bit(shards)) {
+      return absl::InvalidArgumentError(
+          "memory_store.shards must be 0 or a power of two in [1, 64]");
+    } else if (shards > options.max_keys) {
+      return absl::InvalidArgumentError(
+          "memory_store.shards must not exceed memory_store.max_keys");
+    }
+    return std::unique_ptr<MemoryStore>(
+        new MemoryStore(std::move(strategy), options.max_keys, shards));
+  }
+
+  MemoryStore(const MemoryStore&) = delete;
+  MemoryStore& operator=(const MemoryStore&) = delete;
+
+  const S& strategy() const noexcept { return strategy_; }
+
+  // Runs one strategy check for `key` at `now_ms` atomically. `key` must be
+  // valid (`validate_key`) and `cost` valid (`validate_cost`); the limiter
+  // checks both. Allocates only when an allowed check inserts a key longer
+  // than 16 bytes, or grows a table. Thread-safe.
+  Decision check(std::string_view key, int64_t now_ms, double cost) {
+    const uint64_t h = hash(key);
+    Shard& shard = shard_for(h);
+    const uint32_t tag = static_cast<uint32_t>(h);
+    SpinLockHolder hold(shard.lock);
+    const size_t i = find(shard, key, tag);
+    if (i != kNotFound) {
+      Slot& slot = shard.slots[i];
+      if (strategy_.expires_at_ms(slot.state) > now_ms) {
+        slot.key.set_referenced();
+        return strategy_.check(slot.state, now_ms, cost);
+      }
+      // Expired: the state is equivalent to cold; replace or drop it.
+      State cold{};
+      Decision d = strategy_.check(cold, now_ms, cost);
+      if (d.allowed) {
+        slot.state = std::move(cold);
+        slot.key.set_referenced();
+      } else {
+        erase(shard, i);
+      }
+      return d;
+    }
+    State cold{};
+    Decision d = strategy_.check(cold, now_ms, cost);
+    if (d.allowed) insert(shard, key, tag, std::move(cold), now_ms);
+    return d;
+  }
+
+  // Applies `fn(const State&)` to the key's current state (cold if absent
+  // or expired) under the shard lock and returns its result. Writes nothing.
+  // Thread-safe.
+  template <class Fn>
+  auto read(std::string_view key, int64_t now_ms, Fn&& fn) const {
+    const uint64_t h = hash(key);
+    Shard& shard = shard_for(h);
+    const uint32_t tag = static_cast<uint32_t>(h);
+    SpinLockHolder hold(shard.lock);
+    const size_t i = find(shard, key, tag);
+    if (i != kNotFound &&
+        strategy_.expires_at_ms(shard.slots[i].state) > now_ms) {
+      return fn(static_cast<const State&>(shard.slots[i].state));
+    }
+    const State cold{};
+    return fn(cold);
+  }
+
+  // The decision for a cost-1 request, without consuming. Thread-safe.
+  Decision peek(std::string_view key, int64_t now_ms) const {
+    return read(key, now_ms,
+                [&](const State& s) { return strategy_.peek(s, now_ms); });
+  }
+
+  // See `Forecast`. Writes nothing. Thread-safe.
+  Forecast forecast(std::string_view key, int64_t now_ms, double cost) const {
+    return read(key, now_ms, [&](const State& s) {
+      return strategy_.forecast(s, now_ms, cost);
+    });
+  }
+
+  // Forgets `key`; returns whether it was present. Thread-safe.
+  bool reset(std::string_view key) {
+    const uint64_t h = hash(key);
+    Shard& shard = shard_for(h);
+    SpinLockHolder hold(shard.lock);
+    const size_t i = find(shard, key, static_cast<uint32_t>(h));
+    if (i == kNotFound) return false;
+    erase(shard, i);
+    return true;
+  }
+
+  // Keys held now (expired keys not yet dropped included). Thread-safe; a
+  // snapshot that may be stale by the time it returns.
+  size_t size() const {
+    size_t n = 0;
+    for (size_t s = 0; s < shard_count_; ++s) {
+      SpinLockHolder hold(shards_[s].lock);
+      n += shards_[s].count;
+    }
+    return n;
+  }
+
+  size_t max_keys() const noexcept { return max_keys_; }
+  size_t shard_count() const noexcept { return shard_count_; }
+
+  // Bytes held by the tables and by out-of-line keys (not counting heap
+  // memory owned by states of variable size). Thread-safe.
+  size_t memory_bytes() const {
+    size_t bytes = sizeof(*this) + shard_count_ * sizeof(Shard);
+    for (size_t s = 0; s < shard_count_; ++s) {
+      SpinLockHolder hold(shards_[s].lock);
+      const Shard& shard = shards_[s];
+      bytes += (shard.mask + 1) * sizeof(Slot);
+      for (size_t i = 0; i <= shard.mask; ++i) {
+        bytes += shard.slots[i].key.heap_bytes();
+      }
+    }
+    return bytes;
+  }
+
+ private:
+  static constexpr size_t kMaxShards = 64;
+  static constexpr size_t kInitialCapacity = 16;
+  static constexpr size_t kNotFound = ~size_t{0};
+
+  struct Slot {
+    detail::StoredKey key;
+    State state{};
+  };
+
+  struct alignas(64) Shard {
+    mutable SpinLock lock;
+    std::unique_ptr<Slot[]> slots ABSL_PT_GUARDED_BY(lock);
+    size_t mask ABSL_GUARDED_BY(lock) = 0;   // capacity - 1
+    size_t count ABSL_GUARDED_BY(lock) = 0;  // keys held
+    size_t hand ABSL_GUARDED_BY(lock) = 0;   // CLOCK hand
+  };
+
+  MemoryStore(S strategy, size_t max_keys, size_t shards)
+      : strategy_(std::move(strategy)),
+        max_keys_(max_keys),
+        shard_count_(shards),
+        shard_bound_(max_keys / shards),
+        shard_shift_(64 - std::countr_zero(shards)),
+        shards_(new Shard[shards]) {
+    // A table never needs more than bound * 4/3 slots (3/4 max load).
+    max_capacity_ = std::bit_ceil(shard_bound_ + shard_bound_ / 3 + 1);
+    for (size_t s = 0; s < shards; ++s) {
+      SpinLockHolder hold(shards_[s].lock);
+      const size_t cap = std::min(kInitialCapacity, max_capacity_);
+      shards_[s].slots.reset(new Slot[cap]);
+      shards_[s].mask = cap - 1;
+    }
+  }
+
+  static uint64_t hash(std::string_view key) noexcept {
+    return absl::Hash<absl::string_view>{}(
+        absl::string_view(key.data(), key.size()));
+  }
+  Shard& shard_for(uint64_t h) const noexcept {
+    return shards_[shard_count_ == 1 ? 0 : (h >> shard_shift_)];
+  }
+
+  size_t find(const Shard& shard, std::string_view key, uint32_t tag) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.lock) {
+    for (size_t i = tag & shard.mask;; i = (i + 1) & shard.mask) {
+      const detail::StoredKey& k = shard.slots[i].key;
+      if (k.empty()) return kNotFound;
+      if (k.equals(key, tag)) return i;
+    }
+  }
+
+  void insert(Shard& shard, std::string_view key, uint32_t tag, State state,
+              int64_t now_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.lock) {
+    if (shard.count >= shard_bound_) {
+      evict_one(shard, now_ms);
+    } else if ((shard.count + 1) * 4 > (shard.mask + 1) * 3) {
+      grow(shard);
+    }
+    size_t i = tag & shard.mask;
+    while (!shard.slots[i].key.empty()) i = (i + 1) & shard.mask;
+    shard.slots[i].key.assign(key, tag);
+    shard.slots[i].state = std::move(state);
+    ++shard.count;
+  }
+
+  void grow(Shard& shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.lock) {
+    const size_t old_cap = shard.mask + 1;
+    if (old_cap >= max_capacity_) return;
+    const size_t cap = old_cap * 2;
+    std::unique_ptr<Slot[]> slots(new Slot[cap]);
+    const size_t mask = cap - 1;
+    for (size_t j = 0; j < old_cap; ++j) {
+      Slot& from = shard.slots[j];
+      if (from.key.empty()) continue;
+      size_t i = from.key.tag() & mask;
+      while (!slots[i].key.empty()) i = (i + 1) & mask;
+      slots[i] = std::move(from);
+    }
+    shard.slots = std::move(slots);
+    shard.mask = mask;
+    shard.hand = 0;
+  }
+
+  // CLOCK: at most two sweeps; the second always finds an unreferenced key.
+  void evict_one(Shard& shard, int64_t now_ms)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.lock) {
+    for (size_t steps = 0; steps <= 2 * (shard.mask + 1); ++steps) {
+      const size_t i = shard.hand;
+      shard.hand = (shard.hand + 1) & shard.mask;
+      Slot& slot = shard.slots[i];
+      if (slot.key.empty()) continue;
+      if (strategy_.expires_at_ms(slot.state) <= now_ms ||
+          !slot.key.referenced()) {
+        erase(shard, i);
+        return;
+      }
+      slot.key.clear_referenced();
+    }
+  }
+
+  // Backward-shift deletion: later members of the probe run move into the
+  // hole unless that would put them before their home slot.
+  void erase(Shard& shard, size_t i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.lock) {
+    size_t hole = i;
+    for (size_t j = (i + 1) & shard.mask;; j = (j + 1) & shard.mask) {
+      Slot& next = shard.slots[j];
+      if (next.key.empty()) break;
+      const size_t home = next.key.tag() & shard.mask;
+      const bool stays =
+          hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+      if (!stays) {
+        shard.slots[hole] = std::move(next);
+        hole = j;
+      }
+    }
+    shard.slots[hole].key.clear();
+    shard.slots[hole].state = State{};
+    --shard.count;
+  }
+
+  const S strategy_;
+  const size_t max_keys_;
+  const size_t shard_count_;
+  const size_t shard_bound_;
+  const int shard_shift_;
+  size_t max_capacity_ = 0;
+  std::unique_ptr<Shard[]> shards_;
+};
+
+}  // namespace throttlekit
+
+#endif  // THROTTLEKIT_STORE_MEMORY_STORE_H_
