@@ -10,6 +10,10 @@
 #include "throttlekit/core/cost.h"
 #include "throttlekit/core/decision.h"
 #include "throttlekit/core/key.h"
+#include "throttlekit/store/cell.h"
+#include "throttlekit/store/gcra_cell.h"
+#include "throttlekit/store/memory_store.h"
+#include "throttlekit/store/rate_limiter.h"
 #include "throttlekit/strategy/gcra.h"
 #include "throttlekit/strategy/strategy.h"
 

@@ -14,9 +14,11 @@
 
 namespace throttlekit {
 
-// OK, or kInvalidArgument naming the bad cost (NaN, infinite, <= 0, or above
-// 2^53 - 1).
-inline absl::Status validate_cost(double cost) {
+namespace detail {
+
+// Builds the error for a cost that failed the fast check (kept out of line
+// so the check inlines into hot paths).
+[[gnu::cold, gnu::noinline]] inline absl::Status invalid_cost(double cost) {
   if (std::isnan(cost)) {
     return absl::InvalidArgumentError("cost must be a number; got NaN");
   }
@@ -28,11 +30,24 @@ inline absl::Status validate_cost(double cost) {
     return absl::InvalidArgumentError(
         absl::StrCat("cost must be > 0; got ", cost));
   }
-  if (cost > static_cast<double>(kMaxSafeInteger)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cost must be <= 2^53-1 (", kMaxSafeInteger, "); got ", cost));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "cost must be <= 2^53-1 (", kMaxSafeInteger, "); got ", cost));
+}
+
+}  // namespace detail
+
+// True iff `cost` is finite, > 0 and <= 2^53 - 1 (NaN fails `> 0`).
+constexpr bool is_valid_cost(double cost) noexcept {
+  return cost > 0 && cost <= static_cast<double>(kMaxSafeInteger);
+}
+
+// OK, or kInvalidArgument naming the bad cost (NaN, infinite, <= 0, or above
+// 2^53 - 1).
+inline absl::Status validate_cost(double cost) {
+  if (is_valid_cost(cost)) [[likely]] {
+    return absl::OkStatus();
   }
-  return absl::OkStatus();
+  return detail::invalid_cost(cost);
 }
 
 }  // namespace throttlekit

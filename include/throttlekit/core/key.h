@@ -20,16 +20,28 @@ namespace throttlekit {
 // fine) from 1 byte up to this many bytes.
 inline constexpr size_t kMaxKeyBytes = size_t{1} << 20;  // 1 MiB
 
+namespace detail {
+
+// Builds the error for a key that failed the fast check (out of line).
+[[gnu::cold, gnu::noinline]] inline absl::Status invalid_key(size_t size) {
+  if (size == 0) return absl::InvalidArgumentError("key must not be empty");
+  return absl::InvalidArgumentError(
+      absl::StrCat("key is ", size, " bytes; the maximum is ", kMaxKeyBytes));
+}
+
+}  // namespace detail
+
+// True iff `key` is 1 .. kMaxKeyBytes bytes long.
+constexpr bool is_valid_key(std::string_view key) noexcept {
+  return key.size() - 1 < kMaxKeyBytes;  // wraps for size 0
+}
+
 // OK, or kInvalidArgument naming the problem (empty, or over kMaxKeyBytes).
 inline absl::Status validate_key(std::string_view key) {
-  if (key.empty()) {
-    return absl::InvalidArgumentError("key must not be empty");
+  if (is_valid_key(key)) [[likely]] {
+    return absl::OkStatus();
   }
-  if (key.size() > kMaxKeyBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "key is ", key.size(), " bytes; the maximum is ", kMaxKeyBytes));
-  }
-  return absl::OkStatus();
+  return detail::invalid_key(key.size());
 }
 
 // `prefix + ":" + key` when prefix is non-empty, else `key`.

@@ -50,7 +50,9 @@ class GcraCell {
 
   // As `check`, at a caller-supplied epoch-ms `now_ms`. Thread-safe.
   absl::StatusOr<Decision> check_at(int64_t now_ms, double cost = 1) {
-    if (absl::Status s = validate_cost(cost); !s.ok()) return s;
+    if (!is_valid_cost(cost)) [[unlikely]] {
+      return validate_cost(cost);
+    }
     double seen = tat_.load(std::memory_order_relaxed);
     for (;;) {
       Gcra::State state{seen};

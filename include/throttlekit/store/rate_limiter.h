@@ -75,7 +75,9 @@ class RateLimiter {
   // As `check`, at a caller-supplied epoch-ms `now_ms`. Thread-safe.
   absl::StatusOr<Decision> check_at(std::string_view key, int64_t now_ms,
                                     double cost = 1) {
-    if (absl::Status s = validate(key, cost); !s.ok()) return s;
+    if (!is_valid_key(key) || !is_valid_cost(cost)) [[unlikely]] {
+      return validate(key, cost);
+    }
     return store_->check(key, now_ms, cost);
   }
 
@@ -145,6 +147,9 @@ class RateLimiter {
         clock_(std::move(clock)) {}
 
   static absl::Status validate(std::string_view key, double cost) {
+    if (is_valid_key(key) && is_valid_cost(cost)) [[likely]] {
+      return absl::OkStatus();
+    }
     if (absl::Status s = validate_key(key); !s.ok()) return s;
     return validate_cost(cost);
   }

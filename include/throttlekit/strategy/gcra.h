@@ -30,6 +30,7 @@
 
 #include "absl/status/statusor.h"
 #include "throttlekit/core/decision.h"
+#include "throttlekit/core/inline.h"
 #include "throttlekit/core/option_check.h"
 #include "throttlekit/strategy/strategy.h"
 
@@ -84,19 +85,20 @@ class Gcra {
   int64_t policy_window_ms() const noexcept { return options_.period_ms; }
 
   // See strategy.h. Writes `state` only when allowed.
-  Decision check(State& state, int64_t now_ms, double cost) const noexcept {
+  THROTTLEKIT_ALWAYS_INLINE Decision check(State& state, int64_t now_ms,
+                                           double cost) const noexcept {
     const double now = static_cast<double>(now_ms);
     const double tat_eff = std::max(state.tat, now);
     const double new_tat = tat_eff + t_ * cost;
     const double allow_at = new_tat - tau_;
     if (now < allow_at) {
       return Decision{false, burst_, remaining(tat_eff, now),
-                      detail::to_int(std::ceil(tat_eff)),
-                      detail::to_int(std::ceil(allow_at - now))};
+                      detail::ceil_to_int(tat_eff),
+                      detail::ceil_to_int(allow_at - now)};
     }
     state.tat = new_tat;
     return Decision{true, burst_, remaining(new_tat, now),
-                    detail::to_int(std::ceil(new_tat)), 0};
+                    detail::ceil_to_int(new_tat), 0};
   }
 
   // See strategy.h.
@@ -106,8 +108,8 @@ class Gcra {
     const double allow_at = tat_eff + t_ - tau_;
     const bool allowed = !(now < allow_at);
     return Decision{allowed, burst_, remaining(tat_eff, now),
-                    detail::to_int(std::ceil(tat_eff)),
-                    allowed ? 0 : detail::to_int(std::ceil(allow_at - now))};
+                    detail::ceil_to_int(tat_eff),
+                    allowed ? 0 : detail::ceil_to_int(allow_at - now)};
   }
 
   // See strategy.h.
@@ -117,17 +119,16 @@ class Gcra {
     const double tat_eff = std::max(state.tat, now);
     const double allow_at = tat_eff + t_ * cost - tau_;
     const int64_t next =
-        now < allow_at ? now_ms + detail::to_int(std::ceil(allow_at - now))
-                       : now_ms;
+        now < allow_at ? now_ms + detail::ceil_to_int(allow_at - now) : now_ms;
     return Forecast{remaining(tat_eff, now), next,
-                    detail::to_int(std::ceil(tat_eff))};
+                    detail::ceil_to_int(tat_eff)};
   }
 
   // The TTL hint of SEMANTICS.md (`max(1, ceil(new_tat - now))`) as an
   // instant: once `now >= ceil(tat)`, `max(tat, now) == now`, exactly cold.
   int64_t expires_at_ms(const State& state) const noexcept {
     if (std::isinf(state.tat)) return std::numeric_limits<int64_t>::min();
-    return detail::to_int(std::ceil(state.tat));
+    return detail::ceil_to_int(state.tat);
   }
 
  private:
@@ -139,8 +140,8 @@ class Gcra {
 
   // max(0, floor((tau - (tat - now)) / T))
   int64_t remaining(double tat, double now) const noexcept {
-    return std::max<int64_t>(
-        0, detail::to_int(std::floor((tau_ - (tat - now)) / t_)));
+    return std::max<int64_t>(0,
+                             detail::floor_to_int((tau_ - (tat - now)) / t_));
   }
 
   Options options_;

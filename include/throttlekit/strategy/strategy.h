@@ -21,6 +21,8 @@
 // - `expires_at_ms(state)`: from this instant on, the state is equivalent to
 //   the cold state for every future decision (at a `now` not behind it), so
 //   a store may drop it. Conservative: never earlier than exact.
+// - Decision fields come from floor/ceil of doubles: use
+//   `detail::floor_to_int` / `detail::ceil_to_int` (exact, and no libm call).
 // - `policy_window_ms()`: the window reported in the `RateLimit-Policy`
 //   header (the period, window, or time to refill fully).
 // - `kName`: the strategy's stable name (metrics, Redis script names).
@@ -83,6 +85,27 @@ constexpr int64_t to_int(double v) noexcept {
   if (v >= 9.2233720368547748e18) return INT64_MAX;
   if (v <= -9.2233720368547758e18) return INT64_MIN;
   return static_cast<int64_t>(v);
+}
+
+// `to_int(std::floor(v))`, exactly, without a libm call (x86-64's baseline
+// has no rounding instruction, so std::floor is a function call on the hot
+// path). Exact for every double: truncation toward zero gives the integer
+// part, and a negative non-integer steps down by one.
+constexpr int64_t floor_to_int(double v) noexcept {
+  if (!(v > -9.2233720368547758e18 && v < 9.2233720368547748e18)) {
+    return to_int(v);  // NaN or out of int64 range (already integral)
+  }
+  const int64_t i = static_cast<int64_t>(v);
+  return static_cast<double>(i) > v ? i - 1 : i;
+}
+
+// `to_int(std::ceil(v))`, exactly, without a libm call.
+constexpr int64_t ceil_to_int(double v) noexcept {
+  if (!(v > -9.2233720368547758e18 && v < 9.2233720368547748e18)) {
+    return to_int(v);
+  }
+  const int64_t i = static_cast<int64_t>(v);
+  return static_cast<double>(i) < v ? i + 1 : i;
 }
 
 }  // namespace detail

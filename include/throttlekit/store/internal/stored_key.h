@@ -70,9 +70,11 @@ class StoredKey {
     return {size_ > kInlineBytes ? heap_ : inline_, size_};
   }
   bool equals(std::string_view key, uint32_t tag) const noexcept {
-    return this->tag() == (tag & kTagMask) && size_ == key.size() &&
-           std::memcmp(size_ > kInlineBytes ? heap_ : inline_, key.data(),
-                       key.size()) == 0;
+    if (this->tag() != (tag & kTagMask) || size_ != key.size()) return false;
+    if (size_ > kInlineBytes) {
+      return std::memcmp(heap_, key.data(), key.size()) == 0;
+    }
+    return equal_short(inline_, key.data(), size_);
   }
   // Heap bytes owned beyond the cell itself.
   size_t heap_bytes() const noexcept {
@@ -80,6 +82,31 @@ class StoredKey {
   }
 
  private:
+  // Compares n <= 16 bytes with two overlapping word loads per side instead
+  // of a memcmp call.
+  static bool equal_short(const char* a, const char* b, size_t n) noexcept {
+    if (n >= 8) {
+      uint64_t a0, a1, b0, b1;
+      std::memcpy(&a0, a, 8);
+      std::memcpy(&b0, b, 8);
+      std::memcpy(&a1, a + n - 8, 8);
+      std::memcpy(&b1, b + n - 8, 8);
+      return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+    }
+    if (n >= 4) {
+      uint32_t a0, a1, b0, b1;
+      std::memcpy(&a0, a, 4);
+      std::memcpy(&b0, b, 4);
+      std::memcpy(&a1, a + n - 4, 4);
+      std::memcpy(&b1, b + n - 4, 4);
+      return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (a[i] != b[i]) return false;
+    }
+    return true;
+  }
+
   void release() noexcept {
     if (size_ > kInlineBytes) delete[] heap_;
   }

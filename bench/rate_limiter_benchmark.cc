@@ -1,0 +1,269 @@
+// Benchmarks of the keyed check path (`RateLimiter` over `MemoryStore`) and
+// the single-key cells, beside the physical floors they are judged against
+// and a naive baseline, all in one binary so every result is a ratio
+// measured in one run (docs/performance.md).
+//
+// Floors: one SystemClock read; one uncontended compare-and-swap on an
+// int64; one absl::flat_hash_map lookup of the same 12-character key.
+// Baseline: std::mutex + std::unordered_map holding the same strategy.
+//
+// The strategies run in their admitting regime (a burst far larger than the
+// run), so every measured call is an allowed check that writes state.
+
+#include <benchmark/benchmark.h>
+#include <malloc.h>
+
+#include <atomic>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "throttlekit/throttlekit.h"
+
+namespace throttlekit {
+namespace {
+
+constexpr int64_t kEpoch = 1'700'000'000'000;
+constexpr int kDistinctKeys = 1'000'000;
+
+// 12-character keys "k00000000042".
+const std::vector<std::string>& distinct_keys() {
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> k;
+    k.reserve(kDistinctKeys);
+    char buf[16];
+    for (int i = 0; i < kDistinctKeys; ++i) {
+      std::snprintf(buf, sizeof buf, "k%011d", i);
+      k.emplace_back(buf);
+    }
+    return k;
+  }();
+  return keys;
+}
+
+std::string thread_key(int thread) {
+  return "hotkey-" + std::to_string(10000 + thread);  // 12 characters
+}
+
+// Options that admit every call of a benchmark run (T = 1 ms, burst 1e12).
+template <class S>
+typename S::Options admitting_options();
+template <>
+Gcra::Options admitting_options<Gcra>() {
+  return {1'000'000'000'000, 1'000'000'000'000, 0};
+}
+
+// ---- Floors ---------------------------------------------------------------
+
+void BM_Floor_SystemClockRead(benchmark::State& state) {
+  SystemClock clock;
+  for (auto _ : state) benchmark::DoNotOptimize(clock.now_ms());
+}
+BENCHMARK(BM_Floor_SystemClockRead)->Threads(1)->Threads(2)->UseRealTime();
+
+void BM_Floor_CoarseClockRead(benchmark::State& state) {
+  CoarseSystemClock clock;
+  for (auto _ : state) benchmark::DoNotOptimize(clock.now_ms());
+}
+BENCHMARK(BM_Floor_CoarseClockRead);
+
+void BM_Floor_Cas(benchmark::State& state) {
+  alignas(64) std::atomic<int64_t> word{0};
+  int64_t v = 0;
+  for (auto _ : state) {
+    word.compare_exchange_strong(v, v + 1, std::memory_order_acq_rel);
+    ++v;
+  }
+  benchmark::DoNotOptimize(word.load());
+}
+BENCHMARK(BM_Floor_Cas)->Threads(1)->Threads(2)->UseRealTime();
+
+void BM_Floor_FetchSub(benchmark::State& state) {
+  alignas(64) std::atomic<int64_t> word{1'000'000'000'000};
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(word.fetch_sub(1, std::memory_order_acq_rel));
+  }
+}
+BENCHMARK(BM_Floor_FetchSub);
+
+void BM_Floor_FlatHashMapLookup(benchmark::State& state) {
+  absl::flat_hash_map<std::string, double> map;
+  const std::string key = thread_key(state.thread_index());
+  map[key] = 1;
+  for (int i = 0; i < 1000; ++i) map["other-" + std::to_string(i)] = i;
+  const std::string_view probe = key;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(
+        map.find(absl::string_view(probe.data(), probe.size())));
+  }
+}
+BENCHMARK(BM_Floor_FlatHashMapLookup)->Threads(1)->Threads(2)->UseRealTime();
+
+void BM_Floor_FlatHashMapLookupDistinct(benchmark::State& state) {
+  const auto& keys = distinct_keys();
+  absl::flat_hash_map<std::string, double> map;
+  map.reserve(keys.size());
+  for (const auto& k : keys) map[k] = 1;
+  size_t i = 0;
+  for (auto _ : state) {
+    const std::string& k = keys[i];
+    benchmark::DoNotOptimize(map.find(absl::string_view(k.data(), k.size())));
+    if (++i == keys.size()) i = 0;
+  }
+}
+BENCHMARK(BM_Floor_FlatHashMapLookupDistinct);
+
+// ---- The keyed check --------------------------------------------------------
+
+template <class S>
+RateLimiter<S>& shared_limiter() {
+  static auto* limiter = new RateLimiter<S>(*RateLimiter<S>::create(
+      admitting_options<S>(), {.store = {.max_keys = 2 * kDistinctKeys}}));
+  return *limiter;
+}
+
+// One hot key per thread, the clock read inside `check`.
+template <class S>
+void BM_RateLimiter_CheckHotKey(benchmark::State& state) {
+  RateLimiter<S>& limiter = shared_limiter<S>();
+  const std::string key = thread_key(state.thread_index());
+  for (auto _ : state) benchmark::DoNotOptimize(limiter.check(key));
+}
+
+// One hot key per thread, a caller-supplied `now` (advancing 1 ms a call).
+template <class S>
+void BM_RateLimiter_CheckAtHotKey(benchmark::State& state) {
+  RateLimiter<S>& limiter = shared_limiter<S>();
+  const std::string key = thread_key(state.thread_index());
+  int64_t now = kEpoch;
+  for (auto _ : state) benchmark::DoNotOptimize(limiter.check_at(key, ++now));
+}
+
+// 10^6 distinct keys visited round robin (cache-missing), caller `now`.
+template <class S>
+void BM_RateLimiter_CheckAtDistinctKeys(benchmark::State& state) {
+  RateLimiter<S>& limiter = shared_limiter<S>();
+  const auto& keys = distinct_keys();
+  size_t i = state.thread_index() * (keys.size() / 2);
+  int64_t now = kEpoch;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(limiter.check_at(keys[i], ++now));
+    if (++i == keys.size()) i = 0;
+  }
+}
+
+// 10^6 distinct keys, the clock read inside.
+template <class S>
+void BM_RateLimiter_CheckDistinctKeys(benchmark::State& state) {
+  RateLimiter<S>& limiter = shared_limiter<S>();
+  const auto& keys = distinct_keys();
+  size_t i = state.thread_index() * (keys.size() / 2);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(limiter.check(keys[i]));
+    if (++i == keys.size()) i = 0;
+  }
+}
+
+#define THROTTLEKIT_KEYED_BENCHMARKS(S)                     \
+  BENCHMARK_TEMPLATE(BM_RateLimiter_CheckHotKey, S)         \
+      ->Threads(1)                                          \
+      ->Threads(2)                                          \
+      ->UseRealTime();                                      \
+  BENCHMARK_TEMPLATE(BM_RateLimiter_CheckAtHotKey, S)       \
+      ->Threads(1)                                          \
+      ->Threads(2)                                          \
+      ->UseRealTime();                                      \
+  BENCHMARK_TEMPLATE(BM_RateLimiter_CheckAtDistinctKeys, S) \
+      ->Threads(1)                                          \
+      ->Threads(2)                                          \
+      ->UseRealTime();                                      \
+  BENCHMARK_TEMPLATE(BM_RateLimiter_CheckDistinctKeys, S)->Threads(1)
+
+THROTTLEKIT_KEYED_BENCHMARKS(Gcra);
+
+// ---- Naive baseline: std::mutex + std::unordered_map -----------------------
+
+template <class S>
+class NaiveLimiter {
+ public:
+  explicit NaiveLimiter(S strategy) : strategy_(std::move(strategy)) {}
+  Decision check_at(const std::string& key, int64_t now_ms, double cost) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return strategy_.check(states_[key], now_ms, cost);
+  }
+
+ private:
+  S strategy_;
+  std::mutex mu_;
+  std::unordered_map<std::string, typename S::State> states_;
+};
+
+template <class S>
+void BM_NaiveMutexMap_CheckAtHotKey(benchmark::State& state) {
+  static auto* naive = new NaiveLimiter<S>(*S::create(admitting_options<S>()));
+  const std::string key = thread_key(state.thread_index());
+  int64_t now = kEpoch;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(naive->check_at(key, ++now, 1));
+  }
+}
+BENCHMARK_TEMPLATE(BM_NaiveMutexMap_CheckAtHotKey, Gcra)
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime();
+
+// ---- Single-key cells -------------------------------------------------------
+
+void BM_GcraCell_CheckAt(benchmark::State& state) {
+  static auto* cell =
+      new GcraCell<>(*GcraCell<>::create(admitting_options<Gcra>()));
+  int64_t now = kEpoch;
+  for (auto _ : state) benchmark::DoNotOptimize(cell->check_at(++now));
+}
+BENCHMARK(BM_GcraCell_CheckAt)->Threads(1)->Threads(2)->UseRealTime();
+
+void BM_GcraCell_Check(benchmark::State& state) {
+  static auto* cell =
+      new GcraCell<>(*GcraCell<>::create(admitting_options<Gcra>()));
+  for (auto _ : state) benchmark::DoNotOptimize(cell->check());
+}
+BENCHMARK(BM_GcraCell_Check);
+
+// ---- Memory per key
+// -----------------------------------------------------------
+
+// Everything the store holds for 10^6 GCRA keys of 12 characters, measured
+// by the allocator (mallinfo2) and divided by the keys.
+void BM_MemoryStore_BytesPerGcraKey(benchmark::State& state) {
+  const auto& keys = distinct_keys();
+  for (auto _ : state) {
+    // In-use heap bytes: small blocks plus mmap()ed large blocks.
+    const auto in_use = [] {
+      const struct mallinfo2 m = mallinfo2();
+      return m.uordblks + m.hblkhd;
+    };
+    const size_t before = in_use();
+    auto store = *MemoryStore<Gcra>::create(*Gcra::create({10, 1000, 0}),
+                                            {.max_keys = 2 * kDistinctKeys});
+    for (const auto& k : keys) (void)store->check(k, kEpoch, 1);
+    const size_t after = in_use();
+    state.counters["keys"] = static_cast<double>(store->size());
+    state.counters["bytes_per_key"] = static_cast<double>(after - before) /
+                                      static_cast<double>(store->size());
+    state.counters["table_bytes_per_key"] =
+        static_cast<double>(store->memory_bytes()) /
+        static_cast<double>(store->size());
+  }
+}
+BENCHMARK(BM_MemoryStore_BytesPerGcraKey)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace throttlekit
+
+BENCHMARK_MAIN();

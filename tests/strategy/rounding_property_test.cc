@@ -1,0 +1,67 @@
+// detail::floor_to_int / ceil_to_int must equal std::floor / std::ceil
+// converted to int64, for every double (they replace libm calls on the hot
+// path, so any difference would break bit-identity with Redis and Postgres).
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "throttlekit/strategy/strategy.h"
+
+namespace throttlekit {
+namespace {
+
+int64_t reference_floor(double v) { return detail::to_int(std::floor(v)); }
+int64_t reference_ceil(double v) { return detail::to_int(std::ceil(v)); }
+
+TEST(Rounding, EdgeCasesMatchLibm) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double cases[] = {0.0,
+                          -0.0,
+                          0.5,
+                          -0.5,
+                          1.0,
+                          -1.0,
+                          1.5,
+                          -1.5,
+                          1e-300,
+                          -1e-300,
+                          4503599627370495.5,
+                          -4503599627370495.5,
+                          9007199254740991.0,
+                          9007199254740993.0,
+                          1.7e12 + 0.25,
+                          -1.7e12 - 0.25,
+                          9.2233720368547748e18,
+                          -9.2233720368547758e18,
+                          1e300,
+                          -1e300,
+                          inf,
+                          -inf,
+                          std::nan("")};
+  for (double v : cases) {
+    EXPECT_EQ(detail::floor_to_int(v), reference_floor(v)) << v;
+    EXPECT_EQ(detail::ceil_to_int(v), reference_ceil(v)) << v;
+  }
+}
+
+RC_GTEST_PROP(Rounding, AnyBitPatternMatchesLibm, (uint64_t bits)) {
+  double v;
+  std::memcpy(&v, &bits, sizeof v);
+  RC_ASSERT(detail::floor_to_int(v) == reference_floor(v));
+  RC_ASSERT(detail::ceil_to_int(v) == reference_ceil(v));
+}
+
+RC_GTEST_PROP(Rounding, EpochScaleValuesMatchLibm, ()) {
+  const double v =
+      *rc::gen::inRange<int64_t>(-4'000'000'000'000, 4'000'000'000'000) +
+      *rc::gen::inRange(0, 1'000'000) / 1e6;
+  RC_ASSERT(detail::floor_to_int(v) == reference_floor(v));
+  RC_ASSERT(detail::ceil_to_int(v) == reference_ceil(v));
+}
+
+}  // namespace
+}  // namespace throttlekit
