@@ -26,8 +26,8 @@
 //
 // Caveat: dropping an expired key is exact for every `now` not behind the
 // expiry; a clock that later jumps back behind it sees a cold key (more
-// lenient than the dropped state). Keys are hashed with absl::Hash, which is
-// seeded per process, so hostile key sets cannot be precomputed.
+// lenient than the dropped state). Keys are hashed with a hash seeded per
+// store (internal/key_hash.h), so hostile key sets cannot be precomputed.
 //
 // Thread-safety: every public method is safe to call concurrently.
 
@@ -43,11 +43,10 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/hash/hash.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "throttlekit/core/decision.h"
 #include "throttlekit/core/spin_lock.h"
+#include "throttlekit/store/internal/key_hash.h"
 #include "throttlekit/store/internal/stored_key.h"
 #include "throttlekit/strategy/strategy.h"
 
@@ -232,10 +231,7 @@ class MemoryStore {
     }
   }
 
-  static uint64_t hash(std::string_view key) noexcept {
-    return absl::Hash<absl::string_view>{}(
-        absl::string_view(key.data(), key.size()));
-  }
+  uint64_t hash(std::string_view key) const noexcept { return hasher_(key); }
   Shard& shard_for(uint64_t h) const noexcept {
     return shards_[shard_count_ == 1 ? 0 : (h >> shard_shift_)];
   }
@@ -324,6 +320,7 @@ class MemoryStore {
   const size_t shard_bound_;
   const int shard_shift_;
   size_t max_capacity_ = 0;
+  const detail::KeyHasher hasher_;
   std::unique_ptr<Shard[]> shards_;
 };
 
