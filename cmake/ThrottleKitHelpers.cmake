@@ -17,6 +17,11 @@ function(throttlekit_test)
   target_compile_options(${ARG_NAME} PRIVATE ${THROTTLEKIT_WARNINGS})
   add_test(NAME ${ARG_NAME} COMMAND ${ARG_NAME})
   set_tests_properties(${ARG_NAME} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT 600)
+  if("property" IN_LIST ARG_LABELS)
+    # RapidCheck's default is 100 cases; CI runs 1000 per property.
+    set_tests_properties(${ARG_NAME} PROPERTIES
+      ENVIRONMENT "RC_PARAMS=max_success=1000")
+  endif()
   if("tsan" IN_LIST ARG_LABELS)
     set_property(GLOBAL APPEND PROPERTY THROTTLEKIT_TSAN_TESTS ${ARG_NAME})
   endif()

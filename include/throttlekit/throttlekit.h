@@ -14,7 +14,16 @@
 #include "throttlekit/store/gcra_cell.h"
 #include "throttlekit/store/memory_store.h"
 #include "throttlekit/store/rate_limiter.h"
+#include "throttlekit/store/sliding_log_ring.h"
+#include "throttlekit/strategy/civil_time.h"
+#include "throttlekit/strategy/fixed_window.h"
 #include "throttlekit/strategy/gcra.h"
+#include "throttlekit/strategy/leaky_bucket.h"
+#include "throttlekit/strategy/quota.h"
+#include "throttlekit/strategy/sliding_log.h"
+#include "throttlekit/strategy/sliding_window.h"
 #include "throttlekit/strategy/strategy.h"
+#include "throttlekit/strategy/token_bucket.h"
+#include "throttlekit/strategy/token_budget.h"
 
 #endif  // THROTTLEKIT_THROTTLEKIT_H_

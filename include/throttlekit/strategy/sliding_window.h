@@ -1,0 +1,337 @@
+// throttlekit/strategy/sliding_window.h
+//
+// Provides `SlidingWindow`, the sub-bucketed sliding-window counter
+// (SEMANTICS.md, "Sliding window"): the window of `window_ms` is cut into
+// `S = buckets` ticks of `w = window_ms / S` ms; a request is admitted when
+// the estimated units in the last `window_ms` plus its cost fit `limit`. The
+// S whole ticks ending with the current one count in full and the tick
+// before them counts in proportion to how much of it the window still
+// overlaps. `S = 1` is the classic two-counter estimate.
+//
+// State: a ring of `S + 1` slots `(tick, count)`; tick `k` lives in slot
+// `k mod (S + 1)`, and a slot whose tick is not the one asked for reads 0.
+// For a request of `cost` at `now`:
+//
+//     c = floor(now / w);  elapsed = max(0, now - c*w)
+//     weight    = clamp((w - elapsed) / w, 0, 1)
+//     full      = sum of slots c-S+1 .. c   (added in ascending tick order)
+//     oldest    = slot c-S
+//     estimate  = full + oldest * weight;  projected = estimate + cost
+//     reset_at  = ceil((c + 1) * w + window_ms)
+//     allow iff projected <= limit (fractions compared, nothing floored):
+//         slot c += cost;  remaining = max(0, floor(limit - projected))
+//     deny (state untouched): D = projected - limit
+//         retry = (oldest > 0 and D <= oldest*weight) ? ceil(D * w / oldest)
+//                                                     : ceil((c + 1)*w - now)
+//         retry = max(1, retry);  remaining = max(0, floor(limit - estimate))
+//
+// The reported limit is `limit`; the policy window is `window_ms`.
+//
+// What it guarantees (for a clock that does not move backwards; proved by
+// tests/strategy/sliding_window_property_test.cc): any S consecutive whole
+// ticks admit at most `limit`. A span `[a, a + window_ms)` starting a fraction
+// `f` into tick k admits at most `limit + f * X_k`, where `X_k` is what tick k
+// admitted; so at most `2 x limit` in the worst case (all of `limit` admitted
+// at the end of one tick), and about `limit + limit / S` when traffic is
+// spread evenly over the ticks.
+//
+// Choices where SEMANTICS.md is silent (docs/strategies.md; pinned by
+// tests/strategy/sliding_window_test.cc):
+// - `buckets <= window_ms`, so a tick is at least 1 ms (`now` is integer ms;
+//   finer ticks would only lose precision). `w` may be fractional.
+// - A clock that moves back by a tick or more reads the slots of later ticks
+//   as 0 (their tick is not the one asked for), so it is more lenient; an
+//   allowed call there overwrites the slot it lands in. When the clock comes
+//   back, the surviving later ticks count again.
+// - A cost above `limit` never passes; its denial carries the finite hint
+//   of the formula above (at most about one tick).
+// - The state starts as an empty vector (no allocation), sized to `S + 1`
+//   slots by the first allowed call, so a denied call on a cold key
+//   allocates nothing.
+//
+// Precondition for every `now_ms`: |now_ms| <= 2^53 (exact in a double).
+
+#ifndef THROTTLEKIT_STRATEGY_SLIDING_WINDOW_H_
+#define THROTTLEKIT_STRATEGY_SLIDING_WINDOW_H_
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "throttlekit/core/decision.h"
+#include "throttlekit/core/option_check.h"
+#include "throttlekit/strategy/strategy.h"
+
+namespace throttlekit {
+
+class SlidingWindow {
+ public:
+  // The largest number of sub-buckets.
+  static constexpr int64_t kMaxBuckets = 100000;
+  // The tick of a slot never written.
+  static constexpr int64_t kNoTick = std::numeric_limits<int64_t>::min();
+
+  struct Options {
+    // Units per window; 1 .. 2^53-1.
+    int64_t limit = 0;
+    // The window length in ms; 1 .. 2^53-1.
+    int64_t window_ms = 0;
+    // Sub-buckets S per window; 1 .. min(100000, window_ms).
+    int64_t buckets = 10;
+  };
+
+  // One tick's count. `tick == kNoTick` marks a slot never written.
+  struct Slot {
+    int64_t tick = kNoTick;
+    double count = 0;
+    friend bool operator==(const Slot&, const Slot&) = default;
+  };
+
+  // The ring. Cold is empty: default construction allocates nothing; the
+  // first allowed `check` sizes it to `buckets + 1` slots.
+  struct State {
+    std::vector<Slot> slots;
+    friend bool operator==(const State&, const State&) = default;
+  };
+
+  static constexpr std::string_view kName = "sliding_window";
+
+  // Validates `options`; the error names the field and its bound.
+  static absl::StatusOr<SlidingWindow> create(const Options& options) {
+    if (auto s = detail::check_int_option("sliding_window", "limit",
+                                          options.limit, 1, kMaxSafeInteger);
+        !s.ok()) {
+      return s;
+    }
+    if (auto s =
+            detail::check_int_option("sliding_window", "window_ms",
+                                     options.window_ms, 1, kMaxSafeInteger);
+        !s.ok()) {
+      return s;
+    }
+    if (auto s = detail::check_int_option("sliding_window", "buckets",
+                                          options.buckets, 1, kMaxBuckets);
+        !s.ok()) {
+      return s;
+    }
+    if (options.buckets > options.window_ms) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sliding_window.buckets must be <= sliding_window.window_ms (a "
+          "sub-bucket is at least 1 ms); got buckets=",
+          options.buckets, ", window_ms=", options.window_ms));
+    }
+    return SlidingWindow(options);
+  }
+
+  const Options& options() const noexcept { return options_; }
+  // The tick length w = window_ms / buckets in ms.
+  double tick_ms() const noexcept { return w_; }
+  int64_t policy_window_ms() const noexcept { return options_.window_ms; }
+
+  // See strategy.h. Writes `state` only when allowed. O(buckets). May throw
+  // std::bad_alloc only when an allowed call sizes a cold ring.
+  // Thread-safety: const; the caller serialises access to `state`.
+  Decision check(State& state, int64_t now_ms, double cost) const {
+    const View v = view(state, now_ms);
+    const double projected = v.estimate + cost;
+    if (projected <= limit_) {
+      if (state.slots.empty()) {
+        state.slots.assign(static_cast<size_t>(ring_), Slot{});
+      }
+      Slot& slot = state.slots[index(v.c)];
+      if (slot.tick == v.c) {
+        slot.count += cost;
+      } else {
+        slot = Slot{v.c, cost};
+      }
+      return Decision{true, options_.limit, floor_units(limit_ - projected),
+                      detail::to_int(v.reset_at), 0};
+    }
+    return Decision{false, options_.limit, floor_units(limit_ - v.estimate),
+                    detail::to_int(v.reset_at), retry(v, cost)};
+  }
+
+  // See strategy.h: the cost-1 decision; `remaining` is
+  // `max(0, floor(limit - estimate))`. O(buckets). Thread-safety: const.
+  Decision peek(const State& state, int64_t now_ms) const noexcept {
+    const View v = view(state, now_ms);
+    const bool allowed = v.estimate + 1.0 <= limit_;
+    return Decision{allowed, options_.limit, floor_units(limit_ - v.estimate),
+                    detail::to_int(v.reset_at), allowed ? 0 : retry(v, 1.0)};
+  }
+
+  // See strategy.h. `spendable_now = max(0, floor(limit - estimate))`.
+  // `next_replenish_at_ms`: `now` if `cost` fits now; for a cost above
+  // `limit`, `now + retry` with the hint of `check`; otherwise an integer ms
+  // t found by bisection on the exact admission predicate, such that `check`
+  // at t would allow and at t - 1 would deny. The estimate never grows with
+  // time when no slot holds a tick later than the current one (always so
+  // under a clock that does not move backwards), so t is then the earliest.
+  // `full_at_ms`: `now` when no slot counts at or after tick c - S, else the
+  // first ms at which the latest counted tick has left the window (so it can
+  // be earlier than `reset_at_ms`, which SEMANTICS.md measures from the
+  // current tick). O(buckets * log(window_ms)). Thread-safety: const.
+  Forecast forecast(const State& state, int64_t now_ms,
+                    double cost) const noexcept {
+    const View v = view(state, now_ms);
+    const int64_t spendable = floor_units(limit_ - v.estimate);
+    const int64_t top = latest_tick(state, v.c - s_);
+    const int64_t full_at = top == kNoTick ? now_ms : clear_at(top);
+    if (v.estimate + cost <= limit_) {
+      return Forecast{spendable, now_ms, full_at};
+    }
+    if (cost > limit_) {
+      return Forecast{
+          spendable,
+          detail::to_int(v.now + static_cast<double>(retry(v, cost))), full_at};
+    }
+    // From clear_at(max(top, c)) on, every slot reads 0 and `cost` fits.
+    const auto passes = [&](double t) {
+      return view(state, detail::to_int(t)).estimate + cost <= limit_;
+    };
+    return Forecast{
+        spendable,
+        earliest(v.now, static_cast<double>(clear_at(std::max(top, v.c))),
+                 passes),
+        full_at};
+  }
+
+  // The first ms at which the latest stored tick has left the window: from
+  // then on every slot reads 0, exactly as for a cold key. INT64_MIN for the
+  // cold state. Thread-safety: const.
+  int64_t expires_at_ms(const State& state) const noexcept {
+    const int64_t m = latest_tick(state, kNoTick);
+    if (m == kNoTick) return std::numeric_limits<int64_t>::min();
+    return clear_at(m);
+  }
+
+ private:
+  static constexpr double kSearchLimit = 9007199254740991.0;
+
+  // Everything a decision at `now` reads from the state.
+  struct View {
+    int64_t c;  // the current tick
+    double now;
+    double weight;  // how much of tick c - S the window still overlaps
+    double oldest;  // count of tick c - S
+    double estimate;
+    double reset_at;
+  };
+
+  explicit SlidingWindow(const Options& o)
+      : options_(o),
+        limit_(static_cast<double>(o.limit)),
+        window_(static_cast<double>(o.window_ms)),
+        s_(o.buckets),
+        ring_(o.buckets + 1),
+        w_(window_ / static_cast<double>(o.buckets)) {}
+
+  size_t index(int64_t tick) const noexcept {
+    return static_cast<size_t>(((tick % ring_) + ring_) % ring_);
+  }
+
+  double read(const State& s, int64_t tick) const noexcept {
+    if (s.slots.empty()) return 0;
+    const Slot& slot = s.slots[index(tick)];
+    return slot.tick == tick ? slot.count : 0.0;
+  }
+
+  View view(const State& s, int64_t now_ms) const noexcept {
+    const double now = static_cast<double>(now_ms);
+    const double cd = std::floor(now / w_);
+    const int64_t c = detail::to_int(cd);
+    const double elapsed = std::max(0.0, now - cd * w_);
+    const double weight = std::clamp((w_ - elapsed) / w_, 0.0, 1.0);
+    double full = 0;
+    for (int64_t k = c - s_ + 1; k <= c; ++k) full += read(s, k);
+    const double oldest = read(s, c - s_);
+    return View{c,
+                now,
+                weight,
+                oldest,
+                full + oldest * weight,
+                std::ceil((cd + 1) * w_ + window_)};
+  }
+
+  // The denial's retry hint; see the class comment.
+  int64_t retry(const View& v, double cost) const noexcept {
+    const double d = v.estimate + cost - limit_;
+    const double r =
+        (v.oldest > 0 && d <= v.oldest * v.weight)
+            ? std::ceil(d * w_ / v.oldest)
+            : std::ceil((static_cast<double>(v.c) + 1) * w_ - v.now);
+    return std::max<int64_t>(1, detail::to_int(r));
+  }
+
+  // The first integer ms t with floor(t / w) >= tick + S + 1 (computed with
+  // the rounding of `view`), when `tick` has left the window.
+  int64_t clear_at(int64_t tick) const noexcept {
+    const double first_clear =
+        static_cast<double>(tick) + static_cast<double>(s_) + 1;
+    double t = std::ceil(first_clear * w_);
+    while (t < kSearchLimit && std::floor(t / w_) < first_clear) t += 1;
+    while (std::floor((t - 1) / w_) >= first_clear) t -= 1;
+    return detail::to_int(t);
+  }
+
+  // The latest tick >= `from` of a slot that was written with a count, or
+  // kNoTick if none.
+  static int64_t latest_tick(const State& s, int64_t from) noexcept {
+    int64_t top = kNoTick;
+    for (const Slot& slot : s.slots) {
+      if (slot.tick != kNoTick && slot.tick >= from && slot.count > 0) {
+        top = std::max(top, slot.tick);
+      }
+    }
+    return top;
+  }
+
+  static int64_t floor_units(double v) noexcept {
+    return std::max<int64_t>(0, detail::to_int(std::floor(v)));
+  }
+
+  // An integer ms t > now with passes(t) and !passes(t - 1), given
+  // passes(now) is false; `guess` is where passes should hold. Gives up
+  // (returns the guess) past exact doubles.
+  template <class Pred>
+  static int64_t earliest(double now, double guess, const Pred& passes) {
+    double lo = now;  // passes(lo) is false
+    double hi = std::max(guess, now + 1);
+    double step = 1;
+    while (!passes(hi)) {
+      if (hi >= kSearchLimit) return detail::to_int(guess);
+      lo = hi;
+      hi += step;
+      step *= 2;
+    }
+    while (hi - lo > 1) {
+      const double mid = std::floor(lo + (hi - lo) / 2);
+      if (passes(mid)) {
+        hi = mid;
+      } else {
+        lo = mid;
+      }
+    }
+    return detail::to_int(hi);
+  }
+
+  Options options_;
+  double limit_;
+  double window_;
+  int64_t s_;
+  int64_t ring_;
+  double w_;
+};
+
+static_assert(Strategy<SlidingWindow>);
+
+}  // namespace throttlekit
+
+#endif  // THROTTLEKIT_STRATEGY_SLIDING_WINDOW_H_

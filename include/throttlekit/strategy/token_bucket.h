@@ -1,0 +1,233 @@
+// throttlekit/strategy/token_bucket.h
+//
+// Provides `TokenBucket`, the classic token bucket (SEMANTICS.md, "Token
+// bucket"): a bucket of `capacity` tokens refilled continuously at
+// `refill_per_sec`. It allows bursts up to `capacity` and a sustained rate of
+// `refill_per_sec`. Its state is two doubles, the tokens left and the instant
+// they were counted.
+//
+// With `rate = refill_per_sec / 1000` (tokens per ms), for a request of
+// `cost` at `now`:
+//
+//     elapsed = max(0, now - last)
+//     tokens  = min(capacity, tokens + elapsed * rate)
+//     allow iff tokens >= cost:  new = tokens - cost;  state = {new, now}
+//         remaining = max(0, floor(new))
+//         reset_at  = now + ceil((capacity - new) / rate)
+//     deny (state untouched):
+//         remaining = max(0, floor(tokens))
+//         reset_at  = now + ceil((capacity - tokens) / rate)
+//         retry     = ceil((cost - tokens) / rate)
+//
+// The reported limit is `capacity`; the policy window is
+// `max(1, ceil(capacity / rate))`, the time to refill an empty bucket.
+//
+// Choices where SEMANTICS.md is silent (docs/strategies.md; each pinned by a
+// test in tests/strategy/token_bucket_test.cc):
+// - `capacity` is an integer (1 .. 2^53-1) so the reported limit is exact;
+//   `refill_per_sec` is a double (finite, > 0, <= 2^53-1); costs may be
+//   fractional.
+// - A clock that moves backwards refills nothing (`elapsed = 0`). An allowed
+//   call at such an earlier `now` stores that earlier `now` as `last`,
+//   exactly as the formula says (the wire contract): when the clock comes
+//   back, the interval between the two instants is refilled a second time, so
+//   a backward jump of `j` ms can grant up to `rate * j` extra tokens (never
+//   more than `capacity` at once).
+// - A cost above `capacity` never passes; its denial carries the finite hint
+//   `ceil((cost - tokens) / rate)`: the wait an unbounded bucket would need.
+// - Arithmetic that leaves the int64 range saturates (`detail::to_int`).
+
+#ifndef THROTTLEKIT_STRATEGY_TOKEN_BUCKET_H_
+#define THROTTLEKIT_STRATEGY_TOKEN_BUCKET_H_
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "throttlekit/core/decision.h"
+#include "throttlekit/core/option_check.h"
+#include "throttlekit/strategy/strategy.h"
+
+namespace throttlekit {
+
+class TokenBucket {
+ public:
+  struct Options {
+    // Tokens a full bucket holds (the burst); 1 .. 2^53-1.
+    int64_t capacity = 0;
+    // Tokens added per second; finite, > 0 and <= 2^53-1.
+    double refill_per_sec = 0;
+  };
+
+  // The tokens left at the instant `last` (epoch ms, an integer held in a
+  // double). Cold is `last = -infinity`: the refill term is then +infinity,
+  // which `min(capacity, ...)` turns into a full bucket at `now` with no
+  // branch.
+  struct State {
+    double tokens = 0;
+    double last = -std::numeric_limits<double>::infinity();
+    friend bool operator==(const State&, const State&) = default;
+  };
+
+  static constexpr std::string_view kName = "token_bucket";
+
+  // Validates `options`; the error names the field and its bound.
+  static absl::StatusOr<TokenBucket> create(const Options& options) {
+    if (auto s = detail::check_int_option("token_bucket", "capacity",
+                                          options.capacity, 1, kMaxSafeInteger);
+        !s.ok()) {
+      return s;
+    }
+    if (auto s = detail::check_positive_option(
+            "token_bucket", "refill_per_sec", options.refill_per_sec,
+            static_cast<double>(kMaxSafeInteger));
+        !s.ok()) {
+      return s;
+    }
+    return TokenBucket(options);
+  }
+
+  const Options& options() const noexcept { return options_; }
+  // The refill rate in tokens per ms.
+  double rate_per_ms() const noexcept { return rate_; }
+  // max(1, ceil(capacity / rate)): the time to refill an empty bucket.
+  int64_t policy_window_ms() const noexcept { return window_ms_; }
+
+  // See strategy.h. Writes `state` only when allowed. Thread-safety: const;
+  // the caller serialises access to `state`.
+  Decision check(State& state, int64_t now_ms, double cost) const noexcept {
+    const double now = static_cast<double>(now_ms);
+    const double tokens = refilled(state, now);
+    if (tokens >= cost) {
+      const double left = tokens - cost;
+      state = State{left, now};
+      return Decision{true, options_.capacity, floor_units(left),
+                      reset_at(left, now), 0};
+    }
+    return Decision{false, options_.capacity, floor_units(tokens),
+                    reset_at(tokens, now),
+                    detail::to_int(std::ceil((cost - tokens) / rate_))};
+  }
+
+  // See strategy.h: the cost-1 decision; `remaining` and `reset_at_ms`
+  // describe the bucket as it is now. Thread-safety: const.
+  Decision peek(const State& state, int64_t now_ms) const noexcept {
+    const double now = static_cast<double>(now_ms);
+    const double tokens = refilled(state, now);
+    const bool allowed = tokens >= 1.0;
+    return Decision{
+        allowed, options_.capacity, floor_units(tokens), reset_at(tokens, now),
+        allowed ? 0 : detail::to_int(std::ceil((1.0 - tokens) / rate_))};
+  }
+
+  // See strategy.h. `spendable_now = max(0, floor(tokens))`;
+  // `next_replenish_at_ms` is the earliest integer ms at which `check` with
+  // `cost` would allow (found by search over the exact admission predicate,
+  // so floating rounding cannot make it off by one); for a cost above
+  // `capacity` it is `now + retry` with the retry hint of `check`.
+  // `full_at_ms` is the `reset_at_ms` of `peek`. Thread-safety: const.
+  Forecast forecast(const State& state, int64_t now_ms,
+                    double cost) const noexcept {
+    const double now = static_cast<double>(now_ms);
+    const double tokens = refilled(state, now);
+    const int64_t full_at = reset_at(tokens, now);
+    if (tokens >= cost) return Forecast{floor_units(tokens), now_ms, full_at};
+    const double hint = now + std::ceil((cost - tokens) / rate_);
+    if (cost > static_cast<double>(options_.capacity)) {
+      return Forecast{floor_units(tokens), detail::to_int(hint), full_at};
+    }
+    // Refill starts at max(now, last); the bucket holds `cost` after about
+    // (cost - state.tokens) / rate more ms. Search around that guess.
+    const double base = std::max(now, state.last);
+    const double guess = base + std::ceil((cost - state.tokens) / rate_);
+    const auto passes = [&](double t) { return refilled(state, t) >= cost; };
+    return Forecast{floor_units(tokens), earliest(now, guess, passes), full_at};
+  }
+
+  // The first integer ms from which the refill term saturates at `capacity`
+  // exactly as a cold key's does: at any `now >= expires_at_ms(state)`, every
+  // decision and write equals the cold state's. Starts from
+  // `last + ceil((capacity - tokens) / rate)` and steps forward until the
+  // rounded arithmetic of `check` really yields `capacity`, so no rounding
+  // can make an expired bucket differ from a cold one (tokens are monotone
+  // in `now`, so it stays full after). INT64_MIN for the cold state.
+  // Thread-safety: const.
+  int64_t expires_at_ms(const State& state) const noexcept {
+    if (std::isinf(state.last)) return std::numeric_limits<int64_t>::min();
+    const double cap = static_cast<double>(options_.capacity);
+    double t = state.last + std::ceil((cap - state.tokens) / rate_);
+    double step = 1;
+    while (t < kSearchLimit && refilled(state, t) < cap) {
+      t += step;
+      step *= 2;
+    }
+    return detail::to_int(t);
+  }
+
+ private:
+  // Instants beyond this are not searched (they exceed exact doubles).
+  static constexpr double kSearchLimit = 9007199254740991.0;
+
+  explicit TokenBucket(const Options& o)
+      : options_(o),
+        rate_(o.refill_per_sec / 1000.0),
+        window_ms_(std::max<int64_t>(
+            1, detail::to_int(
+                   std::ceil(static_cast<double>(o.capacity) / rate_)))) {}
+
+  // min(capacity, tokens + max(0, now - last) * rate)
+  double refilled(const State& s, double now) const noexcept {
+    const double elapsed = std::max(0.0, now - s.last);
+    return std::min(static_cast<double>(options_.capacity),
+                    s.tokens + elapsed * rate_);
+  }
+
+  // now + ceil((capacity - tokens) / rate), summed in double.
+  int64_t reset_at(double tokens, double now) const noexcept {
+    return detail::to_int(
+        now +
+        std::ceil((static_cast<double>(options_.capacity) - tokens) / rate_));
+  }
+
+  static int64_t floor_units(double v) noexcept {
+    return std::max<int64_t>(0, detail::to_int(std::floor(v)));
+  }
+
+  // The earliest integer ms t > now with passes(t), given passes(now) is
+  // false and passes is monotone in t; `guess` is an estimate of it. Gives up
+  // (returns the guess) past exact doubles.
+  template <class Pred>
+  static int64_t earliest(double now, double guess, const Pred& passes) {
+    double lo = now;  // passes(lo) is false
+    double hi = std::max(guess, now + 1);
+    double step = 1;
+    while (!passes(hi)) {
+      if (hi >= kSearchLimit) return detail::to_int(guess);
+      lo = hi;
+      hi += step;
+      step *= 2;
+    }
+    while (hi - lo > 1) {
+      const double mid = std::floor(lo + (hi - lo) / 2);
+      if (passes(mid)) {
+        hi = mid;
+      } else {
+        lo = mid;
+      }
+    }
+    return detail::to_int(hi);
+  }
+
+  Options options_;
+  double rate_;
+  int64_t window_ms_;
+};
+
+static_assert(Strategy<TokenBucket>);
+
+}  // namespace throttlekit
+
+#endif  // THROTTLEKIT_STRATEGY_TOKEN_BUCKET_H_

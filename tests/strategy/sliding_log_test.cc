@@ -1,0 +1,262 @@
+#include "throttlekit/strategy/sliding_log.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace throttlekit {
+namespace {
+
+constexpr int64_t kEpoch = 1'700'000'000'000;  // large epochs, as in prod
+
+SlidingLog make(int64_t limit, int64_t window_ms) {
+  auto s = SlidingLog::create({limit, window_ms});
+  EXPECT_TRUE(s.ok()) << s.status();
+  return *s;
+}
+
+TEST(SlidingLog, ColdKeyAdmitsExactlyLimitThenDenies) {
+  SlidingLog log = make(5, 1000);
+  SlidingLog::State s;
+  for (int i = 0; i < 5; ++i) {
+    Decision d = log.check(s, kEpoch, 1);
+    ASSERT_TRUE(d.allowed) << i;
+    EXPECT_EQ(d, (Decision{true, 5, 4 - i, kEpoch + 1000, 0})) << i;
+  }
+  EXPECT_EQ(log.check(s, kEpoch, 1),
+            (Decision{false, 5, 0, kEpoch + 1000, 1000}));
+}
+
+TEST(SlidingLog, UnitExpiresExactlyAtTimestampPlusWindow) {
+  SlidingLog log = make(1, 1000);
+  SlidingLog::State s;
+  ASSERT_TRUE(log.check(s, kEpoch, 1).allowed);
+  // Pruned iff ts <= now - window: still there at +999, gone at +1000.
+  EXPECT_EQ(log.check(s, kEpoch + 999, 1),
+            (Decision{false, 1, 0, kEpoch + 1000, 1}));
+  EXPECT_EQ(log.check(s, kEpoch + 1000, 1),
+            (Decision{true, 1, 0, kEpoch + 2000, 0}));
+  EXPECT_EQ(s.runs, (std::vector<SlidingLog::Run>{{kEpoch + 1000, 1}}));
+}
+
+TEST(SlidingLog, RetryWaitsForTheKthOldestUnit) {
+  SlidingLog log = make(3, 1000);
+  SlidingLog::State s;
+  ASSERT_TRUE(log.check(s, kEpoch, 1).allowed);
+  ASSERT_TRUE(log.check(s, kEpoch + 100, 1).allowed);
+  Decision third = log.check(s, kEpoch + 200, 1);
+  EXPECT_EQ(third, (Decision{true, 3, 0, kEpoch + 1000, 0}));
+  // cost 2 at +500: count 3, k = 3 + 2 - 3 = 2, kth = +100.
+  EXPECT_EQ(log.check(s, kEpoch + 500, 2),
+            (Decision{false, 3, 0, kEpoch + 1000, 600}));
+  // cost 1: k = 1, the oldest (+0) expires at +1000.
+  EXPECT_EQ(log.check(s, kEpoch + 500, 1),
+            (Decision{false, 3, 0, kEpoch + 1000, 500}));
+  // The exact hint is sufficient: at +1100 two units have expired.
+  Decision d = log.check(s, kEpoch + 1100, 2);
+  EXPECT_EQ(d, (Decision{true, 3, 0, kEpoch + 1200, 0}));
+}
+
+TEST(SlidingLog, RemainingCountsSurvivorsAndUnits) {
+  SlidingLog log = make(10, 1000);
+  SlidingLog::State s;
+  EXPECT_EQ(log.check(s, kEpoch, 3), (Decision{true, 10, 7, kEpoch + 1000, 0}));
+  EXPECT_EQ(log.check(s, kEpoch + 10, 4),
+            (Decision{true, 10, 3, kEpoch + 1000, 0}));
+  EXPECT_EQ(log.surviving_units(s, kEpoch + 10), 7);
+  // At +1000 the first 3 expire; the 4 at +10 survive.
+  EXPECT_EQ(log.check(s, kEpoch + 1000, 6),
+            (Decision{true, 10, 0, kEpoch + 1010, 0}));
+}
+
+TEST(SlidingLog, DenialWritesNothingNotEvenAPrune) {
+  SlidingLog log = make(2, 1000);
+  SlidingLog::State s;
+  ASSERT_TRUE(log.check(s, kEpoch, 1).allowed);
+  ASSERT_TRUE(log.check(s, kEpoch + 500, 1).allowed);
+  const SlidingLog::State before = s;
+  // At +1000 the unit at kEpoch has expired; cost 2 still does not fit, and
+  // the expired run is not dropped by the denial.
+  Decision d1 = log.check(s, kEpoch + 1000, 2);
+  Decision d2 = log.check(s, kEpoch + 1000, 2);
+  EXPECT_EQ(d1, (Decision{false, 2, 1, kEpoch + 1500, 500}));
+  EXPECT_EQ(d1, d2);
+  EXPECT_EQ(s, before);
+  EXPECT_EQ(s.runs.size(), 2u);
+}
+
+TEST(SlidingLog, CostAboveLimitNeverPassesButHasFiniteRetry) {
+  SlidingLog log = make(5, 1000);
+  SlidingLog::State s;
+  // Empty log: retry = window_ms, reset_at = now + window (oldest = now).
+  EXPECT_EQ(log.check(s, kEpoch, 6),
+            (Decision{false, 5, 5, kEpoch + 1000, 1000}));
+  EXPECT_TRUE(s.runs.empty());
+  EXPECT_EQ(s.runs.capacity(), 0u);  // a denied cold key allocates nothing
+  // Non-empty log: k clamps to count, i.e. the wait until all expire.
+  ASSERT_TRUE(log.check(s, kEpoch, 1).allowed);
+  ASSERT_TRUE(log.check(s, kEpoch + 300, 1).allowed);
+  EXPECT_EQ(log.check(s, kEpoch + 400, 100),
+            (Decision{false, 5, 3, kEpoch + 1000, 900}));
+}
+
+TEST(SlidingLog, FractionalCostIsChargedCeil) {
+  SlidingLog log = make(3, 1000);
+  SlidingLog::State s;
+  EXPECT_EQ(log.check(s, kEpoch, 0.5),
+            (Decision{true, 3, 2, kEpoch + 1000, 0}));
+  EXPECT_EQ(log.check(s, kEpoch, 1.01),
+            (Decision{true, 3, 0, kEpoch + 1000, 0}));
+  EXPECT_EQ(log.surviving_units(s, kEpoch), 3);
+  EXPECT_FALSE(log.check(s, kEpoch, 0.001).allowed);
+}
+
+TEST(SlidingLog, LargeCostIsOneRunAndKthIsExact) {
+  SlidingLog log = make(5000, 10'000);
+  SlidingLog::State s;
+  ASSERT_TRUE(log.check(s, kEpoch, 1000).allowed);
+  ASSERT_TRUE(log.check(s, kEpoch, 500).allowed);  // merges into one run
+  ASSERT_TRUE(log.check(s, kEpoch + 7, 2000).allowed);
+  ASSERT_EQ(s.runs.size(), 2u);
+  EXPECT_EQ(s.runs[0], (SlidingLog::Run{kEpoch, 1500}));
+  EXPECT_EQ(log.kth_oldest_ms(s, kEpoch + 7, 1500), kEpoch);
+  EXPECT_EQ(log.kth_oldest_ms(s, kEpoch + 7, 1501), kEpoch + 7);
+  EXPECT_EQ(log.kth_oldest_ms(s, kEpoch + 7, 99'999), kEpoch + 7);  // clamped
+  // 3500 stored; a cost of 3000 needs k = 3500 + 3000 - 5000 = 1500 units to
+  // expire: the 1500-th oldest is at kEpoch, so retry = 10000 - 100.
+  EXPECT_EQ(log.check(s, kEpoch + 100, 3000).retry_after_ms, 9900);
+  // k = 1501 reaches the second run.
+  EXPECT_EQ(log.check(s, kEpoch + 100, 3001).retry_after_ms, 9907);
+}
+
+TEST(SlidingLog, BackwardClockCountsFutureUnitsAndInsertsSorted) {
+  SlidingLog log = make(3, 1000);
+  SlidingLog::State s;
+  ASSERT_TRUE(log.check(s, kEpoch + 5000, 2).allowed);
+  // Five seconds back: the two units stamped in the future still count.
+  Decision d = log.check(s, kEpoch, 1);
+  EXPECT_EQ(d, (Decision{true, 3, 0, kEpoch + 1000, 0}));
+  EXPECT_EQ(s.runs,
+            (std::vector<SlidingLog::Run>{{kEpoch, 1}, {kEpoch + 5000, 2}}));
+  // Full: k = 1 is the (sorted) oldest unit at kEpoch.
+  EXPECT_EQ(log.check(s, kEpoch + 10, 1),
+            (Decision{false, 3, 0, kEpoch + 1000, 990}));
+  // After it expires, the future units still hold two of three.
+  EXPECT_EQ(log.check(s, kEpoch + 1000, 2),
+            (Decision{false, 3, 1, kEpoch + 6000, 5000}));
+  EXPECT_TRUE(log.check(s, kEpoch + 1000, 1).allowed);
+  EXPECT_EQ(s.runs, (std::vector<SlidingLog::Run>{{kEpoch + 1000, 1},
+                                                  {kEpoch + 5000, 2}}));
+}
+
+TEST(SlidingLog, BackwardInsertMergesEqualTimestamps) {
+  SlidingLog log = make(10, 1000);
+  SlidingLog::State s;
+  ASSERT_TRUE(log.check(s, kEpoch, 1).allowed);
+  ASSERT_TRUE(log.check(s, kEpoch + 50, 1).allowed);
+  ASSERT_TRUE(log.check(s, kEpoch, 3).allowed);
+  EXPECT_EQ(s.runs,
+            (std::vector<SlidingLog::Run>{{kEpoch, 4}, {kEpoch + 50, 1}}));
+}
+
+TEST(SlidingLog, PrunedUnitsStayPrunedWhenClockGoesBack) {
+  SlidingLog log = make(2, 1000);
+  SlidingLog::State s;
+  ASSERT_TRUE(log.check(s, kEpoch, 1).allowed);
+  // An allowed call two windows later drops the unit at kEpoch.
+  ASSERT_TRUE(log.check(s, kEpoch + 2000, 1).allowed);
+  EXPECT_EQ(s.runs, (std::vector<SlidingLog::Run>{{kEpoch + 2000, 1}}));
+  // Back to kEpoch + 10: the dropped unit would have survived there, but it
+  // is gone; only the future unit at +2000 counts, so one more fits.
+  EXPECT_EQ(log.check(s, kEpoch + 10, 1),
+            (Decision{true, 2, 0, kEpoch + 1010, 0}));
+}
+
+TEST(SlidingLog, PeekDoesNotConsume) {
+  SlidingLog log = make(2, 1000);
+  SlidingLog::State s;
+  EXPECT_EQ(log.peek(s, kEpoch), (Decision{true, 2, 2, kEpoch + 1000, 0}));
+  ASSERT_TRUE(log.check(s, kEpoch, 1).allowed);
+  EXPECT_EQ(log.peek(s, kEpoch + 10), (Decision{true, 2, 1, kEpoch + 1000, 0}));
+  ASSERT_TRUE(log.check(s, kEpoch + 20, 1).allowed);
+  const SlidingLog::State before = s;
+  Decision p = log.peek(s, kEpoch + 30);
+  EXPECT_EQ(p, (Decision{false, 2, 0, kEpoch + 1000, 970}));
+  EXPECT_EQ(p, log.check(s, kEpoch + 30, 1));
+  EXPECT_EQ(s, before);
+}
+
+TEST(SlidingLog, ForecastReportsSpendableNextAndFull) {
+  SlidingLog log = make(4, 1000);
+  SlidingLog::State s;
+  EXPECT_EQ(log.forecast(s, kEpoch, 4), (Forecast{4, kEpoch, kEpoch}));
+  EXPECT_EQ(log.forecast(s, kEpoch, 5), (Forecast{4, kEpoch + 1000, kEpoch}));
+  ASSERT_TRUE(log.check(s, kEpoch, 2).allowed);
+  ASSERT_TRUE(log.check(s, kEpoch + 200, 1).allowed);
+  const SlidingLog::State before = s;
+  EXPECT_EQ(log.forecast(s, kEpoch + 300, 1),
+            (Forecast{1, kEpoch + 300, kEpoch + 1200}));
+  // Cost 3 needs k = 3 + 3 - 4 = 2 units gone: both at kEpoch.
+  EXPECT_EQ(log.forecast(s, kEpoch + 300, 3),
+            (Forecast{1, kEpoch + 1000, kEpoch + 1200}));
+  // Cost 4 needs the unit at +200 gone too.
+  EXPECT_EQ(log.forecast(s, kEpoch + 300, 4),
+            (Forecast{1, kEpoch + 1200, kEpoch + 1200}));
+  EXPECT_EQ(s, before);
+  // The forecast instant really admits it.
+  SlidingLog::State copy = s;
+  EXPECT_FALSE(log.check(copy, kEpoch + 1199, 4).allowed);
+  EXPECT_TRUE(log.check(copy, kEpoch + 1200, 4).allowed);
+}
+
+TEST(SlidingLog, ExpiryIsExactlyWhenStateBecomesCold) {
+  SlidingLog log = make(3, 1000);
+  SlidingLog::State s;
+  EXPECT_EQ(log.expires_at_ms(s), INT64_MIN);
+  ASSERT_TRUE(log.check(s, kEpoch, 1).allowed);
+  ASSERT_TRUE(log.check(s, kEpoch + 400, 2).allowed);
+  const int64_t exp = log.expires_at_ms(s);
+  EXPECT_EQ(exp, kEpoch + 1400);
+  for (double cost : {1.0, 3.0, 4.0}) {
+    SlidingLog::State warm = s;
+    SlidingLog::State cold;
+    EXPECT_EQ(log.check(warm, exp, cost), log.check(cold, exp, cost));
+    EXPECT_EQ(log.peek(s, exp), log.peek(SlidingLog::State{}, exp));
+  }
+  // One ms earlier the newest units still count.
+  EXPECT_EQ(log.surviving_units(s, exp - 1), 2);
+}
+
+TEST(SlidingLog, MaxSafeIntegerLimitAndCost) {
+  SlidingLog log = make(kMaxSafeInteger, 1);
+  SlidingLog::State s;
+  const double max_cost = static_cast<double>(kMaxSafeInteger);
+  EXPECT_EQ(log.check(s, kEpoch, max_cost),
+            (Decision{true, kMaxSafeInteger, 0, kEpoch + 1, 0}));
+  EXPECT_EQ(log.check(s, kEpoch, 1),
+            (Decision{false, kMaxSafeInteger, 0, kEpoch + 1, 1}));
+  EXPECT_TRUE(log.check(s, kEpoch + 1, max_cost).allowed);
+}
+
+TEST(SlidingLog, RejectsBadOptionsNamingTheField) {
+  auto bad_limit = SlidingLog::create({0, 1000});
+  ASSERT_FALSE(bad_limit.ok());
+  EXPECT_EQ(bad_limit.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(bad_limit.status().message())
+                .find("sliding_log.limit must be in [1, 9007199254740991]"),
+            std::string::npos)
+      << bad_limit.status();
+  auto bad_window = SlidingLog::create({10, 0});
+  ASSERT_FALSE(bad_window.ok());
+  EXPECT_NE(
+      std::string(bad_window.status().message()).find("sliding_log.window_ms"),
+      std::string::npos);
+  EXPECT_FALSE(SlidingLog::create({10, -1}).ok());
+  EXPECT_FALSE(SlidingLog::create({kMaxSafeInteger + 1, 10}).ok());
+  EXPECT_FALSE(SlidingLog::create({10, kMaxSafeInteger + 1}).ok());
+  EXPECT_TRUE(SlidingLog::create({kMaxSafeInteger, kMaxSafeInteger}).ok());
+  EXPECT_EQ(make(3, 250).policy_window_ms(), 250);
+}
+
+}  // namespace
+}  // namespace throttlekit
