@@ -56,6 +56,34 @@ template <>
 Gcra::Options admitting_options<Gcra>() {
   return {1'000'000'000'000, 1'000'000'000'000, 0};
 }
+template <>
+TokenBucket::Options admitting_options<TokenBucket>() {
+  return {1'000'000'000'000'000, 1'000'000};
+}
+template <>
+FixedWindow::Options admitting_options<FixedWindow>() {
+  return {1'000'000'000'000'000, 3'600'000};
+}
+template <>
+SlidingWindow::Options admitting_options<SlidingWindow>() {
+  return {1'000'000'000'000'000, 60'000, 10};
+}
+// The log keeps one run per distinct `now`; a 1 s window bounds it at 1000.
+template <>
+SlidingLog::Options admitting_options<SlidingLog>() {
+  return {1'000'000'000'000, 1'000};
+}
+template <>
+Quota::Options admitting_options<Quota>() {
+  Quota::Options o;
+  o.limit = 1'000'000'000'000'000;
+  o.period = QuotaPeriod::kDay;
+  return o;
+}
+template <>
+TokenBudget::Options admitting_options<TokenBudget>() {
+  return {1'000'000'000'000'000, 3'600'000};
+}
 
 // ---- Floors ---------------------------------------------------------------
 
@@ -184,6 +212,12 @@ void BM_RateLimiter_CheckDistinctKeys(benchmark::State& state) {
   BENCHMARK_TEMPLATE(BM_RateLimiter_CheckDistinctKeys, S)->Threads(1)
 
 THROTTLEKIT_KEYED_BENCHMARKS(Gcra);
+THROTTLEKIT_KEYED_BENCHMARKS(TokenBucket);
+THROTTLEKIT_KEYED_BENCHMARKS(FixedWindow);
+THROTTLEKIT_KEYED_BENCHMARKS(SlidingWindow);
+THROTTLEKIT_KEYED_BENCHMARKS(SlidingLog);
+THROTTLEKIT_KEYED_BENCHMARKS(Quota);
+THROTTLEKIT_KEYED_BENCHMARKS(TokenBudget);
 
 // ---- Naive baseline: std::mutex + std::unordered_map -----------------------
 
@@ -215,6 +249,19 @@ BENCHMARK_TEMPLATE(BM_NaiveMutexMap_CheckAtHotKey, Gcra)
     ->Threads(1)
     ->Threads(2)
     ->UseRealTime();
+BENCHMARK_TEMPLATE(BM_NaiveMutexMap_CheckAtHotKey, TokenBucket)
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime();
+
+// The token-bucket cell (any strategy in a `Cell`, under a spin lock).
+void BM_TokenBucketCell_CheckAt(benchmark::State& state) {
+  static auto* cell =
+      Cell<TokenBucket>::create(admitting_options<TokenBucket>())->release();
+  int64_t now = kEpoch;
+  for (auto _ : state) benchmark::DoNotOptimize(cell->check_at(++now));
+}
+BENCHMARK(BM_TokenBucketCell_CheckAt)->Threads(1)->Threads(2)->UseRealTime();
 
 // ---- Single-key cells -------------------------------------------------------
 

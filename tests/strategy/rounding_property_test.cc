@@ -17,12 +17,19 @@ namespace {
 int64_t reference_floor(double v) { return detail::to_int(std::floor(v)); }
 int64_t reference_ceil(double v) { return detail::to_int(std::ceil(v)); }
 
+// Bitwise equality (so -0.0 != 0.0 and NaN == NaN of the same payload).
+bool same_bits(double a, double b) {
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
+
 TEST(Rounding, EdgeCasesMatchLibm) {
   const double inf = std::numeric_limits<double>::infinity();
   const double cases[] = {0.0,
                           -0.0,
                           0.5,
                           -0.5,
+                          -0.25,
+                          0.25,
                           1.0,
                           -1.0,
                           1.5,
@@ -45,6 +52,8 @@ TEST(Rounding, EdgeCasesMatchLibm) {
   for (double v : cases) {
     EXPECT_EQ(detail::floor_to_int(v), reference_floor(v)) << v;
     EXPECT_EQ(detail::ceil_to_int(v), reference_ceil(v)) << v;
+    EXPECT_TRUE(same_bits(detail::floor_d(v), std::floor(v))) << v;
+    EXPECT_TRUE(same_bits(detail::ceil_d(v), std::ceil(v))) << v;
   }
 }
 
@@ -53,6 +62,8 @@ RC_GTEST_PROP(Rounding, AnyBitPatternMatchesLibm, (uint64_t bits)) {
   std::memcpy(&v, &bits, sizeof v);
   RC_ASSERT(detail::floor_to_int(v) == reference_floor(v));
   RC_ASSERT(detail::ceil_to_int(v) == reference_ceil(v));
+  RC_ASSERT(same_bits(detail::floor_d(v), std::floor(v)));
+  RC_ASSERT(same_bits(detail::ceil_d(v), std::ceil(v)));
 }
 
 RC_GTEST_PROP(Rounding, EpochScaleValuesMatchLibm, ()) {
@@ -61,6 +72,10 @@ RC_GTEST_PROP(Rounding, EpochScaleValuesMatchLibm, ()) {
       *rc::gen::inRange(0, 1'000'000) / 1e6;
   RC_ASSERT(detail::floor_to_int(v) == reference_floor(v));
   RC_ASSERT(detail::ceil_to_int(v) == reference_ceil(v));
+  RC_ASSERT(same_bits(detail::floor_d(v), std::floor(v)));
+  RC_ASSERT(same_bits(detail::ceil_d(v), std::ceil(v)));
+  RC_ASSERT(same_bits(detail::floor_d(-v), std::floor(-v)));
+  RC_ASSERT(same_bits(detail::ceil_d(-v), std::ceil(-v)));
 }
 
 }  // namespace

@@ -362,8 +362,8 @@ class SlidingLogRing {
 
   // ceil(oldest + window_ms) in double, as `SlidingLog` computes it.
   int64_t reset_at(int64_t oldest) const noexcept {
-    return detail::to_int(std::ceil(static_cast<double>(oldest) +
-                                    static_cast<double>(window_ms_)));
+    return detail::ceil_to_int(static_cast<double>(oldest) +
+                               static_cast<double>(window_ms_));
   }
 
   // At the limit: every one of the last `limit` admissions survives and the
@@ -373,8 +373,8 @@ class SlidingLogRing {
     const double window = static_cast<double>(window_ms_);
     return Decision{
         false, limit_, 0, reset_at(evicted),
-        std::max<int64_t>(1, detail::to_int(std::ceil(
-                                 oldest + window - static_cast<double>(now))))};
+        std::max<int64_t>(1, detail::ceil_to_int(oldest + window -
+                                                 static_cast<double>(now)))};
   }
 
   const Options options_;

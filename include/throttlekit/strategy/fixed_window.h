@@ -146,19 +146,19 @@ class FixedWindow {
 
   Window window(const State& s, int64_t now_ms) const noexcept {
     const double now = static_cast<double>(now_ms);
-    const double start = std::floor(now / window_) * window_;
+    const double start = detail::floor_d(now / window_) * window_;
     return Window{start, start + window_, s.start == start ? s.count : 0.0};
   }
 
   // max(0, floor(limit - count))
   int64_t remaining(double count) const noexcept {
-    return std::max<int64_t>(0, detail::to_int(std::floor(limit_ - count)));
+    return std::max<int64_t>(0, detail::floor_to_int(limit_ - count));
   }
 
   // ceil(reset_at - now)
   static int64_t retry(const Window& win, int64_t now_ms) noexcept {
     return detail::to_int(
-        std::ceil(win.reset_at - static_cast<double>(now_ms)));
+        detail::ceil_d(win.reset_at - static_cast<double>(now_ms)));
   }
 
   Options options_;

@@ -100,10 +100,10 @@ class LeakyBucket {
     const double dep = std::max(state.next_departure, now);
     const double delay = dep - now;
     if (delay > max_queue_) {
-      return Reservation{false, detail::to_int(std::ceil(delay - max_queue_))};
+      return Reservation{false, detail::ceil_to_int(delay - max_queue_)};
     }
     state.next_departure = dep + t_ * cost;
-    return Reservation{true, detail::to_int(std::ceil(delay))};
+    return Reservation{true, detail::ceil_to_int(delay)};
   }
 
   // What `reserve` would answer at `now_ms` for any cost (the answer does
@@ -117,7 +117,7 @@ class LeakyBucket {
   // would be given this delay if accepted.
   int64_t queue_delay_ms(const State& state, int64_t now_ms) const noexcept {
     const double now = static_cast<double>(now_ms);
-    return detail::to_int(std::ceil(std::max(state.next_departure, now) - now));
+    return detail::ceil_to_int(std::max(state.next_departure, now) - now);
   }
 
   // ceil(next_departure): from then on `max(state, now) == now`, exactly
@@ -126,7 +126,7 @@ class LeakyBucket {
     if (std::isinf(state.next_departure) && state.next_departure < 0) {
       return std::numeric_limits<int64_t>::min();
     }
-    return detail::to_int(std::ceil(state.next_departure));
+    return detail::ceil_to_int(state.next_departure);
   }
 
  private:

@@ -247,13 +247,13 @@ class Quota {
 
   // max(0, floor(limit - count))
   int64_t remaining(double count) const noexcept {
-    return std::max<int64_t>(0, detail::to_int(std::floor(limit_ - count)));
+    return std::max<int64_t>(0, detail::floor_to_int(limit_ - count));
   }
 
   // ceil(reset - now)
   static int64_t retry_after(const QuotaWindow& w, int64_t now_ms) noexcept {
-    return detail::to_int(std::ceil(static_cast<double>(w.reset_ms) -
-                                    static_cast<double>(now_ms)));
+    return detail::ceil_to_int(static_cast<double>(w.reset_ms) -
+                               static_cast<double>(now_ms));
   }
 
   Decision deny(const Counted& c, int64_t now_ms) const noexcept {

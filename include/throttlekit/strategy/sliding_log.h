@@ -103,7 +103,7 @@ class SlidingLog {
     const double now = static_cast<double>(now_ms);
     const size_t first = first_survivor(state, now);
     const int64_t count = count_from(state, first);
-    const int64_t units = detail::to_int(std::ceil(cost));
+    const int64_t units = detail::ceil_to_int(cost);
     if (units > options_.limit - count)
       return deny(state, first, count, units, now);
     state.runs.erase(state.runs.begin(),
@@ -133,7 +133,7 @@ class SlidingLog {
     const double now = static_cast<double>(now_ms);
     const size_t first = first_survivor(state, now);
     const int64_t count = count_from(state, first);
-    const int64_t units = detail::to_int(std::ceil(cost));
+    const int64_t units = detail::ceil_to_int(cost);
     const int64_t next =
         units <= options_.limit - count
             ? now_ms
@@ -207,7 +207,7 @@ class SlidingLog {
 
   // ceil(oldest + window_ms)
   int64_t reset_at(double oldest) const noexcept {
-    return detail::to_int(std::ceil(oldest + window_));
+    return detail::ceil_to_int(oldest + window_);
   }
 
   int64_t retry_after(const State& state, size_t first, int64_t count,
@@ -216,7 +216,7 @@ class SlidingLog {
     const int64_t k =
         std::clamp<int64_t>(count + units - options_.limit, 1, count);
     const double kth = static_cast<double>(kth_from(state, first, k));
-    return std::max<int64_t>(1, detail::to_int(std::ceil(kth + window_ - now)));
+    return std::max<int64_t>(1, detail::ceil_to_int(kth + window_ - now));
   }
 
   Decision deny(const State& state, size_t first, int64_t count, int64_t units,

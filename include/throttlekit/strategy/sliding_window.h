@@ -245,7 +245,7 @@ class SlidingWindow {
 
   View view(const State& s, int64_t now_ms) const noexcept {
     const double now = static_cast<double>(now_ms);
-    const double cd = std::floor(now / w_);
+    const double cd = detail::floor_d(now / w_);
     const int64_t c = detail::to_int(cd);
     const double elapsed = std::max(0.0, now - cd * w_);
     const double weight = std::clamp((w_ - elapsed) / w_, 0.0, 1.0);
@@ -257,7 +257,7 @@ class SlidingWindow {
                 weight,
                 oldest,
                 full + oldest * weight,
-                std::ceil((cd + 1) * w_ + window_)};
+                detail::ceil_d((cd + 1) * w_ + window_)};
   }
 
   // The denial's retry hint; see the class comment.
@@ -265,8 +265,8 @@ class SlidingWindow {
     const double d = v.estimate + cost - limit_;
     const double r =
         (v.oldest > 0 && d <= v.oldest * v.weight)
-            ? std::ceil(d * w_ / v.oldest)
-            : std::ceil((static_cast<double>(v.c) + 1) * w_ - v.now);
+            ? detail::ceil_d(d * w_ / v.oldest)
+            : detail::ceil_d((static_cast<double>(v.c) + 1) * w_ - v.now);
     return std::max<int64_t>(1, detail::to_int(r));
   }
 
@@ -275,9 +275,9 @@ class SlidingWindow {
   int64_t clear_at(int64_t tick) const noexcept {
     const double first_clear =
         static_cast<double>(tick) + static_cast<double>(s_) + 1;
-    double t = std::ceil(first_clear * w_);
-    while (t < kSearchLimit && std::floor(t / w_) < first_clear) t += 1;
-    while (std::floor((t - 1) / w_) >= first_clear) t -= 1;
+    double t = detail::ceil_d(first_clear * w_);
+    while (t < kSearchLimit && detail::floor_d(t / w_) < first_clear) t += 1;
+    while (detail::floor_d((t - 1) / w_) >= first_clear) t -= 1;
     return detail::to_int(t);
   }
 
@@ -294,7 +294,7 @@ class SlidingWindow {
   }
 
   static int64_t floor_units(double v) noexcept {
-    return std::max<int64_t>(0, detail::to_int(std::floor(v)));
+    return std::max<int64_t>(0, detail::floor_to_int(v));
   }
 
   // An integer ms t > now with passes(t) and !passes(t - 1), given
@@ -312,7 +312,7 @@ class SlidingWindow {
       step *= 2;
     }
     while (hi - lo > 1) {
-      const double mid = std::floor(lo + (hi - lo) / 2);
+      const double mid = detail::floor_d(lo + (hi - lo) / 2);
       if (passes(mid)) {
         hi = mid;
       } else {

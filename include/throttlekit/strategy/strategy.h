@@ -33,6 +33,7 @@
 #ifndef THROTTLEKIT_STRATEGY_STRATEGY_H_
 #define THROTTLEKIT_STRATEGY_STRATEGY_H_
 
+#include <cmath>
 #include <concepts>
 #include <cstdint>
 #include <string_view>
@@ -85,6 +86,29 @@ constexpr int64_t to_int(double v) noexcept {
   if (v >= 9.2233720368547748e18) return INT64_MAX;
   if (v <= -9.2233720368547758e18) return INT64_MIN;
   return static_cast<int64_t>(v);
+}
+
+// `std::floor(v)`, bit for bit (the sign of a zero included), without a
+// libm call: x86-64's baseline ISA has no rounding instruction, so std::floor
+// is a function call on the hot path.
+constexpr double floor_d(double v) noexcept {
+  if (!(v > -9.2233720368547758e18 && v < 9.2233720368547748e18)) {
+    return v;  // NaN, infinite, or so large it is already integral
+  }
+  const int64_t i = static_cast<int64_t>(v);
+  const int64_t f = static_cast<double>(i) > v ? i - 1 : i;
+  return f == 0 ? (v < 0 || (v == 0 && std::signbit(v)) ? -0.0 : 0.0)
+                : static_cast<double>(f);
+}
+
+// `std::ceil(v)`, bit for bit, without a libm call.
+constexpr double ceil_d(double v) noexcept {
+  if (!(v > -9.2233720368547758e18 && v < 9.2233720368547748e18)) {
+    return v;
+  }
+  const int64_t i = static_cast<int64_t>(v);
+  const int64_t c = static_cast<double>(i) < v ? i + 1 : i;
+  return c == 0 ? (std::signbit(v) ? -0.0 : 0.0) : static_cast<double>(c);
 }
 
 // `to_int(std::floor(v))`, exactly, without a libm call (x86-64's baseline

@@ -109,7 +109,7 @@ class TokenBucket {
     }
     return Decision{false, options_.capacity, floor_units(tokens),
                     reset_at(tokens, now),
-                    detail::to_int(std::ceil((cost - tokens) / rate_))};
+                    detail::ceil_to_int((cost - tokens) / rate_)};
   }
 
   // See strategy.h: the cost-1 decision; `remaining` and `reset_at_ms`
@@ -118,9 +118,9 @@ class TokenBucket {
     const double now = static_cast<double>(now_ms);
     const double tokens = refilled(state, now);
     const bool allowed = tokens >= 1.0;
-    return Decision{
-        allowed, options_.capacity, floor_units(tokens), reset_at(tokens, now),
-        allowed ? 0 : detail::to_int(std::ceil((1.0 - tokens) / rate_))};
+    return Decision{allowed, options_.capacity, floor_units(tokens),
+                    reset_at(tokens, now),
+                    allowed ? 0 : detail::ceil_to_int((1.0 - tokens) / rate_)};
   }
 
   // See strategy.h. `spendable_now = max(0, floor(tokens))`;
@@ -135,14 +135,14 @@ class TokenBucket {
     const double tokens = refilled(state, now);
     const int64_t full_at = reset_at(tokens, now);
     if (tokens >= cost) return Forecast{floor_units(tokens), now_ms, full_at};
-    const double hint = now + std::ceil((cost - tokens) / rate_);
+    const double hint = now + detail::ceil_d((cost - tokens) / rate_);
     if (cost > static_cast<double>(options_.capacity)) {
       return Forecast{floor_units(tokens), detail::to_int(hint), full_at};
     }
     // Refill starts at max(now, last); the bucket holds `cost` after about
     // (cost - state.tokens) / rate more ms. Search around that guess.
     const double base = std::max(now, state.last);
-    const double guess = base + std::ceil((cost - state.tokens) / rate_);
+    const double guess = base + detail::ceil_d((cost - state.tokens) / rate_);
     const auto passes = [&](double t) { return refilled(state, t) >= cost; };
     return Forecast{floor_units(tokens), earliest(now, guess, passes), full_at};
   }
@@ -158,7 +158,7 @@ class TokenBucket {
   int64_t expires_at_ms(const State& state) const noexcept {
     if (std::isinf(state.last)) return std::numeric_limits<int64_t>::min();
     const double cap = static_cast<double>(options_.capacity);
-    double t = state.last + std::ceil((cap - state.tokens) / rate_);
+    double t = state.last + detail::ceil_d((cap - state.tokens) / rate_);
     double step = 1;
     while (t < kSearchLimit && refilled(state, t) < cap) {
       t += step;
@@ -176,7 +176,7 @@ class TokenBucket {
         rate_(o.refill_per_sec / 1000.0),
         window_ms_(std::max<int64_t>(
             1, detail::to_int(
-                   std::ceil(static_cast<double>(o.capacity) / rate_)))) {}
+                   detail::ceil_d(static_cast<double>(o.capacity) / rate_)))) {}
 
   // min(capacity, tokens + max(0, now - last) * rate)
   double refilled(const State& s, double now) const noexcept {
@@ -188,12 +188,12 @@ class TokenBucket {
   // now + ceil((capacity - tokens) / rate), summed in double.
   int64_t reset_at(double tokens, double now) const noexcept {
     return detail::to_int(
-        now +
-        std::ceil((static_cast<double>(options_.capacity) - tokens) / rate_));
+        now + detail::ceil_d((static_cast<double>(options_.capacity) - tokens) /
+                             rate_));
   }
 
   static int64_t floor_units(double v) noexcept {
-    return std::max<int64_t>(0, detail::to_int(std::floor(v)));
+    return std::max<int64_t>(0, detail::floor_to_int(v));
   }
 
   // The earliest integer ms t > now with passes(t), given passes(now) is
@@ -211,7 +211,7 @@ class TokenBucket {
       step *= 2;
     }
     while (hi - lo > 1) {
-      const double mid = std::floor(lo + (hi - lo) / 2);
+      const double mid = detail::floor_d(lo + (hi - lo) / 2);
       if (passes(mid)) {
         hi = mid;
       } else {

@@ -91,7 +91,7 @@ class TokenBudget {
   // >= 2^53 above it, so it is judged correctly too.
   static absl::Status validate_tokens(double tokens) {
     if (!(tokens >= 1) || !(tokens <= static_cast<double>(kMaxSafeInteger)) ||
-        std::floor(tokens) != tokens) {
+        detail::floor_d(tokens) != tokens) {
       return absl::InvalidArgumentError(
           absl::StrCat("token_budget: tokens must be an integer in [1, ",
                        kMaxSafeInteger, "]; got ", tokens));
@@ -113,7 +113,7 @@ class TokenBudget {
 
   // See strategy.h: debits `ceil(cost)` tokens of a valid cost.
   Decision check(State& state, int64_t now_ms, double cost) const noexcept {
-    return debit_valid(state, now_ms, detail::to_int(std::ceil(cost)));
+    return debit_valid(state, now_ms, detail::ceil_to_int(cost));
   }
 
   // See strategy.h: the cost-1 decision, consuming nothing.
@@ -154,7 +154,7 @@ class TokenBudget {
   State effective(const State& state, int64_t now_ms) const noexcept {
     const double now = static_cast<double>(now_ms);
     if (now >= static_cast<double>(state.window_start_ms) + window_) {
-      return State{0, detail::to_int(std::floor(now / window_) * window_)};
+      return State{0, detail::to_int(detail::floor_d(now / window_) * window_)};
     }
     return state;
   }
@@ -166,8 +166,8 @@ class TokenBudget {
   // max(0, ceil(reset - now))
   int64_t retry_after(const State& s, int64_t now_ms) const noexcept {
     return std::max<int64_t>(
-        0, detail::to_int(std::ceil(static_cast<double>(reset_at(s)) -
-                                    static_cast<double>(now_ms))));
+        0, detail::ceil_to_int(static_cast<double>(reset_at(s)) -
+                               static_cast<double>(now_ms)));
   }
 
   Decision deny(const State& s, int64_t now_ms) const noexcept {
