@@ -65,6 +65,20 @@ def main() -> int:
             (f"naive mutex map / check_at(), 2 threads", naive2 / hot_at2, ">= 2"),
             (f"2-thread / 1-thread throughput, distinct hot keys", hot_at / hot_at2, ">= 1.6"),
         ]
+    print("\n| strategy | check() hot key | check_at() hot key | check_at() 2 threads (real) | "
+          "check_at() 10^6 keys | check_at() 10^6 keys, 2 threads (real) | check() 10^6 keys |")
+    print("|---|---|---|---|---|---|---|")
+    for strat in ("Gcra", "TokenBucket", "FixedWindow", "SlidingWindow",
+                  "SlidingLog", "Quota", "TokenBudget"):
+        cells = [
+            t(f"BM_RateLimiter_CheckHotKey<{strat}>/real_time/threads:1"),
+            t(f"BM_RateLimiter_CheckAtHotKey<{strat}>/real_time/threads:1"),
+            t(f"BM_RateLimiter_CheckAtHotKey<{strat}>/real_time/threads:2"),
+            t(f"BM_RateLimiter_CheckAtDistinctKeys<{strat}>/real_time/threads:1"),
+            t(f"BM_RateLimiter_CheckAtDistinctKeys<{strat}>/real_time/threads:2"),
+            t(f"BM_RateLimiter_CheckDistinctKeys<{strat}>/threads:1"),
+        ]
+        print(f"| {strat} | " + " | ".join(f"{c:.1f}" for c in cells) + " |")
     cell = t("BM_GcraCell_CheckAt/real_time/threads:1")
     rows.append(("GcraCell check_at() / CAS", cell / cas, "<= 4"))
     mem = counters.get("BM_MemoryStore_BytesPerGcraKey/iterations:1", {})

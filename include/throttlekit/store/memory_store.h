@@ -18,9 +18,10 @@
 //   (second chance): a key is inserted unmarked and marked when used again;
 //   the hand clears marks as it passes and evicts the first key that is
 //   expired or unmarked, so one-off keys go before keys in steady use.
-// - Lazy expiry: a key whose state has passed `S::expires_at_ms` behaves as
-//   cold and is dropped when touched or when the hand passes it. There is no
-//   background sweeper.
+// - Lazy expiry: a state past `S::expires_at_ms` decides exactly as a cold
+//   key (the strategy's contract), so hits never test expiry; an expired key
+//   is reclaimed when a denied check touches it or when the CLOCK hand
+//   passes it (expired keys go first). There is no background sweeper.
 // - A denied check on a cold key writes and allocates nothing; deletion is
 //   backward-shift (no tombstones), so probes stay short under churn.
 //
@@ -103,18 +104,14 @@ class MemoryStore {
     SpinLockHolder hold(shard.lock);
     const size_t i = find(shard, key, tag);
     if (i != kNotFound) {
+      // An expired state decides exactly as a cold one (the contract of
+      // `expires_at_ms`), so a hit checks the stored state as it is and pays
+      // for no expiry test; only a denial, which writes nothing, looks at
+      // expiry to reclaim the key.
       Slot& slot = shard.slots[i];
-      if (strategy_.expires_at_ms(slot.state) > now_ms) {
-        slot.key.set_referenced();
-        return strategy_.check(slot.state, now_ms, cost);
-      }
-      // Expired: the state is equivalent to cold; replace or drop it.
-      State cold{};
-      Decision d = strategy_.check(cold, now_ms, cost);
-      if (d.allowed) {
-        slot.state = std::move(cold);
-        slot.key.set_referenced();
-      } else {
+      slot.key.set_referenced();
+      const Decision d = strategy_.check(slot.state, now_ms, cost);
+      if (!d.allowed && strategy_.expires_at_ms(slot.state) <= now_ms) {
         erase(shard, i);
       }
       return d;
@@ -125,18 +122,18 @@ class MemoryStore {
     return d;
   }
 
-  // Applies `fn(const State&)` to the key's current state (cold if absent
-  // or expired) under the shard lock and returns its result. Writes nothing.
+  // Applies `fn(const State&)` to the key's current state (cold if absent;
+  // an expired state reads as cold by the strategy's contract) under the
+  // shard lock and returns its result. Writes nothing.
   // Thread-safe.
   template <class Fn>
-  auto read(std::string_view key, int64_t now_ms, Fn&& fn) const {
+  auto read(std::string_view key, Fn&& fn) const {
     const uint64_t h = hash(key);
     Shard& shard = shard_for(h);
     const uint32_t tag = static_cast<uint32_t>(h);
     SpinLockHolder hold(shard.lock);
     const size_t i = find(shard, key, tag);
-    if (i != kNotFound &&
-        strategy_.expires_at_ms(shard.slots[i].state) > now_ms) {
+    if (i != kNotFound) {
       return fn(static_cast<const State&>(shard.slots[i].state));
     }
     const State cold{};
@@ -145,13 +142,12 @@ class MemoryStore {
 
   // The decision for a cost-1 request, without consuming. Thread-safe.
   Decision peek(std::string_view key, int64_t now_ms) const {
-    return read(key, now_ms,
-                [&](const State& s) { return strategy_.peek(s, now_ms); });
+    return read(key, [&](const State& s) { return strategy_.peek(s, now_ms); });
   }
 
   // See `Forecast`. Writes nothing. Thread-safe.
   Forecast forecast(std::string_view key, int64_t now_ms, double cost) const {
-    return read(key, now_ms, [&](const State& s) {
+    return read(key, [&](const State& s) {
       return strategy_.forecast(s, now_ms, cost);
     });
   }

@@ -237,9 +237,7 @@ class SlidingWindow {
     return static_cast<size_t>(((tick % ring_) + ring_) % ring_);
   }
 
-  double read(const State& s, int64_t tick) const noexcept {
-    if (s.slots.empty()) return 0;
-    const Slot& slot = s.slots[index(tick)];
+  static double count_at(const Slot& slot, int64_t tick) noexcept {
     return slot.tick == tick ? slot.count : 0.0;
   }
 
@@ -249,9 +247,18 @@ class SlidingWindow {
     const int64_t c = detail::to_int(cd);
     const double elapsed = std::max(0.0, now - cd * w_);
     const double weight = std::clamp((w_ - elapsed) / w_, 0.0, 1.0);
+    // One index computation, then a walk around the ring (no division per
+    // slot); the sum is taken in ascending tick order, as before.
     double full = 0;
-    for (int64_t k = c - s_ + 1; k <= c; ++k) full += read(s, k);
-    const double oldest = read(s, c - s_);
+    double oldest = 0;
+    if (!s.slots.empty()) {
+      size_t i = index(c - s_);
+      oldest = count_at(s.slots[i], c - s_);
+      for (int64_t k = c - s_ + 1; k <= c; ++k) {
+        i = i + 1 == static_cast<size_t>(ring_) ? 0 : i + 1;
+        full += count_at(s.slots[i], k);
+      }
+    }
     return View{c,
                 now,
                 weight,
