@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds once and runs the whole test suite: unit,
 # property, model, conformance, integration and consumer tests on an
-# optimised build, then a ThreadSanitizer build of the concurrency tests
-# (label `tsan`). Exits non-zero if anything fails.
+# optimised build; the unit and property tests again under Address and
+# UndefinedBehavior sanitizers; then a ThreadSanitizer build of the
+# concurrency tests (label `tsan`). Exits non-zero if anything fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh test
@@ -13,6 +14,13 @@ cmake --preset release >/dev/null
 cmake --build --preset release
 echo "== release tests"
 ctest --preset release -j2
+
+echo "== AddressSanitizer + UndefinedBehaviorSanitizer build (unit, property)"
+cmake --preset asan >/dev/null
+cmake --build --preset asan
+echo "== AddressSanitizer + UndefinedBehaviorSanitizer tests"
+ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="print_stacktrace=1" \
+  ctest --preset asan -j2 -L "unit|property"
 
 echo "== ThreadSanitizer build (concurrency tests only)"
 cmake --preset tsan >/dev/null
