@@ -171,6 +171,21 @@ void BM_RateLimiter_CheckAtHotKey(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(limiter.check_at(key, ++now));
 }
 
+// The store alone (no argument validation, no StatusOr): the same shape as
+// the naive baseline below, which returns a bare Decision.
+template <class S>
+void BM_MemoryStore_CheckHotKey(benchmark::State& state) {
+  static auto* store =
+      MemoryStore<S>::create(*S::create(admitting_options<S>()))->release();
+  const std::string key = thread_key(state.thread_index());
+  int64_t now = kEpoch;
+  for (auto _ : state) benchmark::DoNotOptimize(store->check(key, ++now, 1));
+}
+BENCHMARK_TEMPLATE(BM_MemoryStore_CheckHotKey, Gcra)
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime();
+
 // 10^6 distinct keys visited round robin (cache-missing), caller `now`.
 template <class S>
 void BM_RateLimiter_CheckAtDistinctKeys(benchmark::State& state) {

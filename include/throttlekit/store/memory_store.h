@@ -36,6 +36,7 @@
 #define THROTTLEKIT_STORE_MEMORY_STORE_H_
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -180,7 +181,7 @@ class MemoryStore {
   // Bytes held by the tables and by out-of-line keys (not counting heap
   // memory owned by states of variable size). Thread-safe.
   size_t memory_bytes() const {
-    size_t bytes = sizeof(*this) + shard_count_ * sizeof(Shard);
+    size_t bytes = sizeof(*this);
     for (size_t s = 0; s < shard_count_; ++s) {
       SpinLockHolder hold(shards_[s].lock);
       const Shard& shard = shards_[s];
@@ -216,7 +217,7 @@ class MemoryStore {
         shard_count_(shards),
         shard_bound_(max_keys / shards),
         shard_shift_(64 - std::countr_zero(shards)),
-        shards_(new Shard[shards]) {
+        shards_() {
     // A table never needs more than bound * 4/3 slots (3/4 max load).
     max_capacity_ = std::bit_ceil(shard_bound_ + shard_bound_ / 3 + 1);
     for (size_t s = 0; s < shards; ++s) {
@@ -317,7 +318,8 @@ class MemoryStore {
   const int shard_shift_;
   size_t max_capacity_ = 0;
   const detail::KeyHasher hasher_;
-  std::unique_ptr<Shard[]> shards_;
+  // Inline (not behind a pointer): one dependent load less per check.
+  mutable std::array<Shard, kMaxShards> shards_;
 };
 
 }  // namespace throttlekit

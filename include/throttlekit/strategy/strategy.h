@@ -40,6 +40,7 @@
 
 #include "absl/status/statusor.h"
 #include "throttlekit/core/decision.h"
+#include "throttlekit/core/inline.h"
 
 namespace throttlekit {
 
@@ -81,7 +82,7 @@ namespace detail {
 // Converts a double that is already integral (a floor/ceil result, or an
 // exact integer) to int64, saturating outside the int64 range and mapping
 // NaN to 0 so no conversion is undefined behaviour.
-constexpr int64_t to_int(double v) noexcept {
+THROTTLEKIT_ALWAYS_INLINE constexpr int64_t to_int(double v) noexcept {
   if (!(v == v)) return 0;
   if (v >= 9.2233720368547748e18) return INT64_MAX;
   if (v <= -9.2233720368547758e18) return INT64_MIN;
@@ -91,7 +92,7 @@ constexpr int64_t to_int(double v) noexcept {
 // `std::floor(v)`, bit for bit (the sign of a zero included), without a
 // libm call: x86-64's baseline ISA has no rounding instruction, so std::floor
 // is a function call on the hot path.
-constexpr double floor_d(double v) noexcept {
+THROTTLEKIT_ALWAYS_INLINE constexpr double floor_d(double v) noexcept {
   if (!(v > -9.2233720368547758e18 && v < 9.2233720368547748e18)) {
     return v;  // NaN, infinite, or so large it is already integral
   }
@@ -102,7 +103,7 @@ constexpr double floor_d(double v) noexcept {
 }
 
 // `std::ceil(v)`, bit for bit, without a libm call.
-constexpr double ceil_d(double v) noexcept {
+THROTTLEKIT_ALWAYS_INLINE constexpr double ceil_d(double v) noexcept {
   if (!(v > -9.2233720368547758e18 && v < 9.2233720368547748e18)) {
     return v;
   }
@@ -115,7 +116,7 @@ constexpr double ceil_d(double v) noexcept {
 // has no rounding instruction, so std::floor is a function call on the hot
 // path). Exact for every double: truncation toward zero gives the integer
 // part, and a negative non-integer steps down by one.
-constexpr int64_t floor_to_int(double v) noexcept {
+THROTTLEKIT_ALWAYS_INLINE constexpr int64_t floor_to_int(double v) noexcept {
   if (!(v > -9.2233720368547758e18 && v < 9.2233720368547748e18)) {
     return to_int(v);  // NaN or out of int64 range (already integral)
   }
@@ -124,7 +125,7 @@ constexpr int64_t floor_to_int(double v) noexcept {
 }
 
 // `to_int(std::ceil(v))`, exactly, without a libm call.
-constexpr int64_t ceil_to_int(double v) noexcept {
+THROTTLEKIT_ALWAYS_INLINE constexpr int64_t ceil_to_int(double v) noexcept {
   if (!(v > -9.2233720368547758e18 && v < 9.2233720368547748e18)) {
     return to_int(v);
   }

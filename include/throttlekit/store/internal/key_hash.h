@@ -22,6 +22,7 @@
 #include "absl/hash/hash.h"
 #include "absl/numeric/int128.h"
 #include "absl/strings/string_view.h"
+#include "throttlekit/core/inline.h"
 
 namespace throttlekit::detail {
 
@@ -45,7 +46,8 @@ class KeyHasher {
     seed1_ = fold(a ^ 0x8ebc6af09c88c6e3ULL, entropy ^ t) | 1;
   }
 
-  uint64_t operator()(std::string_view key) const noexcept {
+  THROTTLEKIT_ALWAYS_INLINE uint64_t
+  operator()(std::string_view key) const noexcept {
     const size_t n = key.size();
     const char* p = key.data();
     uint64_t a;
@@ -77,7 +79,8 @@ class KeyHasher {
   }
 
  private:
-  static uint64_t fold(uint64_t x, uint64_t y) noexcept {
+  THROTTLEKIT_ALWAYS_INLINE static uint64_t fold(uint64_t x,
+                                                 uint64_t y) noexcept {
     const absl::uint128 m = absl::uint128(x) * y;
     return absl::Uint128Low64(m) ^ absl::Uint128High64(m);
   }

@@ -16,6 +16,8 @@
 #include <string_view>
 #include <utility>
 
+#include "throttlekit/core/inline.h"
+
 namespace throttlekit::detail {
 
 class StoredKey {
@@ -69,7 +71,8 @@ class StoredKey {
   std::string_view view() const noexcept {
     return {size_ > kInlineBytes ? heap_ : inline_, size_};
   }
-  bool equals(std::string_view key, uint32_t tag) const noexcept {
+  THROTTLEKIT_ALWAYS_INLINE bool equals(std::string_view key,
+                                        uint32_t tag) const noexcept {
     if (this->tag() != (tag & kTagMask) || size_ != key.size()) return false;
     if (size_ > kInlineBytes) {
       return std::memcmp(heap_, key.data(), key.size()) == 0;
