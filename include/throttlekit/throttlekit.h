@@ -5,6 +5,11 @@
 #ifndef THROTTLEKIT_THROTTLEKIT_H_
 #define THROTTLEKIT_THROTTLEKIT_H_
 
+#include "throttlekit/concurrency/adaptive_concurrency.h"
+#include "throttlekit/concurrency/aimd.h"
+#include "throttlekit/concurrency/gradient2.h"
+#include "throttlekit/concurrency/nano_clock_ref.h"
+#include "throttlekit/concurrency/windowed_min.h"
 #include "throttlekit/core/binding_axis.h"
 #include "throttlekit/core/clock.h"
 #include "throttlekit/core/cost.h"

@@ -1,5 +1,8 @@
-// SlidingLog properties: it agrees decision for decision with a brute-force
-// log that stores every unit (SEMANTICS.md, "Sliding window log (exact)"),
+// SlidingLog properties: it agrees field for field (check, peek, forecast,
+// kth oldest, survivors, expiry and the stored runs) with a brute-force log
+// that recounts the multiset of admitted units on every call (SEMANTICS.md,
+// "Sliding window log (exact)"), on timelines with backward clocks,
+// fractional costs, costs above the limit and limits up to 2^53 - 1; it
 // never admits more than `limit` units in any window of `window_ms`, and a
 // denial never changes its state.
 #include <gtest/gtest.h>
@@ -8,6 +11,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "throttlekit/strategy/sliding_log.h"
@@ -17,64 +22,212 @@ namespace {
 
 constexpr int64_t kEpoch = 1'700'000'000'000;
 
-// The spec, written the slow way: one timestamp per unit, recounted on every
-// call, pruned only by an allowed call.
+// The spec, written the slow way: the multiset of admitted unit timestamps,
+// in arrival order, recounted and re-sorted on every call, pruned only by
+// an allowed call. An admission of `units` is stored as `units` copies of
+// one timestamp (one entry with a multiplicity, so limits up to 2^53 - 1
+// stay cheap); nothing is merged or kept sorted.
 class BruteForceLog {
  public:
   BruteForceLog(int64_t limit, int64_t window) : limit_(limit), w_(window) {}
 
   Decision check(int64_t now, double cost) {
-    std::vector<int64_t> alive;
-    for (int64_t t : units_) {
-      if (t > now - w_) alive.push_back(t);
-    }
-    const auto count = static_cast<int64_t>(alive.size());
     const auto units = static_cast<int64_t>(std::ceil(cost));
-    if (count + units <= limit_) {
-      for (int64_t i = 0; i < units; ++i) alive.push_back(now);
-      std::sort(alive.begin(), alive.end());
-      units_ = alive;
-      return Decision{true, limit_,
-                      std::max<int64_t>(0, limit_ - count - units),
-                      units_.front() + w_, 0};
+    const int64_t count = surviving_units(now);
+    if (count + units > limit_) return deny(now, units);
+    std::vector<Copies> kept;
+    for (const Copies& c : stored_) {
+      if (c.at > now - w_) kept.push_back(c);
     }
-    int64_t retry = w_;
-    if (count > 0) {
-      const int64_t k = std::clamp<int64_t>(count + units - limit_, 1, count);
-      retry =
-          std::max<int64_t>(1, alive[static_cast<size_t>(k - 1)] + w_ - now);
+    kept.push_back(Copies{now, units});
+    stored_ = kept;
+    return Decision{true, limit_, std::max<int64_t>(0, limit_ - count - units),
+                    oldest_or_now(now) + w_, 0};
+  }
+
+  Decision peek(int64_t now) const {
+    const int64_t count = surviving_units(now);
+    if (count + 1 > limit_) return deny(now, 1);
+    return Decision{true, limit_, limit_ - count, oldest_or_now(now) + w_, 0};
+  }
+
+  Forecast forecast(int64_t now, double cost) const {
+    const auto units = static_cast<int64_t>(std::ceil(cost));
+    const int64_t count = surviving_units(now);
+    const int64_t next =
+        count + units <= limit_ ? now : now + retry(now, count, units);
+    int64_t full = now;
+    for (const Copies& c : stored_) {
+      if (c.at > now - w_) full = std::max(full, c.at + w_);
     }
-    return Decision{false, limit_, std::max<int64_t>(0, limit_ - count),
-                    (alive.empty() ? now : alive.front()) + w_, retry};
+    return Forecast{std::max<int64_t>(0, limit_ - count), next, full};
+  }
+
+  int64_t surviving_units(int64_t now) const {
+    int64_t n = 0;
+    for (const Copies& c : stored_) {
+      if (c.at > now - w_) n += c.units;
+    }
+    return n;
+  }
+
+  // The k-th oldest survivor, k clamped to [1, count]; `now` when none.
+  int64_t kth_oldest(int64_t now, int64_t k) const {
+    const std::vector<Copies> alive = sorted_survivors(now);
+    const int64_t count = surviving_units(now);
+    if (count == 0) return now;
+    k = std::clamp<int64_t>(k, 1, count);
+    for (const Copies& c : alive) {
+      if (k <= c.units) return c.at;
+      k -= c.units;
+    }
+    return alive.back().at;
+  }
+
+  // The newest stored (not necessarily surviving) unit + window.
+  int64_t expires_at() const {
+    if (stored_.empty()) return std::numeric_limits<int64_t>::min();
+    int64_t newest = stored_.front().at;
+    for (const Copies& c : stored_) newest = std::max(newest, c.at);
+    return newest + w_;
+  }
+
+  // The stored multiset as (timestamp, multiplicity), ascending, one entry
+  // per distinct timestamp.
+  std::vector<SlidingLog::Run> runs() const {
+    std::vector<Copies> all = stored_;
+    std::stable_sort(all.begin(), all.end(), by_time);
+    std::vector<SlidingLog::Run> out;
+    for (const Copies& c : all) {
+      if (!out.empty() && out.back().at_ms == c.at) {
+        out.back().count += c.units;
+      } else {
+        out.push_back(SlidingLog::Run{c.at, c.units});
+      }
+    }
+    return out;
   }
 
  private:
+  struct Copies {
+    int64_t at;
+    int64_t units;
+  };
+  static bool by_time(const Copies& a, const Copies& b) { return a.at < b.at; }
+
+  std::vector<Copies> sorted_survivors(int64_t now) const {
+    std::vector<Copies> alive;
+    for (const Copies& c : stored_) {
+      if (c.at > now - w_) alive.push_back(c);
+    }
+    std::stable_sort(alive.begin(), alive.end(), by_time);
+    return alive;
+  }
+
+  int64_t oldest_or_now(int64_t now) const {
+    int64_t oldest = now;
+    bool any = false;
+    for (const Copies& c : stored_) {
+      if (c.at > now - w_ && (!any || c.at < oldest)) oldest = c.at;
+      any = any || c.at > now - w_;
+    }
+    return oldest;
+  }
+
+  int64_t retry(int64_t now, int64_t count, int64_t units) const {
+    if (count == 0) return w_;
+    const int64_t k = std::clamp<int64_t>(count + units - limit_, 1, count);
+    return std::max<int64_t>(1, kth_oldest(now, k) + w_ - now);
+  }
+
+  Decision deny(int64_t now, int64_t units) const {
+    const int64_t count = surviving_units(now);
+    return Decision{false, limit_, std::max<int64_t>(0, limit_ - count),
+                    oldest_or_now(now) + w_, retry(now, count, units)};
+  }
+
   int64_t limit_;
   int64_t w_;
-  std::vector<int64_t> units_;
+  std::vector<Copies> stored_;
 };
+
+// A cost for a log of `limit`: small, fractional, near or above the limit.
+double any_cost(int64_t limit) {
+  const double l = static_cast<double>(limit);
+  const double max = static_cast<double>(kMaxSafeInteger);
+  return std::min(
+      max, *rc::gen::oneOf(
+               rc::gen::element(1.0, 1.0, 2.0, 0.5, 3.7, 1e-9, 7.0, 40.0),
+               rc::gen::element(l, l + 1, std::floor(l / 3) + 0.5, l / 2 + 1),
+               rc::gen::map(rc::gen::inRange<int64_t>(1, limit + 1),
+                            [](int64_t c) { return static_cast<double>(c); })));
+}
 
 RC_GTEST_PROP(SlidingLogProperty, MatchesBruteForceRecountEvenWithBackwardClock,
               ()) {
-  const int64_t limit = *rc::gen::inRange<int64_t>(1, 30);
-  const int64_t window = *rc::gen::oneOf(rc::gen::inRange<int64_t>(1, 20),
-                                         rc::gen::inRange<int64_t>(1, 2000));
+  const int64_t limit = *rc::gen::oneOf(
+      rc::gen::inRange<int64_t>(1, 30), rc::gen::inRange<int64_t>(1, 1000),
+      rc::gen::element<int64_t>(1'000'000'000'000, kMaxSafeInteger));
+  const int64_t window = *rc::gen::oneOf(
+      rc::gen::inRange<int64_t>(1, 20), rc::gen::inRange<int64_t>(1, 2000),
+      rc::gen::inRange<int64_t>(1, 1'000'000'000'000));
   SlidingLog log = *SlidingLog::create({limit, window});
   BruteForceLog ref(limit, window);
   SlidingLog::State s;
   int64_t now = kEpoch;
   const int steps = *rc::gen::inRange(1, 300);
   for (int i = 0; i < steps; ++i) {
-    // Steps that land on the expiry boundaries often, and back jumps.
+    // Steps that land on the expiry boundaries often, and back jumps, some
+    // by more than a window.
     now += *rc::gen::oneOf(
         rc::gen::inRange<int64_t>(-window / 2 - 1, window / 3 + 2),
+        rc::gen::inRange<int64_t>(0, 4),
         rc::gen::element<int64_t>(0, 1, -1, window - 1, window, window + 1,
-                                  -window));
-    const double cost = *rc::gen::element(1.0, 1.0, 2.0, 0.5, 3.7, 7.0, 40.0);
+                                  -window, -window - 1),
+        rc::gen::inRange<int64_t>(-3 * window, 3 * window));
+    const double cost = any_cost(limit);
+    const int64_t k = *rc::gen::oneOf(
+        rc::gen::inRange<int64_t>(-2, 40),
+        rc::gen::inRange<int64_t>(1, limit + 1),
+        rc::gen::element<int64_t>(int64_t{limit}, limit + 1, INT64_MAX));
+    RC_ASSERT(log.peek(s, now) == ref.peek(now));
+    RC_ASSERT(log.forecast(s, now, cost) == ref.forecast(now, cost));
+    RC_ASSERT(log.kth_oldest_ms(s, now, k) == ref.kth_oldest(now, k));
+    RC_ASSERT(log.surviving_units(s, now) == ref.surviving_units(now));
     const Decision got = log.check(s, now, cost);
     const Decision want = ref.check(now, cost);
     RC_ASSERT(got == want);
+    RC_ASSERT(s.runs() == ref.runs());
+    RC_ASSERT(log.expires_at_ms(s) == ref.expires_at());
   }
+}
+
+// Many live runs (one per ms) so that pruning erases long prefixes, with
+// occasional backward inserts into the middle of the log.
+RC_GTEST_PROP(SlidingLogProperty, MatchesBruteForceOnLongLogs, ()) {
+  const int64_t limit = *rc::gen::element<int64_t>(500, 1'000'000'000'000);
+  const int64_t window = *rc::gen::inRange<int64_t>(50, 400);
+  SlidingLog log = *SlidingLog::create({limit, window});
+  BruteForceLog ref(limit, window);
+  SlidingLog::State s;
+  int64_t now = kEpoch;
+  const int steps = *rc::gen::inRange(200, 700);
+  for (int i = 0; i < steps; ++i) {
+    now += *rc::gen::weightedOneOf<int64_t>(
+        {{40, rc::gen::just<int64_t>(1)},
+         {4, rc::gen::inRange<int64_t>(2, window / 3)},
+         {2, rc::gen::inRange<int64_t>(-window / 2, 0)},
+         {1, rc::gen::inRange<int64_t>(window, 2 * window)}});
+    const double cost = *rc::gen::element(1.0, 1.0, 3.0, 0.5, 120.0);
+    RC_ASSERT(log.check(s, now, cost) == ref.check(now, cost));
+    if (i % 16 == 0) {
+      const int64_t k = *rc::gen::inRange<int64_t>(1, 2000);
+      RC_ASSERT(log.kth_oldest_ms(s, now, k) == ref.kth_oldest(now, k));
+      RC_ASSERT(log.forecast(s, now, 400) == ref.forecast(now, 400));
+      RC_ASSERT(s.runs() == ref.runs());
+    }
+  }
+  RC_ASSERT(s.runs() == ref.runs());
 }
 
 RC_GTEST_PROP(SlidingLogProperty, NeverMoreThanLimitUnitsInAnyWindow, ()) {

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 namespace throttlekit {
 namespace {
@@ -36,7 +38,7 @@ TEST(SlidingLog, UnitExpiresExactlyAtTimestampPlusWindow) {
             (Decision{false, 1, 0, kEpoch + 1000, 1}));
   EXPECT_EQ(log.check(s, kEpoch + 1000, 1),
             (Decision{true, 1, 0, kEpoch + 2000, 0}));
-  EXPECT_EQ(s.runs, (std::vector<SlidingLog::Run>{{kEpoch + 1000, 1}}));
+  EXPECT_EQ(s.runs(), (std::vector<SlidingLog::Run>{{kEpoch + 1000, 1}}));
 }
 
 TEST(SlidingLog, RetryWaitsForTheKthOldestUnit) {
@@ -82,7 +84,7 @@ TEST(SlidingLog, DenialWritesNothingNotEvenAPrune) {
   EXPECT_EQ(d1, (Decision{false, 2, 1, kEpoch + 1500, 500}));
   EXPECT_EQ(d1, d2);
   EXPECT_EQ(s, before);
-  EXPECT_EQ(s.runs.size(), 2u);
+  EXPECT_EQ(s.runs().size(), 2u);
 }
 
 TEST(SlidingLog, CostAboveLimitNeverPassesButHasFiniteRetry) {
@@ -91,8 +93,10 @@ TEST(SlidingLog, CostAboveLimitNeverPassesButHasFiniteRetry) {
   // Empty log: retry = window_ms, reset_at = now + window (oldest = now).
   EXPECT_EQ(log.check(s, kEpoch, 6),
             (Decision{false, 5, 5, kEpoch + 1000, 1000}));
-  EXPECT_TRUE(s.runs.empty());
-  EXPECT_EQ(s.runs.capacity(), 0u);  // a denied cold key allocates nothing
+  EXPECT_TRUE(s.runs().empty());
+  EXPECT_EQ(s.capacity(), 0u);  // a denied cold key allocates nothing
+  // The state stored per key is no larger than the vector it holds.
+  EXPECT_EQ(sizeof(SlidingLog::State), sizeof(std::vector<SlidingLog::Run>));
   // Non-empty log: k clamps to count, i.e. the wait until all expire.
   ASSERT_TRUE(log.check(s, kEpoch, 1).allowed);
   ASSERT_TRUE(log.check(s, kEpoch + 300, 1).allowed);
@@ -117,8 +121,8 @@ TEST(SlidingLog, LargeCostIsOneRunAndKthIsExact) {
   ASSERT_TRUE(log.check(s, kEpoch, 1000).allowed);
   ASSERT_TRUE(log.check(s, kEpoch, 500).allowed);  // merges into one run
   ASSERT_TRUE(log.check(s, kEpoch + 7, 2000).allowed);
-  ASSERT_EQ(s.runs.size(), 2u);
-  EXPECT_EQ(s.runs[0], (SlidingLog::Run{kEpoch, 1500}));
+  ASSERT_EQ(s.runs().size(), 2u);
+  EXPECT_EQ(s.runs()[0], (SlidingLog::Run{kEpoch, 1500}));
   EXPECT_EQ(log.kth_oldest_ms(s, kEpoch + 7, 1500), kEpoch);
   EXPECT_EQ(log.kth_oldest_ms(s, kEpoch + 7, 1501), kEpoch + 7);
   EXPECT_EQ(log.kth_oldest_ms(s, kEpoch + 7, 99'999), kEpoch + 7);  // clamped
@@ -136,7 +140,7 @@ TEST(SlidingLog, BackwardClockCountsFutureUnitsAndInsertsSorted) {
   // Five seconds back: the two units stamped in the future still count.
   Decision d = log.check(s, kEpoch, 1);
   EXPECT_EQ(d, (Decision{true, 3, 0, kEpoch + 1000, 0}));
-  EXPECT_EQ(s.runs,
+  EXPECT_EQ(s.runs(),
             (std::vector<SlidingLog::Run>{{kEpoch, 1}, {kEpoch + 5000, 2}}));
   // Full: k = 1 is the (sorted) oldest unit at kEpoch.
   EXPECT_EQ(log.check(s, kEpoch + 10, 1),
@@ -145,8 +149,8 @@ TEST(SlidingLog, BackwardClockCountsFutureUnitsAndInsertsSorted) {
   EXPECT_EQ(log.check(s, kEpoch + 1000, 2),
             (Decision{false, 3, 1, kEpoch + 6000, 5000}));
   EXPECT_TRUE(log.check(s, kEpoch + 1000, 1).allowed);
-  EXPECT_EQ(s.runs, (std::vector<SlidingLog::Run>{{kEpoch + 1000, 1},
-                                                  {kEpoch + 5000, 2}}));
+  EXPECT_EQ(s.runs(), (std::vector<SlidingLog::Run>{{kEpoch + 1000, 1},
+                                                    {kEpoch + 5000, 2}}));
 }
 
 TEST(SlidingLog, BackwardInsertMergesEqualTimestamps) {
@@ -155,7 +159,7 @@ TEST(SlidingLog, BackwardInsertMergesEqualTimestamps) {
   ASSERT_TRUE(log.check(s, kEpoch, 1).allowed);
   ASSERT_TRUE(log.check(s, kEpoch + 50, 1).allowed);
   ASSERT_TRUE(log.check(s, kEpoch, 3).allowed);
-  EXPECT_EQ(s.runs,
+  EXPECT_EQ(s.runs(),
             (std::vector<SlidingLog::Run>{{kEpoch, 4}, {kEpoch + 50, 1}}));
 }
 
@@ -165,7 +169,7 @@ TEST(SlidingLog, PrunedUnitsStayPrunedWhenClockGoesBack) {
   ASSERT_TRUE(log.check(s, kEpoch, 1).allowed);
   // An allowed call two windows later drops the unit at kEpoch.
   ASSERT_TRUE(log.check(s, kEpoch + 2000, 1).allowed);
-  EXPECT_EQ(s.runs, (std::vector<SlidingLog::Run>{{kEpoch + 2000, 1}}));
+  EXPECT_EQ(s.runs(), (std::vector<SlidingLog::Run>{{kEpoch + 2000, 1}}));
   // Back to kEpoch + 10: the dropped unit would have survived there, but it
   // is gone; only the future unit at +2000 counts, so one more fits.
   EXPECT_EQ(log.check(s, kEpoch + 10, 1),
@@ -227,6 +231,62 @@ TEST(SlidingLog, ExpiryIsExactlyWhenStateBecomesCold) {
   EXPECT_EQ(log.surviving_units(s, exp - 1), 2);
 }
 
+TEST(SlidingLog, StateEqualityIsTheLiveRunsNotTheLayout) {
+  SlidingLog log = make(100, 1000);
+  // `a` admits at +0, +1, +2, +3, then at +1001 prunes the run at +0 and
+  // +1 (kept in memory, skipped); `b` never saw them.
+  SlidingLog::State a;
+  for (int64_t t : {0, 1, 2, 3, 1001}) {
+    ASSERT_TRUE(log.check(a, kEpoch + t, 1).allowed) << t;
+  }
+  SlidingLog::State b;
+  for (int64_t t : {2, 3, 1001}) {
+    ASSERT_TRUE(log.check(b, kEpoch + t, 1).allowed) << t;
+  }
+  EXPECT_EQ(a.runs(), b.runs());
+  EXPECT_EQ(a.runs(),
+            (std::vector<SlidingLog::Run>{
+                {kEpoch + 2, 1}, {kEpoch + 3, 1}, {kEpoch + 1001, 1}}));
+  EXPECT_TRUE(a == b);
+  // Same timestamps, different counts: not equal.
+  SlidingLog::State c = b;
+  ASSERT_TRUE(log.check(c, kEpoch + 1001, 1).allowed);
+  EXPECT_FALSE(a == c);
+  // Both continue identically.
+  for (int64_t t : {1002, 1500, 2003}) {
+    EXPECT_EQ(log.check(a, kEpoch + t, 2), log.check(b, kEpoch + t, 2)) << t;
+    EXPECT_EQ(a, b) << t;
+  }
+}
+
+TEST(SlidingLog, HotKeyKeepsOneWindowOfRunsAndExactCounts) {
+  // One unit per ms: 1000 live runs, each call expiring the oldest one.
+  SlidingLog log = make(1'000'000'000'000, 1000);
+  SlidingLog::State s;
+  for (int64_t t = 0; t < 20'000; ++t) {
+    const Decision d = log.check(s, kEpoch + t, 1);
+    ASSERT_TRUE(d.allowed) << t;
+    ASSERT_EQ(d.reset_at_ms, kEpoch + std::max<int64_t>(0, t - 999) + 1000)
+        << t;
+  }
+  const int64_t now = kEpoch + 19'999;
+  EXPECT_EQ(s.runs().size(), 1000u);
+  EXPECT_EQ(log.surviving_units(s, now), 1000);
+  // Pruned runs are released as the log slides: no growth with time.
+  EXPECT_LE(s.capacity(), 4096u);
+  EXPECT_EQ(log.kth_oldest_ms(s, now, 1), kEpoch + 19'000);
+  EXPECT_EQ(log.kth_oldest_ms(s, now, 500), kEpoch + 19'499);
+  EXPECT_EQ(log.kth_oldest_ms(s, now, 1000), now);
+  // A backward insert lands mid-log and shifts every later k.
+  ASSERT_TRUE(log.check(s, kEpoch + 19'499, 5).allowed);
+  EXPECT_EQ(log.surviving_units(s, now), 1005);
+  EXPECT_EQ(log.kth_oldest_ms(s, now, 500), kEpoch + 19'499);
+  EXPECT_EQ(log.kth_oldest_ms(s, now, 505), kEpoch + 19'499);
+  EXPECT_EQ(log.kth_oldest_ms(s, now, 506), kEpoch + 19'500);
+  EXPECT_EQ(log.kth_oldest_ms(s, now, 1005), now);
+  EXPECT_EQ(s.runs().size(), 1000u);  // merged into the run at +19'499
+}
+
 TEST(SlidingLog, MaxSafeIntegerLimitAndCost) {
   SlidingLog log = make(kMaxSafeInteger, 1);
   SlidingLog::State s;
@@ -236,6 +296,16 @@ TEST(SlidingLog, MaxSafeIntegerLimitAndCost) {
   EXPECT_EQ(log.check(s, kEpoch, 1),
             (Decision{false, kMaxSafeInteger, 0, kEpoch + 1, 1}));
   EXPECT_TRUE(log.check(s, kEpoch + 1, max_cost).allowed);
+  // 4096 admissions of 2^53 - 1 units: the cumulative sums wrap 2^64 twice
+  // and every count stays exact.
+  for (int64_t t = 2; t < 4098; ++t) {
+    ASSERT_EQ(log.check(s, kEpoch + t, max_cost),
+              (Decision{true, kMaxSafeInteger, 0, kEpoch + t + 1, 0}))
+        << t;
+    ASSERT_EQ(log.surviving_units(s, kEpoch + t), kMaxSafeInteger) << t;
+  }
+  EXPECT_EQ(log.kth_oldest_ms(s, kEpoch + 4097, kMaxSafeInteger),
+            kEpoch + 4097);
 }
 
 TEST(SlidingLog, RejectsBadOptionsNamingTheField) {

@@ -33,6 +33,19 @@
 //   back by more than a window.
 // - A cost above `limit` can never pass; its denial carries the finite hint
 //   `window_ms` on an empty log, else the wait until the whole log expires.
+//
+// Cost. Each run also stores the cumulative number of units admitted up to
+// and including it (modulo 2^64, from an arbitrary base), so the surviving
+// count is one subtraction. Searches gallop (probe 1, 2, 4, ... slots ahead,
+// then bisect): the first survivor from the oldest live run, O(log e) for
+// `e` runs expiring at this call; the k-th oldest unit on the sums from the
+// first survivor, O(log r) when it is the r-th run. So `check`, `peek`,
+// `forecast`, `kth_oldest_ms` and `surviving_units` are O(log runs), and
+// O(1) in the steady state where a call expires a few runs and looks for an
+// early k. An allowed call adds amortized O(1): pruned runs are skipped at
+// once and erased only when they outnumber the live ones. Exception: an
+// allowed call whose `now` is behind the newest run inserts at its sorted
+// position in O(runs newer than `now`) (it shifts them and their sums).
 
 #ifndef THROTTLEKIT_STRATEGY_SLIDING_LOG_H_
 #define THROTTLEKIT_STRATEGY_SLIDING_LOG_H_
@@ -68,12 +81,72 @@ class SlidingLog {
     friend bool operator==(const Run&, const Run&) = default;
   };
 
-  // The admitted units as runs with strictly ascending `at_ms` and
-  // `count >= 1`. Default-constructed (cold) it is empty and allocates
-  // nothing. After any allowed call the runs hold at most `limit` units.
-  struct State {
-    std::vector<Run> runs;
-    friend bool operator==(const State&, const State&) = default;
+  // The admitted units as live runs with strictly ascending `at_ms` and
+  // `count >= 1`; after any allowed call they hold at most `limit` units.
+  // Its value is the live runs alone (pruned runs not yet erased and the
+  // base of the cumulative sums are layout). 24 B inline, like the vector it
+  // is; default-constructed (cold) it is empty and allocates nothing; once
+  // written, 16 B per slot on the heap: one bookkeeping slot plus at most
+  // twice the live runs plus one (the capacity is never shrunk). Plain
+  // value: not thread-safe.
+  class State {
+   public:
+    State() = default;
+
+    // The live runs, oldest first (a copy, for tests and diagnostics).
+    // O(runs).
+    std::vector<Run> runs() const {
+      std::vector<Run> out;
+      for (size_t i = head(); i < slots_.size(); ++i) {
+        out.push_back(Run{slots_[i].at_ms, count_of(i)});
+      }
+      return out;
+    }
+
+    // Slots allocated (bookkeeping, live, pruned but kept, and spare); 0
+    // when cold.
+    size_t capacity() const noexcept { return slots_.capacity(); }
+
+    // Equal iff the live runs are equal. O(runs).
+    friend bool operator==(const State& a, const State& b) {
+      const size_t ha = a.head();
+      const size_t hb = b.head();
+      if (a.slots_.size() - ha != b.slots_.size() - hb) return false;
+      for (size_t i = ha, j = hb; i < a.slots_.size(); ++i, ++j) {
+        if (a.slots_[i].at_ms != b.slots_[j].at_ms ||
+            a.count_of(i) != b.count_of(j)) {
+          return false;
+        }
+      }
+      return true;
+    }
+
+   private:
+    friend class SlidingLog;
+
+    // A run and `cum`, the units admitted up to and including it (mod
+    // 2^64, from an arbitrary base); its count is `cum` minus the previous
+    // slot's. The live units total at most `limit` < 2^53, so differences
+    // of sums across live runs are exact even after the sums wrap.
+    struct Slot {
+      int64_t at_ms = 0;
+      uint64_t cum = 0;
+    };
+
+    // Index of the oldest live run (`slots_.size()` when none is live).
+    size_t head() const noexcept {
+      return slots_.empty() ? 0 : static_cast<size_t>(slots_[0].at_ms);
+    }
+    // Units of the run in slot `i` (1 <= i < size).
+    int64_t count_of(size_t i) const noexcept {
+      return static_cast<int64_t>(slots_[i].cum - slots_[i - 1].cum);
+    }
+
+    // Empty when cold. Otherwise `slots_[0]` is bookkeeping, not a run: its
+    // `at_ms` holds `head` (>= 1) and its `cum` the base for slot 1. Slots
+    // [1, head) are pruned runs, erased once they outnumber the live ones;
+    // [head, size) are the live runs, ascending by `at_ms`.
+    std::vector<Slot> slots_;
   };
 
   static constexpr std::string_view kName = "sliding_log";
@@ -98,7 +171,10 @@ class SlidingLog {
 
   // See strategy.h. `cost` must be valid (`validate_cost`); it is charged
   // `ceil(cost)` units. Writes `state` only when allowed; an allowed call
-  // may allocate (a new run). Not thread-safe on one `state`.
+  // may allocate (a new run). O(log runs), plus amortized O(1) to prune and
+  // O(runs newer than `now_ms`) when the clock is behind the newest run (see
+  // the file comment).
+  // Not thread-safe on one `state`.
   Decision check(State& state, int64_t now_ms, double cost) const {
     const double now = static_cast<double>(now_ms);
     const size_t first = first_survivor(state, now);
@@ -106,16 +182,16 @@ class SlidingLog {
     const int64_t units = detail::ceil_to_int(cost);
     if (units > options_.limit - count)
       return deny(state, first, count, units, now);
-    state.runs.erase(state.runs.begin(),
-                     state.runs.begin() + static_cast<std::ptrdiff_t>(first));
+    prune_before(state, first);
     add_units(state, now_ms, units);
-    return Decision{true, options_.limit,
-                    std::max<int64_t>(0, options_.limit - count - units),
-                    reset_at(static_cast<double>(state.runs.front().at_ms)), 0};
+    return Decision{
+        true, options_.limit,
+        std::max<int64_t>(0, options_.limit - count - units),
+        reset_at(static_cast<double>(state.slots_[state.head()].at_ms)), 0};
   }
 
   // See strategy.h: the decision for one unit, consuming nothing; on allow
-  // `remaining` is the current capacity `limit - count`.
+  // `remaining` is the current capacity `limit - count`. O(log runs).
   Decision peek(const State& state, int64_t now_ms) const {
     const double now = static_cast<double>(now_ms);
     const size_t first = first_survivor(state, now);
@@ -128,7 +204,7 @@ class SlidingLog {
   // See strategy.h. `next_replenish_at_ms` is exact: the instant the
   // k-th oldest unit expires (or `now + window_ms` for a cost above `limit`
   // on an empty log). `full_at_ms` is when the newest unit expires (`now`
-  // when empty): the instant the whole log is replenished.
+  // when empty): the instant the whole log is replenished. O(log runs).
   Forecast forecast(const State& state, int64_t now_ms, double cost) const {
     const double now = static_cast<double>(now_ms);
     const size_t first = first_survivor(state, now);
@@ -139,23 +215,25 @@ class SlidingLog {
             ? now_ms
             : now_ms + retry_after(state, first, count, units, now);
     const int64_t full =
-        first == state.runs.size()
+        first == state.slots_.size()
             ? now_ms
-            : reset_at(static_cast<double>(state.runs.back().at_ms));
+            : reset_at(static_cast<double>(state.slots_.back().at_ms));
     return Forecast{std::max<int64_t>(0, options_.limit - count), next, full};
   }
 
   // The newest unit's expiry: at `now >= newest + window_ms` every unit is
-  // pruned, so the log is exactly cold. `INT64_MIN` for an empty log.
+  // pruned, so the log is exactly cold. `INT64_MIN` for an empty log. O(1).
   int64_t expires_at_ms(const State& state) const noexcept {
-    if (state.runs.empty()) return std::numeric_limits<int64_t>::min();
-    return reset_at(static_cast<double>(state.runs.back().at_ms));
+    if (state.head() == state.slots_.size()) {
+      return std::numeric_limits<int64_t>::min();
+    }
+    return reset_at(static_cast<double>(state.slots_.back().at_ms));
   }
 
   // The timestamp of the k-th oldest unit surviving at `now_ms` (1-based,
   // counting each run's units; `k` is clamped to [1, surviving units]).
   // `now_ms` when nothing survives. Exposed for tests and for the lock-free
-  // ring that compares itself against this log.
+  // ring that compares itself against this log. O(log runs).
   int64_t kth_oldest_ms(const State& state, int64_t now_ms, int64_t k) const {
     const size_t first = first_survivor(state, static_cast<double>(now_ms));
     const int64_t count = count_from(state, first);
@@ -164,6 +242,7 @@ class SlidingLog {
   }
 
   // Units that survive at `now_ms` (timestamps `> now_ms - window_ms`).
+  // O(log runs).
   int64_t surviving_units(const State& state, int64_t now_ms) const {
     const double now = static_cast<double>(now_ms);
     return count_from(state, first_survivor(state, now));
@@ -173,36 +252,62 @@ class SlidingLog {
   explicit SlidingLog(const Options& o)
       : options_(o), window_(static_cast<double>(o.window_ms)) {}
 
-  // Index of the first run with `at > now - window_ms` (runs ascend, so
-  // everything before it is expired).
+  // The first index in [lo, n) at which `before` is false, given that it
+  // holds on a prefix of [lo, n) (n if it holds everywhere). Probes lo,
+  // lo+1, lo+3, lo+7, ... then bisects the last gap: O(log(answer - lo)).
+  template <class Before>
+  static size_t gallop(size_t lo, size_t n, Before before) {
+    size_t hi = lo;
+    size_t step = 1;
+    while (hi < n && before(hi)) {
+      lo = hi + 1;
+      hi = lo + step - 1;
+      step *= 2;
+    }
+    hi = std::min(hi, n);
+    while (lo < hi) {
+      const size_t mid = lo + (hi - lo) / 2;
+      if (before(mid)) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    return lo;
+  }
+
+  // Index of the first live run with `at > now - window_ms` (runs ascend,
+  // so every live run before it is expired).
   size_t first_survivor(const State& state, double now) const {
     const double cutoff = now - window_;
-    const auto it = std::upper_bound(state.runs.begin(), state.runs.end(),
-                                     cutoff, [](double c, const Run& r) {
-                                       return c < static_cast<double>(r.at_ms);
-                                     });
-    return static_cast<size_t>(it - state.runs.begin());
+    const auto& slots = state.slots_;
+    return gallop(state.head(), slots.size(), [&](size_t i) {
+      return !(cutoff < static_cast<double>(slots[i].at_ms));
+    });
   }
 
   // The k-th oldest unit from run `first` on; 1 <= k <= count_from(first).
   static int64_t kth_from(const State& state, size_t first, int64_t k) {
-    for (size_t i = first; i < state.runs.size(); ++i) {
-      if (k <= state.runs[i].count) return state.runs[i].at_ms;
-      k -= state.runs[i].count;
-    }
-    return state.runs.back().at_ms;  // unreachable for a valid k
+    const auto& slots = state.slots_;
+    const uint64_t base = slots[first - 1].cum;  // first >= head >= 1
+    const auto want = static_cast<uint64_t>(k);
+    const size_t i = gallop(first, slots.size(), [&](size_t j) {
+      return slots[j].cum - base < want;
+    });
+    return i < slots.size() ? slots[i].at_ms
+                            : slots.back().at_ms;  // unreachable, valid k
   }
 
   static int64_t count_from(const State& state, size_t first) {
-    int64_t n = 0;
-    for (size_t i = first; i < state.runs.size(); ++i) n += state.runs[i].count;
-    return n;
+    if (first == state.slots_.size()) return 0;
+    return static_cast<int64_t>(state.slots_.back().cum -
+                                state.slots_[first - 1].cum);
   }
 
   static double oldest_or(const State& state, size_t first, double now) {
-    return first == state.runs.size()
+    return first == state.slots_.size()
                ? now
-               : static_cast<double>(state.runs[first].at_ms);
+               : static_cast<double>(state.slots_[first].at_ms);
   }
 
   // ceil(oldest + window_ms)
@@ -227,22 +332,47 @@ class SlidingLog {
                     retry_after(state, first, count, units, now)};
   }
 
-  // Adds `units` at `now_ms`, keeping runs strictly ascending.
-  static void add_units(State& state, int64_t now_ms, int64_t units) {
-    auto& runs = state.runs;
-    if (runs.empty() || runs.back().at_ms < now_ms) {
-      runs.push_back(Run{now_ms, units});
+  // Drops the live runs before `first`: they leave the value at once, and
+  // leave memory once they outnumber the live runs. An erase moves fewer
+  // slots than it removes and a slot is removed once, so pruning is
+  // amortized O(1). A cold state gets its bookkeeping slot (and room for
+  // one run: one allocation).
+  static void prune_before(State& state, size_t first) {
+    auto& slots = state.slots_;
+    if (slots.empty()) {
+      slots.reserve(2);
+      slots.push_back(State::Slot{1, 0});
       return;
     }
-    // Clock behind the newest run: insert (or merge) at the sorted position.
-    const auto it =
-        std::lower_bound(runs.begin(), runs.end(), now_ms,
-                         [](const Run& r, int64_t t) { return r.at_ms < t; });
-    if (it != runs.end() && it->at_ms == now_ms) {
-      it->count += units;
-    } else {
-      runs.insert(it, Run{now_ms, units});
+    if (first - 1 > slots.size() - first) {
+      slots[0].cum = slots[first - 1].cum;
+      slots.erase(slots.begin() + 1,
+                  slots.begin() + static_cast<std::ptrdiff_t>(first));
+      first = 1;
     }
+    slots[0].at_ms = static_cast<int64_t>(first);
+  }
+
+  // Adds `units` at `now_ms`, keeping the live runs strictly ascending.
+  // `state` has its bookkeeping slot.
+  static void add_units(State& state, int64_t now_ms, int64_t units) {
+    auto& slots = state.slots_;
+    const auto add = static_cast<uint64_t>(units);
+    const size_t head = state.head();
+    if (head == slots.size() || slots.back().at_ms < now_ms) {
+      slots.push_back(State::Slot{now_ms, slots.back().cum + add});
+      return;
+    }
+    // Clock behind the newest run: insert (or merge) at the sorted position,
+    // then every run from there on has `units` more up to it.
+    const auto it = std::lower_bound(
+        slots.begin() + static_cast<std::ptrdiff_t>(head), slots.end(), now_ms,
+        [](const State::Slot& s, int64_t t) { return s.at_ms < t; });
+    const auto at = static_cast<size_t>(it - slots.begin());
+    if (it->at_ms != now_ms) {
+      slots.insert(it, State::Slot{now_ms, slots[at - 1].cum});
+    }
+    for (size_t i = at; i < slots.size(); ++i) slots[i].cum += add;
   }
 
   Options options_;

@@ -1,0 +1,467 @@
+// throttlekit/concurrency/adaptive_concurrency.h
+//
+// Provides `AdaptiveConcurrency<C>`: caps in-flight requests at a ceiling
+// inferred from latency instead of a hand-tuned constant (seed 000,
+// "Single-process inference"). `acquire()` hands out a move-only RAII
+// `Lease`; settling it feeds one sample to the control law (gradient2 by
+// default, `gradient2.h`; AIMD opt-in, `aimd.h`), and an opt-in Envoy-style
+// minRTT recalibration periodically drains the queue to re-measure the
+// no-load latency. There is no background timer: every adjustment happens
+// when a lease settles, on the injected clock.
+
+#ifndef THROTTLEKIT_CONCURRENCY_ADAPTIVE_CONCURRENCY_H_
+#define THROTTLEKIT_CONCURRENCY_ADAPTIVE_CONCURRENCY_H_
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "throttlekit/concurrency/aimd.h"
+#include "throttlekit/concurrency/gradient2.h"
+#include "throttlekit/concurrency/windowed_min.h"
+#include "throttlekit/core/clock.h"
+#include "throttlekit/core/decision.h"
+#include "throttlekit/core/option_check.h"
+#include "throttlekit/core/spin_lock.h"
+
+namespace throttlekit {
+
+// The largest limit, ceiling or window accepted (2^30): keeps `2 * inflight`
+// and the ring of the rolling minimum far from overflow.
+inline constexpr int64_t kMaxConcurrencyLimit = int64_t{1} << 30;
+
+// `set_ceiling(kNoConcurrencyCeiling)` removes an external ceiling.
+inline constexpr int64_t kNoConcurrencyCeiling =
+    std::numeric_limits<int64_t>::max();
+
+// How a lease ended.
+// - `kSuccess`: the work completed; its latency is a sample.
+// - `kDropped`: the work was dropped, failed from overload or timed out; an
+//   overload signal without a usable latency.
+// - `kIgnored`: the outcome says nothing about the backend (cancelled by the
+//   client, a non-overload error); frees the slot, feeds no sample.
+enum class LeaseOutcome { kSuccess, kDropped, kIgnored };
+
+// Which control law moves the limit.
+enum class ConcurrencyLaw { kGradient2, kAimd };
+
+// Options of `AdaptiveConcurrency`. Every field is checked by `create()`.
+struct AdaptiveConcurrencyOptions {
+  ConcurrencyLaw law = ConcurrencyLaw::kGradient2;
+  // Limits are whole numbers of in-flight requests, in [1, 2^30].
+  int64_t initial_limit = 20;  // in [min_limit, max_limit]
+  int64_t min_limit = 1;
+  int64_t max_limit = 1000;  // >= min_limit
+  // Samples over which rtt_noload is the rolling minimum, in [1, 2^30].
+  int64_t rtt_window = 100;
+  // gradient2: latency up to tolerance * rtt_noload counts as no queue;
+  // in [1, 100].
+  double tolerance = kGradient2DefaultTolerance;
+  // gradient2: EMA weight of each new limit, in (0, 1].
+  double smoothing = kGradient2DefaultSmoothing;
+  // AIMD: factor applied on a drop, in (0, 1).
+  double backoff_ratio = kAimdDefaultBackoffRatio;
+  // minRTT recalibration: 0 disables it; otherwise the ns between the end
+  // of one pin and the start of the next, in [1, 2^53 - 1].
+  int64_t recalibration_interval_ns = 0;
+  // Each interval is lengthened by a deterministic pseudo-random jitter in
+  // [0, recalibration_jitter_ns] drawn from `recalibration_seed`, so a fleet
+  // does not recalibrate in lockstep. In [0, 2^53 - 1].
+  int64_t recalibration_jitter_ns = 0;
+  uint64_t recalibration_seed = 0;
+  // Successes (of leases acquired after the pin began) that end a pin, in
+  // [1, rtt_window]; checked only when recalibration is enabled.
+  int64_t recalibration_samples = 20;
+};
+
+// A snapshot of a limiter (see `AdaptiveConcurrency::stats`).
+struct AdaptiveConcurrencyStats {
+  // L_local: the control law's limit, floor(estimate). Not lowered by a
+  // recalibration pin nor by the ceiling, so a coordinator aggregating
+  // L_local across a fleet is not dragged down by one node's pin.
+  int64_t limit = 0;
+  // What `acquire` enforces: min(ceiling, recalibrating ? min_limit : limit).
+  int64_t effective_limit = 0;
+  // The external ceiling (`kNoConcurrencyCeiling` when none).
+  int64_t ceiling = kNoConcurrencyCeiling;
+  // Granted leases not yet settled. May exceed `effective_limit` right
+  // after the limit falls: lowering a limit never revokes a lease.
+  int64_t inflight = 0;
+  // Rolling minimum of the last `rtt_window` latencies; 0 before the first
+  // success and right after a recalibration pin resets the window.
+  int64_t rtt_noload_ns = 0;
+  // Latency of the most recent success folded in; 0 before the first.
+  int64_t last_rtt_ns = 0;
+  int64_t samples = 0;         // successes folded in
+  int64_t drops = 0;           // kDropped outcomes folded in
+  int64_t recalibrations = 0;  // pins begun
+  bool recalibrating = false;  // a pin is in force
+  double estimate = 0;         // the law's real-valued limit
+};
+
+// The limiter.
+//
+// Hot path. `acquire` is one compare-and-swap loop on `inflight <
+// effective_limit` (no load-then-increment race, unlike Envoy's TODO): the
+// CAS publishes inflight + 1 only if no other thread moved inflight since it
+// was compared with the limit, so a grant never takes inflight above the
+// effective limit it read. `effective_limit_` is one atomic word the slow
+// path republishes whenever the law, a pin or the ceiling changes it, so the
+// ceiling costs the hot path nothing. Then one clock read. A rejection reads
+// no clock, writes nothing and allocates nothing. Settling a lease is one
+// `fetch_sub` (plus one clock read for a sample).
+//
+// Slow path (a kSuccess or kDropped settle; kIgnored stops after the
+// `fetch_sub`), under `mu_`:
+// 1. recalibration (if enabled): when now >= next_recalibration, a pin
+//    begins: effective limit = min_limit, the rtt window is cleared, the
+//    triggering sample is discarded (unless acquired at that instant). While
+//    pinned, successes of leases acquired after the pin began are pushed
+//    into the fresh window (earlier leases carry the queue being drained
+//    and are discarded) and the law is frozen. After
+//    `recalibration_samples` of them the pin ends: the law resumes from the
+//    pre-pin estimate (as Envoy does) with the re-measured rtt_noload, and
+//    the next pin is due recalibration_interval_ns + jitter later.
+// 2. a success's latency (now - acquire time, floored at 0) enters the
+//    window; rtt_noload = the window's minimum, this sample included.
+// 3. the law steps the estimate (`gradient2.h` / `aimd.h`); the sample is
+//    utilized iff 2 * inflight >= limit, both as seen by its own acquire
+//    (inflight counting itself; limit = the effective limit it was checked
+//    against). gradient2: an under-utilized sample cannot grow the limit;
+//    a drop steps with the floor gradient 0.5 and never grows it. AIMD: +1
+//    on a utilized success, * backoff_ratio on a drop.
+// 4. limit = floor(estimate); effective limit republished.
+//
+// Thread-safety: every public method may be called concurrently. The
+// limiter must outlive its leases; it is neither copyable nor movable
+// (leases point at it), hence `create` returns a unique_ptr.
+template <NanoClock C = MonotonicClock>
+class AdaptiveConcurrency {
+ public:
+  using Outcome = LeaseOutcome;
+  using Options = AdaptiveConcurrencyOptions;
+  using Stats = AdaptiveConcurrencyStats;
+
+  // A slot in the limiter, or a rejection (false). Move-only; settles
+  // exactly once: the first `release` records its outcome and later calls
+  // do nothing. Destroying (or assigning over) an unreleased granted lease
+  // releases it as kIgnored: the slot is freed but no sample is fed, since
+  // a lease abandoned without a verdict (an exception, an early return)
+  // says nothing reliable about the backend's latency. A rejected or
+  // moved-from lease is false and releasing it does nothing.
+  //
+  // Thread-safety: like std::unique_ptr, one lease is used by one thread at
+  // a time; distinct leases may settle concurrently.
+  class [[nodiscard]] Lease {
+   public:
+    // A rejection.
+    Lease() noexcept = default;
+    Lease(Lease&& other) noexcept
+        : owner_(std::exchange(other.owner_, nullptr)),
+          start_ns_(other.start_ns_),
+          inflight_at_acquire_(other.inflight_at_acquire_),
+          limit_at_acquire_(other.limit_at_acquire_) {}
+    Lease& operator=(Lease&& other) noexcept {
+      if (this != &other) {
+        release(Outcome::kIgnored);
+        owner_ = std::exchange(other.owner_, nullptr);
+        start_ns_ = other.start_ns_;
+        inflight_at_acquire_ = other.inflight_at_acquire_;
+        limit_at_acquire_ = other.limit_at_acquire_;
+      }
+      return *this;
+    }
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ~Lease() { release(Outcome::kIgnored); }
+
+    // True iff this lease holds a slot (granted and not yet settled).
+    explicit operator bool() const noexcept { return owner_ != nullptr; }
+
+    // Settles the lease with `outcome`; a no-op unless it holds a slot.
+    void release(Outcome outcome) noexcept {
+      if (owner_ == nullptr) return;
+      std::exchange(owner_, nullptr)->settle(*this, outcome);
+    }
+
+    // The clock's ns when the slot was granted (0 for a rejection).
+    int64_t start_ns() const noexcept { return start_ns_; }
+    // In-flight count right after this grant, counting itself.
+    int64_t inflight_at_acquire() const noexcept {
+      return inflight_at_acquire_;
+    }
+    // The effective limit the grant was checked against.
+    int64_t limit_at_acquire() const noexcept { return limit_at_acquire_; }
+
+   private:
+    friend class AdaptiveConcurrency;
+    Lease(AdaptiveConcurrency* owner, int64_t start_ns, int64_t inflight,
+          int64_t limit) noexcept
+        : owner_(owner),
+          start_ns_(start_ns),
+          inflight_at_acquire_(inflight),
+          limit_at_acquire_(limit) {}
+
+    AdaptiveConcurrency* owner_ = nullptr;  // null: holds no slot
+    int64_t start_ns_ = 0;
+    int64_t inflight_at_acquire_ = 0;
+    int64_t limit_at_acquire_ = 0;
+  };
+
+  // Validates `options`; kInvalidArgument names
+  // "adaptive_concurrency.<field>" and its bound.
+  static absl::StatusOr<std::unique_ptr<AdaptiveConcurrency>> create(
+      const Options& options, C clock = C{}) {
+    if (absl::Status s = validate(options); !s.ok()) return s;
+    return std::unique_ptr<AdaptiveConcurrency>(
+        new AdaptiveConcurrency(options, std::move(clock)));
+  }
+
+  AdaptiveConcurrency(const AdaptiveConcurrency&) = delete;
+  AdaptiveConcurrency& operator=(const AdaptiveConcurrency&) = delete;
+
+  // Grants a slot iff inflight < effective limit, atomically. Never blocks,
+  // never allocates. An acquire racing a decrease of the limit may be
+  // checked against the limit it read just before the decrease (as with any
+  // limit that is lowered while leases are held, inflight then drains to
+  // the new limit). Thread-safe.
+  [[nodiscard]] Lease acquire() noexcept {
+    int64_t seen = inflight_.load(std::memory_order_relaxed);
+    int64_t limit;
+    do {
+      limit = effective_limit_.load(std::memory_order_relaxed);
+      if (seen >= limit) return Lease();
+    } while (!inflight_.compare_exchange_weak(
+        seen, seen + 1, std::memory_order_acquire, std::memory_order_relaxed));
+    return Lease(this, clock_.now_ns(), seen + 1, limit);
+  }
+
+  // Imposes an external cap: acquire enforces min(ceiling, law's limit).
+  // For a coordinator granting a share (effective = min(share, L_local)).
+  // Negative values act as 0 (admit nothing); `kNoConcurrencyCeiling`
+  // removes it. Leases already granted are not revoked. Thread-safe.
+  void set_ceiling(int64_t ceiling) noexcept {
+    SpinLockHolder hold(mu_);
+    ceiling_ = std::max<int64_t>(0, ceiling);
+    publish_effective_limit();
+  }
+
+  // A snapshot taken under the slow-path lock: every field but `inflight`
+  // changes only under that lock, so they describe one state between two
+  // settles. `inflight` is atomic and moves outside the lock; it is read
+  // inside it (acquire order), so it is the count at one instant during the
+  // snapshot. A settle decrements inflight before it takes the lock, so a
+  // snapshot may show a lease as gone whose sample is not yet folded in.
+  // Thread-safe.
+  [[nodiscard]] Stats stats() const {
+    SpinLockHolder hold(mu_);
+    Stats s;
+    s.limit = limit_;
+    s.effective_limit = effective_limit_.load(std::memory_order_relaxed);
+    s.ceiling = ceiling_;
+    s.inflight = inflight_.load(std::memory_order_acquire);
+    s.rtt_noload_ns = window_.min();
+    s.last_rtt_ns = last_rtt_ns_;
+    s.samples = samples_;
+    s.drops = drops_;
+    s.recalibrations = recalibrations_;
+    s.recalibrating = pinned_;
+    s.estimate = estimate_;
+    return s;
+  }
+
+  // Granted, unsettled leases (one relaxed load). Thread-safe.
+  int64_t inflight() const noexcept {
+    return inflight_.load(std::memory_order_relaxed);
+  }
+
+  const Options& options() const noexcept { return options_; }
+
+ private:
+  AdaptiveConcurrency(const Options& options, C clock)
+      : options_(options),
+        clock_(std::move(clock)),
+        window_(options.rtt_window),
+        estimate_(static_cast<double>(options.initial_limit)),
+        limit_(options.initial_limit) {
+    effective_limit_.store(limit_, std::memory_order_relaxed);
+    if (options_.recalibration_interval_ns > 0) {
+      next_recalibration_ns_ = clock_.now_ns() + next_interval_ns();
+    }
+  }
+
+  static absl::Status validate(const Options& o) {
+    constexpr const char* kWhat = "adaptive_concurrency";
+    absl::Status s;
+    if (o.law != ConcurrencyLaw::kGradient2 && o.law != ConcurrencyLaw::kAimd) {
+      return absl::InvalidArgumentError(
+          "adaptive_concurrency.law must be kGradient2 or kAimd");
+    }
+    s.Update(detail::check_int_option(kWhat, "min_limit", o.min_limit, 1,
+                                      kMaxConcurrencyLimit));
+    if (!s.ok()) return s;
+    s.Update(detail::check_int_option(kWhat, "max_limit", o.max_limit,
+                                      o.min_limit, kMaxConcurrencyLimit));
+    s.Update(detail::check_int_option(kWhat, "initial_limit", o.initial_limit,
+                                      o.min_limit, o.max_limit));
+    s.Update(detail::check_int_option(kWhat, "rtt_window", o.rtt_window, 1,
+                                      kMaxConcurrencyLimit));
+    s.Update(check_real("tolerance", o.tolerance, 1, true, 100));
+    s.Update(check_real("smoothing", o.smoothing, 0, false, 1));
+    s.Update(check_real("backoff_ratio", o.backoff_ratio, 0, false, 1, false));
+    s.Update(detail::check_int_option(kWhat, "recalibration_interval_ns",
+                                      o.recalibration_interval_ns, 0,
+                                      kMaxSafeInteger));
+    s.Update(detail::check_int_option(kWhat, "recalibration_jitter_ns",
+                                      o.recalibration_jitter_ns, 0,
+                                      kMaxSafeInteger));
+    if (o.recalibration_interval_ns > 0) {
+      s.Update(detail::check_int_option(kWhat, "recalibration_samples",
+                                        o.recalibration_samples, 1,
+                                        o.rtt_window));
+    }
+    return s;
+  }
+
+  // OK iff value is finite and within lo..hi, each end inclusive or not.
+  static absl::Status check_real(const char* field, double value, double lo,
+                                 bool lo_inclusive, double hi,
+                                 bool hi_inclusive = true) {
+    const bool above_lo = lo_inclusive ? value >= lo : value > lo;
+    const bool below_hi = hi_inclusive ? value <= hi : value < hi;
+    if (std::isfinite(value) && above_lo && below_hi) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat("adaptive_concurrency.", field, " must be finite and in ",
+                     lo_inclusive ? "[" : "(", lo, ", ", hi,
+                     hi_inclusive ? "]" : ")", "; got ", value));
+  }
+
+  // The settle path of `lease` (its owner pointer already cleared).
+  void settle(const Lease& lease, Outcome outcome) noexcept {
+    if (outcome == Outcome::kIgnored) {
+      inflight_.fetch_sub(1, std::memory_order_release);
+      return;
+    }
+    const int64_t now_ns = clock_.now_ns();
+    inflight_.fetch_sub(1, std::memory_order_release);
+    SpinLockHolder hold(mu_);
+    fold_sample(lease, outcome == Outcome::kDropped, now_ns);
+  }
+
+  // Slow-path steps 1-4 of the class comment.
+  void fold_sample(const Lease& lease, bool dropped, int64_t now_ns)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const int64_t rtt_ns = std::max<int64_t>(0, now_ns - lease.start_ns());
+    if (dropped) {
+      ++drops_;
+    } else {
+      ++samples_;
+      last_rtt_ns_ = rtt_ns;
+    }
+    if (options_.recalibration_interval_ns > 0) {
+      if (!pinned_ && now_ns >= next_recalibration_ns_) {
+        pinned_ = true;
+        pin_start_ns_ = now_ns;
+        pin_samples_ = 0;
+        ++recalibrations_;
+        window_.clear();
+        publish_effective_limit();
+      }
+      if (pinned_) {
+        if (!dropped && lease.start_ns() >= pin_start_ns_) {
+          window_.push(rtt_ns);
+          if (++pin_samples_ >= options_.recalibration_samples) {
+            pinned_ = false;
+            next_recalibration_ns_ = now_ns + next_interval_ns();
+            publish_effective_limit();
+          }
+        }
+        return;
+      }
+    }
+    if (!dropped) window_.push(rtt_ns);
+    const bool utilized =
+        2 * lease.inflight_at_acquire() >= lease.limit_at_acquire();
+    const double lo = static_cast<double>(options_.min_limit);
+    const double hi = static_cast<double>(options_.max_limit);
+    if (options_.law == ConcurrencyLaw::kAimd) {
+      estimate_ = aimd_next_estimate(estimate_, dropped, utilized,
+                                     options_.backoff_ratio, lo, hi);
+    } else {
+      const double gradient =
+          dropped
+              ? kGradient2MinGradient
+              : gradient2_gradient(options_.tolerance, window_.min(), rtt_ns);
+      estimate_ =
+          gradient2_next_estimate(estimate_, gradient, options_.smoothing,
+                                  utilized && !dropped, lo, hi);
+    }
+    const int64_t limit = static_cast<int64_t>(std::floor(estimate_));
+    if (limit != limit_) {
+      limit_ = limit;
+      publish_effective_limit();
+    }
+  }
+
+  void publish_effective_limit() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const int64_t law = pinned_ ? options_.min_limit : limit_;
+    effective_limit_.store(std::min(ceiling_, law), std::memory_order_relaxed);
+  }
+
+  // recalibration_interval_ns + the next deterministic jitter (splitmix64 of
+  // the seed and the pin count).
+  int64_t next_interval_ns() noexcept {
+    int64_t jitter = 0;
+    if (options_.recalibration_jitter_ns > 0) {
+      uint64_t z = options_.recalibration_seed +
+                   0x9e3779b97f4a7c15ULL * (jitter_draws_ + 1);
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+      z ^= z >> 31;
+      jitter = static_cast<int64_t>(
+          z % static_cast<uint64_t>(options_.recalibration_jitter_ns + 1));
+    }
+    ++jitter_draws_;
+    return options_.recalibration_interval_ns + jitter;
+  }
+
+  const Options options_;
+  const C clock_;
+
+  // Hot-path words. `inflight_` is the counter every acquire CASes and every
+  // settle decrements; `effective_limit_` is written only under `mu_` (when
+  // it changes) and read lock-free by acquire. They share a cache line: the
+  // limit changes rarely. The slow-path state starts a new line so taking
+  // the lock does not bounce the counter's line.
+  std::atomic<int64_t> inflight_{0};
+  std::atomic<int64_t> effective_limit_{0};
+
+  // Slow path: everything a sample moves, under one lock held for a few
+  // tens of ns (no allocation: the window's ring is preallocated).
+  alignas(64) mutable SpinLock mu_;
+  WindowedMin window_ ABSL_GUARDED_BY(mu_);
+  double estimate_ ABSL_GUARDED_BY(mu_);
+  int64_t limit_ ABSL_GUARDED_BY(mu_);
+  int64_t ceiling_ ABSL_GUARDED_BY(mu_) = kNoConcurrencyCeiling;
+  int64_t last_rtt_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t samples_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t drops_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t recalibrations_ ABSL_GUARDED_BY(mu_) = 0;
+  bool pinned_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t pin_start_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t pin_samples_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t next_recalibration_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t jitter_draws_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace throttlekit
+
+#endif  // THROTTLEKIT_CONCURRENCY_ADAPTIVE_CONCURRENCY_H_

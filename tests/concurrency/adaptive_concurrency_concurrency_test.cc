@@ -1,0 +1,159 @@
+// Many threads acquire and settle leases at once; the in-flight count never
+// exceeds the limit in force (also run under ThreadSanitizer: label tsan).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "throttlekit/concurrency/adaptive_concurrency.h"
+#include "throttlekit/core/clock.h"
+
+namespace throttlekit {
+namespace {
+
+using Limiter = AdaptiveConcurrency<MonotonicClock>;
+using Outcome = Limiter::Outcome;
+
+// More threads than cores and than the limit, so the limiter sits at its
+// ceiling and running threads race for the last slot while descheduled
+// holders keep theirs.
+constexpr int kThreads = 8;
+constexpr int kIterations = 100'000;
+
+// Counts the holders inside lease scopes and remembers the most at once.
+class HolderGauge {
+ public:
+  void enter() {
+    const int64_t now = holders_.fetch_add(1, std::memory_order_acq_rel) + 1;
+    int64_t seen = max_.load(std::memory_order_relaxed);
+    while (now > seen &&
+           !max_.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
+    }
+  }
+  void leave() { holders_.fetch_sub(1, std::memory_order_acq_rel); }
+  int64_t max() const { return max_.load(); }
+
+ private:
+  std::atomic<int64_t> holders_{0};
+  std::atomic<int64_t> max_{0};
+};
+
+TEST(AdaptiveConcurrencyConcurrency, FixedLimitIsNeverExceeded) {
+  constexpr int64_t kLimit = 2;
+  AdaptiveConcurrencyOptions o;
+  o.initial_limit = o.min_limit = o.max_limit = kLimit;
+  auto limiter = *Limiter::create(o);
+  HolderGauge gauge;
+  std::atomic<int64_t> granted{0}, successes{0}, drops{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kIterations; ++i) {
+        Limiter::Lease lease = limiter->acquire();
+        if (!lease) continue;
+        gauge.enter();
+        granted.fetch_add(1, std::memory_order_relaxed);
+        if (lease.inflight_at_acquire() > lease.limit_at_acquire()) {
+          ADD_FAILURE() << "granted above the limit it read";
+        }
+        // Hold the slot a varying while; sometimes give up the CPU with it.
+        for (int spin = 0; spin < (i + t) % 50; ++spin) {
+          std::atomic_signal_fence(std::memory_order_seq_cst);
+        }
+        if ((i + t) % 5 == 0) std::this_thread::yield();
+        gauge.leave();
+        switch ((i + t) % 3) {
+          case 0:
+            lease.release(Outcome::kSuccess);
+            successes.fetch_add(1, std::memory_order_relaxed);
+            break;
+          case 1:
+            lease.release(Outcome::kDropped);
+            drops.fetch_add(1, std::memory_order_relaxed);
+            break;
+          default:
+            break;  // destroyed unreleased: kIgnored
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_LE(gauge.max(), kLimit);
+  EXPECT_GE(gauge.max(), 1);
+  EXPECT_GT(granted.load(), 0);
+  const Limiter::Stats s = limiter->stats();
+  EXPECT_EQ(s.inflight, 0);
+  EXPECT_EQ(s.samples, successes.load());
+  EXPECT_EQ(s.drops, drops.load());
+  EXPECT_EQ(s.limit, kLimit);  // min == max pins the law
+}
+
+TEST(AdaptiveConcurrencyConcurrency, ChangingLimitStaysWithinBounds) {
+  constexpr int64_t kMax = 12;
+  AdaptiveConcurrencyOptions o;
+  o.initial_limit = 6;
+  o.min_limit = 2;
+  o.max_limit = kMax;
+  o.rtt_window = 16;
+  o.recalibration_interval_ns = 200'000;  // 0.2 ms: pins happen in the run
+  o.recalibration_samples = 4;
+  auto limiter = *Limiter::create(o);
+  HolderGauge gauge;
+  std::atomic<bool> done{false};
+  std::atomic<int64_t> granted{0};
+
+  // Moves the external ceiling and reads snapshots while workers run.
+  std::thread controller([&] {
+    const int64_t ceilings[] = {3, kNoConcurrencyCeiling, 1, 8,
+                                kNoConcurrencyCeiling};
+    for (int i = 0; !done.load(std::memory_order_relaxed); ++i) {
+      limiter->set_ceiling(ceilings[i % 5]);
+      const Limiter::Stats s = limiter->stats();
+      EXPECT_GE(s.limit, o.min_limit);
+      EXPECT_LE(s.limit, kMax);
+      EXPECT_LE(s.effective_limit, std::min(s.ceiling, s.limit));
+      EXPECT_GE(s.inflight, 0);
+      EXPECT_LE(s.inflight, kMax);
+      std::this_thread::yield();
+    }
+    limiter->set_ceiling(kNoConcurrencyCeiling);
+  });
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kIterations; ++i) {
+        Limiter::Lease lease = limiter->acquire();
+        if (!lease) continue;
+        gauge.enter();
+        granted.fetch_add(1, std::memory_order_relaxed);
+        if (lease.inflight_at_acquire() > lease.limit_at_acquire() ||
+            lease.limit_at_acquire() > kMax) {
+          ADD_FAILURE() << "granted above the limit it read";
+        }
+        // Latency varies, so the law moves the limit up and down.
+        for (int spin = 0; spin < (i + t) % 50; ++spin) {
+          std::atomic_signal_fence(std::memory_order_seq_cst);
+        }
+        gauge.leave();
+        lease.release(i % 11 == 0 ? Outcome::kDropped : Outcome::kSuccess);
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  done.store(true);
+  controller.join();
+  EXPECT_LE(gauge.max(), kMax);
+  EXPECT_GT(granted.load(), 0);
+  const Limiter::Stats s = limiter->stats();
+  EXPECT_EQ(s.inflight, 0);
+  EXPECT_EQ(s.samples + s.drops, granted.load());
+  EXPECT_GE(s.recalibrations, 1);  // pins raced the workers too
+  EXPECT_GE(s.limit, o.min_limit);
+  EXPECT_LE(s.limit, kMax);
+}
+
+}  // namespace
+}  // namespace throttlekit
