@@ -37,4 +37,5 @@ function(throttlekit_benchmark)
 endfunction()
 
 set(THROTTLEKIT_WARNINGS
-  $<$<OR:$<CXX_COMPILER_ID:GNU>,$<CXX_COMPILER_ID:Clang>>:-Wall -Wextra -Wpedantic>)
+  $<$<OR:$<CXX_COMPILER_ID:GNU>,$<CXX_COMPILER_ID:Clang>>:-Wall -Wextra -Wpedantic
+  -Wno-missing-field-initializers>)
