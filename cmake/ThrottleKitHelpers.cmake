@@ -15,6 +15,8 @@ function(throttlekit_test)
     target_link_libraries(${ARG_NAME} PRIVATE rapidcheck)
   endif()
   target_compile_options(${ARG_NAME} PRIVATE ${THROTTLEKIT_WARNINGS})
+  # Shared test helpers: #include "support/...".
+  target_include_directories(${ARG_NAME} PRIVATE "${PROJECT_SOURCE_DIR}/tests")
   add_test(NAME ${ARG_NAME} COMMAND ${ARG_NAME})
   set_tests_properties(${ARG_NAME} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT 600)
   if("property" IN_LIST ARG_LABELS)

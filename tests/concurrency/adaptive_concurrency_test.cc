@@ -12,27 +12,11 @@
 #include <utility>
 #include <vector>
 
+#include "support/allocation_counter.h"
 #include "throttlekit/concurrency/aimd.h"
 #include "throttlekit/concurrency/gradient2.h"
 #include "throttlekit/concurrency/nano_clock_ref.h"
 #include "throttlekit/core/clock.h"
-
-// Counts heap allocations made by this test binary, so tests can assert
-// that a path allocates nothing.
-namespace {
-std::atomic<long> g_allocations{0};
-}  // namespace
-void* operator new(size_t n) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-// GCC cannot see that these frees pair with the malloc in operator new.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, size_t) noexcept { std::free(p); }
-#pragma GCC diagnostic pop
 
 namespace throttlekit {
 namespace {
@@ -167,13 +151,13 @@ TEST(AdaptiveConcurrency, MoveAssignOverGrantedLeaseIgnoresIt) {
 TEST(AdaptiveConcurrency, RejectedLeaseAllocatesNothingAndTakesNoSlot) {
   Harness h(gradient2_options(2));
   h.hold(2);
-  const long before = g_allocations.load();
+  const long before = ::throttlekit::testing::allocations();
   for (int i = 0; i < 1000; ++i) {
     Limiter::Lease lease = h.limiter->acquire();
     ASSERT_FALSE(lease);
     lease.release(Outcome::kSuccess);  // no-op on a rejection
   }
-  EXPECT_EQ(g_allocations.load() - before, 0);
+  EXPECT_EQ(::throttlekit::testing::allocations() - before, 0);
   EXPECT_EQ(h.limiter->inflight(), 2);
   EXPECT_EQ(h.stats().samples, 0);
 }
@@ -181,11 +165,11 @@ TEST(AdaptiveConcurrency, RejectedLeaseAllocatesNothingAndTakesNoSlot) {
 TEST(AdaptiveConcurrency, GrantAndSettleAllocateNothing) {
   Harness h(gradient2_options());
   h.sample(1000);  // nothing lazy left
-  const long before = g_allocations.load();
+  const long before = ::throttlekit::testing::allocations();
   for (int i = 0; i < 1000; ++i) {
     h.sample(1000 + i % 7, i % 5 == 0 ? Outcome::kDropped : Outcome::kSuccess);
   }
-  EXPECT_EQ(g_allocations.load() - before, 0);
+  EXPECT_EQ(::throttlekit::testing::allocations() - before, 0);
 }
 
 // ---- gradient2 ----------------------------------------------------------

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/run_threads.h"
 #include "throttlekit/store/cell.h"
 #include "throttlekit/store/gcra_cell.h"
 #include "throttlekit/store/memory_store.h"
@@ -22,26 +23,11 @@ constexpr int kChecksPerThread = 2000;
 
 // Runs `fn(thread_index)` on kThreads threads released together; returns the
 // sum of what they return.
-template <class Fn>
-long run_threads(Fn fn) {
-  std::atomic<bool> go{false};
-  std::atomic<long> total{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
-      total.fetch_add(fn(t), std::memory_order_relaxed);
-    });
-  }
-  go.store(true, std::memory_order_release);
-  for (auto& th : threads) th.join();
-  return total.load();
-}
 
 TEST(MemoryStoreConcurrency, OneKeyAtLimitAdmitsExactlyLimit) {
   constexpr int64_t kLimit = 500;
   auto store = *MemoryStore<Gcra>::create(*Gcra::create({kLimit, 60'000, 0}));
-  long admitted = run_threads([&](int) {
+  long admitted = testing::run_threads(kThreads, [&](int) {
     long n = 0;
     for (int i = 0; i < kChecksPerThread; ++i) {
       n += store->check("hot", kEpoch, 1).allowed;
@@ -56,7 +42,7 @@ TEST(MemoryStoreConcurrency, EvictionUnderFloodIsRaceFreeAndBounded) {
   auto store = *MemoryStore<Gcra>::create(*Gcra::create({3, 1000, 0}),
                                           {.max_keys = kMaxKeys, .shards = 4});
   std::atomic<bool> over{false};
-  run_threads([&](int t) {
+  testing::run_threads(kThreads, [&](int t) {
     long n = 0;
     for (int i = 0; i < kChecksPerThread; ++i) {
       // Far more distinct keys than max_keys, plus a shared hot set.
@@ -79,7 +65,7 @@ TEST(MemoryStoreConcurrency, EvictionUnderFloodIsRaceFreeAndBounded) {
 TEST(RateLimiterConcurrency, ManyKeysEachAdmitExactlyLimit) {
   constexpr int64_t kLimit = 10;
   auto limiter = *RateLimiter<Gcra>::create({kLimit, 3'600'000, 0});
-  long admitted = run_threads([&](int) {
+  long admitted = testing::run_threads(kThreads, [&](int) {
     long n = 0;
     for (int i = 0; i < kChecksPerThread; ++i) {
       std::string key = "k" + std::to_string(i % 20);
@@ -93,7 +79,7 @@ TEST(RateLimiterConcurrency, ManyKeysEachAdmitExactlyLimit) {
 TEST(GcraCellConcurrency, AtLimitAdmitsExactlyLimit) {
   constexpr int64_t kLimit = 777;
   auto cell = *GcraCell<>::create({kLimit, 60'000, 0});
-  long admitted = run_threads([&](int) {
+  long admitted = testing::run_threads(kThreads, [&](int) {
     long n = 0;
     for (int i = 0; i < kChecksPerThread; ++i) {
       n += cell.check_at(kEpoch, 1)->allowed;
@@ -106,7 +92,7 @@ TEST(GcraCellConcurrency, AtLimitAdmitsExactlyLimit) {
 TEST(CellConcurrency, AtLimitAdmitsExactlyLimit) {
   constexpr int64_t kLimit = 333;
   auto cell = *Cell<Gcra>::create({kLimit, 60'000, 0});
-  long admitted = run_threads([&](int) {
+  long admitted = testing::run_threads(kThreads, [&](int) {
     long n = 0;
     for (int i = 0; i < kChecksPerThread; ++i) {
       n += cell->check_at(kEpoch, 1)->allowed;

@@ -7,24 +7,8 @@
 #include <new>
 #include <string>
 
+#include "support/allocation_counter.h"
 #include "throttlekit/strategy/gcra.h"
-
-// Counts heap allocations made by this test binary, so tests can assert
-// that a path allocates nothing.
-namespace {
-std::atomic<long> g_allocations{0};
-}  // namespace
-void* operator new(size_t n) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-// GCC cannot see that these frees pair with the malloc in operator new.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, size_t) noexcept { std::free(p); }
-#pragma GCC diagnostic pop
 
 namespace throttlekit {
 namespace {
@@ -54,7 +38,7 @@ TEST(MemoryStore, DeniedCheckOnColdKeyWritesAndAllocatesNothing) {
   // Warm the key path once so nothing lazy is left to allocate.
   EXPECT_TRUE(store->check("warm", kEpoch, 1).allowed);
   const size_t bytes = store->memory_bytes();
-  const long before = g_allocations.load();
+  const long before = ::throttlekit::testing::allocations();
   for (int i = 0; i < 1000; ++i) {
     // Cost 6 > burst 5: always denied. Keys longer than the inline size too.
     std::string_view key =
@@ -63,7 +47,7 @@ TEST(MemoryStore, DeniedCheckOnColdKeyWritesAndAllocatesNothing) {
     Decision d = store->check(key, kEpoch, 6);
     ASSERT_FALSE(d.allowed);
   }
-  EXPECT_EQ(g_allocations.load() - before, 0);
+  EXPECT_EQ(::throttlekit::testing::allocations() - before, 0);
   EXPECT_EQ(store->size(), 1u);
   EXPECT_EQ(store->memory_bytes(), bytes);
 }
@@ -71,11 +55,11 @@ TEST(MemoryStore, DeniedCheckOnColdKeyWritesAndAllocatesNothing) {
 TEST(MemoryStore, AllowedCheckOnKnownShortKeyAllocatesNothing) {
   auto store = make_store(1'000'000);
   EXPECT_TRUE(store->check("user:42", kEpoch, 1).allowed);
-  const long before = g_allocations.load();
+  const long before = ::throttlekit::testing::allocations();
   for (int i = 0; i < 1000; ++i) {
     ASSERT_TRUE(store->check("user:42", kEpoch + i, 1).allowed);
   }
-  EXPECT_EQ(g_allocations.load() - before, 0);
+  EXPECT_EQ(::throttlekit::testing::allocations() - before, 0);
 }
 
 TEST(MemoryStore, NeverHoldsMoreThanMaxKeys) {

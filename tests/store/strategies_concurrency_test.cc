@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "support/run_threads.h"
 #include "throttlekit/store/memory_store.h"
 #include "throttlekit/store/rate_limiter.h"
 #include "throttlekit/throttlekit.h"
@@ -57,22 +58,6 @@ TokenBudget::Options exact_limit_options<TokenBudget>() {
   return {kLimit, 3'600'000};
 }
 
-template <class Fn>
-long run_threads(Fn fn) {
-  std::atomic<bool> go{false};
-  std::atomic<long> total{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
-      total.fetch_add(fn(t), std::memory_order_relaxed);
-    });
-  }
-  go.store(true, std::memory_order_release);
-  for (auto& th : threads) th.join();
-  return total.load();
-}
-
 template <class S>
 class StrategyConcurrency : public ::testing::Test {};
 
@@ -85,7 +70,7 @@ TYPED_TEST(StrategyConcurrency, OneKeyAtLimitAdmitsExactlyLimit) {
   auto strategy = TypeParam::create(exact_limit_options<TypeParam>());
   ASSERT_TRUE(strategy.ok()) << strategy.status();
   auto store = *MemoryStore<TypeParam>::create(*strategy);
-  const long admitted = run_threads([&](int) {
+  const long admitted = testing::run_threads(kThreads, [&](int) {
     long n = 0;
     for (int i = 0; i < kChecksPerThread; ++i) {
       n += store->check("hot", kEpoch, 1).allowed;
@@ -102,7 +87,7 @@ TYPED_TEST(StrategyConcurrency, ManyKeysThroughTheLimiterEachAdmitLimit) {
   auto limiter = RateLimiter<TypeParam>::create(
       exact_limit_options<TypeParam>(), {.store = {.max_keys = 64}});
   ASSERT_TRUE(limiter.ok()) << limiter.status();
-  const long admitted = run_threads([&](int t) {
+  const long admitted = testing::run_threads(kThreads, [&](int t) {
     long n = 0;
     for (int i = 0; i < kChecksPerThread; ++i) {
       const std::string key = "k" + std::to_string((i + t) % kKeys);
@@ -118,7 +103,7 @@ TYPED_TEST(StrategyConcurrency, FractionalAndLargeCostsNeverOvershoot) {
   auto store = *MemoryStore<TypeParam>::create(
       *TypeParam::create(exact_limit_options<TypeParam>()));
   std::atomic<double> units{0};
-  run_threads([&](int t) {
+  testing::run_threads(kThreads, [&](int t) {
     const double cost = (t % 3 == 0) ? 7 : (t % 3 == 1 ? 1 : 0.5);
     for (int i = 0; i < kChecksPerThread / 4; ++i) {
       if (store->check("hot", kEpoch, cost).allowed) {

@@ -67,6 +67,7 @@
 #include "absl/strings/str_cat.h"
 #include "throttlekit/core/decision.h"
 #include "throttlekit/core/option_check.h"
+#include "throttlekit/strategy/internal/earliest.h"
 #include "throttlekit/strategy/strategy.h"
 
 namespace throttlekit {
@@ -198,8 +199,8 @@ class SlidingWindow {
     };
     return Forecast{
         spendable,
-        earliest(v.now, static_cast<double>(clear_at(std::max(top, v.c))),
-                 passes),
+        detail::earliest_ms(
+            v.now, static_cast<double>(clear_at(std::max(top, v.c))), passes),
         full_at};
   }
 
@@ -302,31 +303,6 @@ class SlidingWindow {
 
   static int64_t floor_units(double v) noexcept {
     return std::max<int64_t>(0, detail::floor_to_int(v));
-  }
-
-  // An integer ms t > now with passes(t) and !passes(t - 1), given
-  // passes(now) is false; `guess` is where passes should hold. Gives up
-  // (returns the guess) past exact doubles.
-  template <class Pred>
-  static int64_t earliest(double now, double guess, const Pred& passes) {
-    double lo = now;  // passes(lo) is false
-    double hi = std::max(guess, now + 1);
-    double step = 1;
-    while (!passes(hi)) {
-      if (hi >= kSearchLimit) return detail::to_int(guess);
-      lo = hi;
-      hi += step;
-      step *= 2;
-    }
-    while (hi - lo > 1) {
-      const double mid = detail::floor_d(lo + (hi - lo) / 2);
-      if (passes(mid)) {
-        hi = mid;
-      } else {
-        lo = mid;
-      }
-    }
-    return detail::to_int(hi);
   }
 
   Options options_;

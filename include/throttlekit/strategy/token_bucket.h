@@ -49,6 +49,7 @@
 #include "absl/status/statusor.h"
 #include "throttlekit/core/decision.h"
 #include "throttlekit/core/option_check.h"
+#include "throttlekit/strategy/internal/earliest.h"
 #include "throttlekit/strategy/strategy.h"
 
 namespace throttlekit {
@@ -144,7 +145,8 @@ class TokenBucket {
     const double base = std::max(now, state.last);
     const double guess = base + detail::ceil_d((cost - state.tokens) / rate_);
     const auto passes = [&](double t) { return refilled(state, t) >= cost; };
-    return Forecast{floor_units(tokens), earliest(now, guess, passes), full_at};
+    return Forecast{floor_units(tokens),
+                    detail::earliest_ms(now, guess, passes), full_at};
   }
 
   // The first integer ms from which the refill term saturates at `capacity`
@@ -194,31 +196,6 @@ class TokenBucket {
 
   static int64_t floor_units(double v) noexcept {
     return std::max<int64_t>(0, detail::floor_to_int(v));
-  }
-
-  // The earliest integer ms t > now with passes(t), given passes(now) is
-  // false and passes is monotone in t; `guess` is an estimate of it. Gives up
-  // (returns the guess) past exact doubles.
-  template <class Pred>
-  static int64_t earliest(double now, double guess, const Pred& passes) {
-    double lo = now;  // passes(lo) is false
-    double hi = std::max(guess, now + 1);
-    double step = 1;
-    while (!passes(hi)) {
-      if (hi >= kSearchLimit) return detail::to_int(guess);
-      lo = hi;
-      hi += step;
-      step *= 2;
-    }
-    while (hi - lo > 1) {
-      const double mid = detail::floor_d(lo + (hi - lo) / 2);
-      if (passes(mid)) {
-        hi = mid;
-      } else {
-        lo = mid;
-      }
-    }
-    return detail::to_int(hi);
   }
 
   Options options_;

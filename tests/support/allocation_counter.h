@@ -1,0 +1,39 @@
+// tests/support/allocation_counter.h
+//
+// Replaces the global operator new/delete of the ONE test binary whose
+// source includes it (include it from exactly one .cc per binary), counting
+// every heap allocation, so tests can assert that a path allocates nothing:
+//
+//     const long before = throttlekit::testing::allocations();
+//     ...;
+//     EXPECT_EQ(throttlekit::testing::allocations() - before, 0);
+
+#ifndef THROTTLEKIT_TESTS_SUPPORT_ALLOCATION_COUNTER_H_
+#define THROTTLEKIT_TESTS_SUPPORT_ALLOCATION_COUNTER_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdlib>
+#include <new>
+
+namespace throttlekit::testing {
+inline std::atomic<long> g_allocations{0};
+// Heap allocations made so far by this binary.
+inline long allocations() {
+  return g_allocations.load(std::memory_order_relaxed);
+}
+}  // namespace throttlekit::testing
+
+void* operator new(size_t n) {
+  throttlekit::testing::g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+// GCC cannot see that these frees pair with the malloc in operator new.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+#pragma GCC diagnostic pop
+
+#endif  // THROTTLEKIT_TESTS_SUPPORT_ALLOCATION_COUNTER_H_

@@ -1,0 +1,35 @@
+// tests/support/run_threads.h
+//
+// Provides `run_threads(n, fn)`: starts n threads, releases them together
+// (so they contend from the first call), runs `fn(thread_index)` on each and
+// returns the sum of what they return.
+
+#ifndef THROTTLEKIT_TESTS_SUPPORT_RUN_THREADS_H_
+#define THROTTLEKIT_TESTS_SUPPORT_RUN_THREADS_H_
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+namespace throttlekit::testing {
+
+template <class Fn>
+long run_threads(int threads, Fn fn) {
+  std::atomic<bool> go{false};
+  std::atomic<long> total{0};
+  std::vector<std::thread> pool;
+  pool.reserve(threads);
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+      total.fetch_add(fn(t), std::memory_order_relaxed);
+    });
+  }
+  go.store(true, std::memory_order_release);
+  for (auto& th : pool) th.join();
+  return total.load();
+}
+
+}  // namespace throttlekit::testing
+
+#endif  // THROTTLEKIT_TESTS_SUPPORT_RUN_THREADS_H_
