@@ -101,6 +101,7 @@ TEST(AdaptiveConcurrency, ReleaseRecordsOutcomeExactlyOnce) {
   const Limiter::Stats s = h.stats();
   EXPECT_EQ(s.inflight, 0);
   EXPECT_EQ(s.samples, 1);
+  EXPECT_EQ(s.skipped_samples, 0);  // uncontended: every sample folds in
   EXPECT_EQ(s.drops, 0);
   EXPECT_EQ(s.last_rtt_ns, 700);
 }
