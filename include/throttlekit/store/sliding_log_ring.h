@@ -181,6 +181,10 @@ class SlidingLogRing {
   [[nodiscard]] Decision try_acquire(int64_t now_ms) noexcept {
     const int64_t now = clamp_now(now_ms);
     const int64_t cutoff = now - window_ms_;
+    // Exponential backoff after a lost slot CAS: the winner then finishes
+    // its admission (and the next ones) with the lines still in its cache,
+    // instead of both threads bouncing them on every step.
+    int backoff = 1;
     for (;;) {
       const uint64_t h = head_.load(std::memory_order_acquire);
       const Position at = position(h);
@@ -204,6 +208,8 @@ class SlidingLogRing {
                         std::max<int64_t>(0, limit_ - alive.count - 1),
                         reset_at(alive.oldest), 0};
       }
+      for (int i = 0; i < backoff; ++i) cpu_relax();
+      backoff = std::min(backoff * 2, kMaxBackoff);
     }
   }
 
@@ -269,6 +275,13 @@ class SlidingLogRing {
   }
 
  private:
+  static constexpr int kMaxBackoff = 64;
+
+  static void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
   // The timestamp of a slot never written: below every cutoff.
   static constexpr int64_t kEmptyTs = -(int64_t{1} << 62);
 
