@@ -58,10 +58,8 @@ def main() -> int:
         hot_at2 = t(f"BM_RateLimiter_CheckAtHotKey<{strat}>/real_time/threads:2")
         naive = t(f"BM_NaiveMutexMap_CheckAtHotKey<{strat}>/real_time/threads:1")
         naive2 = t(f"BM_NaiveMutexMap_CheckAtHotKey<{strat}>/real_time/threads:2")
-        store = t(f"BM_MemoryStore_CheckHotKey<{strat}>/real_time/threads:1")
         rows += [
             (f"{strat} check() / (clock + lookup + CAS)", hot / (clock + lookup + cas), "<= 1.5"),
-            (f"{strat} store check (no validation, bare Decision) / (lookup + CAS)", store / (lookup + cas), ""),
             (f"{strat} check_at() / (lookup + CAS)", hot_at / (lookup + cas), "<= 1.5"),
             (f"naive mutex map / check_at(), 1 thread", naive / hot_at, ">= 2"),
             (f"naive mutex map / check_at(), 2 threads", naive2 / hot_at2, ">= 2"),

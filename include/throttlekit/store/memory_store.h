@@ -47,6 +47,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "throttlekit/core/decision.h"
+#include "throttlekit/core/inline.h"
 #include "throttlekit/core/spin_lock.h"
 #include "throttlekit/store/internal/key_hash.h"
 #include "throttlekit/store/internal/stored_key.h"
@@ -98,7 +99,8 @@ class MemoryStore {
   // valid (`validate_key`) and `cost` valid (`validate_cost`); the limiter
   // checks both. Allocates only when an allowed check inserts a key longer
   // than 16 bytes, or grows a table. Thread-safe.
-  Decision check(std::string_view key, int64_t now_ms, double cost) {
+  THROTTLEKIT_ALWAYS_INLINE Decision check(std::string_view key, int64_t now_ms,
+                                           double cost) {
     const uint64_t h = hash(key);
     Shard& shard = shard_for(h);
     const uint32_t tag = static_cast<uint32_t>(h);

@@ -36,6 +36,7 @@
 #include "throttlekit/core/clock.h"
 #include "throttlekit/core/cost.h"
 #include "throttlekit/core/decision.h"
+#include "throttlekit/core/inline.h"
 #include "throttlekit/core/key.h"
 #include "throttlekit/store/memory_store.h"
 #include "throttlekit/strategy/strategy.h"
@@ -73,8 +74,8 @@ class RateLimiter {
   }
 
   // As `check`, at a caller-supplied epoch-ms `now_ms`. Thread-safe.
-  absl::StatusOr<Decision> check_at(std::string_view key, int64_t now_ms,
-                                    double cost = 1) {
+  THROTTLEKIT_ALWAYS_INLINE absl::StatusOr<Decision> check_at(
+      std::string_view key, int64_t now_ms, double cost = 1) {
     if (!is_valid_key(key) || !is_valid_cost(cost)) [[unlikely]] {
       return validate(key, cost);
     }
