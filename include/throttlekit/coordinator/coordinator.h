@@ -1,0 +1,167 @@
+// throttlekit/coordinator/coordinator.h
+//
+// Provides `Coordinator`, the one abstract interface through which every
+// distributed engine reaches shared state (ARCHITECTURE.md, "The
+// Coordinator"), so engines never know which store they run on. Backends:
+// `MemoryCoordinator` (in-process reference and embedded default),
+// `RedisCoordinator` (throttlekit::redis) and `PostgresCoordinator`
+// (throttlekit::postgres). All three return identical decisions for the same
+// (state, now, cost) (tests/conformance).
+//
+// Capability groups
+// - Strategy step: `check` / `peek` / `reset` of any strategy in
+//   `AnyStrategy` on one key, atomically with respect to every other caller
+//   of the same store (other threads and other processes).
+// - Leases: `lease` takes up to `want` credits from the key's current window
+//   of a `LeaseBudget`, with the window read on the store's clock;
+//   `give_back` returns credits to the window they came from, idempotently
+//   per token (lease.h).
+// - Clock: `now_ms`, the store's clock, for skew-proof boundaries.
+// - Reserved for later engines (not yet declared): heartbeats (distributed
+//   concurrency) and fused admission (GCRA + token bucket in one step). They
+//   will be added as further virtual groups with the same conventions.
+//
+// Conventions
+// - Keys are store keys: the caller has already joined its prefix
+//   (`join_key`). 1 byte .. 1 MiB, any bytes.
+// - `now_ms == 0` means "use the store's clock" (SEMANTICS.md, Redis
+//   representation); otherwise `now_ms` must be in [1, 2^53-1].
+// - Every call is synchronous and bounded by the backend's command deadline.
+//   Errors are statuses, never exceptions and never a decision:
+//   kInvalidArgument (bad argument, checked here before any I/O),
+//   kUnavailable (store unreachable or failed), kDeadlineExceeded (the store
+//   did not answer in time), kFailedPrecondition (the key holds another
+//   strategy's state, where the backend can tell). Turning an outage into a
+//   decision is the caller's explicit choice (`FailPolicy`).
+// - One key, one strategy: a key is only ever used with one strategy and one
+//   set of options (as in the TypeScript library).
+//
+// Thread-safety: implementations are safe to call from many threads.
+
+#ifndef THROTTLEKIT_COORDINATOR_COORDINATOR_H_
+#define THROTTLEKIT_COORDINATOR_COORDINATOR_H_
+
+#include <cstdint>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "throttlekit/coordinator/any_strategy.h"
+#include "throttlekit/coordinator/lease.h"
+#include "throttlekit/core/cost.h"
+#include "throttlekit/core/decision.h"
+#include "throttlekit/core/key.h"
+
+namespace throttlekit {
+
+// The longest idempotency token `give_back` accepts.
+inline constexpr size_t kMaxLeaseTokenBytes = 256;
+
+class Coordinator {
+ public:
+  virtual ~Coordinator() = default;
+
+  // Runs one strategy check of `cost` on `key` at `now_ms` (0: store
+  // clock), atomically. A denial writes nothing.
+  absl::StatusOr<Decision> check(const AnyStrategy& strategy,
+                                 std::string_view key, int64_t now_ms,
+                                 double cost = 1) {
+    if (!is_valid_key(key) || !is_valid_cost(cost) || !valid_now(now_ms))
+        [[unlikely]] {
+      if (absl::Status s = validate_key(key); !s.ok()) return s;
+      if (absl::Status s = validate_cost(cost); !s.ok()) return s;
+      return invalid_now(now_ms);
+    }
+    return do_check(strategy, key, now_ms, cost);
+  }
+
+  // The decision a cost-1 request would get, without writing anything (not
+  // even a TTL).
+  absl::StatusOr<Decision> peek(const AnyStrategy& strategy,
+                                std::string_view key, int64_t now_ms) {
+    if (absl::Status s = validate_key(key); !s.ok()) return s;
+    if (!valid_now(now_ms)) return invalid_now(now_ms);
+    return do_peek(strategy, key, now_ms);
+  }
+
+  // Forgets `key`: its next check sees a cold key.
+  absl::Status reset(const AnyStrategy& strategy, std::string_view key) {
+    if (absl::Status s = validate_key(key); !s.ok()) return s;
+    return do_reset(strategy, key);
+  }
+
+  // Takes min(want, credits left) from the current window of `budget` on
+  // `key`, the window read on the store's clock. `want` in [1, 2^53-1].
+  absl::StatusOr<LeaseGrant> lease(const LeaseBudget& budget,
+                                   std::string_view key, int64_t want) {
+    if (absl::Status s = validate_key(key); !s.ok()) return s;
+    if (want < 1 || want > kMaxSafeInteger) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("lease: want must be in [1, 2^53-1]; got ", want));
+    }
+    return do_lease(budget, key, want);
+  }
+
+  // Gives `credits` back to the window that started at `window_start_ms`
+  // (from a `LeaseGrant`). Returns the credits restored: 0 if that window has
+  // rolled (leftover is forfeited) or, for a non-empty `token`, if a
+  // give-back with the same token already reached this window (so a retried
+  // reconcile is applied once); never more than the window has handed out.
+  // `credits` in [0, 2^53-1]; `token` at most kMaxLeaseTokenBytes.
+  absl::StatusOr<int64_t> give_back(const LeaseBudget& budget,
+                                    std::string_view key,
+                                    int64_t window_start_ms, int64_t credits,
+                                    std::string_view token = {}) {
+    if (absl::Status s = validate_key(key); !s.ok()) return s;
+    if (credits < 0 || credits > kMaxSafeInteger) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "give_back: credits must be in [0, 2^53-1]; got ", credits));
+    }
+    if (token.size() > kMaxLeaseTokenBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("give_back: token is ", token.size(),
+                       " bytes; the maximum is ", kMaxLeaseTokenBytes));
+    }
+    return do_give_back(budget, key, window_start_ms, credits, token);
+  }
+
+  // The store's clock, epoch ms.
+  absl::StatusOr<int64_t> now_ms() { return do_now_ms(); }
+
+  // "memory", "redis" or "postgres".
+  virtual std::string_view backend() const noexcept = 0;
+
+ protected:
+  // Arguments are valid when these are called.
+  virtual absl::StatusOr<Decision> do_check(const AnyStrategy& strategy,
+                                            std::string_view key,
+                                            int64_t now_ms, double cost) = 0;
+  virtual absl::StatusOr<Decision> do_peek(const AnyStrategy& strategy,
+                                           std::string_view key,
+                                           int64_t now_ms) = 0;
+  virtual absl::Status do_reset(const AnyStrategy& strategy,
+                                std::string_view key) = 0;
+  virtual absl::StatusOr<LeaseGrant> do_lease(const LeaseBudget& budget,
+                                              std::string_view key,
+                                              int64_t want) = 0;
+  virtual absl::StatusOr<int64_t> do_give_back(const LeaseBudget& budget,
+                                               std::string_view key,
+                                               int64_t window_start_ms,
+                                               int64_t credits,
+                                               std::string_view token) = 0;
+  virtual absl::StatusOr<int64_t> do_now_ms() = 0;
+
+ private:
+  static constexpr bool valid_now(int64_t now_ms) noexcept {
+    return now_ms >= 0 && now_ms <= kMaxSafeInteger;
+  }
+  [[gnu::cold]] static absl::Status invalid_now(int64_t now_ms) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "now_ms must be 0 (store clock) or in [1, 2^53-1]; got ", now_ms));
+  }
+};
+
+}  // namespace throttlekit
+
+#endif  // THROTTLEKIT_COORDINATOR_COORDINATOR_H_

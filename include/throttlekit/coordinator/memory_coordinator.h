@@ -1,0 +1,324 @@
+// throttlekit/coordinator/memory_coordinator.h
+//
+// Provides `MemoryCoordinator`: the in-process `Coordinator`, the reference
+// the Redis and Postgres backends are held equal to (tests/conformance) and
+// the embedded default of every engine that takes a coordinator. It runs the
+// C++ strategy transitions themselves, so its decisions are the oracle.
+//
+// Design
+// - 16 shards, each an `absl::Mutex` over an `absl::flat_hash_map` from the
+//   key to its state (a variant over every strategy's state and the lease
+//   state). One call holds one shard lock for one step.
+// - Expiry mirrors a store's physical TTL: a state is dropped (reads as
+//   cold) once `now >= expires_at + ttl_slack_ms`, where `expires_at` is the
+//   strategy's own expiry (`S::expires_at_ms`, the instant from which the
+//   state decides exactly as a cold key) and `now` is the call's `now`.
+// - Bounded: at most `max_keys` keys. Inserting into a full shard first drops
+//   an expired key if one is found among a few probed, else the probed key
+//   that expires first (for the dropped key that is the same as a clock jump
+//   past its expiry: never stricter, possibly more lenient).
+// - Keys with another strategy's state: `check` and `peek` answer
+//   kFailedPrecondition naming both strategies; nothing is written.
+//
+// The hot embedded path is `RateLimiter` over `MemoryStore` (lock-free or a
+// spin lock, no allocation); this class is the general reference and pays a
+// mutex and a string copy per inserted key.
+//
+// Thread-safety: every method is safe to call concurrently.
+
+#ifndef THROTTLEKIT_COORDINATOR_MEMORY_COORDINATOR_H_
+#define THROTTLEKIT_COORDINATOR_MEMORY_COORDINATOR_H_
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/hash/hash.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "throttlekit/coordinator/coordinator.h"
+#include "throttlekit/core/clock.h"
+
+namespace throttlekit {
+
+struct MemoryCoordinatorOptions {
+  // The most keys held at once; 16 .. 2^40.
+  int64_t max_keys = int64_t{1} << 20;
+  // Extra ms a state is kept after its expiry (as a physical TTL slack on
+  // Redis); 0 .. 2^53-1. Only matters for a clock that later jumps back.
+  int64_t ttl_slack_ms = 0;
+};
+
+class MemoryCoordinator final : public Coordinator {
+ public:
+  // Validates `options`; `clock` is the store clock (`now_ms == 0` and
+  // every lease read it). Errors name the field and its bound.
+  static absl::StatusOr<std::unique_ptr<MemoryCoordinator>> create(
+      MemoryCoordinatorOptions options = {},
+      std::shared_ptr<const Clock> clock =
+          std::make_shared<ClockAdapter<SystemClock>>()) {
+    if (options.max_keys < 16 || options.max_keys > (int64_t{1} << 40)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("memory_coordinator.max_keys must be in [16, 2^40]; "
+                       "got ",
+                       options.max_keys));
+    }
+    if (options.ttl_slack_ms < 0 || options.ttl_slack_ms > kMaxSafeInteger) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "memory_coordinator.ttl_slack_ms must be in [0, 2^53-1]; got ",
+          options.ttl_slack_ms));
+    }
+    if (clock == nullptr) {
+      return absl::InvalidArgumentError("memory_coordinator: clock is null");
+    }
+    return std::unique_ptr<MemoryCoordinator>(
+        new MemoryCoordinator(options, std::move(clock)));
+  }
+
+  std::string_view backend() const noexcept override { return "memory"; }
+
+  // Keys held now (including expired ones not yet dropped). Thread-safe.
+  int64_t size() const {
+    int64_t n = 0;
+    for (const Shard& shard : shards_) {
+      absl::MutexLock lock(&shard.mu);
+      n += static_cast<int64_t>(shard.map.size());
+    }
+    return n;
+  }
+
+ protected:
+  absl::StatusOr<Decision> do_check(const AnyStrategy& strategy,
+                                    std::string_view key, int64_t now_ms,
+                                    double cost) override {
+    const int64_t now = resolve(now_ms);
+    return std::visit(
+        [&](const auto& s) -> absl::StatusOr<Decision> {
+          using S = std::decay_t<decltype(s)>;
+          using State = typename S::State;
+          Shard& shard = shard_for(key);
+          absl::MutexLock lock(&shard.mu);
+          Entry* e = live(shard, key, now);
+          if (e == nullptr) {
+            State cold{};
+            const Decision d = s.check(cold, now, cost);
+            if (d.allowed) {
+              const int64_t exp = s.expires_at_ms(cold);
+              insert(shard, key, Entry{std::move(cold), exp}, now);
+            }
+            return d;
+          }
+          State* state = std::get_if<State>(&e->state);
+          if (state == nullptr) return wrong_type(S::kName, *e);
+          const Decision d = s.check(*state, now, cost);
+          if (d.allowed) e->expires_at_ms = s.expires_at_ms(*state);
+          return d;
+        },
+        strategy);
+  }
+
+  absl::StatusOr<Decision> do_peek(const AnyStrategy& strategy,
+                                   std::string_view key,
+                                   int64_t now_ms) override {
+    const int64_t now = resolve(now_ms);
+    return std::visit(
+        [&](const auto& s) -> absl::StatusOr<Decision> {
+          using S = std::decay_t<decltype(s)>;
+          using State = typename S::State;
+          Shard& shard = shard_for(key);
+          absl::MutexLock lock(&shard.mu);
+          const Entry* e = live(shard, key, now, Expired::kKeep);
+          if (e == nullptr) return s.peek(State{}, now);
+          const State* state = std::get_if<State>(&e->state);
+          if (state == nullptr) return wrong_type(S::kName, *e);
+          return s.peek(*state, now);
+        },
+        strategy);
+  }
+
+  absl::Status do_reset(const AnyStrategy&, std::string_view key) override {
+    Shard& shard = shard_for(key);
+    absl::MutexLock lock(&shard.mu);
+    auto it = shard.map.find(av(key));
+    if (it != shard.map.end()) shard.map.erase(it);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<LeaseGrant> do_lease(const LeaseBudget& budget,
+                                      std::string_view key,
+                                      int64_t want) override {
+    const int64_t now = clock_->now_ms();
+    const int64_t start = budget.window_start(now);
+    Shard& shard = shard_for(key);
+    absl::MutexLock lock(&shard.mu);
+    Entry* e = live(shard, key, now);
+    LeaseState* state = nullptr;
+    if (e != nullptr) {
+      state = std::get_if<LeaseState>(&e->state);
+      if (state == nullptr) return wrong_type("lease", *e);
+    }
+    int64_t used = 0;
+    if (state != nullptr && state->start_ms == start) used = state->count;
+    const int64_t granted = std::clamp<int64_t>(budget.limit() - used, 0, want);
+    const int64_t end = start + budget.window_ms();
+    if (granted > 0) {
+      if (state == nullptr) {
+        Entry& e =
+            insert(shard, key, Entry{LeaseState{start, 0, {}}, end}, now);
+        state = &std::get<LeaseState>(e.state);
+      } else {
+        e->expires_at_ms = end;
+      }
+      if (state->start_ms != start) *state = LeaseState{start, 0, {}};
+      state->count = used + granted;
+    }
+    return LeaseGrant{granted,
+                      std::max<int64_t>(0, budget.limit() - used - granted),
+                      start, end, now};
+  }
+
+  absl::StatusOr<int64_t> do_give_back(const LeaseBudget& budget,
+                                       std::string_view key,
+                                       int64_t window_start_ms, int64_t credits,
+                                       std::string_view token) override {
+    const int64_t now = clock_->now_ms();
+    const int64_t start = budget.window_start(now);
+    if (window_start_ms != start) return 0;  // rolled: forfeited
+    Shard& shard = shard_for(key);
+    absl::MutexLock lock(&shard.mu);
+    Entry* e = live(shard, key, now);
+    if (e == nullptr) return 0;
+    LeaseState* state = std::get_if<LeaseState>(&e->state);
+    if (state == nullptr) return wrong_type("lease", *e);
+    if (state->start_ms != start) return 0;
+    if (!token.empty()) {
+      for (const std::string& t : state->tokens) {
+        if (t == token) return 0;
+      }
+      state->tokens.emplace_back(token);
+    }
+    const int64_t back = std::min(credits, state->count);
+    state->count -= back;
+    return back;
+  }
+
+  absl::StatusOr<int64_t> do_now_ms() override { return clock_->now_ms(); }
+
+ private:
+  struct LeaseState {
+    int64_t start_ms = 0;
+    int64_t count = 0;
+    std::vector<std::string> tokens;  // give-back tokens seen this window
+  };
+  using StateVariant =
+      std::variant<Gcra::State, TokenBucket::State, FixedWindow::State,
+                   SlidingWindow::State, SlidingLog::State, Quota::State,
+                   TokenBudget::State, LeaseState>;
+  struct Entry {
+    StateVariant state;
+    int64_t expires_at_ms = 0;
+  };
+  struct Shard {
+    mutable absl::Mutex mu;
+    absl::flat_hash_map<std::string, Entry> map ABSL_GUARDED_BY(mu);
+  };
+  static constexpr size_t kShards = 16;
+  static constexpr int kEvictionProbes = 8;
+
+  MemoryCoordinator(const MemoryCoordinatorOptions& options,
+                    std::shared_ptr<const Clock> clock)
+      : shard_bound_(static_cast<size_t>(options.max_keys) / kShards),
+        ttl_slack_ms_(options.ttl_slack_ms),
+        clock_(std::move(clock)) {}
+
+  int64_t resolve(int64_t now_ms) const noexcept {
+    return now_ms == 0 ? clock_->now_ms() : now_ms;
+  }
+
+  // Debian's abseil has its own string_view type.
+  static absl::string_view av(std::string_view key) noexcept {
+    return absl::string_view(key.data(), key.size());
+  }
+
+  Shard& shard_for(std::string_view key) {
+    return shards_[absl::Hash<absl::string_view>{}(av(key)) % kShards];
+  }
+
+  // now >= expires_at + slack, without overflow.
+  bool expired(const Entry& e, int64_t now) const noexcept {
+    return e.expires_at_ms <= now - ttl_slack_ms_;
+  }
+
+  // The entry of `key` unless absent or expired. Writers (`kDrop`) erase an
+  // expired entry, as a store's physical TTL would; readers leave it.
+  enum class Expired { kKeep, kDrop };
+  Entry* live(Shard& shard, std::string_view key, int64_t now,
+              Expired expired_entry = Expired::kDrop) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+    auto it = shard.map.find(av(key));
+    if (it == shard.map.end()) return nullptr;
+    if (expired(it->second, now)) {
+      if (expired_entry == Expired::kDrop) shard.map.erase(it);
+      return nullptr;
+    }
+    return &it->second;
+  }
+
+  // Stores `entry` for `key` (absent or expired), first making room in a
+  // full shard.
+  Entry& insert(Shard& shard, std::string_view key, Entry entry, int64_t now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+    auto stale = shard.map.find(av(key));
+    if (stale != shard.map.end()) {
+      stale->second = std::move(entry);
+      return stale->second;
+    }
+    if (shard.map.size() >= shard_bound_) {
+      auto victim = shard.map.begin();
+      int probes = 0;
+      for (auto it = shard.map.begin();
+           it != shard.map.end() && probes < kEvictionProbes; ++it, ++probes) {
+        if (expired(it->second, now)) {
+          victim = it;
+          break;
+        }
+        if (it->second.expires_at_ms < victim->second.expires_at_ms) {
+          victim = it;
+        }
+      }
+      shard.map.erase(victim);
+    }
+    return shard.map.emplace(std::string(key), std::move(entry)).first->second;
+  }
+
+  static absl::Status wrong_type(std::string_view asked, const Entry& e) {
+    static constexpr std::array<std::string_view, 8> kNames = {
+        Gcra::kName,        TokenBucket::kName,
+        FixedWindow::kName, SlidingWindow::kName,
+        SlidingLog::kName,  Quota::kName,
+        TokenBudget::kName, "lease"};
+    return absl::FailedPreconditionError(
+        absl::StrCat("key holds ", av(kNames[e.state.index()]),
+                     " state; asked for ", av(asked)));
+  }
+
+  const size_t shard_bound_;
+  const int64_t ttl_slack_ms_;
+  const std::shared_ptr<const Clock> clock_;
+  std::array<Shard, kShards> shards_;
+};
+
+}  // namespace throttlekit
+
+#endif  // THROTTLEKIT_COORDINATOR_MEMORY_COORDINATOR_H_
