@@ -7,8 +7,11 @@ set -euo pipefail
 profile="${1:-test}"
 packages=(cmake ninja-build g++ libabsl-dev)
 if [[ "$profile" == "test" ]]; then
+  # The distributed backends' client libraries and the real servers the
+  # integration, conformance and fault tests start on loopback.
   packages+=(libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
-             clang-format)
+             clang-format pkg-config libhiredis-dev redis-server
+             libpqxx-dev postgresql)
 fi
 
 missing=()
