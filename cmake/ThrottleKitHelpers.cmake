@@ -11,7 +11,7 @@ function(throttlekit_test)
   add_executable(${ARG_NAME} ${ARG_SOURCES})
   target_link_libraries(${ARG_NAME} PRIVATE
     throttlekit::throttlekit GTest::gtest GTest::gtest_main ${ARG_LIBS})
-  if("property" IN_LIST ARG_LABELS)
+  if("property" IN_LIST ARG_LABELS OR "conformance" IN_LIST ARG_LABELS)
     target_link_libraries(${ARG_NAME} PRIVATE rapidcheck)
   endif()
   target_compile_options(${ARG_NAME} PRIVATE ${THROTTLEKIT_WARNINGS})
@@ -19,10 +19,19 @@ function(throttlekit_test)
   target_include_directories(${ARG_NAME} PRIVATE "${PROJECT_SOURCE_DIR}/tests")
   add_test(NAME ${ARG_NAME} COMMAND ${ARG_NAME})
   set_tests_properties(${ARG_NAME} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT 600)
-  if("property" IN_LIST ARG_LABELS)
+  if("property" IN_LIST ARG_LABELS OR "conformance" IN_LIST ARG_LABELS)
     # RapidCheck's default is 100 cases; CI runs 1000 per property.
-    set_tests_properties(${ARG_NAME} PROPERTIES
+    set_property(TEST ${ARG_NAME} APPEND PROPERTY
       ENVIRONMENT "RC_PARAMS=max_success=1000")
+  endif()
+  # Tests against a real server (label `redis` or `postgres`) require the
+  # server fixture started by tests/servers and learn where it listens.
+  if("redis" IN_LIST ARG_LABELS)
+    set_property(TEST ${ARG_NAME} APPEND PROPERTY FIXTURES_REQUIRED redis_server)
+    set_property(TEST ${ARG_NAME} APPEND PROPERTY ENVIRONMENT
+      "THROTTLEKIT_REDIS_PORT=${THROTTLEKIT_TEST_REDIS_PORT}"
+      "THROTTLEKIT_REDIS_SERVER_SCRIPT=${PROJECT_SOURCE_DIR}/tests/servers/redis_server.sh"
+      "THROTTLEKIT_TEST_SERVERS_DIR=${CMAKE_BINARY_DIR}/test-servers")
   endif()
   if("tsan" IN_LIST ARG_LABELS)
     set_property(GLOBAL APPEND PROPERTY THROTTLEKIT_TSAN_TESTS ${ARG_NAME})

@@ -1,0 +1,126 @@
+// throttlekit/redis/redis_coordinator.h
+//
+// Provides `RedisCoordinator`: the `Coordinator` over a Redis server
+// (target `throttlekit::redis`; hiredis underneath, never included here).
+// Every strategy step is one `EVALSHA` of a Lua script that reproduces the
+// C++ transition bit for bit (SEMANTICS.md, "Redis representation"; proven
+// by tests/redis/redis_conformance_test.cc); on `NOSCRIPT` the script is sent
+// with `EVAL` and the call carries on.
+//
+//     auto redis = RedisCoordinator::create({.host = "10.0.0.5", .port =
+//     6379}); auto limiter = StrictRateLimiter<Gcra>::create(
+//         {.limit = 100, .period_ms = 60'000}, *std::move(redis));
+//
+// Design (docs/redis.md)
+// - A pool of `connections` connections, each served by one I/O thread.
+//   Callers queue a request on a connection and wait; the I/O thread writes
+//   everything queued in one write and reads the replies in order, so
+//   concurrent checks from many threads go out pipelined (auto-pipelining)
+//   and throughput is bounded by Redis, not by one round trip per thread.
+// - Deadlines: a call waits at most `command_timeout` for its reply and then
+//   returns kDeadlineExceeded (a request whose caller gave up is not sent).
+//   Connecting is bounded by `connect_timeout`. A connection that fails or
+//   times out is dropped; the next request reconnects, so service resumes
+//   after a server restart without restarting the process.
+// - Errors: kUnavailable (cannot connect, connection lost, server error),
+//   kDeadlineExceeded, kFailedPrecondition (WRONGTYPE: the key holds another
+//   strategy's state), kInvalidArgument (bad options or arguments). Nothing
+//   throws.
+// - Keys are sent as given (binary-safe). On Redis Cluster every key of one
+//   limit lives in one slot already (one key per check); keys that must
+//   share a slot use a `{hash tag}` in the key.
+//
+// Thread-safety: every method is safe to call concurrently. Destruction
+// stops the I/O threads; calls still waiting return kUnavailable.
+
+#ifndef THROTTLEKIT_REDIS_REDIS_COORDINATOR_H_
+#define THROTTLEKIT_REDIS_REDIS_COORDINATOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "throttlekit/coordinator/coordinator.h"
+
+namespace throttlekit {
+
+struct RedisCoordinatorOptions {
+  // Server address (IPv4/IPv6 literal or host name) and port 1..65535.
+  std::string host = "127.0.0.1";
+  int port = 6379;
+  // ACL user name for AUTH (Redis 6+); empty uses the default user.
+  std::string username;
+  // Password for AUTH; empty sends no AUTH.
+  std::string password;
+  // The logical database (SELECT), 0..15 on a default server.
+  int database = 0;
+  // Pooled connections, each with one I/O thread; 1..64.
+  int connections = 2;
+  // Most requests written in one pipelined batch; 1..65536.
+  int max_pipeline = 512;
+  // Bound on establishing a connection (TCP, AUTH, SELECT, SCRIPT LOAD).
+  absl::Duration connect_timeout = absl::Milliseconds(1000);
+  // Bound on one call, from the moment it is queued to its reply.
+  absl::Duration command_timeout = absl::Milliseconds(250);
+  // Added to every physical TTL (ms, 0 .. 2^53-1): keeps state a little
+  // longer than its exact expiry, for callers whose clocks run behind the
+  // server's. Decisions do not depend on it.
+  int64_t ttl_slack_ms = 0;
+};
+
+class RedisCoordinator final : public Coordinator {
+ public:
+  // Validates `options` (errors name the field) and starts the I/O threads.
+  // Connections are opened lazily by the first calls, so creating a
+  // coordinator never fails because the server is down.
+  static absl::StatusOr<std::unique_ptr<RedisCoordinator>> create(
+      const RedisCoordinatorOptions& options);
+
+  ~RedisCoordinator() override;
+  RedisCoordinator(const RedisCoordinator&) = delete;
+  RedisCoordinator& operator=(const RedisCoordinator&) = delete;
+
+  std::string_view backend() const noexcept override { return "redis"; }
+
+  // Counters since creation (relaxed; for tests and metrics).
+  struct Stats {
+    int64_t requests = 0;  // calls answered by the server
+    int64_t batches = 0;   // pipelined writes
+    int64_t connects = 0;  // connections established
+    int64_t noscript = 0;  // EVALSHA answered NOSCRIPT (then EVAL)
+    int64_t timeouts = 0;  // calls that hit their deadline
+    int64_t failures = 0;  // calls failed by a connection error
+  };
+  Stats stats() const;
+
+  class Impl;
+
+ protected:
+  absl::StatusOr<Decision> do_check(const AnyStrategy& strategy,
+                                    std::string_view key, int64_t now_ms,
+                                    double cost) override;
+  absl::StatusOr<Decision> do_peek(const AnyStrategy& strategy,
+                                   std::string_view key,
+                                   int64_t now_ms) override;
+  absl::Status do_reset(const AnyStrategy& strategy,
+                        std::string_view key) override;
+  absl::StatusOr<LeaseGrant> do_lease(const LeaseBudget& budget,
+                                      std::string_view key,
+                                      int64_t want) override;
+  absl::StatusOr<int64_t> do_give_back(const LeaseBudget& budget,
+                                       std::string_view key,
+                                       int64_t window_start_ms, int64_t credits,
+                                       std::string_view token) override;
+  absl::StatusOr<int64_t> do_now_ms() override;
+
+ private:
+  explicit RedisCoordinator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace throttlekit
+
+#endif  // THROTTLEKIT_REDIS_REDIS_COORDINATOR_H_

@@ -1,0 +1,77 @@
+// Test support: the Redis server the ctest fixture started
+// (tests/servers/redis_server.sh), and private servers for fault tests.
+
+#ifndef THROTTLEKIT_TESTS_SUPPORT_REDIS_TEST_SERVER_H_
+#define THROTTLEKIT_TESTS_SUPPORT_REDIS_TEST_SERVER_H_
+
+#include <signal.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "throttlekit/redis/redis_coordinator.h"
+
+namespace throttlekit::testing {
+
+inline std::string env_or(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : fallback;
+}
+
+// The fixture server's port (THROTTLEKIT_REDIS_PORT).
+inline int redis_port() {
+  return std::atoi(env_or("THROTTLEKIT_REDIS_PORT", "16379").c_str());
+}
+
+// A coordinator on the fixture server.
+inline std::unique_ptr<RedisCoordinator> redis_coordinator(
+    RedisCoordinatorOptions options = {}) {
+  options.port = options.port == 6379 ? redis_port() : options.port;
+  auto c = RedisCoordinator::create(options);
+  if (!c.ok()) std::abort();
+  return *std::move(c);
+}
+
+// A private redis-server on `port`, started and stopped by the fixture
+// script, for tests that kill, freeze or restart it.
+class PrivateRedis {
+ public:
+  explicit PrivateRedis(int port)
+      : port_(port),
+        dir_(env_or("THROTTLEKIT_TEST_SERVERS_DIR", "/tmp") + "/redis-" +
+             std::to_string(port)) {}
+  ~PrivateRedis() { run("stop"); }
+
+  bool start() { return run("start"); }
+  bool stop() { return run("stop"); }
+  // SIGKILL: the server dies at once, with no reply to anything in flight.
+  void kill() { signal(SIGKILL); }
+  void freeze() { signal(SIGSTOP); }
+  void thaw() { signal(SIGCONT); }
+  int port() const { return port_; }
+
+ private:
+  bool run(const char* action) {
+    const std::string cmd = "bash '" +
+                            env_or("THROTTLEKIT_REDIS_SERVER_SCRIPT",
+                                   "tests/servers/redis_server.sh") +
+                            "' " + action + " '" + dir_ + "' " +
+                            std::to_string(port_) + " >/dev/null";
+    return std::system(cmd.c_str()) == 0;
+  }
+  void signal(int sig) {
+    std::ifstream in(dir_ + "/redis.pid");
+    long pid = 0;
+    if (in >> pid && pid > 0) ::kill(static_cast<pid_t>(pid), sig);
+  }
+
+  int port_;
+  std::string dir_;
+};
+
+}  // namespace throttlekit::testing
+
+#endif  // THROTTLEKIT_TESTS_SUPPORT_REDIS_TEST_SERVER_H_
