@@ -1,5 +1,6 @@
 # Runs one consumer build. Variables: MODE (find_package|add_subdirectory),
-# SOURCE_DIR (ThrottleKit's source), BINARY_DIR (scratch), GENERATOR.
+# SOURCE_DIR (ThrottleKit's source), BINARY_DIR (scratch), GENERATOR,
+# REDIS (ON: also build and run a consumer of throttlekit::redis).
 file(REMOVE_RECURSE "${BINARY_DIR}")
 file(MAKE_DIRECTORY "${BINARY_DIR}")
 set(prefix_args "")
@@ -15,6 +16,11 @@ if(MODE STREQUAL "find_package")
   if(rc)
     message(FATAL_ERROR "configuring ThrottleKit failed: ${rc}")
   endif()
+  execute_process(COMMAND "${CMAKE_COMMAND}" --build "${BINARY_DIR}/tk"
+                  RESULT_VARIABLE rc)
+  if(rc)
+    message(FATAL_ERROR "building ThrottleKit failed: ${rc}")
+  endif()
   execute_process(COMMAND "${CMAKE_COMMAND}" --install "${BINARY_DIR}/tk"
                   RESULT_VARIABLE rc)
   if(rc)
@@ -27,6 +33,7 @@ execute_process(
           -B "${BINARY_DIR}/consumer" -G "${GENERATOR}"
           "-DTHROTTLEKIT_CONSUMER_MODE=${MODE}"
           "-DTHROTTLEKIT_SOURCE_DIR=${SOURCE_DIR}" ${prefix_args}
+          "-DTHROTTLEKIT_CONSUMER_REDIS=${REDIS}"
   RESULT_VARIABLE rc)
 if(rc)
   message(FATAL_ERROR "configuring the consumer (${MODE}) failed: ${rc}")
@@ -39,4 +46,11 @@ endif()
 execute_process(COMMAND "${BINARY_DIR}/consumer/consumer" RESULT_VARIABLE rc)
 if(rc)
   message(FATAL_ERROR "the consumer (${MODE}) got wrong decisions: ${rc}")
+endif()
+if(REDIS)
+  execute_process(COMMAND "${BINARY_DIR}/consumer/consumer_redis"
+                  RESULT_VARIABLE rc)
+  if(rc)
+    message(FATAL_ERROR "the redis consumer (${MODE}) failed: ${rc}")
+  endif()
 endif()
