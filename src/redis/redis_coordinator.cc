@@ -14,7 +14,6 @@
 #include <cstring>
 #include <deque>
 #include <string>
-#include <thread>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -24,7 +23,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "throttlekit_redis_scripts.h"
 
@@ -75,14 +73,16 @@ std::string fmt_int(int64_t v) { return std::to_string(v); }
 timeval to_timeval(absl::Duration d) { return absl::ToTimeval(d); }
 
 // One request: a script call (`script >= 0`: argv = key, args...) or a
-// plain command (`script < 0`: argv is the command). The caller waits on
-// `done`; the I/O thread fills `reply` or `status` before notifying.
+// plain command (`script < 0`: argv is the command). The flags are guarded
+// by the connection's mutex; `status` and `reply` are written by the
+// leader before it sets `done` and read by the caller after.
 struct Request {
   int script = -1;
   std::vector<std::string> argv;
   absl::Time deadline;
-  std::atomic<bool> abandoned{false};
-  absl::Notification done;
+  bool abandoned = false;  // the caller gave up: do not send it
+  bool done = false;       // `status` and `reply` are final
+  bool lead = false;       // the caller must take over the connection
   absl::Status status;
   std::vector<int64_t> reply;  // integers (strings parsed as integers)
 };
@@ -95,30 +95,15 @@ class RedisCoordinator::Impl {
     for (int i = 0; i < options.connections; ++i) {
       connections_.push_back(std::make_unique<Connection>(this));
     }
-    for (auto& c : connections_) c->start();
-  }
-
-  ~Impl() {
-    for (auto& c : connections_) c->stop();
   }
 
   // Queues `r` on a connection and waits for its reply or its deadline.
+  // Shared: a caller that gives up leaves its request to the leader.
   absl::Status call(const std::shared_ptr<Request>& r) {
     r->deadline = absl::Now() + options_.command_timeout;
     const size_t i =
         next_.fetch_add(1, std::memory_order_relaxed) % connections_.size();
-    if (!connections_[i]->enqueue(r)) {
-      return absl::UnavailableError("redis: coordinator is shutting down");
-    }
-    if (!r->done.WaitForNotificationWithDeadline(r->deadline)) {
-      r->abandoned.store(true, std::memory_order_relaxed);
-      timeouts_.fetch_add(1, std::memory_order_relaxed);
-      return absl::DeadlineExceededError(
-          absl::StrCat("redis: no reply from ", options_.host, ":",
-                       options_.port, " within the command timeout (",
-                       absl::FormatDuration(options_.command_timeout), ")"));
-    }
-    return r->status;
+    return connections_[i]->call(r);
   }
 
   RedisCoordinator::Stats stats() const {
@@ -135,109 +120,131 @@ class RedisCoordinator::Impl {
   const RedisCoordinatorOptions& options() const { return options_; }
 
  private:
+  // One Redis connection shared by many callers, leader/follower style:
+  // the caller that finds it idle becomes the leader and does the I/O for
+  // everything queued (its own request included) in one pipelined batch;
+  // callers arriving meanwhile queue and wait. When the leader has served
+  // its batch it hands the connection to the oldest waiter, if any, which
+  // serves the next batch. No I/O thread, so an uncontended call makes no
+  // thread hop, and contended calls go out pipelined.
   class Connection {
    public:
     explicit Connection(Impl* owner) : owner_(owner) {}
     ~Connection() { drop(); }
 
-    void start() {
-      thread_ = std::thread([this] { run(); });
-    }
-
-    void stop() {
+    absl::Status call(const std::shared_ptr<Request>& req) {
+      Request& r = *req;
       {
         absl::MutexLock lock(&mu_);
-        stopping_ = true;
+        queue_.push_back(req);
+        if (busy_) {
+          // Wait for the reply, a hand-over, or the deadline.
+          mu_.AwaitWithDeadline(
+              absl::Condition(
+                  +[](Request* q) { return q->done || q->lead; }, &r),
+              r.deadline);
+          if (!r.lead) {
+            if (r.done) return r.status;
+            r.abandoned = true;  // the leader does not send it
+            owner_->timeouts_.fetch_add(1, std::memory_order_relaxed);
+            return deadline_error();
+          }
+        }
+        busy_ = true;
       }
-      if (thread_.joinable()) thread_.join();
+      lead();
       absl::MutexLock lock(&mu_);
-      for (auto& r : queue_) {
-        finish(*r, absl::UnavailableError("redis: coordinator destroyed"));
-      }
-      queue_.clear();
-    }
-
-    bool enqueue(std::shared_ptr<Request> r) {
-      absl::MutexLock lock(&mu_);
-      if (stopping_) return false;
-      queue_.push_back(std::move(r));
-      return true;
+      if (r.done) return r.status;
+      // Served by nobody: only possible if it timed out in a batch.
+      owner_->timeouts_.fetch_add(1, std::memory_order_relaxed);
+      return deadline_error();
     }
 
    private:
-    void run() {
+    absl::Status deadline_error() const {
+      const RedisCoordinatorOptions& o = owner_->options_;
+      return absl::DeadlineExceededError(
+          absl::StrCat("redis: no reply from ", o.host, ":", o.port,
+                       " within the command timeout (",
+                       absl::FormatDuration(o.command_timeout), ")"));
+    }
+
+    // Serves one batch as the leader, then hands the connection over.
+    void lead() {
       std::vector<std::shared_ptr<Request>> batch;
-      for (;;) {
-        batch.clear();
-        {
-          absl::MutexLock lock(&mu_);
-          mu_.Await(absl::Condition(
-              +[](Connection* c) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                return c->stopping_ || !c->queue_.empty();
-              },
-              this));
-          if (stopping_) return;
-          const size_t n =
-              std::min(queue_.size(),
-                       static_cast<size_t>(owner_->options_.max_pipeline));
-          for (size_t i = 0; i < n; ++i) {
-            batch.push_back(std::move(queue_.front()));
-            queue_.pop_front();
-          }
+      {
+        absl::MutexLock lock(&mu_);
+        const size_t n = std::min(
+            queue_.size(), static_cast<size_t>(owner_->options_.max_pipeline));
+        for (size_t i = 0; i < n; ++i) {
+          std::shared_ptr<Request> q = std::move(queue_.front());
+          queue_.pop_front();
+          if (!q->abandoned) batch.push_back(std::move(q));
         }
-        serve(batch);
+      }
+      std::vector<Outcome> outcomes(batch.size());
+      serve(batch, outcomes);
+      absl::MutexLock lock(&mu_);
+      for (size_t i = 0; i < batch.size(); ++i) {
+        batch[i]->status = std::move(outcomes[i].status);
+        batch[i]->reply = std::move(outcomes[i].reply);
+        batch[i]->done = true;
+      }
+      while (!queue_.empty() && queue_.front()->abandoned) queue_.pop_front();
+      if (queue_.empty()) {
+        busy_ = false;
+      } else {
+        queue_.front()->lead = true;  // stays busy: the waiter takes over
       }
     }
 
-    // Sends the live requests of `batch` in one pipelined write and reads
-    // their replies in order.
-    void serve(std::vector<std::shared_ptr<Request>>& batch) {
-      std::vector<std::shared_ptr<Request>> live;
-      const absl::Time now = absl::Now();
-      for (auto& r : batch) {
-        if (r->abandoned.load(std::memory_order_relaxed) || r->deadline < now) {
-          continue;  // its caller has given up: do not spend it
-        }
-        live.push_back(std::move(r));
-      }
-      if (live.empty()) return;
+    // A request's result, built outside the lock.
+    struct Outcome {
+      absl::Status status = absl::UnknownError("redis: not served");
+      std::vector<int64_t> reply;
+    };
+
+    // Sends `batch` in one pipelined write and reads the replies in order.
+    // Runs without the lock: only the leader touches the connection.
+    void serve(const std::vector<std::shared_ptr<Request>>& batch,
+               std::vector<Outcome>& out) {
+      if (batch.empty()) return;
       if (ctx_ == nullptr) {
         if (absl::Status s = connect(); !s.ok()) {
-          for (auto& r : live) fail(*r, s);
+          for (auto& o : out) fail(o, s);
           return;
         }
       }
-      for (auto& r : live) append(*r, /*evalsha=*/true);
+      for (const auto& r : batch) append(*r, /*evalsha=*/true);
       owner_->batches_.fetch_add(1, std::memory_order_relaxed);
-      std::vector<std::shared_ptr<Request>> retry;
-      for (size_t i = 0; i < live.size(); ++i) {
+      std::vector<size_t> retry;
+      for (size_t i = 0; i < batch.size(); ++i) {
         redisReply* reply = nullptr;
         if (redisGetReply(ctx_, reinterpret_cast<void**>(&reply)) != REDIS_OK) {
           const absl::Status s = io_error();
-          for (size_t j = i; j < live.size(); ++j) fail(*live[j], s);
+          for (size_t j = i; j < batch.size(); ++j) fail(out[j], s);
           drop();
           return;
         }
         if (reply->type == REDIS_REPLY_ERROR &&
             std::strncmp(reply->str, "NOSCRIPT", 8) == 0) {
           owner_->noscript_.fetch_add(1, std::memory_order_relaxed);
-          retry.push_back(live[i]);
+          retry.push_back(i);
         } else {
-          complete(*live[i], reply);
+          complete(out[i], reply);
         }
         freeReplyObject(reply);
       }
-      if (retry.empty()) return;
-      for (auto& r : retry) append(*r, /*evalsha=*/false);
-      for (size_t i = 0; i < retry.size(); ++i) {
+      for (size_t i : retry) append(*batch[i], /*evalsha=*/false);
+      for (size_t k = 0; k < retry.size(); ++k) {
         redisReply* reply = nullptr;
         if (redisGetReply(ctx_, reinterpret_cast<void**>(&reply)) != REDIS_OK) {
           const absl::Status s = io_error();
-          for (size_t j = i; j < retry.size(); ++j) fail(*retry[j], s);
+          for (size_t j = k; j < retry.size(); ++j) fail(out[retry[j]], s);
           drop();
           return;
         }
-        complete(*retry[i], reply);
+        complete(out[retry[k]], reply);
         freeReplyObject(reply);
       }
     }
@@ -369,38 +376,33 @@ class RedisCoordinator::Impl {
       }
     }
 
-    void complete(Request& r, const redisReply* reply) {
+    void complete(Outcome& o, const redisReply* reply) {
       owner_->requests_.fetch_add(1, std::memory_order_relaxed);
       if (reply->type == REDIS_REPLY_ERROR) {
         const std::string msg(reply->str, reply->len);
         if (msg.find("WRONGTYPE") != std::string::npos) {
-          finish(r, absl::FailedPreconditionError(absl::StrCat(
-                        "redis: key holds another strategy's state: ", msg)));
+          o.status = absl::FailedPreconditionError(
+              absl::StrCat("redis: key holds another strategy's state: ", msg));
         } else {
-          finish(r, absl::UnavailableError(absl::StrCat("redis: ", msg)));
+          o.status = absl::UnavailableError(absl::StrCat("redis: ", msg));
         }
         return;
       }
-      flatten(reply, r.reply);
-      finish(r, absl::OkStatus());
+      flatten(reply, o.reply);
+      o.status = absl::OkStatus();
     }
 
-    void fail(Request& r, const absl::Status& s) {
-      owner_->failures_.fetch_add(1, std::memory_order_relaxed);
-      finish(r, s);
-    }
-
-    static void finish(Request& r, absl::Status s) {
-      r.status = std::move(s);
-      r.done.Notify();
+    void fail(Outcome& o, const absl::Status& s) {
+      (absl::IsDeadlineExceeded(s) ? owner_->timeouts_ : owner_->failures_)
+          .fetch_add(1, std::memory_order_relaxed);
+      o.status = s;
     }
 
     Impl* const owner_;
-    std::thread thread_;
     absl::Mutex mu_;
     std::deque<std::shared_ptr<Request>> queue_ ABSL_GUARDED_BY(mu_);
-    bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-    // Owned by the I/O thread.
+    bool busy_ ABSL_GUARDED_BY(mu_) = false;  // a leader owns the I/O
+    // Touched only by the current leader (handed over under `mu_`).
     redisContext* ctx_ = nullptr;
     std::array<std::string, kScriptCount> shas_;
   };
@@ -454,6 +456,19 @@ absl::StatusOr<std::unique_ptr<RedisCoordinator>> RedisCoordinator::create(
 RedisCoordinator::RedisCoordinator(std::unique_ptr<Impl> impl)
     : impl_(std::move(impl)) {}
 RedisCoordinator::~RedisCoordinator() = default;
+
+std::string_view RedisCoordinator::lua_script(std::string_view name) {
+  static constexpr std::string_view kNames[kScriptCount] = {
+      Gcra::kName,        TokenBucket::kName,
+      FixedWindow::kName, SlidingWindow::kName,
+      SlidingLog::kName,  Quota::kName,
+      TokenBudget::kName, "lease",
+      "give_back"};
+  for (int i = 0; i < kScriptCount; ++i) {
+    if (kNames[i] == name) return script_texts()[i];
+  }
+  return {};
+}
 
 RedisCoordinator::Stats RedisCoordinator::stats() const {
   return impl_->stats();

@@ -85,6 +85,12 @@ class RedisCoordinator final : public Coordinator {
 
   std::string_view backend() const noexcept override { return "redis"; }
 
+  // The full Lua text this coordinator sends for a strategy (`S::kName`)
+  // or for "lease" / "give_back"; empty for an unknown name. For operators
+  // who preload scripts and for tools that call them directly (the
+  // benchmark runs redis-benchmark on the GCRA script with it).
+  static std::string_view lua_script(std::string_view name);
+
   // Counters since creation (relaxed; for tests and metrics).
   struct Stats {
     int64_t requests = 0;  // calls answered by the server

@@ -1,0 +1,142 @@
+// Strict-mode check() over a real Redis next to its floors, in one run:
+// redis-benchmark sending EVALSHA of the same GCRA script to the same
+// server, unpipelined at the same concurrency and with -c 50 -P 16.
+//
+// Run: scripts/bench_redis.sh (starts a private redis-server on loopback,
+// runs this binary, stops the server). Or point it at a server with
+// THROTTLEKIT_REDIS_PORT (THROTTLEKIT_BENCH_CONNECTIONS overrides the pool
+// size). Counters: items_per_second (checks/s), p50_us and
+// p99_us (each thread's percentiles, averaged over threads), and for the
+// floors rps / p50_us / p99_us as redis-benchmark printed them.
+
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "throttlekit/redis/redis_coordinator.h"
+
+namespace throttlekit {
+namespace {
+
+int port() {
+  const char* p = std::getenv("THROTTLEKIT_REDIS_PORT");
+  return p != nullptr ? std::atoi(p) : 16379;
+}
+
+// Options that always admit (so every call writes, as a busy key does).
+const AnyStrategy& strategy() {
+  static const AnyStrategy s =
+      *make_strategy(Gcra::Options{1'000'000'000, 1000, 0});
+  return s;
+}
+
+RedisCoordinator& coordinator() {
+  static RedisCoordinator* c =
+      RedisCoordinator::create({.port = port(), .connections = 2})->release();
+  return *c;
+}
+
+std::string run(const std::string& cmd) {
+  std::string out;
+  FILE* f = popen(cmd.c_str(), "r");
+  if (f == nullptr) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  pclose(f);
+  return out;
+}
+
+// SCRIPT LOAD of the exact GCRA script the coordinator sends.
+const std::string& gcra_sha() {
+  static const std::string sha = [] {
+    const std::string path =
+        "/tmp/tk-bench-gcra-" + std::to_string(getpid()) + ".lua";
+    std::ofstream(path) << RedisCoordinator::lua_script("gcra");
+    std::string s = run("redis-cli -p " + std::to_string(port()) +
+                        " -x SCRIPT LOAD < " + path);
+    std::remove(path.c_str());
+    s.erase(std::remove(s.begin(), s.end(), '\n'), s.end());
+    return s;
+  }();
+  return sha;
+}
+
+void BM_StrictCheck(benchmark::State& state) {
+  RedisCoordinator& redis = coordinator();
+  const std::string key =
+      "bench:strict:" + std::to_string(state.thread_index());
+  std::vector<double> us;
+  us.reserve(1 << 16);
+  int64_t errors = 0;
+  for (auto _ : state) {
+    const auto begin = std::chrono::steady_clock::now();
+    absl::StatusOr<Decision> d = redis.check(strategy(), key, 0);
+    const auto end = std::chrono::steady_clock::now();
+    if (!d.ok()) ++errors;
+    benchmark::DoNotOptimize(d);
+    us.push_back(
+        std::chrono::duration<double, std::micro>(end - begin).count());
+  }
+  state.SetItemsProcessed(state.iterations());
+  std::sort(us.begin(), us.end());
+  if (!us.empty()) {
+    const auto avg = benchmark::Counter::kAvgThreads;
+    state.counters["p50_us"] = benchmark::Counter(us[us.size() / 2], avg);
+    state.counters["p99_us"] =
+        benchmark::Counter(us[us.size() * 99 / 100], avg);
+  }
+  state.counters["errors"] = static_cast<double>(errors);
+}
+BENCHMARK(BM_StrictCheck)
+    ->Threads(1)
+    ->Threads(8)
+    ->Threads(32)
+    ->UseRealTime()
+    ->MinTime(2.0);
+
+// redis-benchmark: EVALSHA of the same script, `clients` connections,
+// `pipeline` commands in flight per connection.
+void RedisBenchmarkFloor(benchmark::State& state, int clients, int pipeline) {
+  const std::string sha = gcra_sha();
+  const int requests = pipeline > 1 ? 400000 : 50000 * std::min(clients, 4);
+  std::ostringstream cmd;
+  cmd << "redis-benchmark -p " << port() << " -c " << clients << " -P "
+      << pipeline << " -n " << requests << " --csv EVALSHA " << sha
+      << " 1 bench:floor 0 1 c 0 1000000000 1000 0";
+  for (auto _ : state) {
+    const std::string out = run(cmd.str());
+    // "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms",...
+    std::string line = out.substr(out.rfind("\"EVALSHA"));
+    std::vector<double> f;
+    std::stringstream ss(line);
+    std::string cell;
+    while (std::getline(ss, cell, ',')) {
+      cell.erase(std::remove(cell.begin(), cell.end(), '"'), cell.end());
+      f.push_back(std::atof(cell.c_str()));
+    }
+    if (f.size() >= 7) {
+      state.counters["rps"] = f[1];
+      state.counters["p50_us"] = f[4] * 1000;
+      state.counters["p99_us"] = f[6] * 1000;
+    }
+  }
+}
+BENCHMARK_CAPTURE(RedisBenchmarkFloor, c1, 1, 1)->Iterations(1);
+BENCHMARK_CAPTURE(RedisBenchmarkFloor, c8, 8, 1)->Iterations(1);
+BENCHMARK_CAPTURE(RedisBenchmarkFloor, c32, 32, 1)->Iterations(1);
+BENCHMARK_CAPTURE(RedisBenchmarkFloor, c50_P16, 50, 16)->Iterations(1);
+
+}  // namespace
+}  // namespace throttlekit
+
+BENCHMARK_MAIN();
