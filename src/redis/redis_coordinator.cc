@@ -9,20 +9,20 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "throttlekit_redis_scripts.h"
 
@@ -74,15 +74,16 @@ timeval to_timeval(absl::Duration d) { return absl::ToTimeval(d); }
 
 // One request: a script call (`script >= 0`: argv = key, args...) or a
 // plain command (`script < 0`: argv is the command). The flags are guarded
-// by the connection's mutex; `status` and `reply` are written by the
-// leader before it sets `done` and read by the caller after.
+// by the connection's mutex (`wake` waits on it); `status` and `reply` are
+// written by the leader before it sets `done` and read by the caller after.
 struct Request {
   int script = -1;
   std::vector<std::string> argv;
   absl::Time deadline;
-  bool abandoned = false;  // the caller gave up: do not send it
-  bool done = false;       // `status` and `reply` are final
-  bool lead = false;       // the caller must take over the connection
+  bool abandoned = false;        // the caller gave up: do not send it
+  bool done = false;             // `status` and `reply` are final
+  bool lead = false;             // the caller must take over the connection
+  std::condition_variable wake;  // signalled on `done` or `lead`
   absl::Status status;
   std::vector<int64_t> reply;  // integers (strings parsed as integers)
 };
@@ -135,14 +136,12 @@ class RedisCoordinator::Impl {
     absl::Status call(const std::shared_ptr<Request>& req) {
       Request& r = *req;
       {
-        absl::MutexLock lock(&mu_);
+        std::unique_lock lock(mu_);
         queue_.push_back(req);
         if (busy_) {
           // Wait for the reply, a hand-over, or the deadline.
-          mu_.AwaitWithDeadline(
-              absl::Condition(
-                  +[](Request* q) { return q->done || q->lead; }, &r),
-              r.deadline);
+          r.wake.wait_until(lock, absl::ToChronoTime(r.deadline),
+                            [&r] { return r.done || r.lead; });
           if (!r.lead) {
             if (r.done) return r.status;
             r.abandoned = true;  // the leader does not send it
@@ -153,7 +152,7 @@ class RedisCoordinator::Impl {
         busy_ = true;
       }
       lead();
-      absl::MutexLock lock(&mu_);
+      std::lock_guard lock(mu_);
       if (r.done) return r.status;
       // Served by nobody: only possible if it timed out in a batch.
       owner_->timeouts_.fetch_add(1, std::memory_order_relaxed);
@@ -173,7 +172,7 @@ class RedisCoordinator::Impl {
     void lead() {
       std::vector<std::shared_ptr<Request>> batch;
       {
-        absl::MutexLock lock(&mu_);
+        std::lock_guard lock(mu_);
         const size_t n = std::min(
             queue_.size(), static_cast<size_t>(owner_->options_.max_pipeline));
         for (size_t i = 0; i < n; ++i) {
@@ -184,18 +183,28 @@ class RedisCoordinator::Impl {
       }
       std::vector<Outcome> outcomes(batch.size());
       serve(batch, outcomes);
-      absl::MutexLock lock(&mu_);
-      for (size_t i = 0; i < batch.size(); ++i) {
-        batch[i]->status = std::move(outcomes[i].status);
-        batch[i]->reply = std::move(outcomes[i].reply);
-        batch[i]->done = true;
+      std::shared_ptr<Request> next;
+      {
+        std::lock_guard lock(mu_);
+        for (size_t i = 0; i < batch.size(); ++i) {
+          batch[i]->status = std::move(outcomes[i].status);
+          batch[i]->reply = std::move(outcomes[i].reply);
+          batch[i]->done = true;
+        }
+        while (!queue_.empty() && queue_.front()->abandoned) {
+          queue_.pop_front();
+        }
+        if (queue_.empty()) {
+          busy_ = false;
+        } else {
+          next = queue_.front();  // stays busy: this waiter takes over
+          next->lead = true;
+        }
       }
-      while (!queue_.empty() && queue_.front()->abandoned) queue_.pop_front();
-      if (queue_.empty()) {
-        busy_ = false;
-      } else {
-        queue_.front()->lead = true;  // stays busy: the waiter takes over
-      }
+      // Wake outside the lock so the woken do not block on it at once; the
+      // batch's references keep every request alive.
+      for (const auto& r : batch) r->wake.notify_one();
+      if (next != nullptr) next->wake.notify_one();
     }
 
     // A request's result, built outside the lock.
@@ -399,9 +408,11 @@ class RedisCoordinator::Impl {
     }
 
     Impl* const owner_;
-    absl::Mutex mu_;
-    std::deque<std::shared_ptr<Request>> queue_ ABSL_GUARDED_BY(mu_);
-    bool busy_ ABSL_GUARDED_BY(mu_) = false;  // a leader owns the I/O
+    // A std::mutex (not absl::Mutex): the distribution's abseil is not built
+    // for ThreadSanitizer, which must see this hand-over.
+    std::mutex mu_;
+    std::deque<std::shared_ptr<Request>> queue_;  // guarded by mu_
+    bool busy_ = false;  // guarded by mu_: a leader owns the I/O
     // Touched only by the current leader (handed over under `mu_`).
     redisContext* ctx_ = nullptr;
     std::array<std::string, kScriptCount> shas_;
