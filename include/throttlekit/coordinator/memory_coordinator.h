@@ -6,7 +6,7 @@
 // C++ strategy transitions themselves, so its decisions are the oracle.
 //
 // Design
-// - 16 shards, each an `absl::Mutex` over an `absl::flat_hash_map` from the
+// - 16 shards, each a `std::mutex` over an `absl::flat_hash_map` from the
 //   key to its state (a variant over every strategy's state and the lease
 //   state). One call holds one shard lock for one step.
 // - Expiry mirrors a store's physical TTL: a state is dropped (reads as
@@ -33,6 +33,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -40,13 +41,11 @@
 #include <variant>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "throttlekit/coordinator/coordinator.h"
 #include "throttlekit/core/clock.h"
 
@@ -92,7 +91,7 @@ class MemoryCoordinator final : public Coordinator {
   int64_t size() const {
     int64_t n = 0;
     for (const Shard& shard : shards_) {
-      absl::MutexLock lock(&shard.mu);
+      std::lock_guard lock(shard.mu);
       n += static_cast<int64_t>(shard.map.size());
     }
     return n;
@@ -108,7 +107,7 @@ class MemoryCoordinator final : public Coordinator {
           using S = std::decay_t<decltype(s)>;
           using State = typename S::State;
           Shard& shard = shard_for(key);
-          absl::MutexLock lock(&shard.mu);
+          std::lock_guard lock(shard.mu);
           Entry* e = live(shard, key, now);
           if (e == nullptr) {
             State cold{};
@@ -137,7 +136,7 @@ class MemoryCoordinator final : public Coordinator {
           using S = std::decay_t<decltype(s)>;
           using State = typename S::State;
           Shard& shard = shard_for(key);
-          absl::MutexLock lock(&shard.mu);
+          std::lock_guard lock(shard.mu);
           const Entry* e = live(shard, key, now, Expired::kKeep);
           if (e == nullptr) return s.peek(State{}, now);
           const State* state = std::get_if<State>(&e->state);
@@ -149,7 +148,7 @@ class MemoryCoordinator final : public Coordinator {
 
   absl::Status do_reset(const AnyStrategy&, std::string_view key) override {
     Shard& shard = shard_for(key);
-    absl::MutexLock lock(&shard.mu);
+    std::lock_guard lock(shard.mu);
     auto it = shard.map.find(av(key));
     if (it != shard.map.end()) shard.map.erase(it);
     return absl::OkStatus();
@@ -161,7 +160,7 @@ class MemoryCoordinator final : public Coordinator {
     const int64_t now = clock_->now_ms();
     const int64_t start = budget.window_start(now);
     Shard& shard = shard_for(key);
-    absl::MutexLock lock(&shard.mu);
+    std::lock_guard lock(shard.mu);
     Entry* e = live(shard, key, now);
     LeaseState* state = nullptr;
     if (e != nullptr) {
@@ -196,7 +195,7 @@ class MemoryCoordinator final : public Coordinator {
     const int64_t start = budget.window_start(now);
     if (window_start_ms != start) return 0;  // rolled: forfeited
     Shard& shard = shard_for(key);
-    absl::MutexLock lock(&shard.mu);
+    std::lock_guard lock(shard.mu);
     Entry* e = live(shard, key, now);
     if (e == nullptr) return 0;
     LeaseState* state = std::get_if<LeaseState>(&e->state);
@@ -229,9 +228,11 @@ class MemoryCoordinator final : public Coordinator {
     StateVariant state;
     int64_t expires_at_ms = 0;
   };
+  // A std::mutex rather than absl::Mutex: the distribution's abseil is not
+  // built for ThreadSanitizer, which must see this class's locking.
   struct Shard {
-    mutable absl::Mutex mu;
-    absl::flat_hash_map<std::string, Entry> map ABSL_GUARDED_BY(mu);
+    mutable std::mutex mu;
+    absl::flat_hash_map<std::string, Entry> map;  // guarded by mu
   };
   static constexpr size_t kShards = 16;
   static constexpr int kEvictionProbes = 8;
@@ -264,8 +265,7 @@ class MemoryCoordinator final : public Coordinator {
   // expired entry, as a store's physical TTL would; readers leave it.
   enum class Expired { kKeep, kDrop };
   Entry* live(Shard& shard, std::string_view key, int64_t now,
-              Expired expired_entry = Expired::kDrop) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+              Expired expired_entry = Expired::kDrop) const {
     auto it = shard.map.find(av(key));
     if (it == shard.map.end()) return nullptr;
     if (expired(it->second, now)) {
@@ -277,8 +277,7 @@ class MemoryCoordinator final : public Coordinator {
 
   // Stores `entry` for `key` (absent or expired), first making room in a
   // full shard.
-  Entry& insert(Shard& shard, std::string_view key, Entry entry, int64_t now)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+  Entry& insert(Shard& shard, std::string_view key, Entry entry, int64_t now) {
     auto stale = shard.map.find(av(key));
     if (stale != shard.map.end()) {
       stale->second = std::move(entry);
