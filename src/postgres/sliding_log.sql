@@ -18,7 +18,7 @@ DECLARE
   r {{t}};
   count_ bigint;
   oldest double precision;
-  k bigint;
+  rank_ bigint;
   kth bigint;
   new_ticks bigint[];
   new_counts double precision[];
@@ -37,12 +37,12 @@ BEGIN
       IF count_ = 0 THEN
         o_retry := p_window_ms;
       ELSE
-        k := LEAST(GREATEST(count_ + units - p_limit, 1), count_);
+        rank_ := LEAST(GREATEST(count_ + units - p_limit, 1), count_);
         SELECT x.k INTO kth FROM (
             SELECT u.k, sum(u.n) OVER (ORDER BY u.k) AS cum
               FROM unnest(r.ticks, r.counts) AS u(k, n)
               WHERE cutoff < u.k::float8) AS x
-          WHERE x.cum >= k ORDER BY x.k LIMIT 1;
+          WHERE x.cum >= rank_ ORDER BY x.k LIMIT 1;
         o_retry := GREATEST(1, {{t}}_ceil_int(kth::float8 + win - now_d));
       END IF;
       RETURN;
