@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Starts or stops a throwaway PostgreSQL server on loopback for the test suite.
-# Usage: postgres_server.sh start|stop <dir> <port>
+# Usage: postgres_server.sh start|stop|down|up|freeze|thaw <dir> <port>
 # start: initdb into a fresh temporary directory (mktemp -d under /tmp; its
 #        path is recorded in <dir>/datadir), listening on 127.0.0.1:<port>
 #        only, trust authentication, fsync off; waits until it accepts
@@ -11,6 +11,10 @@
 # stop:  stops the server of <dir> (resuming it first if it was SIGSTOPped),
 #        removes its data directory and <dir>. Stopping a server that is not
 #        running succeeds.
+# down / up: stop the server keeping its data, and start it again (fault
+#        tests: a server restart).
+# freeze / thaw: SIGSTOP / SIGCONT the postmaster and all its children
+#        (fault tests: a server that stops answering).
 set -euo pipefail
 action="$1" dir="$2" port="$3"
 
@@ -31,6 +35,39 @@ as_owner() {
     runuser -u postgres -- "$@"
   else
     "$@"
+  fi
+}
+
+# The postmaster's pid, or nothing.
+postmaster_pid() {
+  local data
+  data="$(cat "$dir/datadir" 2>/dev/null)" || return 0
+  [[ -f "$data/postmaster.pid" ]] && head -1 "$data/postmaster.pid"
+  return 0
+}
+
+launch() {
+  local data="$1"
+  as_owner "$bindir/pg_ctl" -D "$data" -l "$data/server.log" -w -t 30 \
+    -o "-c listen_addresses=127.0.0.1 -c port=$port -c fsync=off \
+        -c synchronous_commit=off -c full_page_writes=off \
+        -c unix_socket_directories=$data -c max_connections=200" \
+    start >/dev/null || {
+      echo "postgres did not start on port $port; log:" >&2
+      cat "$data/server.log" >&2 || true
+      exit 1; }
+}
+
+signal_all() {
+  local pid
+  pid="$(postmaster_pid)"
+  [[ -n "$pid" ]] || { echo "no server in $dir" >&2; exit 1; }
+  if [[ "$1" == STOP ]]; then
+    pkill -STOP -P "$pid" || true
+    kill -STOP "$pid"
+  else
+    kill -CONT "$pid"
+    pkill -CONT -P "$pid" || true
   fi
 }
 
@@ -69,21 +106,27 @@ case "$action" in
     as_owner "$bindir/initdb" -D "$data" -U postgres --auth=trust \
       --no-sync -E UTF8 >"$dir/initdb.log" 2>&1 || {
         cat "$dir/initdb.log" >&2; exit 1; }
-    as_owner "$bindir/pg_ctl" -D "$data" -l "$data/server.log" -w -t 30 \
-      -o "-c listen_addresses=127.0.0.1 -c port=$port -c fsync=off \
-          -c synchronous_commit=off -c full_page_writes=off \
-          -c unix_socket_directories=$data -c max_connections=200" \
-      start >/dev/null || {
-        echo "postgres did not start on port $port; log:" >&2
-        cat "$data/server.log" >&2 || true
-        exit 1; }
+    launch "$data"
     echo "postgres up on 127.0.0.1:$port ($data)"
+    ;;
+  down)
+    as_owner "$bindir/pg_ctl" -D "$(cat "$dir/datadir")" -m fast -w -t 30 \
+      stop >/dev/null
+    ;;
+  up)
+    launch "$(cat "$dir/datadir")"
+    ;;
+  freeze)
+    signal_all STOP
+    ;;
+  thaw)
+    signal_all CONT
     ;;
   stop)
     stop
     ;;
   *)
-    echo "usage: $0 start|stop <dir> <port>" >&2
+    echo "usage: $0 start|stop|down|up|freeze|thaw <dir> <port>" >&2
     exit 2
     ;;
 esac
