@@ -247,9 +247,14 @@ class PostgresCoordinator::Impl {
         return absl::UnavailableError(
             absl::StrCat("postgres: ", primary_message(x.what())));
       }
-      if (state.empty() && late) {
-        *healthy = false;
-        return deadline_error("(connection cut)");
+      // Anything else: a fresh session next time (no stale plan or type
+      // caches). A missing table or function (dropped, or a server
+      // re-initialised) is created again by the next connection.
+      *healthy = false;
+      if (state.empty() && late) return deadline_error("(connection cut)");
+      if (state == "42P01" || state == "42883" || state == "42704" ||
+          state == "XX000") {
+        schema_ready_.store(false, std::memory_order_release);
       }
       return absl::InternalError(
           absl::StrCat("postgres: ", state, ": ", primary_message(x.what())));

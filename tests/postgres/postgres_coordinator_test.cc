@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <memory>
+#include <pqxx/pqxx>
 #include <string>
 #include <thread>
 #include <vector>
@@ -234,6 +235,30 @@ TEST_F(PostgresCoordinatorTest, SweepDeletesOnlyExpiredRows) {
   EXPECT_FALSE(pg->peek(s, "live", now + 60'000)->allowed);
   EXPECT_EQ(*pg->sweep(), 0);
   EXPECT_EQ(pg->sweep(0).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A table dropped behind the coordinator's back (or a server re-initialised)
+// costs at most one failed call: the schema is created again.
+TEST(PostgresCoordinatorSchema, RecreatedAfterTheTableIsDropped) {
+  const PostgresCoordinatorOptions o = pg_options(unique_table("tk_dropped"));
+  std::unique_ptr<PostgresCoordinator> pg = make_pg(o);
+  const AnyStrategy s =
+      strategy(FixedWindow::Options{.limit = 5, .window_ms = 60000});
+  ASSERT_TRUE(pg->check(s, "k", kEpoch)->allowed);
+  {
+    pqxx::connection admin("host=" + o.host +
+                           " port=" + std::to_string(o.port) +
+                           " dbname=postgres user=postgres");
+    pqxx::nontransaction tx(admin);
+    tx.exec("DROP TABLE " + o.table + " CASCADE");
+  }
+  absl::StatusOr<Decision> d = pg->check(s, "k", kEpoch);
+  if (!d.ok()) {
+    EXPECT_EQ(d.status().code(), absl::StatusCode::kInternal) << d.status();
+    d = pg->check(s, "k", kEpoch);
+  }
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->remaining, 4);  // a new, empty table
 }
 
 TEST(PostgresCoordinatorOptions, InvalidOptionsNameTheField) {
