@@ -195,6 +195,46 @@ RC_GTEST_PROP(PostgresConformance, DecisionStreamsEqualMemory, ()) {
   expect_same(*strategy, ops, true);
 }
 
+// Leases and give-backs equal MemoryCoordinator's (both on the same host's
+// clock; windows of 10^12 ms, so both read the same window for years).
+RC_GTEST_PROP(PostgresConformance, LeaseStreamsEqualMemory, ()) {
+  Backends& b = Backends::get();
+  const std::string key = "lease" + std::to_string(b.next_case++);
+  const LeaseBudget budget =
+      *LeaseBudget::create({.limit = *rc::gen::inRange<int64_t>(1, 40),
+                            .window_ms = 1'000'000'000'000});
+  const int steps = *rc::gen::inRange(1, 20);
+  int64_t start = 0;
+  for (int i = 0; i < steps; ++i) {
+    if (*rc::gen::inRange(0, 2) == 0) {
+      const int64_t want = *rc::gen::inRange<int64_t>(1, 30);
+      absl::StatusOr<LeaseGrant> m = b.memory->lease(budget, key, want);
+      absl::StatusOr<LeaseGrant> p = b.postgres->lease(budget, key, want);
+      RC_ASSERT(m.ok());
+      RC_ASSERT(p.ok());
+      RC_ASSERT(p->granted == m->granted);
+      RC_ASSERT(p->window_remaining == m->window_remaining);
+      RC_ASSERT(p->window_start_ms == m->window_start_ms);
+      RC_ASSERT(p->expires_at_ms == m->expires_at_ms);
+      start = p->window_start_ms;
+    } else {
+      const int64_t credits = *rc::gen::inRange<int64_t>(0, 30);
+      const std::string token =
+          *rc::gen::element<std::string>("", "", "a", "b", "c");
+      // Mostly the current window, sometimes another one.
+      const int64_t from =
+          *rc::gen::inRange(0, 5) == 0 ? start - 1'000'000'000'000 : start;
+      absl::StatusOr<int64_t> m =
+          b.memory->give_back(budget, key, from, credits, token);
+      absl::StatusOr<int64_t> p =
+          b.postgres->give_back(budget, key, from, credits, token);
+      RC_ASSERT(m.ok());
+      RC_ASSERT(p.ok());
+      RC_ASSERT(*p == *m);
+    }
+  }
+}
+
 // A hand-picked timeline: `costs` at `times` on one key, a peek after each.
 void run_edge(const StrategyOptions& options, const std::vector<int64_t>& times,
               const std::vector<double>& costs) {
