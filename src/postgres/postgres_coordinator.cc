@@ -153,10 +153,16 @@ std::string primary_message(const char* what) {
 
 }  // namespace
 
+namespace postgres_internal {
+
 // One pooled connection with its prepared statements.
 struct Session {
   std::unique_ptr<DeadlineConnection> conn;
 };
+
+}  // namespace postgres_internal
+
+using postgres_internal::Session;
 
 class PostgresCoordinator::Impl {
  public:
