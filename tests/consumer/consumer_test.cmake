@@ -1,6 +1,6 @@
 # Runs one consumer build. Variables: MODE (find_package|add_subdirectory),
 # SOURCE_DIR (ThrottleKit's source), BINARY_DIR (scratch), GENERATOR,
-# REDIS (ON: also build and run a consumer of throttlekit::redis).
+# REDIS, POSTGRES (ON: also build and run a consumer of that component).
 file(REMOVE_RECURSE "${BINARY_DIR}")
 file(MAKE_DIRECTORY "${BINARY_DIR}")
 set(prefix_args "")
@@ -34,6 +34,7 @@ execute_process(
           "-DTHROTTLEKIT_CONSUMER_MODE=${MODE}"
           "-DTHROTTLEKIT_SOURCE_DIR=${SOURCE_DIR}" ${prefix_args}
           "-DTHROTTLEKIT_CONSUMER_REDIS=${REDIS}"
+          "-DTHROTTLEKIT_CONSUMER_POSTGRES=${POSTGRES}"
   RESULT_VARIABLE rc)
 if(rc)
   message(FATAL_ERROR "configuring the consumer (${MODE}) failed: ${rc}")
@@ -47,10 +48,13 @@ execute_process(COMMAND "${BINARY_DIR}/consumer/consumer" RESULT_VARIABLE rc)
 if(rc)
   message(FATAL_ERROR "the consumer (${MODE}) got wrong decisions: ${rc}")
 endif()
-if(REDIS)
-  execute_process(COMMAND "${BINARY_DIR}/consumer/consumer_redis"
-                  RESULT_VARIABLE rc)
-  if(rc)
-    message(FATAL_ERROR "the redis consumer (${MODE}) failed: ${rc}")
+foreach(component redis postgres)
+  string(TOUPPER "${component}" flag)
+  if(${flag})
+    execute_process(COMMAND "${BINARY_DIR}/consumer/consumer_${component}"
+                    RESULT_VARIABLE rc)
+    if(rc)
+      message(FATAL_ERROR "the ${component} consumer (${MODE}) failed: ${rc}")
+    endif()
   endif()
-endif()
+endforeach()

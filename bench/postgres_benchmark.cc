@@ -1,0 +1,108 @@
+// Strict checks over Postgres next to the physical floor on the same server.
+//
+// BM_Postgres_Select1: one prepared `SELECT 1` round trip on a plain libpqxx
+// connection (one per thread): the floor of any call to this server.
+// BM_PostgresCoordinator_Check: `Coordinator::check` (GCRA, a key per thread,
+// mostly admitted, so each call writes its row). Counter
+// `round_trips_per_check`: requests the coordinator sent per check (from
+// `PostgresCoordinator::round_trips()`). BM_PostgresCoordinator_CheckHotKey:
+// every thread on one key (row-lock contention).
+//
+// The server comes from THROTTLEKIT_BENCH_PG_HOST / THROTTLEKIT_BENCH_PG_PORT
+// (docs/postgres.md, "Benchmark"); without them every benchmark is skipped.
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <memory>
+#include <pqxx/pqxx>
+#include <string>
+
+#include "throttlekit/postgres/postgres_coordinator.h"
+
+namespace throttlekit {
+namespace {
+
+bool configured() {
+  return std::getenv("THROTTLEKIT_BENCH_PG_PORT") != nullptr;
+}
+
+PostgresCoordinatorOptions options() {
+  PostgresCoordinatorOptions o;
+  const char* host = std::getenv("THROTTLEKIT_BENCH_PG_HOST");
+  o.host = host != nullptr ? host : "127.0.0.1";
+  o.port = std::atoi(std::getenv("THROTTLEKIT_BENCH_PG_PORT"));
+  o.table = "tk_bench";
+  o.pool_size = 8;
+  return o;
+}
+
+PostgresCoordinator* coordinator() {
+  static PostgresCoordinator* pg = [] {
+    auto c = PostgresCoordinator::create(options());
+    return c.ok() ? c->release() : nullptr;
+  }();
+  return pg;
+}
+
+void BM_Postgres_Select1(benchmark::State& state) {
+  if (!configured()) {
+    state.SkipWithError("THROTTLEKIT_BENCH_PG_PORT is not set");
+    return;
+  }
+  const PostgresCoordinatorOptions o = options();
+  pqxx::connection conn("host=" + o.host + " port=" + std::to_string(o.port) +
+                        " dbname=postgres user=postgres");
+  conn.prepare("one", "SELECT 1");
+  for (auto _ : state) {
+    pqxx::nontransaction tx(conn);
+    benchmark::DoNotOptimize(tx.exec_prepared("one"));
+  }
+}
+BENCHMARK(BM_Postgres_Select1)->Threads(1)->Threads(8)->UseRealTime();
+
+void run_checks(benchmark::State& state, const std::string& key) {
+  PostgresCoordinator* pg = configured() ? coordinator() : nullptr;
+  if (pg == nullptr) {
+    state.SkipWithError("no Postgres server (THROTTLEKIT_BENCH_PG_PORT)");
+    return;
+  }
+  const AnyStrategy s =
+      *make_strategy(Gcra::Options{.limit = 1'000'000'000, .period_ms = 1000});
+  // Warm: this thread's connection and prepared statements exist.
+  if (!pg->check(s, key, 0).ok()) {
+    state.SkipWithError("check failed");
+    return;
+  }
+  const int64_t before = pg->round_trips();
+  int64_t errors = 0;
+  for (auto _ : state) {
+    absl::StatusOr<Decision> d = pg->check(s, key, 0);
+    if (!d.ok()) ++errors;
+    benchmark::DoNotOptimize(d);
+  }
+  // The delta counts every thread's requests over (about) the same span,
+  // so it is divided by all threads' checks, and averaged over threads.
+  state.counters["round_trips_per_check"] = benchmark::Counter(
+      static_cast<double>(pg->round_trips() - before) /
+          static_cast<double>(state.iterations() * state.threads()),
+      benchmark::Counter::kAvgThreads);
+  state.counters["errors"] = static_cast<double>(errors);
+}
+
+void BM_PostgresCoordinator_Check(benchmark::State& state) {
+  run_checks(state, "bench-key-" + std::to_string(state.thread_index()));
+}
+BENCHMARK(BM_PostgresCoordinator_Check)->Threads(1)->Threads(8)->UseRealTime();
+
+void BM_PostgresCoordinator_CheckHotKey(benchmark::State& state) {
+  run_checks(state, "bench-hot");
+}
+BENCHMARK(BM_PostgresCoordinator_CheckHotKey)
+    ->Threads(1)
+    ->Threads(8)
+    ->UseRealTime();
+
+}  // namespace
+}  // namespace throttlekit
+
+BENCHMARK_MAIN();

@@ -1,0 +1,130 @@
+// throttlekit/postgres/postgres_coordinator.h
+//
+// Provides `PostgresCoordinator` (target throttlekit::postgres): the
+// `Coordinator` on PostgreSQL, so processes on many hosts share one budget
+// per key (ARCHITECTURE.md, "The Coordinator"). Its decisions equal
+// `MemoryCoordinator`'s bit for bit (tests/postgres/conformance_test.cc).
+// docs/postgres.md is the full page.
+//
+// Design
+// - One row per key in one table (`table`), the key stored as `bytea` and
+//   always sent as a bound binary parameter, so any bytes work and nothing
+//   from a key ever reaches SQL text.
+// - One round trip per call: every strategy is a PL/pgSQL function
+//   (src/postgres/*.sql, embedded at build time) run as a prepared
+//   statement; it locks the key's row (`SELECT ... FOR UPDATE`; a cold key
+//   races through `INSERT ... ON CONFLICT DO NOTHING` and a retry), decides
+//   in IEEE double exactly as the C++ strategy, and writes only when it
+//   allows. The schema is created by the first connection (idempotent DDL
+//   under an advisory lock, so processes may start at once).
+// - Expiry: each row carries `expires_at_ms`, the instant from which its
+//   state decides as a cold key. Rows are never dropped by a decision, so
+//   decisions equal a `MemoryCoordinator` with an unbounded `ttl_slack_ms`;
+//   `sweep()` deletes rows with `expires_at_ms + ttl_slack_ms < store now`.
+// - Deadlines: every call is bounded by `command_deadline_ms`, including
+//   waiting for a pooled connection, connecting (libpq's non-blocking
+//   connect polled against the deadline) and a server that stops answering
+//   (a watchdog shuts the socket down at the deadline; the connection is
+//   dropped and replaced by the next call). Broken connections are replaced,
+//   so service resumes after a server restart without a new coordinator.
+// - Errors: kUnavailable (cannot connect, connection lost, server shutting
+//   down), kDeadlineExceeded, kFailedPrecondition (the key holds another
+//   strategy's state), kInternal (anything else, with the server's message).
+//   No exception leaves this class.
+//
+// Thread-safety: every method is safe to call concurrently; at most
+// `pool_size` calls talk to the server at once, the others wait (within
+// their deadline) for a connection.
+
+#ifndef THROTTLEKIT_POSTGRES_POSTGRES_COORDINATOR_H_
+#define THROTTLEKIT_POSTGRES_POSTGRES_COORDINATOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "throttlekit/coordinator/coordinator.h"
+
+namespace throttlekit {
+
+struct PostgresCoordinatorOptions {
+  // Server address: a host name or IP (non-empty, no NUL).
+  std::string host = "127.0.0.1";
+  // 1 .. 65535.
+  int port = 5432;
+  // Database and role (non-empty, no NUL); an empty password sends none.
+  std::string dbname = "postgres";
+  std::string user = "postgres";
+  std::string password;
+  // The table (and prefix of every function) this coordinator uses; must
+  // match ^[a-z_][a-z0-9_]{0,39}$ (40 characters leave room for the longest
+  // function suffix within PostgreSQL's 63-byte identifiers).
+  std::string table = "throttlekit_state";
+  // Connections held at most; 1 .. 1024.
+  int pool_size = 4;
+  // Bound of one connection attempt (TCP, startup, authentication, prepared
+  // statements, first-use schema); 1 .. 600000 ms. A call spends at most
+  // min(connect_timeout_ms, what is left of its deadline) connecting.
+  int64_t connect_timeout_ms = 5000;
+  // Bound of a whole call, waiting for a connection included;
+  // 1 .. 600000 ms. Also sent as the session's statement_timeout.
+  int64_t command_deadline_ms = 1000;
+  // Slack added to each row's expiry before `sweep()` may delete it (as a
+  // physical TTL slack on Redis); 0 .. 2^53-1. Only matters for a clock that
+  // later jumps back.
+  int64_t ttl_slack_ms = 60'000;
+};
+
+class PostgresCoordinator final : public Coordinator {
+ public:
+  // Validates `options` (no I/O: the first call connects); the error is
+  // kInvalidArgument naming the field and its bound.
+  static absl::StatusOr<std::unique_ptr<PostgresCoordinator>> create(
+      PostgresCoordinatorOptions options);
+
+  ~PostgresCoordinator() override;
+  PostgresCoordinator(const PostgresCoordinator&) = delete;
+  PostgresCoordinator& operator=(const PostgresCoordinator&) = delete;
+
+  std::string_view backend() const noexcept override { return "postgres"; }
+
+  // Deletes up to `max_rows` rows (1 .. 2^31) whose expiry plus
+  // `ttl_slack_ms` lies before the store clock; returns how many. One round
+  // trip, bounded by the command deadline. Thread-safe.
+  absl::StatusOr<int64_t> sweep(int64_t max_rows = 10'000);
+
+  // Requests sent to the server and answered (or failed) since creation:
+  // one per check, peek, reset, lease, give-back, now and sweep, plus each
+  // connection's setup. Benchmarks divide it by the calls made.
+  int64_t round_trips() const noexcept;
+
+ protected:
+  absl::StatusOr<Decision> do_check(const AnyStrategy& strategy,
+                                    std::string_view key, int64_t now_ms,
+                                    double cost) override;
+  absl::StatusOr<Decision> do_peek(const AnyStrategy& strategy,
+                                   std::string_view key,
+                                   int64_t now_ms) override;
+  absl::Status do_reset(const AnyStrategy& strategy,
+                        std::string_view key) override;
+  absl::StatusOr<LeaseGrant> do_lease(const LeaseBudget& budget,
+                                      std::string_view key,
+                                      int64_t want) override;
+  absl::StatusOr<int64_t> do_give_back(const LeaseBudget& budget,
+                                       std::string_view key,
+                                       int64_t window_start_ms, int64_t credits,
+                                       std::string_view token) override;
+  absl::StatusOr<int64_t> do_now_ms() override;
+
+ private:
+  class Impl;
+  explicit PostgresCoordinator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace throttlekit
+
+#endif  // THROTTLEKIT_POSTGRES_POSTGRES_COORDINATOR_H_

@@ -1,0 +1,73 @@
+-- Leases (include/throttlekit/coordinator/lease.h), exactly as
+-- MemoryCoordinator: a fixed-window budget read on the store clock.
+-- State: n1 = window start, n2 = credits handed out in it, tokens = the
+-- give-back tokens seen in this window.
+
+-- Takes min(p_want, credits left) from the current window of `p_key`.
+CREATE OR REPLACE FUNCTION {{t}}_lease(
+    p_key bytea, p_limit bigint, p_window_ms bigint, p_want bigint,
+    OUT o_granted bigint, OUT o_window_remaining bigint,
+    OUT o_window_start_ms bigint, OUT o_expires_at_ms bigint,
+    OUT o_now_ms bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+  id bytea := sha256(p_key);
+  r {{t}};
+  used bigint;
+  same_window boolean;
+BEGIN
+  o_now_ms := {{t}}_now(0);
+  o_window_start_ms := {{t}}_floor_div(o_now_ms, p_window_ms) * p_window_ms;
+  o_expires_at_ms := o_window_start_ms + p_window_ms;
+  LOOP
+    r := {{t}}_load(id, false, 7::smallint, 'lease');
+    same_window := r.key IS NOT NULL AND r.n1 = o_window_start_ms;
+    used := CASE WHEN same_window THEN r.n2 ELSE 0 END;
+    o_granted := LEAST(GREATEST(p_limit - used, 0), p_want);
+    o_window_remaining := GREATEST(0, p_limit - used - o_granted);
+    IF o_granted = 0 THEN
+      RETURN;
+    END IF;
+    IF {{t}}_store(id, p_key, r.key IS NOT NULL, 7::smallint, 0, 0,
+                   o_window_start_ms, used + o_granted, NULL, NULL,
+                   CASE WHEN same_window THEN r.tokens ELSE NULL END,
+                   o_expires_at_ms) THEN
+      RETURN;
+    END IF;
+  END LOOP;
+END
+$$;
+
+-- Gives `p_credits` back to the window that started at `p_window_start_ms`
+-- if it is still the current one; idempotent per non-empty token; returns
+-- the credits restored (never more than the window handed out).
+CREATE OR REPLACE FUNCTION {{t}}_give_back(
+    p_key bytea, p_window_ms bigint, p_window_start_ms bigint,
+    p_credits bigint, p_token bytea)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+  id bytea := sha256(p_key);
+  v_now bigint := {{t}}_now(0);
+  r {{t}};
+  back bigint;
+BEGIN
+  IF p_window_start_ms <> {{t}}_floor_div(v_now, p_window_ms) * p_window_ms
+  THEN
+    RETURN 0;  -- rolled: forfeited
+  END IF;
+  r := {{t}}_load(id, false, 7::smallint, 'lease');
+  IF r.key IS NULL OR r.n1 <> p_window_start_ms THEN
+    RETURN 0;
+  END IF;
+  IF length(p_token) > 0 THEN
+    IF p_token = ANY (r.tokens) THEN
+      RETURN 0;
+    END IF;
+    r.tokens := array_append(r.tokens, p_token);
+  END IF;
+  back := LEAST(p_credits, r.n2);
+  PERFORM {{t}}_store(id, p_key, true, 7::smallint, 0, 0, r.n1, r.n2 - back,
+                      NULL, NULL, r.tokens, r.expires_at_ms);
+  RETURN back;
+END
+$$;

@@ -1,0 +1,529 @@
+// PostgresCoordinator: see include/throttlekit/postgres/postgres_coordinator.h
+// and docs/postgres.md.
+
+#include "throttlekit/postgres/postgres_coordinator.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <pqxx/pqxx>
+#include <regex>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "deadline_connection.h"
+#include "postgres_sql.h"
+#include "socket_watchdog.h"
+
+namespace throttlekit {
+namespace {
+
+using postgres_internal::ConnectDeadline;
+using postgres_internal::DeadlineConnection;
+using postgres_internal::SocketWatchdog;
+
+// The longest table name: leaves room for "_sliding_window" and friends in
+// PostgreSQL's 63-byte identifiers.
+constexpr std::string_view kTablePattern = "^[a-z_][a-z0-9_]{0,39}$";
+
+absl::string_view av(std::string_view s) {
+  return absl::string_view(s.data(), s.size());
+}
+
+absl::Status invalid(std::string_view field, std::string_view rule) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("postgres_coordinator.", av(field), " ", av(rule)));
+}
+
+absl::Status check_range(std::string_view field, int64_t v, int64_t lo,
+                         int64_t hi) {
+  if (v >= lo && v <= hi) return absl::OkStatus();
+  return invalid(field,
+                 absl::StrCat("must be in [", lo, ", ", hi, "]; got ", v));
+}
+
+absl::Status check_text(std::string_view field, const std::string& v,
+                        bool may_be_empty) {
+  if (!may_be_empty && v.empty()) return invalid(field, "must not be empty");
+  if (v.find('\0') != std::string::npos) {
+    return invalid(field, "must not contain NUL");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status validate(const PostgresCoordinatorOptions& o) {
+  for (const absl::Status& s : {
+           check_text("host", o.host, false),
+           check_range("port", o.port, 1, 65535),
+           check_text("dbname", o.dbname, false),
+           check_text("user", o.user, false),
+           check_text("password", o.password, true),
+           check_range("pool_size", o.pool_size, 1, 1024),
+           check_range("connect_timeout_ms", o.connect_timeout_ms, 1, 600000),
+           check_range("command_deadline_ms", o.command_deadline_ms, 1, 600000),
+           check_range("ttl_slack_ms", o.ttl_slack_ms, 0, kMaxSafeInteger),
+       }) {
+    if (!s.ok()) return s;
+  }
+  if (!std::regex_match(o.table, std::regex(std::string(kTablePattern)))) {
+    return invalid("table", absl::StrCat("must match ", av(kTablePattern),
+                                         "; got \"", o.table, "\""));
+  }
+  return absl::OkStatus();
+}
+
+// A libpq conninfo value, single-quoted with ' and \ escaped.
+std::string quoted(const std::string& v) {
+  std::string out = "'";
+  for (char c : v) {
+    if (c == '\'' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "'";
+}
+
+std::string conninfo(const PostgresCoordinatorOptions& o) {
+  std::string s = absl::StrCat(
+      "host=", quoted(o.host), " port=", o.port, " dbname=", quoted(o.dbname),
+      " user=", quoted(o.user), " application_name=throttlekit",
+      // Server-side bound too, so a slow statement does not run on after
+      // the client gave up.
+      " options=",
+      quoted(absl::StrCat("-c statement_timeout=", o.command_deadline_ms)));
+  if (!o.password.empty())
+    absl::StrAppend(&s, " password=", quoted(o.password));
+  return s;
+}
+
+// A double as text that PostgreSQL's float8 input reads back exactly.
+std::string exact(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+pqxx::binarystring bytes(std::string_view s) {
+  return pqxx::binarystring(s.data(), s.size());
+}
+
+// The prepared statements: name and the number of parameters.
+struct Statement {
+  const char* name;
+  const char* function;  // appended to the table name
+  int params;
+};
+constexpr Statement kStatements[] = {
+    {"tk_gcra", "_gcra", 7},
+    {"tk_token_bucket", "_token_bucket", 6},
+    {"tk_fixed_window", "_fixed_window", 6},
+    {"tk_sliding_window", "_sliding_window", 7},
+    {"tk_sliding_log", "_sliding_log", 6},
+    {"tk_quota", "_quota", 10},
+    {"tk_token_budget", "_token_budget", 6},
+    {"tk_lease", "_lease", 4},
+    {"tk_give_back", "_give_back", 5},
+    {"tk_sweep", "_sweep", 2},
+};
+
+// The primary line of a server error ("ERROR:  msg\nCONTEXT: ...").
+std::string primary_message(const char* what) {
+  std::string_view m(what);
+  m = m.substr(0, m.find('\n'));
+  for (std::string_view prefix : {"ERROR:  ", "FATAL:  "}) {
+    if (m.substr(0, prefix.size()) == prefix) m.remove_prefix(prefix.size());
+  }
+  return std::string(m);
+}
+
+}  // namespace
+
+namespace postgres_internal {
+
+// One pooled connection with its prepared statements.
+struct Session {
+  std::unique_ptr<DeadlineConnection> conn;
+};
+
+}  // namespace postgres_internal
+
+using postgres_internal::Session;
+
+class PostgresCoordinator::Impl {
+ public:
+  explicit Impl(const PostgresCoordinatorOptions& o)
+      : options_(o), conninfo_(conninfo(o)), ddl_(ddl(o.table)) {}
+
+  // Runs `fn(session)` on a pooled connection within the command deadline;
+  // maps every exception to a status. `fn` makes exactly one request.
+  template <class T, class F>
+  absl::StatusOr<T> run(F&& fn) {
+    const absl::Time deadline =
+        absl::Now() + absl::Milliseconds(options_.command_deadline_ms);
+    absl::StatusOr<std::unique_ptr<Session>> got = acquire(deadline);
+    if (!got.ok()) return got.status();
+    std::unique_ptr<Session> session = *std::move(got);
+    SocketWatchdog::Armed armed(watchdog_, session->conn->sock(), deadline);
+    round_trips_.fetch_add(1, std::memory_order_relaxed);
+    bool healthy = false;
+    absl::StatusOr<T> result = absl::InternalError("unreachable");
+    try {
+      // Bounds any reconnect libpqxx might attempt (it should not: see
+      // `connect`).
+      ConnectDeadline bound(deadline);
+      result = fn(*session);
+      healthy = true;
+    } catch (...) {
+      result = map_exception(std::current_exception(), deadline, &healthy);
+    }
+    if (armed.finish()) {
+      healthy = false;  // the socket is shut down
+      if (!result.ok()) result = deadline_error("waiting for the server");
+    }
+    const bool reuse = healthy && session_open(*session);
+    release(std::move(session), reuse);
+    return result;
+  }
+
+  int64_t round_trips() const noexcept {
+    return round_trips_.load(std::memory_order_relaxed);
+  }
+
+  const PostgresCoordinatorOptions& options() const { return options_; }
+
+ private:
+  static std::string ddl(const std::string& table) {
+    std::string all;
+    for (std::string_view part :
+         {postgres_sql::kSchemaSql, postgres_sql::kCommonSql,
+          postgres_sql::kGcraSql, postgres_sql::kTokenBucketSql,
+          postgres_sql::kFixedWindowSql, postgres_sql::kSlidingWindowSql,
+          postgres_sql::kSlidingLogSql, postgres_sql::kQuotaSql,
+          postgres_sql::kTokenBudgetSql, postgres_sql::kLeaseSql}) {
+      absl::StrAppend(&all, av(part), "\n");
+    }
+    return absl::StrReplaceAll(all, {{"{{t}}", table}});
+  }
+
+  static bool session_open(const Session& s) {
+    return s.conn != nullptr && s.conn->is_open();
+  }
+
+  static absl::Status deadline_error(std::string_view what) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("postgres: command deadline exceeded ", av(what)));
+  }
+
+  // Maps the exception of a request; `healthy` says whether the connection
+  // can be reused.
+  absl::Status map_exception(std::exception_ptr e, absl::Time deadline,
+                             bool* healthy) {
+    const bool late = absl::Now() >= deadline;
+    try {
+      std::rethrow_exception(e);
+    } catch (const pqxx::broken_connection& x) {
+      *healthy = false;
+      if (late) return deadline_error("(connection cut)");
+      return absl::UnavailableError(
+          absl::StrCat("postgres: connection lost: ", x.what()));
+    } catch (const pqxx::sql_error& x) {
+      const std::string& state = x.sqlstate();
+      *healthy = true;
+      if (state == "TK001") {
+        return absl::FailedPreconditionError(primary_message(x.what()));
+      }
+      if (state == "57014") return deadline_error("(statement_timeout)");
+      if (state.rfind("08", 0) == 0 || state.rfind("57P", 0) == 0) {
+        *healthy = false;
+        return absl::UnavailableError(
+            absl::StrCat("postgres: ", primary_message(x.what())));
+      }
+      // Anything else: a fresh session next time (no stale plan or type
+      // caches). A missing table or function (dropped, or a server
+      // re-initialised) is created again by the next connection.
+      *healthy = false;
+      if (state.empty() && late) return deadline_error("(connection cut)");
+      if (state == "42P01" || state == "42883" || state == "42704" ||
+          state == "XX000") {
+        schema_ready_.store(false, std::memory_order_release);
+      }
+      return absl::InternalError(
+          absl::StrCat("postgres: ", state, ": ", primary_message(x.what())));
+    } catch (const std::exception& x) {
+      *healthy = false;
+      if (late) return deadline_error("");
+      return absl::InternalError(absl::StrCat("postgres: ", x.what()));
+    } catch (...) {
+      *healthy = false;
+      return absl::InternalError("postgres: unknown exception");
+    }
+  }
+
+  // A free connection, a new one, or an error once `deadline` passes.
+  absl::StatusOr<std::unique_ptr<Session>> acquire(absl::Time deadline) {
+    {
+      absl::MutexLock lock(&mu_);
+      const auto can_go = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !idle_.empty() || open_ < options_.pool_size;
+      };
+      if (!mu_.AwaitWithDeadline(absl::Condition(&can_go), deadline)) {
+        return deadline_error("waiting for a pooled connection");
+      }
+      if (!idle_.empty()) {
+        std::unique_ptr<Session> s = std::move(idle_.back());
+        idle_.pop_back();
+        return s;
+      }
+      ++open_;
+    }
+    absl::StatusOr<std::unique_ptr<Session>> s = connect(deadline);
+    if (!s.ok()) {
+      absl::MutexLock lock(&mu_);
+      --open_;
+    }
+    return s;
+  }
+
+  void release(std::unique_ptr<Session> s, bool healthy) {
+    absl::MutexLock lock(&mu_);
+    if (healthy) {
+      idle_.push_back(std::move(s));
+    } else {
+      --open_;
+    }
+  }
+
+  // Opens a connection, creates the schema if this coordinator has not yet,
+  // and prepares every statement; bounded by `deadline` and the connect
+  // timeout. The connection is closed on any failure.
+  absl::StatusOr<std::unique_ptr<Session>> connect(absl::Time deadline) {
+    const absl::Time until =
+        std::min(deadline,
+                 absl::Now() + absl::Milliseconds(options_.connect_timeout_ms));
+    auto session = std::make_unique<Session>();
+    try {
+      {
+        ConnectDeadline bound(until);
+        round_trips_.fetch_add(1, std::memory_order_relaxed);
+        session->conn = std::make_unique<DeadlineConnection>(conninfo_);
+      }
+      // A lost connection is dropped and replaced by the pool, never
+      // silently reconnected inside a request (libpqxx 6 would, blocking).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+      session->conn->inhibit_reactivation(true);
+#pragma GCC diagnostic pop
+      SocketWatchdog::Armed armed(watchdog_, session->conn->sock(), until);
+      try {
+        setup(*session->conn);
+      } catch (...) {
+        if (armed.finish()) {
+          return deadline_error("while setting up a connection");
+        }
+        throw;
+      }
+      if (armed.finish()) {
+        return deadline_error("while setting up a connection");
+      }
+    } catch (const pqxx::broken_connection& x) {
+      if (absl::Now() >= until) {
+        return deadline_error(
+            absl::StrCat("while connecting: ", primary_message(x.what())));
+      }
+      return absl::UnavailableError(
+          absl::StrCat("postgres: cannot connect: ", x.what()));
+    } catch (...) {
+      bool healthy = false;
+      return map_exception(std::current_exception(), until, &healthy);
+    }
+    return session;
+  }
+
+  void setup(DeadlineConnection& conn) {
+    if (!schema_ready_.load(std::memory_order_acquire)) {
+      round_trips_.fetch_add(1, std::memory_order_relaxed);
+      pqxx::nontransaction tx(conn);
+      tx.exec(ddl_);
+      schema_ready_.store(true, std::memory_order_release);
+    }
+    for (const Statement& st : kStatements) {
+      std::string sql =
+          absl::StrCat("SELECT * FROM ", options_.table, st.function, "(");
+      for (int i = 1; i <= st.params; ++i) {
+        absl::StrAppend(&sql, i == 1 ? "$" : ", $", i);
+      }
+      conn.prepare(st.name, sql + ")");
+      round_trips_.fetch_add(1, std::memory_order_relaxed);
+      conn.prepare_now(st.name);
+    }
+  }
+
+  const PostgresCoordinatorOptions options_;
+  const std::string conninfo_;
+  const std::string ddl_;
+  std::atomic<bool> schema_ready_{false};
+  std::atomic<int64_t> round_trips_{0};
+  absl::Mutex mu_;
+  std::vector<std::unique_ptr<Session>> idle_ ABSL_GUARDED_BY(mu_);
+  int open_ ABSL_GUARDED_BY(mu_) = 0;
+  SocketWatchdog watchdog_;
+};
+
+namespace {
+
+Decision to_decision(const pqxx::result& r) {
+  const pqxx::row row = r.at(0);
+  return Decision{row[0].as<bool>(), row[1].as<int64_t>(), row[2].as<int64_t>(),
+                  row[3].as<int64_t>(), row[4].as<int64_t>()};
+}
+
+// Runs the stored function of `strategy`: one prepared statement.
+pqxx::result exec_strategy(Session& s, const AnyStrategy& strategy,
+                           std::string_view key, int64_t now_ms, double cost,
+                           bool peek) {
+  pqxx::nontransaction tx(*s.conn);
+  const std::string c = exact(cost);
+  return std::visit(
+      [&](const auto& st) -> pqxx::result {
+        using S = std::decay_t<decltype(st)>;
+        const auto& o = st.options();
+        if constexpr (std::is_same_v<S, Gcra>) {
+          return tx.exec_prepared("tk_gcra", bytes(key), now_ms, c, peek,
+                                  o.limit, o.period_ms, o.burst);
+        } else if constexpr (std::is_same_v<S, TokenBucket>) {
+          return tx.exec_prepared("tk_token_bucket", bytes(key), now_ms, c,
+                                  peek, o.capacity, exact(o.refill_per_sec));
+        } else if constexpr (std::is_same_v<S, FixedWindow>) {
+          return tx.exec_prepared("tk_fixed_window", bytes(key), now_ms, c,
+                                  peek, o.limit, o.window_ms);
+        } else if constexpr (std::is_same_v<S, SlidingWindow>) {
+          return tx.exec_prepared("tk_sliding_window", bytes(key), now_ms, c,
+                                  peek, o.limit, o.window_ms, o.buckets);
+        } else if constexpr (std::is_same_v<S, SlidingLog>) {
+          return tx.exec_prepared("tk_sliding_log", bytes(key), now_ms, c, peek,
+                                  o.limit, o.window_ms);
+        } else if constexpr (std::is_same_v<S, Quota>) {
+          return tx.exec_prepared("tk_quota", bytes(key), now_ms, c, peek,
+                                  o.limit, static_cast<int64_t>(o.period),
+                                  o.week_starts_on, o.offset_minutes,
+                                  o.anchor_ms, o.period_ms);
+        } else {
+          static_assert(std::is_same_v<S, TokenBudget>);
+          return tx.exec_prepared("tk_token_budget", bytes(key), now_ms, c,
+                                  peek, o.budget, o.window_ms);
+        }
+      },
+      strategy);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PostgresCoordinator>>
+PostgresCoordinator::create(PostgresCoordinatorOptions options) {
+  if (absl::Status s = validate(options); !s.ok()) return s;
+  return std::unique_ptr<PostgresCoordinator>(
+      new PostgresCoordinator(std::make_unique<Impl>(options)));
+}
+
+PostgresCoordinator::PostgresCoordinator(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+
+PostgresCoordinator::~PostgresCoordinator() = default;
+
+int64_t PostgresCoordinator::round_trips() const noexcept {
+  return impl_->round_trips();
+}
+
+absl::StatusOr<Decision> PostgresCoordinator::do_check(
+    const AnyStrategy& strategy, std::string_view key, int64_t now_ms,
+    double cost) {
+  return impl_->run<Decision>([&](Session& s) {
+    return to_decision(exec_strategy(s, strategy, key, now_ms, cost, false));
+  });
+}
+
+absl::StatusOr<Decision> PostgresCoordinator::do_peek(
+    const AnyStrategy& strategy, std::string_view key, int64_t now_ms) {
+  return impl_->run<Decision>([&](Session& s) {
+    return to_decision(exec_strategy(s, strategy, key, now_ms, 1.0, true));
+  });
+}
+
+absl::Status PostgresCoordinator::do_reset(const AnyStrategy&,
+                                           std::string_view key) {
+  return impl_
+      ->run<bool>([&](Session& s) {
+        pqxx::nontransaction tx(*s.conn);
+        tx.exec_params(absl::StrCat("DELETE FROM ", impl_->options().table,
+                                    " WHERE id = sha256($1)"),
+                       bytes(key));
+        return true;
+      })
+      .status();
+}
+
+absl::StatusOr<LeaseGrant> PostgresCoordinator::do_lease(
+    const LeaseBudget& budget, std::string_view key, int64_t want) {
+  return impl_->run<LeaseGrant>([&](Session& s) {
+    pqxx::nontransaction tx(*s.conn);
+    const pqxx::row row =
+        tx.exec_prepared("tk_lease", bytes(key), budget.limit(),
+                         budget.window_ms(), want)
+            .at(0);
+    return LeaseGrant{row[0].as<int64_t>(), row[1].as<int64_t>(),
+                      row[2].as<int64_t>(), row[3].as<int64_t>(),
+                      row[4].as<int64_t>()};
+  });
+}
+
+absl::StatusOr<int64_t> PostgresCoordinator::do_give_back(
+    const LeaseBudget& budget, std::string_view key, int64_t window_start_ms,
+    int64_t credits, std::string_view token) {
+  return impl_->run<int64_t>([&](Session& s) {
+    pqxx::nontransaction tx(*s.conn);
+    return tx
+        .exec_prepared("tk_give_back", bytes(key), budget.window_ms(),
+                       window_start_ms, credits, bytes(token))
+        .at(0)[0]
+        .as<int64_t>();
+  });
+}
+
+absl::StatusOr<int64_t> PostgresCoordinator::do_now_ms() {
+  return impl_->run<int64_t>([&](Session& s) {
+    pqxx::nontransaction tx(*s.conn);
+    return tx.exec(absl::StrCat("SELECT ", impl_->options().table, "_now(0)"))
+        .at(0)[0]
+        .as<int64_t>();
+  });
+}
+
+absl::StatusOr<int64_t> PostgresCoordinator::sweep(int64_t max_rows) {
+  if (max_rows < 1 || max_rows > (int64_t{1} << 31)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sweep: max_rows must be in [1, 2^31]; got ", max_rows));
+  }
+  return impl_->run<int64_t>([&](Session& s) {
+    pqxx::nontransaction tx(*s.conn);
+    return tx.exec_prepared("tk_sweep", impl_->options().ttl_slack_ms, max_rows)
+        .at(0)[0]
+        .as<int64_t>();
+  });
+}
+
+}  // namespace throttlekit

@@ -1,0 +1,159 @@
+// Faults on a second, private server (so other tests are not disturbed):
+// a restart gives kUnavailable (or kDeadlineExceeded) within the deadline
+// and service resumes on the same coordinator object, state intact; a server
+// frozen with SIGSTOP gives kDeadlineExceeded within deadline + margin, for a
+// pooled connection, a new connection and threads waiting for the pool; after
+// SIGCONT it works again.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "postgres/pg_test_env.h"
+#include "throttlekit/postgres/postgres_coordinator.h"
+
+namespace throttlekit {
+namespace {
+
+constexpr int64_t kEpoch = 1'700'000'000'000;
+constexpr int64_t kDeadlineMs = 500;
+// Scheduling slack on a loaded 2-core machine.
+constexpr int64_t kMarginMs = 400;
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  EXPECT_NE(v, nullptr) << name << " is not set";
+  return v != nullptr ? v : "";
+}
+
+// Runs the server script on the fault server; asserts success.
+void server(const std::string& action) {
+  const std::string cmd = "bash '" + env("THROTTLEKIT_TEST_PG_SCRIPT") + "' " +
+                          action + " '" + env("THROTTLEKIT_TEST_PG_FAULT_DIR") +
+                          "' " + env("THROTTLEKIT_TEST_PG_FAULT_PORT");
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+}
+
+class PostgresFaults : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { server("start"); }
+  static void TearDownTestSuite() { server("stop"); }
+
+  static std::unique_ptr<PostgresCoordinator> coordinator(int pool_size) {
+    PostgresCoordinatorOptions o = testing::pg_options("tk_faults");
+    o.port = std::atoi(env("THROTTLEKIT_TEST_PG_FAULT_PORT").c_str());
+    o.pool_size = pool_size;
+    o.command_deadline_ms = kDeadlineMs;
+    o.connect_timeout_ms = kDeadlineMs;
+    return testing::make_pg(o);
+  }
+};
+
+struct Timed {
+  absl::StatusOr<Decision> result;
+  int64_t elapsed_ms;
+};
+
+Timed timed_check(PostgresCoordinator& pg, const AnyStrategy& s,
+                  const std::string& key) {
+  const auto t0 = std::chrono::steady_clock::now();
+  absl::StatusOr<Decision> d = pg.check(s, key, kEpoch);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - t0)
+                      .count();
+  return Timed{std::move(d), ms};
+}
+
+// The first successful check among a few attempts (broken pooled
+// connections are dropped by the failing attempts).
+absl::StatusOr<Decision> check_until_ok(PostgresCoordinator& pg,
+                                        const AnyStrategy& s,
+                                        const std::string& key) {
+  absl::StatusOr<Decision> d;
+  for (int i = 0; i < 5; ++i) {
+    d = pg.check(s, key, kEpoch);
+    if (d.ok()) return d;
+  }
+  return d;
+}
+
+const AnyStrategy& window() {
+  static const AnyStrategy s =
+      *make_strategy(FixedWindow::Options{.limit = 100, .window_ms = 60'000});
+  return s;
+}
+
+TEST_F(PostgresFaults, RestartIsUnavailableThenResumesWithState) {
+  std::unique_ptr<PostgresCoordinator> pg = coordinator(2);
+  absl::StatusOr<Decision> d = pg->check(window(), "restart", kEpoch);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->remaining, 99);
+
+  server("down");
+  for (int i = 0; i < 4; ++i) {
+    Timed t = timed_check(*pg, window(), "restart");
+    ASSERT_FALSE(t.result.ok());
+    const absl::StatusCode code = t.result.status().code();
+    EXPECT_TRUE(code == absl::StatusCode::kUnavailable ||
+                code == absl::StatusCode::kDeadlineExceeded)
+        << t.result.status();
+    EXPECT_LE(t.elapsed_ms, kDeadlineMs + kMarginMs);
+  }
+  // While down, nothing connects: every attempt is kUnavailable at once.
+  Timed refused = timed_check(*pg, window(), "restart");
+  EXPECT_EQ(refused.result.status().code(), absl::StatusCode::kUnavailable)
+      << refused.result.status();
+
+  server("up");
+  d = check_until_ok(*pg, window(), "restart");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->remaining, 98);  // the server kept the row
+  d = pg->check(window(), "restart", kEpoch);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->remaining, 97);
+}
+
+TEST_F(PostgresFaults, FrozenServerIsDeadlineExceededWithinTheDeadline) {
+  std::unique_ptr<PostgresCoordinator> pg = coordinator(1);
+  ASSERT_TRUE(pg->check(window(), "frozen", kEpoch).ok());
+
+  server("freeze");
+  // A pooled connection whose request never gets an answer.
+  Timed t = timed_check(*pg, window(), "frozen");
+  EXPECT_EQ(t.result.status().code(), absl::StatusCode::kDeadlineExceeded)
+      << t.result.status();
+  EXPECT_GE(t.elapsed_ms, kDeadlineMs - 5);
+  EXPECT_LE(t.elapsed_ms, kDeadlineMs + kMarginMs);
+  // A new connection whose startup never gets an answer (the kernel still
+  // accepts the TCP connection).
+  t = timed_check(*pg, window(), "frozen");
+  EXPECT_EQ(t.result.status().code(), absl::StatusCode::kDeadlineExceeded)
+      << t.result.status();
+  EXPECT_LE(t.elapsed_ms, kDeadlineMs + kMarginMs);
+  // Four threads on a pool of one: one connects, three wait for the pool;
+  // every one returns within its deadline.
+  std::vector<Timed> results(4);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back(
+        [&, i] { results[i] = timed_check(*pg, window(), "frozen"); });
+  }
+  for (auto& th : threads) th.join();
+  for (const Timed& r : results) {
+    EXPECT_EQ(r.result.status().code(), absl::StatusCode::kDeadlineExceeded)
+        << r.result.status();
+    EXPECT_LE(r.elapsed_ms, kDeadlineMs + kMarginMs);
+  }
+
+  server("thaw");
+  absl::StatusOr<Decision> d = check_until_ok(*pg, window(), "frozen");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE(d->allowed);
+}
+
+}  // namespace
+}  // namespace throttlekit
