@@ -11,7 +11,6 @@
 #include <exception>
 #include <memory>
 #include <pqxx/pqxx>
-#include <regex>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -67,6 +66,20 @@ absl::Status check_text(std::string_view field, const std::string& v,
   return absl::OkStatus();
 }
 
+// True iff `name` matches kTablePattern: a lower-case letter or '_', then at
+// most 39 lower-case letters, digits or '_'.
+bool is_table_name(std::string_view name) {
+  if (name.empty() || name.size() > 40) return false;
+  const auto word = [](char c) {
+    return (c >= 'a' && c <= 'z') || c == '_' || (c >= '0' && c <= '9');
+  };
+  if (name[0] >= '0' && name[0] <= '9') return false;
+  for (char c : name) {
+    if (!word(c)) return false;
+  }
+  return true;
+}
+
 absl::Status validate(const PostgresCoordinatorOptions& o) {
   for (const absl::Status& s : {
            check_text("host", o.host, false),
@@ -81,7 +94,7 @@ absl::Status validate(const PostgresCoordinatorOptions& o) {
        }) {
     if (!s.ok()) return s;
   }
-  if (!std::regex_match(o.table, std::regex(std::string(kTablePattern)))) {
+  if (!is_table_name(o.table)) {
     return invalid("table", absl::StrCat("must match ", av(kTablePattern),
                                          "; got \"", o.table, "\""));
   }
