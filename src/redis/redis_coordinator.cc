@@ -1,5 +1,5 @@
-// RedisCoordinator: hiredis connections, each served by one I/O thread that
-// pipelines everything queued on it (see the header and docs/redis.md).
+// RedisCoordinator: hiredis connections shared leader/follower style; the
+// leader pipelines everything queued (see the header and docs/redis.md).
 
 #include "throttlekit/redis/redis_coordinator.h"
 

@@ -7,19 +7,23 @@
 // by tests/redis/redis_conformance_test.cc); on `NOSCRIPT` the script is sent
 // with `EVAL` and the call carries on.
 //
-//     auto redis = RedisCoordinator::create({.host = "10.0.0.5", .port =
-//     6379}); auto limiter = StrictRateLimiter<Gcra>::create(
-//         {.limit = 100, .period_ms = 60'000}, *std::move(redis));
+//     std::shared_ptr<RedisCoordinator> redis =
+//         *RedisCoordinator::create({.host = "10.0.0.5"});
+//     auto limiter = StrictRateLimiter<Gcra>::create(
+//         {.limit = 100, .period_ms = 60'000}, redis);
 //
 // Design (docs/redis.md)
-// - A pool of `connections` connections, each served by one I/O thread.
-//   Callers queue a request on a connection and wait; the I/O thread writes
-//   everything queued in one write and reads the replies in order, so
-//   concurrent checks from many threads go out pipelined (auto-pipelining)
-//   and throughput is bounded by Redis, not by one round trip per thread.
+// - `connections` connections shared leader/follower style, with no I/O
+//   thread: a caller that finds its connection idle writes everything
+//   queued on it (its own request included) in one write and reads the
+//   replies in order; callers arriving meanwhile queue and wait, and the
+//   oldest takes over next. An uncontended call is a plain round trip; under
+//   contention requests go out pipelined (auto-pipelining), so throughput
+//   is bounded by Redis, not by one round trip per thread.
 // - Deadlines: a call waits at most `command_timeout` for its reply and then
-//   returns kDeadlineExceeded (a request whose caller gave up is not sent).
-//   Connecting is bounded by `connect_timeout`. A connection that fails or
+//   returns kDeadlineExceeded (a request whose caller gave up is not sent);
+//   a call that has to open the connection itself may also spend up to
+//   `connect_timeout` connecting. A connection that fails or
 //   times out is dropped; the next request reconnects, so service resumes
 //   after a server restart without restarting the process.
 // - Errors: kUnavailable (cannot connect, connection lost, server error),
@@ -30,8 +34,8 @@
 //   limit lives in one slot already (one key per check); keys that must
 //   share a slot use a `{hash tag}` in the key.
 //
-// Thread-safety: every method is safe to call concurrently. Destruction
-// stops the I/O threads; calls still waiting return kUnavailable.
+// Thread-safety: every method is safe to call concurrently. The
+// coordinator must outlive every call in progress.
 
 #ifndef THROTTLEKIT_REDIS_REDIS_COORDINATOR_H_
 #define THROTTLEKIT_REDIS_REDIS_COORDINATOR_H_
@@ -57,8 +61,11 @@ struct RedisCoordinatorOptions {
   std::string password;
   // The logical database (SELECT), 0..15 on a default server.
   int database = 0;
-  // Pooled connections, each with one I/O thread; 1..64.
-  int connections = 2;
+  // Connections (1..64); calls are spread over them round-robin, and each
+  // pipelines what its callers queue. One is fastest where the client has
+  // few cores (docs/redis.md, measured); raise it when one connection's
+  // leader becomes the bottleneck.
+  int connections = 1;
   // Most requests written in one pipelined batch; 1..65536.
   int max_pipeline = 512;
   // Bound on establishing a connection (TCP, AUTH, SELECT, SCRIPT LOAD).
@@ -73,9 +80,9 @@ struct RedisCoordinatorOptions {
 
 class RedisCoordinator final : public Coordinator {
  public:
-  // Validates `options` (errors name the field) and starts the I/O threads.
-  // Connections are opened lazily by the first calls, so creating a
-  // coordinator never fails because the server is down.
+  // Validates `options` (errors name the field). Connections are opened
+  // lazily by the first calls, so creating a coordinator never fails
+  // because the server is down.
   static absl::StatusOr<std::unique_ptr<RedisCoordinator>> create(
       const RedisCoordinatorOptions& options);
 
