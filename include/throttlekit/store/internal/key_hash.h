@@ -2,7 +2,7 @@
 //
 // Provides `detail::KeyHasher`: the memory store's seeded 64-bit key hash.
 // Keys of up to 16 bytes (the common case: "user:42", "tenant:acme") take a
-// short path of two overlapping word loads and one 64x64->128 multiply-fold
+// short path of two overlapping word loads and two 64x64->128 multiply-folds
 // (the wyhash construction); longer keys go through absl::Hash. Each hasher
 // draws its own 128-bit secret at construction, so colliding key sets cannot
 // be precomputed by a client.
@@ -75,7 +75,10 @@ class KeyHasher {
           absl::Hash<absl::string_view>{}(absl::string_view(p, n));
       return fold(h ^ seed0_, seed1_ ^ n);
     }
-    return fold(a ^ seed0_, b ^ seed1_ ^ (uint64_t{n} << 56));
+    // Two rounds, as in wyhash: one multiply-fold leaves the top bits (the
+    // shard index) visibly biased for sequential keys such as "k0".."k63999".
+    const uint64_t h = fold(a ^ seed0_, b ^ seed1_ ^ (uint64_t{n} << 56));
+    return fold(h ^ 0xa0761d6478bd642fULL, seed1_ ^ 0xe7037ed1a0b428dbULL);
   }
 
  private:
