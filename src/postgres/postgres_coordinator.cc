@@ -477,6 +477,116 @@ absl::StatusOr<Decision> PostgresCoordinator::do_peek(
   });
 }
 
+namespace {
+
+// A key's row as forecast reads it (kind -1: no row).
+struct StoredRow {
+  int64_t now = 0;
+  int kind = -1;
+  double d1 = 0, d2 = 0;
+  int64_t n1 = 0, n2 = 0;
+  std::vector<int64_t> ticks;
+  std::vector<double> counts;
+};
+
+template <class T, class Parse>
+std::vector<T> split(const std::string& text, Parse parse) {
+  std::vector<T> out;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t comma = text.find(',', at);
+    if (comma == std::string::npos) comma = text.size();
+    out.push_back(parse(text.substr(at, comma - at)));
+    at = comma + 1;
+  }
+  return out;
+}
+
+// The strategy's state from its row, in the layout of docs/postgres.md.
+template <class S>
+typename S::State state_from(const S& s, const StoredRow& row) {
+  using State = typename S::State;
+  if (row.kind < 0) return State{};
+  if constexpr (std::is_same_v<S, Gcra>) {
+    return State{row.d1};
+  } else if constexpr (std::is_same_v<S, TokenBucket> ||
+                       std::is_same_v<S, FixedWindow>) {
+    return State{row.d1, row.d2};
+  } else if constexpr (std::is_same_v<S, Quota>) {
+    return State{row.n1, row.d1};
+  } else if constexpr (std::is_same_v<S, TokenBudget>) {
+    return State{row.n1, row.n2};
+  } else if constexpr (std::is_same_v<S, SlidingWindow>) {
+    std::vector<SlidingWindow::Slot> slots;
+    for (size_t i = 0; i < row.ticks.size() && i < row.counts.size(); ++i) {
+      slots.push_back(SlidingWindow::Slot{row.ticks[i], row.counts[i]});
+    }
+    return s.state_from_slots(slots);
+  } else {
+    static_assert(std::is_same_v<S, SlidingLog>);
+    std::vector<SlidingLog::Run> runs;
+    for (size_t i = 0; i < row.ticks.size() && i < row.counts.size(); ++i) {
+      runs.push_back(
+          SlidingLog::Run{row.ticks[i], static_cast<int64_t>(row.counts[i])});
+    }
+    return SlidingLog::State::from_runs(runs);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<Forecast> PostgresCoordinator::do_forecast(
+    const AnyStrategy& strategy, std::string_view key, int64_t now_ms,
+    double cost) {
+  const std::string& t = impl_->options().table;
+  const std::string sql = absl::StrCat(
+      "SELECT ", t, "_now($2), r.kind, r.d1, r.d2, r.n1, r.n2, ",
+      "array_to_string(r.ticks, ','), array_to_string(r.counts, ',') ",
+      "FROM (SELECT 1) AS one LEFT JOIN ", t, " AS r ON r.id = sha256($1)");
+  absl::StatusOr<StoredRow> row = impl_->run<StoredRow>([&](Session& s) {
+    pqxx::nontransaction tx(*s.conn);
+    const pqxx::row r = tx.exec_params(sql, bytes(key), now_ms).at(0);
+    StoredRow out;
+    out.now = r[0].as<int64_t>();
+    if (!r[1].is_null()) {
+      out.kind = r[1].as<int>();
+      out.d1 = r[2].as<double>();
+      out.d2 = r[3].as<double>();
+      out.n1 = r[4].as<int64_t>();
+      out.n2 = r[5].as<int64_t>();
+      if (!r[6].is_null()) {
+        out.ticks =
+            split<int64_t>(r[6].as<std::string>(), [](const std::string& v) {
+              return std::strtoll(v.c_str(), nullptr, 10);
+            });
+      }
+      if (!r[7].is_null()) {
+        out.counts =
+            split<double>(r[7].as<std::string>(), [](const std::string& v) {
+              return std::strtod(v.c_str(), nullptr);
+            });
+      }
+    }
+    return out;
+  });
+  if (!row.ok()) return row.status();
+  if (row->kind >= 0 && row->kind != static_cast<int>(strategy.index())) {
+    static constexpr std::string_view kKinds[] = {
+        "gcra",        "token_bucket", "fixed_window", "sliding_window",
+        "sliding_log", "quota",        "token_budget", "lease"};
+    const std::string_view held =
+        row->kind < 8 ? kKinds[row->kind] : std::string_view("unknown");
+    return absl::FailedPreconditionError(
+        absl::StrCat("key holds ", av(held), " state; asked for ",
+                     av(strategy_name(strategy))));
+  }
+  return std::visit(
+      [&](const auto& s) -> Forecast {
+        return s.forecast(state_from(s, *row), row->now, cost);
+      },
+      strategy);
+}
+
 absl::Status PostgresCoordinator::do_reset(const AnyStrategy&,
                                            std::string_view key) {
   return impl_

@@ -40,6 +40,7 @@ enum Script : int {
   kTokenBudgetScript,
   kLeaseScript,
   kGiveBackScript,
+  kStateScript,
   kScriptCount,
 };
 static_assert(std::variant_size_v<AnyStrategy> == kLeaseScript);
@@ -49,9 +50,9 @@ const std::array<std::string, kScriptCount>& script_texts() {
   static const auto* texts = [] {
     auto* t = new std::array<std::string, kScriptCount>;
     const std::string_view bodies[kScriptCount] = {
-        kGcraLua,          kTokenBucketLua, kFixedWindowLua,
-        kSlidingWindowLua, kSlidingLogLua,  kQuotaLua,
-        kTokenBudgetLua,   kLeaseLua,       kGiveBackLua};
+        kGcraLua,       kTokenBucketLua, kFixedWindowLua, kSlidingWindowLua,
+        kSlidingLogLua, kQuotaLua,       kTokenBudgetLua, kLeaseLua,
+        kGiveBackLua,   kStateLua};
     for (int i = 0; i < kScriptCount; ++i) {
       (*t)[i] = absl::StrCat(
           absl::string_view(kPreludeLua.data(), kPreludeLua.size()),
@@ -85,7 +86,8 @@ struct Request {
   bool lead = false;             // the caller must take over the connection
   std::condition_variable wake;  // signalled on `done` or `lead`
   absl::Status status;
-  std::vector<int64_t> reply;  // integers (strings parsed as integers)
+  std::vector<int64_t> reply;     // integers (strings parsed as integers)
+  std::vector<std::string> text;  // the strings of the reply, in order
 };
 
 }  // namespace
@@ -189,6 +191,7 @@ class RedisCoordinator::Impl {
         for (size_t i = 0; i < batch.size(); ++i) {
           batch[i]->status = std::move(outcomes[i].status);
           batch[i]->reply = std::move(outcomes[i].reply);
+          batch[i]->text = std::move(outcomes[i].text);
           batch[i]->done = true;
         }
         while (!queue_.empty() && queue_.front()->abandoned) {
@@ -211,6 +214,7 @@ class RedisCoordinator::Impl {
     struct Outcome {
       absl::Status status = absl::UnknownError("redis: not served");
       std::vector<int64_t> reply;
+      std::vector<std::string> text;
     };
 
     // Sends `batch` in one pipelined write and reads the replies in order.
@@ -366,14 +370,17 @@ class RedisCoordinator::Impl {
       ctx_ = nullptr;
     }
 
-    static void flatten(const redisReply* reply, std::vector<int64_t>& out) {
+    // Integers go to `out.reply` (strings too, parsed as integers); strings
+    // also go, verbatim, to `out.text`.
+    static void flatten(const redisReply* reply, Outcome& out) {
       switch (reply->type) {
         case REDIS_REPLY_INTEGER:
-          out.push_back(reply->integer);
+          out.reply.push_back(reply->integer);
           break;
         case REDIS_REPLY_STRING:
         case REDIS_REPLY_STATUS:
-          out.push_back(std::strtoll(reply->str, nullptr, 10));
+          out.reply.push_back(std::strtoll(reply->str, nullptr, 10));
+          out.text.emplace_back(reply->str, reply->len);
           break;
         case REDIS_REPLY_ARRAY:
           for (size_t i = 0; i < reply->elements; ++i) {
@@ -397,7 +404,7 @@ class RedisCoordinator::Impl {
         }
         return;
       }
-      flatten(reply, o.reply);
+      flatten(reply, o);
       o.status = absl::OkStatus();
     }
 
@@ -474,7 +481,7 @@ std::string_view RedisCoordinator::lua_script(std::string_view name) {
       FixedWindow::kName, SlidingWindow::kName,
       SlidingLog::kName,  Quota::kName,
       TokenBudget::kName, "lease",
-      "give_back"};
+      "give_back",        "state"};
   for (int i = 0; i < kScriptCount; ++i) {
     if (kNames[i] == name) return script_texts()[i];
   }
@@ -558,6 +565,113 @@ absl::StatusOr<Decision> RedisCoordinator::do_peek(const AnyStrategy& strategy,
   append_options(strategy, r->argv);
   if (absl::Status s = impl_->call(r); !s.ok()) return s;
   return to_decision(*r);
+}
+
+namespace {
+
+double parse_double(const std::string& s) {
+  return std::strtod(s.c_str(), nullptr);
+}
+
+int64_t parse_int(const std::string& s) {
+  return std::strtoll(s.c_str(), nullptr, 10);
+}
+
+// A hash reply's value of `field`, or null.
+const std::string* field_of(const std::vector<std::string>& pairs,
+                            std::string_view field) {
+  for (size_t i = 0; i + 1 < pairs.size(); i += 2) {
+    if (pairs[i] == field) return &pairs[i + 1];
+  }
+  return nullptr;
+}
+
+// The strategy's state from the raw reply of state.lua (`raw` excludes
+// `now`), in the key layout of docs/redis.md.
+template <class S>
+typename S::State state_from(const S& s, const std::vector<std::string>& raw) {
+  using State = typename S::State;
+  State st{};
+  if (raw.empty()) return st;
+  if constexpr (std::is_same_v<S, Gcra>) {
+    st.tat = parse_double(raw[0]);
+  } else if constexpr (std::is_same_v<S, TokenBucket>) {
+    const std::string* t = field_of(raw, "t");
+    const std::string* l = field_of(raw, "l");
+    if (t != nullptr && l != nullptr) {
+      st = State{parse_double(*t), parse_double(*l)};
+    }
+  } else if constexpr (std::is_same_v<S, FixedWindow>) {
+    const std::string* start = field_of(raw, "s");
+    const std::string* count = field_of(raw, "c");
+    if (start != nullptr && count != nullptr) {
+      st = State{parse_double(*start), parse_double(*count)};
+    }
+  } else if constexpr (std::is_same_v<S, Quota>) {
+    const std::string* start = field_of(raw, "s");
+    const std::string* count = field_of(raw, "c");
+    if (start != nullptr && count != nullptr) {
+      st = State{parse_int(*start), parse_double(*count)};
+    }
+  } else if constexpr (std::is_same_v<S, TokenBudget>) {
+    const std::string* served = field_of(raw, "s");
+    const std::string* start = field_of(raw, "w");
+    if (served != nullptr && start != nullptr) {
+      st = State{parse_int(*served), parse_int(*start)};
+    }
+  } else if constexpr (std::is_same_v<S, SlidingWindow>) {
+    // field -> "<tick>:<count>"
+    std::vector<SlidingWindow::Slot> slots;
+    for (size_t i = 0; i + 1 < raw.size(); i += 2) {
+      const std::string& v = raw[i + 1];
+      const size_t colon = v.find(':');
+      if (colon == std::string::npos) continue;
+      slots.push_back(SlidingWindow::Slot{parse_int(v.substr(0, colon)),
+                                          parse_double(v.substr(colon + 1))});
+    }
+    st = s.state_from_slots(slots);
+  } else {
+    static_assert(std::is_same_v<S, SlidingLog>);
+    // member/score pairs, ascending by score: one member per unit.
+    std::vector<SlidingLog::Run> runs;
+    for (size_t i = 0; i + 1 < raw.size(); i += 2) {
+      const int64_t at = static_cast<int64_t>(parse_double(raw[i + 1]));
+      if (!runs.empty() && runs.back().at_ms == at) {
+        ++runs.back().count;
+      } else {
+        runs.push_back(SlidingLog::Run{at, 1});
+      }
+    }
+    st = SlidingLog::State::from_runs(runs);
+  }
+  return st;
+}
+
+// The Redis type a strategy's key has: 's' string, 'h' hash, 'z' zset.
+const char* layout_of(const AnyStrategy& strategy) {
+  if (std::holds_alternative<Gcra>(strategy)) return "s";
+  if (std::holds_alternative<SlidingLog>(strategy)) return "z";
+  return "h";
+}
+
+}  // namespace
+
+absl::StatusOr<Forecast> RedisCoordinator::do_forecast(
+    const AnyStrategy& strategy, std::string_view key, int64_t now_ms,
+    double cost) {
+  auto r = std::make_shared<Request>();
+  r->script = kStateScript;
+  r->argv = {std::string(key), fmt_int(now_ms), layout_of(strategy)};
+  if (absl::Status s = impl_->call(r); !s.ok()) return s;
+  if (r->reply.empty()) {
+    return absl::InternalError("redis: the state script replied badly");
+  }
+  const int64_t now = r->reply[0];
+  return std::visit(
+      [&](const auto& s) -> Forecast {
+        return s.forecast(state_from(s, r->text), now, cost);
+      },
+      strategy);
 }
 
 absl::Status RedisCoordinator::do_reset(const AnyStrategy&,

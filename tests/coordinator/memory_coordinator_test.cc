@@ -62,6 +62,11 @@ TEST(MemoryCoordinator, StepsEqualTheStrategyTransitions) {
             absl::StatusOr<Decision> p = f.coordinator->peek(any, "k", now);
             ASSERT_TRUE(p.ok());
             EXPECT_EQ(*p, s.peek(local, now)) << strategy_name(any);
+            absl::StatusOr<Forecast> fc =
+                f.coordinator->forecast(any, "k", now, cost + 1);
+            ASSERT_TRUE(fc.ok());
+            EXPECT_EQ(*fc, s.forecast(local, now, cost + 1))
+                << strategy_name(any);
           }
         },
         any);

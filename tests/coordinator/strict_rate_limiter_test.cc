@@ -30,6 +30,10 @@ class OutCoordinator final : public Coordinator {
                                    int64_t) override {
     return status_;
   }
+  absl::StatusOr<Forecast> do_forecast(const AnyStrategy&, std::string_view,
+                                       int64_t, double) override {
+    return status_;
+  }
   absl::Status do_reset(const AnyStrategy&, std::string_view) override {
     return status_;
   }
@@ -72,6 +76,11 @@ TEST(StrictRateLimiter, SharesOneLimitThroughTheCoordinator) {
   EXPECT_EQ(store->peek(g, "api:u", 0)->remaining, 0);
   EXPECT_EQ(store->peek(g, "u", 0)->remaining, 3);
   EXPECT_EQ((*a)->peek("u")->remaining, 0);
+  absl::StatusOr<Forecast> fc = (*a)->forecast("u", 2);
+  ASSERT_TRUE(fc.ok());
+  EXPECT_EQ(fc->spendable_now, 0);
+  EXPECT_EQ(fc->next_replenish_at_ms, kEpoch + 667);  // 2 x T = 666.6..
+  EXPECT_EQ(fc->full_at_ms, kEpoch + 1000);
   ASSERT_TRUE((*a)->reset("u").ok());
   EXPECT_EQ((*b)->peek("u")->remaining, 3);
 }
@@ -86,6 +95,11 @@ TEST(StrictRateLimiter, CheckManyUsesOneNow) {
   EXPECT_TRUE((*out)[1].allowed);
   EXPECT_FALSE((*out)[2].allowed);
   EXPECT_EQ((*out)[2].retry_after_ms, 600);
+  std::vector<Decision> into(3);
+  ASSERT_TRUE(l->check_many(keys, std::span<Decision>(into)).ok());
+  EXPECT_FALSE(into[0].allowed);  // "a" was spent above
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      l->check_many(keys, std::span<Decision>(into.data(), 2))));
   keys.push_back("");
   EXPECT_TRUE(absl::IsInvalidArgument(l->check_many(keys).status()));
 }

@@ -85,6 +85,28 @@ void expect_same(const AnyStrategy& strategy, const std::vector<Op>& ops,
                              << (op.peek ? " peek" : " check")
                              << " now=" << op.now_ms << " cost=" << op.cost;
     }
+    // The forecast of the state the step left, for the step's cost.
+    absl::StatusOr<Forecast> fwant =
+        b.memory->forecast(strategy, key, op.now_ms, op.cost);
+    absl::StatusOr<Forecast> fgot =
+        b.postgres->forecast(strategy, key, op.now_ms, op.cost);
+    if (property) {
+      RC_ASSERT(fwant.ok());
+      RC_ASSERT(fgot.ok());
+      if (!(*fgot == *fwant)) {
+        RC_FAIL(std::string(strategy_name(strategy)) + " step " +
+                std::to_string(i) + " forecast now=" +
+                std::to_string(op.now_ms) + " cost=" + std::to_string(op.cost) +
+                ": memory " + ::testing::PrintToString(*fwant) + " postgres " +
+                ::testing::PrintToString(*fgot));
+      }
+    } else {
+      ASSERT_TRUE(fwant.ok()) << fwant.status();
+      ASSERT_TRUE(fgot.ok()) << fgot.status();
+      ASSERT_EQ(*fgot, *fwant)
+          << strategy_name(strategy) << " step " << i
+          << " forecast now=" << op.now_ms << " cost=" << op.cost;
+    }
   }
 }
 

@@ -147,6 +147,18 @@ std::string run_timeline(Coordinator& redis, const AnyStrategy& strategy,
          << *want << " redis " << *got;
       return os.str();
     }
+    // The forecast of the state the step left, for the step's cost.
+    absl::StatusOr<Forecast> fwant =
+        memory->forecast(strategy, key, now, s.cost);
+    absl::StatusOr<Forecast> fgot = redis.forecast(strategy, key, now, s.cost);
+    if (!fwant.ok()) return "memory: " + fwant.status().ToString();
+    if (!fgot.ok()) return "redis: " + fgot.status().ToString();
+    if (!(*fwant == *fgot)) {
+      std::ostringstream os;
+      os << strategy_name(strategy) << " step " << i << " forecast now=" << now
+         << " cost=" << s.cost << ": memory " << *fwant << " redis " << *fgot;
+      return os.str();
+    }
   }
   return "";
 }

@@ -9,7 +9,7 @@
 // (state, now, cost) (tests/conformance).
 //
 // Capability groups
-// - Strategy step: `check` / `peek` / `reset` of any strategy in
+// - Strategy step: `check` / `peek` / `forecast` / `reset` of any strategy in
 //   `AnyStrategy` on one key, atomically with respect to every other caller
 //   of the same store (other threads and other processes).
 // - Leases: `lease` takes up to `want` credits from the key's current window
@@ -67,11 +67,8 @@ class Coordinator {
   absl::StatusOr<Decision> check(const AnyStrategy& strategy,
                                  std::string_view key, int64_t now_ms,
                                  double cost = 1) {
-    if (!is_valid_key(key) || !is_valid_cost(cost) || !valid_now(now_ms))
-        [[unlikely]] {
-      if (absl::Status s = validate_key(key); !s.ok()) return s;
-      if (absl::Status s = validate_cost(cost); !s.ok()) return s;
-      return invalid_now(now_ms);
+    if (!valid_step(key, now_ms, cost)) [[unlikely]] {
+      return invalid_step(key, now_ms, cost);
     }
     return do_check(strategy, key, now_ms, cost);
   }
@@ -83,6 +80,18 @@ class Coordinator {
     if (absl::Status s = validate_key(key); !s.ok()) return s;
     if (!valid_now(now_ms)) return invalid_now(now_ms);
     return do_peek(strategy, key, now_ms);
+  }
+
+  // What `key` could spend at `now_ms` (0: store clock) for requests of
+  // `cost`, computed by the C++ strategy from the key's state as the store
+  // holds it (so it agrees with the store's decisions). Writes nothing.
+  absl::StatusOr<Forecast> forecast(const AnyStrategy& strategy,
+                                    std::string_view key, int64_t now_ms,
+                                    double cost = 1) {
+    if (!valid_step(key, now_ms, cost)) [[unlikely]] {
+      return invalid_step(key, now_ms, cost);
+    }
+    return do_forecast(strategy, key, now_ms, cost);
   }
 
   // Forgets `key`: its next check sees a cold key.
@@ -140,6 +149,9 @@ class Coordinator {
   virtual absl::StatusOr<Decision> do_peek(const AnyStrategy& strategy,
                                            std::string_view key,
                                            int64_t now_ms) = 0;
+  virtual absl::StatusOr<Forecast> do_forecast(const AnyStrategy& strategy,
+                                               std::string_view key,
+                                               int64_t now_ms, double cost) = 0;
   virtual absl::Status do_reset(const AnyStrategy& strategy,
                                 std::string_view key) = 0;
   virtual absl::StatusOr<LeaseGrant> do_lease(const LeaseBudget& budget,
@@ -155,6 +167,17 @@ class Coordinator {
  private:
   static constexpr bool valid_now(int64_t now_ms) noexcept {
     return now_ms >= 0 && now_ms <= kMaxSafeInteger;
+  }
+  static constexpr bool valid_step(std::string_view key, int64_t now_ms,
+                                   double cost) noexcept {
+    return is_valid_key(key) && is_valid_cost(cost) && valid_now(now_ms);
+  }
+  // The first problem of an invalid (key, now, cost).
+  [[gnu::cold]] static absl::Status invalid_step(std::string_view key,
+                                                 int64_t now_ms, double cost) {
+    if (absl::Status s = validate_key(key); !s.ok()) return s;
+    if (absl::Status s = validate_cost(cost); !s.ok()) return s;
+    return invalid_now(now_ms);
   }
   [[gnu::cold]] static absl::Status invalid_now(int64_t now_ms) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -131,19 +131,18 @@ class MemoryCoordinator final : public Coordinator {
                                    std::string_view key,
                                    int64_t now_ms) override {
     const int64_t now = resolve(now_ms);
-    return std::visit(
-        [&](const auto& s) -> absl::StatusOr<Decision> {
-          using S = std::decay_t<decltype(s)>;
-          using State = typename S::State;
-          Shard& shard = shard_for(key);
-          std::lock_guard lock(shard.mu);
-          const Entry* e = live(shard, key, now, Expired::kKeep);
-          if (e == nullptr) return s.peek(State{}, now);
-          const State* state = std::get_if<State>(&e->state);
-          if (state == nullptr) return wrong_type(S::kName, *e);
-          return s.peek(*state, now);
-        },
-        strategy);
+    return read<Decision>(strategy, key, now, [&](const auto& s, auto& st) {
+      return s.peek(st, now);
+    });
+  }
+
+  absl::StatusOr<Forecast> do_forecast(const AnyStrategy& strategy,
+                                       std::string_view key, int64_t now_ms,
+                                       double cost) override {
+    const int64_t now = resolve(now_ms);
+    return read<Forecast>(strategy, key, now, [&](const auto& s, auto& st) {
+      return s.forecast(st, now, cost);
+    });
   }
 
   absl::Status do_reset(const AnyStrategy&, std::string_view key) override {
@@ -259,6 +258,30 @@ class MemoryCoordinator final : public Coordinator {
   // now >= expires_at + slack, without overflow.
   bool expired(const Entry& e, int64_t now) const noexcept {
     return e.expires_at_ms <= now - ttl_slack_ms_;
+  }
+
+  // `fn(strategy, state)` on the key's live state (cold if absent or
+  // expired) under the shard lock, writing nothing; kFailedPrecondition
+  // if the key holds another strategy's state.
+  template <class R, class Fn>
+  absl::StatusOr<R> read(const AnyStrategy& strategy, std::string_view key,
+                         int64_t now, Fn fn) {
+    return std::visit(
+        [&](const auto& s) -> absl::StatusOr<R> {
+          using S = std::decay_t<decltype(s)>;
+          using State = typename S::State;
+          Shard& shard = shard_for(key);
+          std::lock_guard lock(shard.mu);
+          const Entry* e = live(shard, key, now, Expired::kKeep);
+          if (e == nullptr) {
+            const State cold{};
+            return fn(s, cold);
+          }
+          const State* state = std::get_if<State>(&e->state);
+          if (state == nullptr) return wrong_type(S::kName, *e);
+          return fn(s, *state);
+        },
+        strategy);
   }
 
   // The entry of `key` unless absent or expired. Writers (`kDrop`) erase an

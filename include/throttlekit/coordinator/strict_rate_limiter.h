@@ -1,6 +1,7 @@
 // throttlekit/coordinator/strict_rate_limiter.h
 //
-// Provides `StrictRateLimiter<S>`: `RateLimiter`'s API over any
+// Provides `StrictRateLimiter<S>`: `RateLimiter`'s API (check, check_at,
+// check_many, peek, forecast, reset) over any
 // `Coordinator` (strict mode: one store round trip per check, exact). Point
 // it at a `RedisCoordinator` or `PostgresCoordinator` and every process
 // sharing the store shares one limit:
@@ -26,6 +27,7 @@
 #ifndef THROTTLEKIT_COORDINATOR_STRICT_RATE_LIMITER_H_
 #define THROTTLEKIT_COORDINATOR_STRICT_RATE_LIMITER_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -121,10 +123,32 @@ class StrictRateLimiter {
     return out;
   }
 
+  // As above, writing one decision per key into `out` (`out.size()` must
+  // equal `keys.size()`).
+  absl::Status check_many(std::span<const std::string_view> keys,
+                          std::span<Decision> out, double cost = 1) {
+    if (out.size() != keys.size()) {
+      return absl::InvalidArgumentError(
+          "check_many: out.size() must equal keys.size()");
+    }
+    absl::StatusOr<std::vector<Decision>> d = check_many(keys, cost);
+    if (!d.ok()) return d.status();
+    std::copy(d->begin(), d->end(), out.begin());
+    return absl::OkStatus();
+  }
+
   // The decision a cost-1 request would get now, without consuming.
   absl::StatusOr<Decision> peek(std::string_view key) {
     if (absl::Status s = validate_key(key); !s.ok()) return s;
     return decide(coordinator_->peek(strategy_, join_key(prefix_, key), 0), 0);
+  }
+
+  // What `key` could spend now and when it refills, for requests of
+  // `cost`, at the store's clock. Writes nothing. Outages are returned as
+  // their status under every fail policy (there is no decision to make).
+  absl::StatusOr<Forecast> forecast(std::string_view key, double cost = 1) {
+    if (absl::Status s = validate_key(key); !s.ok()) return s;
+    return coordinator_->forecast(strategy_, join_key(prefix_, key), 0, cost);
   }
 
   // Forgets `key` on the store.

@@ -108,6 +108,9 @@ class PostgresCoordinator final : public Coordinator {
   absl::StatusOr<Decision> do_peek(const AnyStrategy& strategy,
                                    std::string_view key,
                                    int64_t now_ms) override;
+  absl::StatusOr<Forecast> do_forecast(const AnyStrategy& strategy,
+                                       std::string_view key, int64_t now_ms,
+                                       double cost) override;
   absl::Status do_reset(const AnyStrategy& strategy,
                         std::string_view key) override;
   absl::StatusOr<LeaseGrant> do_lease(const LeaseBudget& budget,

@@ -55,6 +55,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -92,6 +93,22 @@ class SlidingLog {
   class State {
    public:
     State() = default;
+
+    // The state whose live runs are `runs`, as a remote store reads them
+    // back (strictly ascending `at_ms`, each `count >= 1`; the caller
+    // checks). No runs give the cold state. O(runs).
+    static State from_runs(std::span<const Run> runs) {
+      State s;
+      if (runs.empty()) return s;
+      s.slots_.reserve(runs.size() + 1);
+      s.slots_.push_back(Slot{1, 0});
+      uint64_t cum = 0;
+      for (const Run& r : runs) {
+        cum += static_cast<uint64_t>(r.count);
+        s.slots_.push_back(Slot{r.at_ms, cum});
+      }
+      return s;
+    }
 
     // The live runs, oldest first (a copy, for tests and diagnostics).
     // O(runs).

@@ -58,6 +58,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -132,6 +133,19 @@ class SlidingWindow {
   }
 
   const Options& options() const noexcept { return options_; }
+
+  // The state holding the `written` slots (each at its ring index
+  // `tick mod (buckets + 1)`), as a remote store reads them back; no slots
+  // give the cold state. A later slot replaces an earlier one at the same
+  // index. O(buckets).
+  State state_from_slots(std::span<const Slot> written) const {
+    State state;
+    if (written.empty()) return state;
+    state.slots.assign(static_cast<size_t>(ring_), Slot{});
+    for (const Slot& slot : written) state.slots[index(slot.tick)] = slot;
+    return state;
+  }
+
   // The tick length w = window_ms / buckets in ms.
   double tick_ms() const noexcept { return w_; }
   int64_t policy_window_ms() const noexcept { return options_.window_ms; }

@@ -36,6 +36,7 @@
 #include <cmath>
 #include <concepts>
 #include <cstdint>
+#include <ostream>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -58,6 +59,12 @@ struct Forecast {
 
   friend constexpr bool operator==(const Forecast&, const Forecast&) = default;
 };
+
+inline std::ostream& operator<<(std::ostream& os, const Forecast& f) {
+  return os << "{spendable_now=" << f.spendable_now
+            << " next_replenish_at_ms=" << f.next_replenish_at_ms
+            << " full_at_ms=" << f.full_at_ms << "}";
+}
 
 template <class S>
 concept Strategy = requires(const S& s, typename S::State& state,
