@@ -2,31 +2,32 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "support/manual_store.h"
 #include "support/run_threads.h"
 #include "throttlekit/coordinator/memory_coordinator.h"
 
 namespace throttlekit {
 namespace {
 
-constexpr int64_t kEpoch = 1'700'000'000'000;  // a window start for w | 1000
+constexpr int64_t kEpoch = testing::kManualEpoch;
 using Limiter = LeasedLimiter<ClockRef<ManualClock>>;
 
-struct Fleet {
-  ManualClock clock{kEpoch};
-  std::shared_ptr<MemoryCoordinator> store;
+struct Fleet : testing::ManualStore {
   std::vector<std::unique_ptr<Limiter>> nodes;
 
   Fleet(int n, LeasedLimiterOptions o) {
-    store = *MemoryCoordinator::create(
-        {}, std::make_shared<ClockAdapter<ClockRef<ManualClock>>>(
-                ClockRef<ManualClock>(clock)));
     for (int i = 0; i < n; ++i) {
       auto l = Limiter::create(o, store, ClockRef<ManualClock>(clock));
       EXPECT_TRUE(l.ok()) << l.status();
@@ -111,19 +112,143 @@ TEST(LeasedLimiter, BadInputIsAStatus) {
           .status()));
 }
 
+TEST(LeasedLimiter, LowWaterRefillsBeforeTheShortfall) {
+  Fleet f(1, {.limit = 100,
+              .window_ms = 1000,
+              .batch = 10,
+              .low_water = 3,
+              .background_worker = false});
+  Limiter& node = *f.nodes[0];
+  for (int i = 0; i < 7; ++i) ASSERT_TRUE(node.check("k")->allowed);
+  EXPECT_EQ(node.stats().leases, 1);  // 3 left: a refill is queued
+  node.run_maintenance();
+  EXPECT_EQ(node.stats().leases, 2);
+  EXPECT_EQ(node.stats().background_refills, 1);
+  // 13 credits: every one is spent without a lease on the request path.
+  for (int i = 0; i < 13; ++i) ASSERT_TRUE(node.check("k")->allowed);
+  EXPECT_EQ(node.stats().leases, 2);
+  // A refill already queued is not queued twice; running it twice leases
+  // once.
+  node.run_maintenance();
+  node.run_maintenance();
+  EXPECT_EQ(node.stats().leases, 3);
+}
+
+TEST(LeasedLimiter, TheBackgroundWorkerRefills) {
+  Fleet f(1, {.limit = 100, .window_ms = 1000, .batch = 10, .low_water = 5});
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(f.nodes[0]->check("k")->allowed);
+  for (int spin = 0; spin < 5000 && f.nodes[0]->stats().leases < 2; ++spin) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(f.nodes[0]->stats().background_refills, 1);
+  ASSERT_TRUE(f.nodes[0]->close().ok());
+  EXPECT_EQ(f.nodes[0]->stats().returned_credits, 15);
+}
+
+TEST(LeasedLimiter, IdleCreditsGoBackForOtherNodes) {
+  Fleet f(2, {.limit = 10,
+              .window_ms = 1000,
+              .batch = 8,
+              .return_idle_after_ms = 100,
+              .background_worker = false});
+  ASSERT_TRUE(f.nodes[0]->check("idle")->allowed);  // 7 left
+  ASSERT_TRUE(f.nodes[0]->check("busy")->allowed);
+  f.clock.advance_ms(99);
+  ASSERT_TRUE(f.nodes[0]->check("busy")->allowed);
+  f.nodes[0]->run_maintenance();
+  EXPECT_EQ(f.nodes[0]->stats().idle_returns, 0);
+  f.clock.advance_ms(1);
+  f.nodes[0]->run_maintenance();
+  EXPECT_EQ(f.nodes[0]->stats().idle_returns, 1);  // "busy" was used at 99
+  EXPECT_EQ(f.nodes[0]->stats().returned_credits, 7);
+  int admitted = 0;
+  for (int i = 0; i < 20; ++i) admitted += f.nodes[1]->check("idle")->allowed;
+  EXPECT_EQ(admitted, 9);
+}
+
+TEST(LeasedLimiter, TheEoqSizerLearnsEachKeysBatch) {
+  // order_cost 1, strand_penalty 0.01: steady demand of D per window has
+  // its optimum at sqrt(2 * D / 0.01): 1414 for D = 10'000, 141 for 100.
+  Fleet f(1, {.limit = 1'000'000,
+              .window_ms = 1000,
+              .batch = 16,
+              .sizing = LeaseSizing::kEoq});
+  Limiter& node = *f.nodes[0];
+  for (int w = 0; w < 300; ++w) {
+    for (int i = 0; i < 10'000; ++i) ASSERT_TRUE(node.check("hot")->allowed);
+    for (int i = 0; i < 100; ++i) ASSERT_TRUE(node.check("cold")->allowed);
+    f.clock.advance_ms(1000);
+  }
+  EXPECT_NEAR(static_cast<double>(node.batch_for("hot")), 1414, 0.1 * 1414);
+  EXPECT_NEAR(static_cast<double>(node.batch_for("cold")), 141, 0.1 * 141);
+  EXPECT_EQ(node.batch_for("never-seen"), 16);
+}
+
+TEST(LeasedLimiter, ThePredictiveSizerFollowsAGoodForecast) {
+  Fleet f(1, {.limit = 1'000'000,
+              .window_ms = 1000,
+              .batch = 16,
+              .sizing = LeaseSizing::kPredictive,
+              .demand_forecast = [](std::string_view, int64_t) {
+                return 10'000.0;
+              }});
+  Limiter& node = *f.nodes[0];
+  for (int w = 0; w < 30; ++w) {
+    for (int i = 0; i < 10'000; ++i) ASSERT_TRUE(node.check("k")->allowed);
+    f.clock.advance_ms(1000);
+  }
+  // The forecast is right, so the mixture leans on it: near the EOQ long
+  // before the robust learner alone would be.
+  EXPECT_NEAR(static_cast<double>(node.batch_for("k")), 1414, 0.15 * 1414);
+}
+
+TEST(LeasedLimiter, BadOptInsAreAStatus) {
+  auto store = std::shared_ptr<MemoryCoordinator>(*MemoryCoordinator::create());
+  auto low = LeasedLimiter<>::create(
+      {.limit = 10, .window_ms = 1000, .batch = 4, .low_water = 4}, store);
+  EXPECT_NE(low.status().message().find("low_water"), std::string::npos);
+  auto idle = LeasedLimiter<>::create(
+      {.limit = 10, .window_ms = 1000, .batch = 4, .return_idle_after_ms = -1},
+      store);
+  EXPECT_NE(idle.status().message().find("return_idle_after_ms"),
+            std::string::npos);
+  auto predictive =
+      LeasedLimiter<>::create({.limit = 10,
+                               .window_ms = 1000,
+                               .batch = 4,
+                               .sizing = LeaseSizing::kPredictive},
+                              store);
+  EXPECT_NE(predictive.status().message().find("demand_forecast"),
+            std::string::npos);
+  auto sizer = LeasedLimiter<>::create({.limit = 10,
+                                        .window_ms = 1000,
+                                        .batch = 4,
+                                        .sizing = LeaseSizing::kEoq,
+                                        .sizer = {.strand_penalty = 0}},
+                                       store);
+  EXPECT_NE(sizer.status().message().find("strand_penalty"), std::string::npos);
+}
+
 // Random traffic from N nodes across many windows: admissions per window
 // (by the instant of admission) never exceed `limit` with window coupling,
 // and never exceed `limit + N * (batch - 1)` with carried credits.
+// With `low_water`, low-water refills run at random moments.
 std::map<int64_t, int> per_window(bool coupled, int n, int64_t limit,
-                                  int64_t batch, uint32_t seed) {
+                                  int64_t batch, uint32_t seed,
+                                  int64_t low_water = 0) {
   Fleet f(n, {.limit = limit,
               .window_ms = 100,
               .batch = batch,
-              .window_coupled = coupled});
+              .window_coupled = coupled,
+              .low_water = low_water,
+              .background_worker = false});
   std::mt19937 rng(seed);
   std::map<int64_t, int> admitted;
   for (int step = 0; step < 20000; ++step) {
     if (rng() % 8 == 0) f.clock.advance_ms(1 + rng() % 7);
+    if (low_water > 0 && rng() % 4 == 0) {
+      f.nodes[rng() % n]->run_maintenance();
+    }
     const int node = static_cast<int>(rng() % n);
     absl::StatusOr<Decision> d = f.nodes[node]->check("k");
     EXPECT_TRUE(d.ok());
@@ -140,6 +265,40 @@ TEST(LeasedLimiter, WindowCouplingHoldsTheLimitForAnyFleetSize) {
       }
     }
   }
+}
+
+TEST(LeasedLimiter, LowWaterKeepsTheCoupledLimitAndLoosensTheCarriedBound) {
+  // Coupled: still `limit`. Carried: a node may carry a fresh batch on top
+  // of its low-water reserve, so `limit + N * (batch + low_water)`.
+  for (uint32_t seed = 1; seed <= 5; ++seed) {
+    for (const auto& [window, count] : per_window(true, 4, 20, 6, seed, 2)) {
+      EXPECT_LE(count, 20) << "window " << window;
+    }
+    for (const auto& [window, count] : per_window(false, 4, 20, 6, seed, 2)) {
+      EXPECT_LE(count, 20 + 4 * (6 + 2)) << "window " << window;
+    }
+  }
+}
+
+TEST(LeasedLimiter, LowWaterCarriedBoundIsReached) {
+  // One node, limit 20, batch 6, low water 2: it ends window 0 holding a
+  // fresh batch on top of its reserve (8 credits) and spends them in
+  // window 1 besides the whole new budget: 20 + 1 * (6 + 2).
+  Fleet f(1, {.limit = 20,
+              .window_ms = 1000,
+              .batch = 6,
+              .window_coupled = false,
+              .low_water = 2,
+              .background_worker = false});
+  Limiter& node = *f.nodes[0];
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(node.check("k")->allowed);
+  node.run_maintenance();  // 2 left -> 8
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(node.check("k")->allowed);
+  node.run_maintenance();  // 2 left -> 8; 10 admitted, 8 held
+  f.clock.advance_ms(1000);
+  int admitted = 0;
+  for (int i = 0; i < 50; ++i) admitted += node.check("k")->allowed;
+  EXPECT_EQ(admitted, 20 + 6 + 2);
 }
 
 TEST(LeasedLimiter, CarriedCreditsStayWithinTheBound) {
@@ -189,6 +348,43 @@ TEST(LeasedLimiterConcurrency, MissesOnOneKeyShareOneLease) {
   EXPECT_EQ(admitted, 4000);
   EXPECT_EQ(node.stats().leases, 4000 / 50);
   EXPECT_EQ(node.stats().leased_credits, 4000);
+}
+
+TEST(LeasedLimiterConcurrency, BackgroundRefillsAndIdleReturnsRaceChecks) {
+  // Two nodes, four threads each over four keys, with low-water refills
+  // and idle returns running on each node's worker while the threads
+  // check and move the clock. Per key the fleet admits at most the limit,
+  // and every credit leased is admitted, given back or still held.
+  constexpr int64_t kLimit = 3000;
+  Fleet f(2, {.limit = kLimit,
+              .window_ms = 3'600'000,
+              .batch = 20,
+              .low_water = 5,
+              .return_idle_after_ms = 2});
+  std::array<std::atomic<long>, 4> admitted{};
+  testing::run_threads(8, [&](int t) {
+    Limiter& node = *f.nodes[t % 2];
+    for (int i = 0; i < 1500; ++i) {
+      const int key = (i * 7 + t) % 4;
+      absl::StatusOr<Decision> d = node.check("k" + std::to_string(key));
+      EXPECT_TRUE(d.ok());
+      if (d.ok() && d->allowed) admitted[key].fetch_add(1);
+      if (i % 100 == 0) f.clock.advance_ms(1);
+    }
+    return 0L;
+  });
+  long total = 0;
+  for (auto& a : admitted) {
+    EXPECT_LE(a.load(), kLimit);
+    total += a.load();
+  }
+  int64_t leased = 0, returned = 0;
+  for (auto& node : f.nodes) {
+    ASSERT_TRUE(node->close().ok());
+    leased += node->stats().leased_credits;
+    returned += node->stats().returned_credits;
+  }
+  EXPECT_EQ(total + returned, leased);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "throttlekit/core/decision.h"
 
 namespace throttlekit {
 
@@ -27,6 +28,16 @@ enum class FailPolicy {
 // turned into decisions.
 inline bool is_outage(const absl::Status& s) noexcept {
   return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s);
+}
+
+// The decision an outage becomes under kOpen (allowed) or kClosed (denied
+// for `closed_retry_ms`), reported at `now_ms` with the limiter's `limit`
+// and `remaining` 0. Not for kPropagate (there is no decision to make).
+inline Decision outage_decision(FailPolicy policy, int64_t limit,
+                                int64_t now_ms,
+                                int64_t closed_retry_ms) noexcept {
+  if (policy == FailPolicy::kOpen) return Decision{true, limit, 0, now_ms, 0};
+  return Decision{false, limit, 0, now_ms + closed_retry_ms, closed_retry_ms};
 }
 
 }  // namespace throttlekit

@@ -182,9 +182,7 @@ class StrictRateLimiter {
     }
     outages_.fetch_add(1, std::memory_order_relaxed);
     const int64_t base = now_ms != 0 ? now_ms : SystemClock{}.now_ms();
-    if (policy_ == FailPolicy::kOpen) return Decision{true, limit_, 0, base, 0};
-    return Decision{false, limit_, 0, base + fail_closed_retry_ms_,
-                    fail_closed_retry_ms_};
+    return outage_decision(policy_, limit_, base, fail_closed_retry_ms_);
   }
 
   const AnyStrategy strategy_;

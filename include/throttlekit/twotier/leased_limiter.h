@@ -25,6 +25,24 @@
 // clock: a node whose clock runs behind the store's spends a rolled
 // window's credits for the length of the skew.
 //
+// Opt-ins:
+// - `low_water > 0`: once a spend leaves a key at or below `low_water`
+//   credits, a background refill leases the next batch, so requests rarely
+//   wait on the network. Still one lease in flight per key. The bound
+//   loosens for carried credits to `limit + N * (batch + low_water)` (a
+//   node can carry a fresh batch on top of its low-water reserve);
+//   window-coupled credits still hold `limit`.
+// - `return_idle_after_ms > 0`: a key whose credits have not been spent for
+//   that long is dropped and its live credits given back to their window
+//   for other nodes.
+// - `sizing`: kEoq learns each key's batch online (`LeaseSizer`, fed each
+//   window's served demand); kPredictive mixes a caller-supplied demand
+//   forecast with it (`PredictiveLeaseSizer`). `batch` is then the first
+//   batch. Safety never depends on the sizer.
+// Both opt-ins run on one worker thread the limiter owns (started only
+// when one is on, unless `background_worker = false`, in which case the
+// caller drives them with `run_maintenance()`); `close()` stops it.
+//
 // Keys: at most `max_keys` per node; a full shard drops a key holding no
 // live credits if it finds one, else one holding the fewest (its unspent
 // credits are stranded for the rest of their window: under-use, never
@@ -36,14 +54,23 @@
 #ifndef THROTTLEKIT_TWOTIER_LEASED_LIMITER_H_
 #define THROTTLEKIT_TWOTIER_LEASED_LIMITER_H_
 
+#include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <random>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -60,9 +87,18 @@
 #include "throttlekit/core/cost.h"
 #include "throttlekit/core/key.h"
 #include "throttlekit/core/spin_lock.h"
+#include "throttlekit/twotier/lease_sizer.h"
 #include "throttlekit/twotier/lease_spender.h"
+#include "throttlekit/twotier/predictive_lease_sizer.h"
 
 namespace throttlekit {
+
+// How a leased limiter picks the batch of each lease.
+enum class LeaseSizing {
+  kFixed,       // always `batch`
+  kEoq,         // LeaseSizer per key, learning the EOQ online
+  kPredictive,  // PredictiveLeaseSizer per key, given `demand_forecast`
+};
 
 struct LeasedLimiterOptions {
   // Names the keyspace: store keys are `prefix:key`.
@@ -74,6 +110,25 @@ struct LeasedLimiterOptions {
   int64_t batch = 100;
   // Credits die at their window's end (the `<= limit` bound).
   bool window_coupled = true;
+  // Background refill once a key holds <= low_water credits; 0 (off) ..
+  // batch - 1.
+  int64_t low_water = 0;
+  // Give back a key's credits after this long unspent; 0 (off) or
+  // 1 .. 2^53-1.
+  int64_t return_idle_after_ms = 0;
+  // How the batch is chosen (`batch` is the first one under a learner).
+  LeaseSizing sizing = LeaseSizing::kFixed;
+  // The learner's options (kEoq, kPredictive); `max_batch` is capped at
+  // `limit`.
+  LeaseSizer::Options sizer = {};
+  // kPredictive: the demand expected for `key` in the window starting at
+  // `window_start_ms` (NaN or negative: no forecast). Called under the
+  // key's lease lock, once per window; must be thread-safe.
+  std::function<double(std::string_view key, int64_t window_start_ms)>
+      demand_forecast;
+  // Run refills and idle returns on a thread the limiter owns; false leaves
+  // them to `run_maintenance()`.
+  bool background_worker = true;
   // Keys held per node; 16 .. 2^32.
   int64_t max_keys = int64_t{1} << 16;
   // What an outage becomes (see StrictRateLimiter).
@@ -85,11 +140,14 @@ template <EpochClock C = SystemClock>
 class LeasedLimiter {
  public:
   struct Stats {
-    int64_t leases = 0;          // lease round trips
-    int64_t leased_credits = 0;  // credits granted to this node
-    int64_t local_admits = 0;    // admissions served without a round trip
-    int64_t denials = 0;         // the store's denials passed on
-    int64_t outages = 0;         // outages decided by the fail policy
+    int64_t leases = 0;              // lease round trips
+    int64_t leased_credits = 0;      // credits granted to this node
+    int64_t local_admits = 0;        // admissions served without a round trip
+    int64_t denials = 0;             // the store's denials passed on
+    int64_t outages = 0;             // outages decided by the fail policy
+    int64_t background_refills = 0;  // low-water leases
+    int64_t idle_returns = 0;        // keys dropped for idleness
+    int64_t returned_credits = 0;    // credits given back (idle, close)
   };
 
   // Validates `options`; errors name the field and its bound.
@@ -115,12 +173,48 @@ class LeasedLimiter {
           "leased_limiter.fail_closed_retry_ms must be in [1, 2^53-1]; got ",
           options.fail_closed_retry_ms));
     }
+    if (options.low_water < 0 || options.low_water >= options.batch) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("leased_limiter.low_water must be in [0, batch - 1 = ",
+                       options.batch - 1, "]; got ", options.low_water));
+    }
+    if (options.return_idle_after_ms < 0 ||
+        options.return_idle_after_ms > kMaxSafeInteger) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "leased_limiter.return_idle_after_ms must be 0 (off) or in "
+          "[1, 2^53-1]; got ",
+          options.return_idle_after_ms));
+    }
+    if (options.sizing != LeaseSizing::kFixed) {
+      if (options.sizing != LeaseSizing::kEoq &&
+          options.sizing != LeaseSizing::kPredictive) {
+        return absl::InvalidArgumentError(
+            "leased_limiter.sizing is not a LeaseSizing");
+      }
+      options.sizer.initial_batch = options.batch;
+      options.sizer.max_batch =
+          std::min(options.sizer.max_batch, options.limit);
+      options.sizer.min_batch =
+          std::min(options.sizer.min_batch, options.sizer.max_batch);
+      if (absl::StatusOr<LeaseSizer> s = LeaseSizer::create(options.sizer);
+          !s.ok()) {
+        return s.status();
+      }
+      if (options.sizing == LeaseSizing::kPredictive &&
+          !options.demand_forecast) {
+        return absl::InvalidArgumentError(
+            "leased_limiter.demand_forecast is required with "
+            "LeaseSizing::kPredictive");
+      }
+    }
     if (coordinator == nullptr) {
       return absl::InvalidArgumentError("leased_limiter: coordinator is null");
     }
     return std::unique_ptr<LeasedLimiter>(new LeasedLimiter(
         std::move(options), *budget, std::move(coordinator), std::move(clock)));
   }
+
+  ~LeasedLimiter() { stop_worker(); }
 
   // Admits or denies `cost` units for `key` now (this node's clock).
   absl::StatusOr<Decision> check(std::string_view key, double cost = 1) {
@@ -135,33 +229,62 @@ class LeasedLimiter {
       return validate_cost(cost);
     }
     std::shared_ptr<Entry> e;
+    std::optional<Decision> hit;
     {
       // The local spend happens under the shard's spin lock (tens of
       // nanoseconds), so the hit path copies no shared pointer; only a miss
-      // keeps the entry alive past the lock for its lease.
+      // or a low-water trigger keeps the entry alive past the lock.
       const absl::string_view k(key.data(), key.size());
       Shard& shard = shard_for(k);
       SpinLockHolder lock(shard.mu);
       auto it = shard.map.find(k);
       if (it != shard.map.end()) {
-        if (std::optional<Decision> d =
-                it->second->spender.spend(now_ms, cost)) {
+        Entry& entry = *it->second;
+        hit = entry.spender.spend(now_ms, cost);
+        if (hit) {
           local_admits_.fetch_add(1, std::memory_order_relaxed);
-          return *d;
+          if (idle_ms_ > 0) {
+            entry.last_used_ms.store(now_ms, std::memory_order_relaxed);
+          }
+          if (hit->remaining > refill_at_ ||
+              entry.refill_queued.exchange(true, std::memory_order_relaxed))
+              [[likely]] {
+            return *hit;
+          }
         }
         e = it->second;
       } else {
-        e = insert(shard, key);
+        e = insert(shard, key, now_ms);
       }
+    }
+    if (hit) {
+      enqueue_refill(key, std::move(e));
+      return *hit;
     }
     return lease_and_spend(*e, key, now_ms, cost);
   }
 
-  // Gives every live credit back to the window it came from (idempotent
-  // per key and window). Returns the first error; keeps going after one.
+  // Runs what the background worker would: pending low-water refills, then
+  // (with `return_idle_after_ms`) gives back the credits of keys idle at
+  // `now`. For `background_worker = false`; safe to call concurrently with
+  // everything (and with the worker).
+  void run_maintenance() {
+    std::deque<std::pair<std::string, std::shared_ptr<Entry>>> work;
+    {
+      std::lock_guard lock(worker_mu_);
+      work.swap(refills_);
+    }
+    for (auto& [key, e] : work) refill_in_background(key, *e);
+    if (idle_ms_ > 0) return_idle(clock_.now_ms());
+  }
+
+  // Stops the worker and gives every live credit back to the window it
+  // came from (idempotent per key and window). Returns the first error;
+  // keeps going after one. The limiter still answers afterwards, leasing
+  // on demand, with no background work.
   absl::Status close() {
+    stop_worker();
     absl::Status first = absl::OkStatus();
-    const int64_t now = clock_.now_ms();
     for (Shard& shard : shards_) {
       std::vector<std::pair<std::string, std::shared_ptr<Entry>>> entries;
       {
@@ -170,16 +293,10 @@ class LeasedLimiter {
       }
       for (auto& [key, e] : entries) {
         std::lock_guard lease_lock(e->lease_mu);
-        const int64_t expires = e->spender.expires_at_ms();
-        const auto credits =
-            static_cast<int64_t>(std::floor(e->spender.drain(now)));
-        if (credits <= 0) continue;
-        absl::StatusOr<int64_t> back = coordinator_->give_back(
-            budget_, join_key(options_.prefix, key),
-            expires - budget_.window_ms(), credits,
-            absl::StrCat("close:", reinterpret_cast<uintptr_t>(this), ":",
-                         expires));
-        if (!back.ok() && first.ok()) first = back.status();
+        if (absl::Status s = give_back(key, *e, "close");
+            !s.ok() && first.ok()) {
+          first = s;
+        }
       }
     }
     return first;
@@ -190,15 +307,54 @@ class LeasedLimiter {
                  leased_credits_.load(std::memory_order_relaxed),
                  local_admits_.load(std::memory_order_relaxed),
                  denials_.load(std::memory_order_relaxed),
-                 outages_.load(std::memory_order_relaxed)};
+                 outages_.load(std::memory_order_relaxed),
+                 background_refills_.load(std::memory_order_relaxed),
+                 idle_returns_.load(std::memory_order_relaxed),
+                 returned_credits_.load(std::memory_order_relaxed)};
   }
   const LeasedLimiterOptions& options() const noexcept { return options_; }
 
+  // The batch the next lease of `key` will ask for (the fixed batch, or
+  // the key's learner's current choice). For observability and tests.
+  int64_t batch_for(std::string_view key) {
+    std::shared_ptr<Entry> e;
+    {
+      const absl::string_view k(key.data(), key.size());
+      Shard& shard = shard_for(k);
+      SpinLockHolder lock(shard.mu);
+      auto it = shard.map.find(k);
+      if (it == shard.map.end()) return options_.batch;
+      e = it->second;
+    }
+    std::lock_guard lock(e->lease_mu);
+    return e->next_batch(options_.batch);
+  }
+
  private:
+  // A key's local state. `spender`, `last_used_ms` and `refill_queued` are
+  // atomics read on the hit path; the rest is guarded by `lease_mu`.
   struct Entry {
-    explicit Entry(int64_t limit, bool coupled) : spender(limit, coupled) {}
+    Entry(int64_t limit, bool coupled, int64_t now_ms)
+        : spender(limit, coupled), last_used_ms(now_ms) {}
+
+    int64_t next_batch(int64_t fixed) const {
+      if (eoq) return eoq->batch();
+      if (predictive) return predictive_batch;
+      return fixed;
+    }
+
     LeaseSpender spender;
+    std::atomic<int64_t> last_used_ms;
+    std::atomic<bool> refill_queued{false};
     std::mutex lease_mu;  // one lease in flight per key on this node
+    // The window being accounted for the sizer: its end and the credits
+    // granted in it.
+    int64_t window_end_ms = std::numeric_limits<int64_t>::min();
+    int64_t window_granted = 0;
+    std::optional<LeaseSizer> eoq;
+    std::optional<PredictiveLeaseSizer> predictive;
+    int64_t predictive_batch = 0;
+    bool retired = false;  // dropped from the map for idleness
   };
   // A SpinLock (atomics, so ThreadSanitizer sees it; Debian's abseil is not
   // built for it): held for one probe and at most one local spend.
@@ -214,17 +370,31 @@ class LeasedLimiter {
         budget_(budget),
         coordinator_(std::move(coordinator)),
         clock_(std::move(clock)),
-        shard_bound_(static_cast<size_t>(options_.max_keys) / kShards) {}
+        shard_bound_(static_cast<size_t>(options_.max_keys) / kShards),
+        refill_at_(options_.low_water > 0 ? options_.low_water : -1),
+        idle_ms_(options_.return_idle_after_ms) {
+    if (options_.background_worker && (refill_at_ > 0 || idle_ms_ > 0)) {
+      worker_ = std::thread([this] { work(); });
+    }
+  }
 
   Shard& shard_for(absl::string_view key) {
     return shards_[absl::Hash<absl::string_view>{}(key) % kShards];
   }
 
   // A new entry for `key` (absent), first making room in a full shard.
-  std::shared_ptr<Entry> insert(Shard& shard, std::string_view key)
+  std::shared_ptr<Entry> insert(Shard& shard, std::string_view key,
+                                int64_t now_ms)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
     if (shard.map.size() >= shard_bound_) evict_one(shard);
-    auto e = std::make_shared<Entry>(options_.limit, options_.window_coupled);
+    auto e = std::make_shared<Entry>(options_.limit, options_.window_coupled,
+                                     now_ms);
+    if (options_.sizing == LeaseSizing::kEoq) {
+      e->eoq.emplace(*LeaseSizer::create(options_.sizer));
+    } else if (options_.sizing == LeaseSizing::kPredictive) {
+      e->predictive.emplace(*PredictiveLeaseSizer::create(options_.sizer));
+      e->predictive_batch = options_.batch;
+    }
     shard.map.emplace(std::string(key), e);
     return e;
   }
@@ -252,20 +422,24 @@ class LeasedLimiter {
 
   absl::StatusOr<Decision> lease_and_spend(Entry& e, std::string_view key,
                                            int64_t now_ms, double cost) {
-    std::lock_guard lock(e.lease_mu);
-    // A concurrent miss may have refilled while this one waited.
+    std::unique_lock lock(e.lease_mu);
+    if (e.retired) {
+      // Returned for idleness while this call waited: start over on the
+      // key's current entry (a retired entry's credits are gone).
+      lock.unlock();
+      return check_at(key, now_ms, cost);
+    }
+    e.last_used_ms.store(now_ms, std::memory_order_relaxed);
+    // A concurrent miss (or a background refill) may have refilled while
+    // this one waited.
     if (std::optional<Decision> d = e.spender.spend(now_ms, cost)) {
       local_admits_.fetch_add(1, std::memory_order_relaxed);
       return *d;
     }
     const int64_t want = std::max<int64_t>(
-        options_.batch, static_cast<int64_t>(std::ceil(cost)));
-    absl::StatusOr<LeaseGrant> grant =
-        coordinator_->lease(budget_, join_key(options_.prefix, key), want);
+        e.next_batch(options_.batch), static_cast<int64_t>(std::ceil(cost)));
+    absl::StatusOr<LeaseGrant> grant = lease(e, key, want);
     if (!grant.ok()) return fail(grant.status(), now_ms);
-    leases_.fetch_add(1, std::memory_order_relaxed);
-    leased_credits_.fetch_add(grant->granted, std::memory_order_relaxed);
-    e.spender.refill(*grant);
     if (std::optional<Decision> d = e.spender.spend(now_ms, cost)) return *d;
     // The window has not enough left for this cost: the store's answer.
     denials_.fetch_add(1, std::memory_order_relaxed);
@@ -275,17 +449,136 @@ class LeasedLimiter {
                     std::max<int64_t>(1, grant->expires_at_ms - grant->now_ms)};
   }
 
+  // One lease round trip of `want` credits into `e`, feeding the sizer
+  // when the grant opens a new window. Requires `e.lease_mu`.
+  absl::StatusOr<LeaseGrant> lease(Entry& e, std::string_view key,
+                                   int64_t want) {
+    absl::StatusOr<LeaseGrant> grant =
+        coordinator_->lease(budget_, join_key(options_.prefix, key), want);
+    if (!grant.ok()) return grant;
+    leases_.fetch_add(1, std::memory_order_relaxed);
+    leased_credits_.fetch_add(grant->granted, std::memory_order_relaxed);
+    if (grant->expires_at_ms != e.window_end_ms) {
+      // The previous window is over: what it served is what was granted in
+      // it less what is left (forfeited or carried).
+      if (e.window_end_ms != std::numeric_limits<int64_t>::min()) {
+        const double served = std::max(
+            0.0, static_cast<double>(e.window_granted) - e.spender.credits());
+        if (e.eoq) e.eoq->observe(served);
+        if (e.predictive) e.predictive->observe(served);
+      }
+      if (e.predictive) {
+        e.predictive_batch = e.predictive->batch(
+            options_.demand_forecast(key, grant->window_start_ms));
+      }
+      e.window_end_ms = grant->expires_at_ms;
+      e.window_granted = 0;
+    }
+    e.window_granted += grant->granted;
+    e.spender.refill(*grant);
+    return grant;
+  }
+
+  // A low-water refill of `e` (queued by a spend that left it at or below
+  // `low_water`): one lease of the batch unless a miss refilled first.
+  void refill_in_background(std::string_view key, Entry& e) {
+    std::lock_guard lock(e.lease_mu);
+    e.refill_queued.store(false, std::memory_order_relaxed);
+    if (e.retired) return;
+    const int64_t now = clock_.now_ms();
+    const bool dead =
+        e.spender.window_coupled() && now >= e.spender.expires_at_ms();
+    if (!dead && e.spender.credits() > static_cast<double>(refill_at_)) return;
+    if (lease(e, key, e.next_batch(options_.batch)).ok()) {
+      background_refills_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+
+  // Drops every key unspent since `now - return_idle_after_ms` whose lease
+  // lock is free, giving its live credits back.
+  void return_idle(int64_t now) {
+    for (Shard& shard : shards_) {
+      std::vector<std::pair<std::string, std::shared_ptr<Entry>>> idle;
+      {
+        SpinLockHolder lock(shard.mu);
+        for (auto it = shard.map.begin(); it != shard.map.end();) {
+          Entry& e = *it->second;
+          if (now - e.last_used_ms.load(std::memory_order_relaxed) < idle_ms_ ||
+              !e.lease_mu.try_lock()) {
+            ++it;
+            continue;
+          }
+          e.retired = true;
+          idle.emplace_back(it->first, it->second);
+          shard.map.erase(it++);
+        }
+      }
+      for (auto& [key, e] : idle) {
+        std::lock_guard lock(e->lease_mu, std::adopt_lock);
+        idle_returns_.fetch_add(1, std::memory_order_relaxed);
+        give_back(key, *e, "idle").IgnoreError();
+      }
+    }
+  }
+
+  // Gives `e`'s live credits back to their window. Requires `e.lease_mu`.
+  absl::Status give_back(std::string_view key, Entry& e, std::string_view why) {
+    const int64_t expires = e.spender.expires_at_ms();
+    const auto credits =
+        static_cast<int64_t>(std::floor(e.spender.drain(clock_.now_ms())));
+    if (credits <= 0) return absl::OkStatus();
+    absl::StatusOr<int64_t> back = coordinator_->give_back(
+        budget_, join_key(options_.prefix, key), expires - budget_.window_ms(),
+        credits,
+        // Unique per give-back: this limiter's random nonce (processes
+        // forked from one parent share addresses) and a sequence number.
+        absl::StrCat(absl::string_view(why.data(), why.size()), ":", nonce_,
+                     ":", give_back_seq_.fetch_add(1)));
+    if (!back.ok()) return back.status();
+    returned_credits_.fetch_add(*back, std::memory_order_relaxed);
+    return absl::OkStatus();
+  }
+
+  void enqueue_refill(std::string_view key, std::shared_ptr<Entry> e) {
+    {
+      std::lock_guard lock(worker_mu_);
+      refills_.emplace_back(std::string(key), std::move(e));
+    }
+    worker_cv_.notify_one();
+  }
+
+  // The worker: refills as they are queued; idle returns every quarter of
+  // `return_idle_after_ms` (at least every ms).
+  void work() {
+    const auto period = std::chrono::milliseconds(
+        idle_ms_ > 0 ? std::max<int64_t>(1, idle_ms_ / 4) : 1000);
+    std::unique_lock lock(worker_mu_);
+    while (!stop_) {
+      worker_cv_.wait_for(lock, period,
+                          [&] { return stop_ || !refills_.empty(); });
+      if (stop_) break;
+      lock.unlock();
+      run_maintenance();
+      lock.lock();
+    }
+  }
+
+  void stop_worker() {
+    {
+      std::lock_guard lock(worker_mu_);
+      stop_ = true;
+    }
+    worker_cv_.notify_all();
+    if (worker_.joinable()) worker_.join();
+  }
+
   absl::StatusOr<Decision> fail(const absl::Status& s, int64_t now_ms) {
     if (options_.fail_policy == FailPolicy::kPropagate || !is_outage(s)) {
       return s;
     }
     outages_.fetch_add(1, std::memory_order_relaxed);
-    if (options_.fail_policy == FailPolicy::kOpen) {
-      return Decision{true, options_.limit, 0, now_ms, 0};
-    }
-    return Decision{false, options_.limit, 0,
-                    now_ms + options_.fail_closed_retry_ms,
-                    options_.fail_closed_retry_ms};
+    return outage_decision(options_.fail_policy, options_.limit, now_ms,
+                           options_.fail_closed_retry_ms);
   }
 
   const LeasedLimiterOptions options_;
@@ -293,9 +586,22 @@ class LeasedLimiter {
   const std::shared_ptr<Coordinator> coordinator_;
   const C clock_;
   const size_t shard_bound_;
+  // A spend leaving `remaining <= refill_at_` queues a refill (-1: off).
+  const int64_t refill_at_;
+  const int64_t idle_ms_;
+  const uint64_t nonce_ =
+      std::random_device{}() * 0x100000001ull ^ std::random_device{}();
+  std::atomic<int64_t> give_back_seq_{0};
   std::array<Shard, kShards> shards_;
   std::atomic<int64_t> leases_{0}, leased_credits_{0}, local_admits_{0},
-      denials_{0}, outages_{0};
+      denials_{0}, outages_{0}, background_refills_{0}, idle_returns_{0},
+      returned_credits_{0};
+  std::mutex worker_mu_;
+  std::condition_variable worker_cv_;
+  std::deque<std::pair<std::string, std::shared_ptr<Entry>>> refills_
+      ABSL_GUARDED_BY(worker_mu_);
+  bool stop_ ABSL_GUARDED_BY(worker_mu_) = false;
+  std::thread worker_;
 };
 
 }  // namespace throttlekit

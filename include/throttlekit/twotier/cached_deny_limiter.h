@@ -1,0 +1,179 @@
+// throttlekit/twotier/cached_deny_limiter.h
+//
+// Provides `CachedDenyLimiter<S>`: the two-tier engine's cached-deny mode
+// (seed 002). Every admission is decided by the store exactly as in strict
+// mode (`StrictRateLimiter`: one round trip, the fleet shares one limit);
+// a denial is remembered locally for its retry hint (`DenyCache`), and a
+// call on that key for at least the denied cost is answered from memory in
+// that time. A flood on a blocked key costs no round trips.
+//
+//     auto limiter = CachedDenyLimiter<Gcra>::create(
+//         {.limit = 100, .period_ms = 60'000}, redis, {.prefix = "api"});
+//     absl::StatusOr<Decision> d = limiter->check("user:42");
+//
+// Bound: never admits more than strict mode (admissions are the store's).
+// A cached denial may deny what the store would now admit when capacity was
+// freed early (a `reset` on another node, a give-back): conservative for at
+// most the hint. `reset` on this node forgets its cached denial. The cache
+// is per process: nodes learn of a denial each on its own.
+//
+// Clocks: the store decides on its clock (`check`) or the caller's
+// (`check_at`); the cache counts the hint down on this node's clock `C`
+// (`check`) or the caller's `now_ms` (`check_at`), so clock skew between the
+// node and the store does not stretch a denial.
+//
+// Failure: outages follow `fail_policy` as in `StrictRateLimiter`; a
+// fail-closed denial is not cached (the store is retried on the next call).
+//
+// Thread-safety: every method is safe to call concurrently. The
+// coordinator must outlive the limiter.
+
+#ifndef THROTTLEKIT_TWOTIER_CACHED_DENY_LIMITER_H_
+#define THROTTLEKIT_TWOTIER_CACHED_DENY_LIMITER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "throttlekit/coordinator/coordinator.h"
+#include "throttlekit/coordinator/fail_policy.h"
+#include "throttlekit/coordinator/strict_rate_limiter.h"
+#include "throttlekit/core/clock.h"
+#include "throttlekit/core/cost.h"
+#include "throttlekit/core/key.h"
+#include "throttlekit/strategy/strategy.h"
+#include "throttlekit/twotier/deny_cache.h"
+
+namespace throttlekit {
+
+struct CachedDenyOptions {
+  // Names the keyspace: store keys are `prefix:key`.
+  std::string prefix;
+  // Denials remembered at once per node; 16 .. 2^32.
+  int64_t max_keys = int64_t{1} << 16;
+  // What an outage becomes (see StrictRateLimiter).
+  FailPolicy fail_policy = FailPolicy::kPropagate;
+  int64_t fail_closed_retry_ms = 1000;
+};
+
+template <Strategy S, EpochClock C = SystemClock>
+class CachedDenyLimiter {
+ public:
+  struct Stats {
+    int64_t store_checks = 0;    // round trips to the store
+    int64_t cached_denials = 0;  // denials answered from the cache
+    int64_t outages = 0;         // outages decided by the fail policy
+  };
+
+  // Validates the strategy and options; errors name the field.
+  static absl::StatusOr<std::unique_ptr<CachedDenyLimiter>> create(
+      const typename S::Options& strategy_options,
+      std::shared_ptr<Coordinator> coordinator, CachedDenyOptions options = {},
+      C clock = C{}) {
+    if (options.max_keys < 16 || options.max_keys > (int64_t{1} << 32)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cached_deny.max_keys must be in [16, 2^32]; got ",
+                       options.max_keys));
+    }
+    if (options.fail_closed_retry_ms < 1 ||
+        options.fail_closed_retry_ms > kMaxSafeInteger) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cached_deny.fail_closed_retry_ms must be in [1, 2^53-1]; got ",
+          options.fail_closed_retry_ms));
+    }
+    // The strict limiter passes outages through; this one applies the
+    // policy so that it knows which denials are synthetic.
+    absl::StatusOr<std::unique_ptr<StrictRateLimiter<S>>> strict =
+        StrictRateLimiter<S>::create(strategy_options, std::move(coordinator),
+                                     {.prefix = options.prefix});
+    if (!strict.ok()) return strict.status();
+    return std::unique_ptr<CachedDenyLimiter>(new CachedDenyLimiter(
+        *std::move(strict), std::move(options), std::move(clock)));
+  }
+
+  // Admits or denies `cost` units for `key`: the store decides on its clock
+  // unless a cached denial covers the call.
+  absl::StatusOr<Decision> check(std::string_view key, double cost = 1) {
+    return decide(key, clock_.now_ms(), 0, cost);
+  }
+
+  // As `check`, at a caller-supplied epoch-ms `now_ms` for the store and
+  // the cache alike.
+  absl::StatusOr<Decision> check_at(std::string_view key, int64_t now_ms,
+                                    double cost = 1) {
+    return decide(key, now_ms, now_ms, cost);
+  }
+
+  // The store's decision for a cost-1 request, without consuming.
+  absl::StatusOr<Decision> peek(std::string_view key) {
+    return strict_->peek(key);
+  }
+
+  // Forgets `key` on the store and in this node's cache.
+  absl::Status reset(std::string_view key) {
+    if (absl::Status s = validate_key(key); !s.ok()) return s;
+    cache_.forget(key);
+    return strict_->reset(key);
+  }
+
+  Stats stats() const {
+    return Stats{store_checks_.load(std::memory_order_relaxed),
+                 cached_denials_.load(std::memory_order_relaxed),
+                 outages_.load(std::memory_order_relaxed)};
+  }
+  // Denials held in the cache now.
+  size_t cached() const noexcept { return cache_.size(); }
+  const S& strategy() const noexcept { return strict_->strategy(); }
+
+ private:
+  CachedDenyLimiter(std::unique_ptr<StrictRateLimiter<S>> strict,
+                    CachedDenyOptions options, C clock)
+      : strict_(std::move(strict)),
+        options_(std::move(options)),
+        clock_(std::move(clock)),
+        limit_(strict_->strategy().peek(typename S::State{}, 1).limit),
+        cache_(static_cast<size_t>(options_.max_keys)) {}
+
+  // `local_ms` runs the cache; `store_ms` goes to the store (0: its clock).
+  absl::StatusOr<Decision> decide(std::string_view key, int64_t local_ms,
+                                  int64_t store_ms, double cost) {
+    if (!is_valid_key(key) || !is_valid_cost(cost)) [[unlikely]] {
+      if (absl::Status s = validate_key(key); !s.ok()) return s;
+      return validate_cost(cost);
+    }
+    if (std::optional<Decision> d = cache_.lookup(key, local_ms, cost)) {
+      cached_denials_.fetch_add(1, std::memory_order_relaxed);
+      return *d;
+    }
+    store_checks_.fetch_add(1, std::memory_order_relaxed);
+    absl::StatusOr<Decision> d = strict_->check_at(key, store_ms, cost);
+    if (!d.ok()) {
+      if (options_.fail_policy == FailPolicy::kPropagate ||
+          !is_outage(d.status())) {
+        return d;
+      }
+      outages_.fetch_add(1, std::memory_order_relaxed);
+      return outage_decision(options_.fail_policy, limit_, local_ms,
+                             options_.fail_closed_retry_ms);
+    }
+    if (!d->allowed) cache_.remember(key, local_ms, cost, *d);
+    return d;
+  }
+
+  const std::unique_ptr<StrictRateLimiter<S>> strict_;
+  const CachedDenyOptions options_;
+  const C clock_;
+  const int64_t limit_;
+  DenyCache cache_;
+  std::atomic<int64_t> store_checks_{0}, cached_denials_{0}, outages_{0};
+};
+
+}  // namespace throttlekit
+
+#endif  // THROTTLEKIT_TWOTIER_CACHED_DENY_LIMITER_H_

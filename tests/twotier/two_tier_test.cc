@@ -1,0 +1,88 @@
+#include "throttlekit/twotier/two_tier.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "support/manual_store.h"
+#include "throttlekit/strategy/gcra.h"
+
+namespace throttlekit {
+namespace {
+
+using Clock = testing::ManualClockRef;
+using Env = testing::ManualStore;
+
+// Every mode admits exactly the window's limit from one node and then
+// denies until the window rolls; they differ in round trips.
+class TwoTierModes : public ::testing::TestWithParam<TwoTierMode> {};
+
+TEST_P(TwoTierModes, OneWindowAdmitsTheLimitThenDenies) {
+  Env s;
+  auto limiter = TwoTier<FixedWindow, Clock>::create(
+      {.limit = 20, .window_ms = 1000}, s.store,
+      {.mode = GetParam(), .prefix = "p", .leased = {.batch = 5}},
+      Clock(s.clock));
+  ASSERT_TRUE(limiter.ok()) << limiter.status();
+  EXPECT_EQ((*limiter)->mode(), GetParam());
+  int admitted = 0;
+  for (int i = 0; i < 100; ++i) {
+    absl::StatusOr<Decision> d = (*limiter)->check("k");
+    ASSERT_TRUE(d.ok()) << d.status();
+    admitted += d->allowed;
+    if (!d->allowed) {
+      EXPECT_EQ(d->retry_after_ms, 1000);
+    }
+  }
+  EXPECT_EQ(admitted, 20);
+  s.clock.advance_ms(1000);
+  EXPECT_TRUE((*limiter)->check("k")->allowed);
+  EXPECT_TRUE((*limiter)->close().ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(All, TwoTierModes,
+                         ::testing::Values(TwoTierMode::kStrict,
+                                           TwoTierMode::kCachedDeny,
+                                           TwoTierMode::kLeased));
+
+TEST(TwoTier, EachModeReachesItsEngine) {
+  Env s;
+  auto strict = *TwoTier<Gcra, Clock>::create({.limit = 5, .period_ms = 1000},
+                                              s.store, {}, Clock(s.clock));
+  EXPECT_NE(strict->strict(), nullptr);
+  EXPECT_EQ(strict->leased(), nullptr);
+  auto cached = *TwoTier<Gcra, Clock>::create(
+      {.limit = 5, .period_ms = 1000}, s.store,
+      {.mode = TwoTierMode::kCachedDeny}, Clock(s.clock));
+  ASSERT_NE(cached->cached_deny(), nullptr);
+  for (int i = 0; i < 50; ++i) (void)cached->check("k");
+  EXPECT_EQ(cached->cached_deny()->stats().store_checks, 6);
+  auto leased = *TwoTier<FixedWindow, Clock>::create(
+      {.limit = 100, .window_ms = 1000}, s.store,
+      {.mode = TwoTierMode::kLeased, .prefix = "l", .leased = {.batch = 10}},
+      Clock(s.clock));
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(leased->check("k")->allowed);
+  EXPECT_EQ(leased->leased()->stats().leases, 5);
+}
+
+TEST(TwoTier, LeasedNeedsAFixedWindowAndValidOptions) {
+  Env s;
+  auto gcra = TwoTier<Gcra>::create({.limit = 5, .period_ms = 1000}, s.store,
+                                    {.mode = TwoTierMode::kLeased});
+  EXPECT_EQ(gcra.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(gcra.status().message().find("fixed window"), std::string::npos);
+  auto bad_window = TwoTier<FixedWindow>::create(
+      {.limit = 5, .window_ms = 0}, s.store, {.mode = TwoTierMode::kLeased});
+  EXPECT_NE(bad_window.status().message().find("window_ms"), std::string::npos);
+  auto bad_batch = TwoTier<FixedWindow>::create(
+      {.limit = 5, .window_ms = 1000}, s.store,
+      {.mode = TwoTierMode::kLeased, .leased = {.batch = 6}});
+  EXPECT_NE(bad_batch.status().message().find("batch"), std::string::npos);
+  auto bad_mode =
+      TwoTier<FixedWindow>::create({.limit = 5, .window_ms = 1000}, s.store,
+                                   {.mode = static_cast<TwoTierMode>(7)});
+  EXPECT_EQ(bad_mode.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace throttlekit
