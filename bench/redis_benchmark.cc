@@ -1,6 +1,7 @@
 // Strict-mode check() over a real Redis next to its floors, in one run:
 // redis-benchmark sending EVALSHA of the same GCRA script to the same
-// server, unpipelined at the same concurrency and with -c 50 -P 16.
+// server, unpipelined at the same concurrency and with -c 50 -P 16; and the
+// two-tier leased mode next to strict at batch 10, 100 and 1000.
 //
 // Run: scripts/bench_redis.sh (starts a private redis-server on loopback,
 // runs this binary, stops the server). Or point it at a server with
@@ -22,7 +23,10 @@
 #include <string>
 #include <vector>
 
+#include "throttlekit/coordinator/strict_rate_limiter.h"
 #include "throttlekit/redis/redis_coordinator.h"
+#include "throttlekit/strategy/fixed_window.h"
+#include "throttlekit/twotier/leased_limiter.h"
 
 namespace throttlekit {
 namespace {
@@ -103,6 +107,53 @@ BENCHMARK(BM_StrictCheck)
     ->Threads(32)
     ->UseRealTime()
     ->MinTime(2.0);
+
+// Leased vs strict over the same server, one client thread, a fixed-window
+// budget that never runs out: strict pays one round trip per check; leased
+// one per `batch` admissions. Counter `round_trips_per_admit` is leases
+// (or checks) per admitted request as the limiter counted them.
+// Checks key "k" once per iteration; counts admitted items and errors.
+template <class Limiter>
+int64_t drive(benchmark::State& state, Limiter& limiter) {
+  int64_t admitted = 0, errors = 0;
+  for (auto _ : state) {
+    absl::StatusOr<Decision> d = limiter.check("k");
+    if (!d.ok()) {
+      ++errors;
+    } else {
+      admitted += d->allowed;
+    }
+  }
+  state.SetItemsProcessed(admitted);
+  state.counters["errors"] = static_cast<double>(errors);
+  return admitted;
+}
+
+void BM_StrictFixedWindow(benchmark::State& state) {
+  auto limiter = *StrictRateLimiter<FixedWindow>::create(
+      {.limit = int64_t{1} << 50, .window_ms = 3'600'000},
+      std::shared_ptr<Coordinator>(&coordinator(), [](Coordinator*) {}),
+      {.prefix = "bench:strict-fw"});
+  const int64_t admitted = drive(state, *limiter);
+  state.counters["round_trips_per_admit"] =
+      admitted > 0 ? static_cast<double>(state.iterations()) / admitted : 0;
+}
+BENCHMARK(BM_StrictFixedWindow)->UseRealTime()->MinTime(2.0);
+
+void BM_Leased(benchmark::State& state) {
+  auto limiter = *LeasedLimiter<>::create(
+      {.prefix = "bench:leased:" + std::to_string(state.range(0)),
+       .limit = int64_t{1} << 50,
+       .window_ms = 3'600'000,  // no roll in the run: every batch is spent
+       .batch = state.range(0)},
+      std::shared_ptr<Coordinator>(&coordinator(), [](Coordinator*) {}));
+  const int64_t admitted = drive(state, *limiter);
+  state.counters["round_trips_per_admit"] =
+      admitted > 0 ? static_cast<double>(limiter->stats().leases) / admitted
+                   : 0;
+  (void)limiter->close();
+}
+BENCHMARK(BM_Leased)->Arg(10)->Arg(100)->Arg(1000)->UseRealTime()->MinTime(2.0);
 
 // redis-benchmark: EVALSHA of the same script, `clients` connections,
 // `pipeline` commands in flight per connection.
