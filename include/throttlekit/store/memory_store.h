@@ -143,6 +143,26 @@ class MemoryStore {
     return fn(cold);
   }
 
+  // Applies `fn(State&)` to `key`'s state under the shard lock, first
+  // inserting a cold state if the key is absent (making room as an
+  // allowed check does), and returns its result. For owners that change a
+  // state outside the strategy's check (the leased limiter's refills).
+  // `key` must be valid. Thread-safe.
+  template <class Fn>
+  auto update(std::string_view key, int64_t now_ms, Fn&& fn) {
+    const uint64_t h = hash(key);
+    Shard& shard = shard_for(h);
+    const uint32_t tag = static_cast<uint32_t>(h);
+    SpinLockHolder hold(shard.lock);
+    size_t i = find(shard, key, tag);
+    if (i == kNotFound) {
+      insert(shard, key, tag, State{}, now_ms);
+      i = find(shard, key, tag);
+    }
+    shard.slots[i].key.set_referenced();
+    return fn(shard.slots[i].state);
+  }
+
   // The decision for a cost-1 request, without consuming. Thread-safe.
   Decision peek(std::string_view key, int64_t now_ms) const {
     return read(key, [&](const State& s) { return strategy_.peek(s, now_ms); });

@@ -54,18 +54,45 @@ class LeaseSpender {
   LeaseSpender(const LeaseSpender&) = delete;
   LeaseSpender& operator=(const LeaseSpender&) = delete;
 
+  // The spend rule on plain values (the one `spend` applies atomically, and
+  // the leased limiter under its table lock): spends `cost` at `now_ms`
+  // from `credits` of the window ending at `expires_at_ms` and returns
+  // true, or returns false (leaving `credits` as it was) when the caller
+  // must refresh.
+  THROTTLEKIT_ALWAYS_INLINE static bool spend_rule(double& credits,
+                                                   int64_t expires_at_ms,
+                                                   bool window_coupled,
+                                                   int64_t now_ms,
+                                                   double cost) noexcept {
+    if ((window_coupled && now_ms >= expires_at_ms) || !(credits >= cost)) {
+      return false;
+    }
+    credits -= cost;
+    return true;
+  }
+
+  // The refill rule on plain values: the credits after adding `grant` to
+  // `credits` of the window ending at `expires_at_ms`. A window-coupled
+  // grant for another window forfeits the old window's leftover.
+  static double refill_rule(double credits, int64_t expires_at_ms,
+                            bool window_coupled,
+                            const LeaseGrant& grant) noexcept {
+    const bool forfeit = window_coupled && grant.expires_at_ms != expires_at_ms;
+    return (forfeit ? 0.0 : credits) + static_cast<double>(grant.granted);
+  }
+
   // Spends `cost` (valid: finite, > 0) at `now_ms`: the allowed decision,
   // or nullopt when the caller must refresh (lease). Lock-free; allocates
   // nothing. Thread-safe.
   THROTTLEKIT_ALWAYS_INLINE std::optional<Decision> spend(
       int64_t now_ms, double cost) noexcept {
     const int64_t expires = expires_.load(std::memory_order_acquire);
-    if (window_coupled_ && now_ms >= expires) return std::nullopt;
     uint64_t seen = credits_.load(std::memory_order_relaxed);
     for (;;) {
-      const double credits = std::bit_cast<double>(seen);
-      if (!(credits >= cost)) return std::nullopt;
-      const double left = credits - cost;
+      double left = std::bit_cast<double>(seen);
+      if (!spend_rule(left, expires, window_coupled_, now_ms, cost)) {
+        return std::nullopt;
+      }
       if (credits_.compare_exchange_weak(seen, std::bit_cast<uint64_t>(left),
                                          std::memory_order_acq_rel,
                                          std::memory_order_relaxed)) {
@@ -74,9 +101,10 @@ class LeaseSpender {
     }
   }
 
-  // Adds a grant. For a window other than the current one (window-coupled)
-  // the leftover of the old window is forfeited first. Calls must not
-  // overlap each other; safe concurrently with every other method.
+  // Adds a grant (`refill_rule`). For a window other than the current one
+  // (window-coupled) the leftover of the old window is forfeited first,
+  // before the new end is published. Calls must not overlap each other;
+  // safe concurrently with every other method.
   void refill(const LeaseGrant& grant) noexcept {
     if (grant.expires_at_ms != expires_.load(std::memory_order_relaxed)) {
       if (window_coupled_) {
