@@ -1,5 +1,9 @@
-// LeaseSpender::spend (the client-side spend of a leased batch) beside its
-// floor, an uncontended atomic fetch_sub on an int64, in one run.
+// The local spend of leased mode beside its floors, in one run:
+// LeaseSpender::spend (the client-side spend of a leased batch) beside an
+// uncontended atomic fetch_sub on an int64, and the keyed leased check
+// (LeasedLimiter) beside a flat_hash_map lookup plus a CAS and a clock
+// read; one and two threads, with the clock read inside and with a
+// caller-supplied `now`.
 //
 //     cmake --build --preset release --target lease_spender_benchmark
 //     build/release/bench/lease_spender_benchmark
@@ -8,9 +12,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 
 #include "absl/container/flat_hash_map.h"
 #include "throttlekit/coordinator/memory_coordinator.h"
+#include "throttlekit/core/clock.h"
 #include "throttlekit/twotier/lease_spender.h"
 #include "throttlekit/twotier/leased_limiter.h"
 
@@ -48,6 +54,23 @@ void BM_LeaseSpender_Spend(benchmark::State& state) {
 }
 BENCHMARK(BM_LeaseSpender_Spend)->Threads(1)->Threads(2)->UseRealTime();
 
+// The same with the clock read inside (SystemClock, as `check()` does).
+void BM_LeaseSpender_SpendClock(benchmark::State& state) {
+  const SystemClock clock;
+  LeaseSpender spender(1000, /*window_coupled=*/true);
+  spender.refill(LeaseGrant{int64_t{1} << 50, 0, 0, int64_t{1} << 52, 0});
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(spender.spend(clock.now_ms(), 1));
+  }
+}
+BENCHMARK(BM_LeaseSpender_SpendClock)->Threads(1)->Threads(2)->UseRealTime();
+
+void BM_Floor_SystemClockRead(benchmark::State& state) {
+  const SystemClock clock;
+  for (auto _ : state) benchmark::DoNotOptimize(clock.now_ms());
+}
+BENCHMARK(BM_Floor_SystemClockRead)->Threads(1)->Threads(2)->UseRealTime();
+
 // Every thread on one spender: the contended case.
 void BM_LeaseSpender_SpendShared(benchmark::State& state) {
   LeaseSpender& spender = shared_spender();
@@ -74,10 +97,10 @@ void BM_Floor_LookupPlusCas(benchmark::State& state) {
 }
 BENCHMARK(BM_Floor_LookupPlusCas);
 
-// A keyed leased check on a hot key with a caller-supplied `now`: almost
-// always a local spend (one lease per 2^20 checks).
-void BM_LeasedLimiter_CheckAtHotKey(benchmark::State& state) {
-  static auto* limiter = [] {
+// One limiter shared by every benchmark thread: a budget that never runs
+// out in a run, a lease per 2^20 checks.
+LeasedLimiter<>& limiter() {
+  static auto* l = [] {
     std::shared_ptr<Coordinator> store(*MemoryCoordinator::create());
     return LeasedLimiter<>::create({.limit = int64_t{1} << 52,
                                     .window_ms = int64_t{1} << 52,
@@ -85,12 +108,32 @@ void BM_LeasedLimiter_CheckAtHotKey(benchmark::State& state) {
                                    store)
         ->release();
   }();
-  const std::string key = "tenant:10042";
+  return *l;
+}
+
+// A keyed leased check on a hot key with a caller-supplied `now`: almost
+// always a local spend. Each thread has its own hot key.
+void BM_LeasedLimiter_CheckAtHotKey(benchmark::State& state) {
+  LeasedLimiter<>& l = limiter();
+  const std::string key = "tenant:1004" + std::to_string(state.thread_index());
   for (auto _ : state) {
-    benchmark::DoNotOptimize(limiter->check_at(key, kNow));
+    benchmark::DoNotOptimize(l.check_at(key, kNow));
   }
 }
-BENCHMARK(BM_LeasedLimiter_CheckAtHotKey);
+BENCHMARK(BM_LeasedLimiter_CheckAtHotKey)
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime();
+
+// The same with the clock read inside (`check`).
+void BM_LeasedLimiter_CheckHotKey(benchmark::State& state) {
+  LeasedLimiter<>& l = limiter();
+  const std::string key = "tenant:2004" + std::to_string(state.thread_index());
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(l.check(key));
+  }
+}
+BENCHMARK(BM_LeasedLimiter_CheckHotKey)->Threads(1)->Threads(2)->UseRealTime();
 
 }  // namespace
 }  // namespace throttlekit

@@ -233,8 +233,7 @@ class LeasedLimiter {
       return validate_cost(cost);
     }
     // The hit path: one probe and one spend under a table shard's spin lock.
-    // The decision is built in the returned StatusOr (returning a Decision
-    // copy measured 60% slower).
+    // The decision is built in the returned StatusOr, not copied into it.
     absl::StatusOr<Decision> d = credits_->check(key, now_ms, cost);
     if (d->allowed) [[likely]] {
       if (d->remaining > refill_at_) [[likely]]
