@@ -1,0 +1,415 @@
+// throttlekit/twotier/weighted_fair_escrow.h
+//
+// Provides `WeightedFairEscrow`: one budget of `limit` credits per fixed
+// window split across named tenants by weight (seed 002, "weighted-fair
+// escrow"), work-conserving.
+//
+//     auto escrow = WeightedFairEscrow<>::create(
+//         {.limit = 1000, .window_ms = 1000,
+//          .tenants = {{.name = "gold", .weight = 3},
+//                      {.name = "free", .weight = 1, .hard_cap = 200}}});
+//     absl::StatusOr<Decision> d = (*escrow)->admit("free", 1);
+//
+// Each tenant's guaranteed share `g_i` is its weighted max-min
+// (`water_fill`) split of `limit`, each tenant claiming its hard cap (or
+// the whole limit). A call of `cost` for tenant i, at a time in window w:
+//
+//   1. hard cap: denied if `used_i + cost > hard_cap_i`;
+//   2. the budget: admitted iff `total + cost <= limit - reserved_i`, where
+//      `reserved_i` is the unused guaranteed share (`max(0, g_j - used_j)`)
+//      of every other *active* tenant (one that called in window w or
+//      w - 1). Within its share (`used_i + cost <= g_i`) a tenant is always
+//      admitted unless its share was lent out while it was inactive;
+//      beyond it, it borrows only what nobody active has reserved, and
+//      only the call's cost (nothing is pre-borrowed).
+//
+// So with every tenant active each gets at least its share when it asks,
+// a hog cannot take a quiet tenant's share, and credits of tenants that
+// do not call are lent to those that do: with one active tenant it may use
+// the whole limit (up to its cap). At most `limit` is admitted per window.
+//
+// Multi-process (`coordinator` set): the escrow admits only against credits
+// it holds, leased from the shared fixed-window budget `{limit, window_ms}`
+// at `key` through `Coordinator::lease`: `quantum` credits (or the shortfall
+// if larger) for a call within its tenant's share, exactly the shortfall
+// for a borrowing call. Credits die at their window's end (window-coupled),
+// so a fleet of escrows on one key admits at most `limit` per window in
+// total. Each process applies the fair rules to its own calls; see
+// docs/fair_escrow.md for what that does and does not guarantee fleet-wide.
+//
+// Clocks: fairness windows are epoch-aligned on this process's clock (or
+// the caller's `now_ms`); a clock stepped back stays in the newest window
+// seen (nothing is un-spent). Leased credits expire on the store's window.
+//
+// Thread-safety: every method is safe to call concurrently; one mutex
+// guards the accounting and is held across a lease round trip (quanta make
+// those rare). The coordinator must outlive the escrow.
+
+#ifndef THROTTLEKIT_TWOTIER_WEIGHTED_FAIR_ESCROW_H_
+#define THROTTLEKIT_TWOTIER_WEIGHTED_FAIR_ESCROW_H_
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "throttlekit/coordinator/coordinator.h"
+#include "throttlekit/coordinator/lease.h"
+#include "throttlekit/core/clock.h"
+#include "throttlekit/core/cost.h"
+#include "throttlekit/core/decision.h"
+#include "throttlekit/core/key.h"
+#include "throttlekit/twotier/water_filling.h"
+
+namespace throttlekit {
+
+struct WeightedFairEscrowOptions {
+  struct Tenant {
+    // Unique, non-empty, a valid key.
+    std::string name;
+    // Finite, > 0, <= 1e9.
+    double weight = 1;
+    // At most this much per window; 0 (none) or 1 .. limit.
+    int64_t hard_cap = 0;
+  };
+  // The budget: `limit` credits per `window_ms` (1 .. 2^53-1 each).
+  int64_t limit = 0;
+  int64_t window_ms = 0;
+  // 1 .. 2^20 tenants.
+  std::vector<Tenant> tenants;
+  // Multi-process: the shared budget's store and key (null: this process
+  // owns the whole budget).
+  std::shared_ptr<Coordinator> coordinator;
+  std::string key;
+  // Credits leased at once for calls within a share; 1 .. limit.
+  int64_t quantum = 16;
+};
+
+template <EpochClock C = SystemClock>
+class WeightedFairEscrow {
+ public:
+  struct Stats {
+    int64_t admitted_in_share = 0;  // calls admitted within their share
+    int64_t admitted_borrowed = 0;  // calls that borrowed beyond it
+    int64_t denied_hard_cap = 0;
+    int64_t denied_budget = 0;  // no unreserved credits (or the store's)
+    int64_t leases = 0;         // lease round trips (multi-process)
+  };
+
+  // Validates `options`; errors name the field (and tenant) at fault.
+  static absl::StatusOr<std::unique_ptr<WeightedFairEscrow>> create(
+      WeightedFairEscrowOptions options, C clock = C{}) {
+    absl::StatusOr<LeaseBudget> budget =
+        LeaseBudget::create({options.limit, options.window_ms});
+    if (!budget.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("weighted_fair_escrow: ", budget.status().message()));
+    }
+    if (options.tenants.empty() || options.tenants.size() > (size_t{1} << 20)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "weighted_fair_escrow.tenants must hold 1 .. 2^20 tenants; got ",
+          options.tenants.size()));
+    }
+    absl::flat_hash_map<std::string, size_t> index;
+    std::vector<WaterClaim> claims;
+    for (size_t i = 0; i < options.tenants.size(); ++i) {
+      const auto& t = options.tenants[i];
+      const std::string where =
+          absl::StrCat("weighted_fair_escrow.tenants[", i, "]");
+      if (absl::Status s = validate_key(t.name); !s.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ".name: ", s.message()));
+      }
+      if (!(t.weight > 0 && t.weight <= 1e9)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ".weight must be finite and in (0, 1e9]; got ", t.weight));
+      }
+      if (t.hard_cap < 0 || t.hard_cap > options.limit) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ".hard_cap must be 0 (none) or in [1, limit = ",
+                         options.limit, "]; got ", t.hard_cap));
+      }
+      if (!index.emplace(t.name, i).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ".name \"", t.name, "\" is a duplicate"));
+      }
+      claims.push_back({t.weight, t.hard_cap > 0 ? t.hard_cap : options.limit});
+    }
+    if (options.coordinator != nullptr) {
+      if (absl::Status s = validate_key(options.key); !s.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("weighted_fair_escrow.key: ", s.message()));
+      }
+      if (options.quantum < 1 || options.quantum > options.limit) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("weighted_fair_escrow.quantum must be in [1, limit = ",
+                         options.limit, "]; got ", options.quantum));
+      }
+    }
+    absl::StatusOr<std::vector<int64_t>> shares =
+        water_fill(options.limit, claims);
+    if (!shares.ok()) return shares.status();
+    return std::unique_ptr<WeightedFairEscrow>(
+        new WeightedFairEscrow(std::move(options), *budget, std::move(index),
+                               *std::move(shares), std::move(clock)));
+  }
+
+  // A tenant resolved once (`tenant()`), for hot paths that would rather
+  // not hash its name per call. Valid for the escrow that issued it.
+  class TenantId {
+   public:
+    size_t index() const noexcept { return index_; }
+
+   private:
+    friend class WeightedFairEscrow;
+    explicit TenantId(size_t index) noexcept : index_(index) {}
+    size_t index_;
+  };
+
+  // Resolves `name`; NotFound for an unknown tenant.
+  absl::StatusOr<TenantId> tenant(std::string_view name) const {
+    absl::StatusOr<size_t> i = tenant_index(name);
+    if (!i.ok()) return i.status();
+    return TenantId(*i);
+  }
+
+  // As `admit_at`, for a resolved tenant (no name lookup).
+  absl::StatusOr<Decision> admit_at(TenantId tenant, int64_t now_ms,
+                                    double cost = 1) {
+    if (!is_valid_cost(cost)) [[unlikely]] {
+      return validate_cost(cost);
+    }
+    if (tenant.index_ >= tenants_.size()) [[unlikely]] {
+      return absl::InvalidArgumentError(
+          "weighted_fair_escrow: TenantId from another escrow");
+    }
+    std::lock_guard lock(mu_);
+    return admit_locked(tenant.index_, now_ms, cost);
+  }
+  absl::StatusOr<Decision> admit(TenantId tenant, double cost = 1) {
+    return admit_at(tenant, clock_.now_ms(), cost);
+  }
+
+  // Admits or denies `cost` credits for `tenant` now (this process's clock).
+  absl::StatusOr<Decision> admit(std::string_view tenant, double cost = 1) {
+    return admit_at(tenant, clock_.now_ms(), cost);
+  }
+
+  // As `admit`, at a caller-supplied epoch-ms `now_ms`.
+  absl::StatusOr<Decision> admit_at(std::string_view tenant, int64_t now_ms,
+                                    double cost = 1) {
+    if (absl::Status s = validate_cost(cost); !s.ok()) return s;
+    absl::StatusOr<size_t> i = tenant_index(tenant);
+    if (!i.ok()) return i.status();
+    std::lock_guard lock(mu_);
+    return admit_locked(*i, now_ms, cost);
+  }
+
+  // The tenant's guaranteed share per window.
+  absl::StatusOr<int64_t> guaranteed_share(std::string_view tenant) const {
+    absl::StatusOr<size_t> i = tenant_index(tenant);
+    if (!i.ok()) return i.status();
+    return shares_[*i];
+  }
+
+  // What `tenant` has been admitted in the current window.
+  absl::StatusOr<double> used(std::string_view tenant) const {
+    absl::StatusOr<size_t> i = tenant_index(tenant);
+    if (!i.ok()) return i.status();
+    std::lock_guard lock(mu_);
+    return tenants_[*i].used;
+  }
+
+  Stats stats() const {
+    std::lock_guard lock(mu_);
+    return stats_;
+  }
+
+  // Multi-process: gives the credits this escrow holds back to their
+  // window (for other processes). No-op otherwise. The escrow keeps
+  // working and leases again on demand.
+  absl::Status close() {
+    std::lock_guard lock(mu_);
+    if (options_.coordinator == nullptr) return absl::OkStatus();
+    const auto whole = static_cast<int64_t>(std::floor(held_));
+    if (whole <= 0 || held_expires_ms_ == kNever) return absl::OkStatus();
+    absl::StatusOr<int64_t> back = options_.coordinator->give_back(
+        budget_, options_.key, held_expires_ms_ - budget_.window_ms(), whole,
+        absl::StrCat("escrow:", nonce_, ":", ++give_backs_));
+    if (!back.ok()) return back.status();
+    held_ -= static_cast<double>(whole);
+    return absl::OkStatus();
+  }
+
+  const WeightedFairEscrowOptions& options() const noexcept { return options_; }
+
+ private:
+  static constexpr int64_t kNever = std::numeric_limits<int64_t>::min();
+
+  struct TenantState {
+    double used = 0;               // admitted in the current window
+    int64_t last_window = kNever;  // the last window it called in
+  };
+
+  WeightedFairEscrow(WeightedFairEscrowOptions options, LeaseBudget budget,
+                     absl::flat_hash_map<std::string, size_t> index,
+                     std::vector<int64_t> shares, C clock)
+      : options_(std::move(options)),
+        budget_(budget),
+        index_(std::move(index)),
+        shares_(std::move(shares)),
+        clock_(std::move(clock)),
+        tenants_(options_.tenants.size()) {}
+
+  absl::StatusOr<size_t> tenant_index(std::string_view tenant) const {
+    auto it = index_.find(absl::string_view(tenant.data(), tenant.size()));
+    if (it == index_.end()) {
+      if (absl::Status s = validate_key(tenant); !s.ok()) return s;
+      return absl::NotFoundError(
+          absl::StrCat("weighted_fair_escrow: unknown tenant \"",
+                       absl::string_view(tenant.data(), tenant.size()), "\""));
+    }
+    return it->second;
+  }
+
+  double own_reservation(size_t i) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return std::max(0.0, static_cast<double>(shares_[i]) - tenants_[i].used);
+  }
+  bool active(size_t i) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return tenants_[i].last_window != kNever &&
+           tenants_[i].last_window >= window_ - 1;
+  }
+
+  // Moves to the window of `now_ms` if it is newer: usage restarts and the
+  // reservations of the tenants still active are recomputed.
+  void roll(int64_t now_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (now_ms < window_end_ms_) [[likely]]
+      return;  // this window (or older)
+    const int64_t start = budget_.window_start(now_ms);
+    window_ = start / budget_.window_ms();
+    window_end_ms_ = start + budget_.window_ms();
+    total_ = 0;
+    reserved_ = 0;
+    for (size_t i = 0; i < tenants_.size(); ++i) {
+      tenants_[i].used = 0;
+      if (active(i)) reserved_ += own_reservation(i);
+    }
+  }
+
+  Decision deny(size_t i, int64_t now_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const int64_t end = window_end_ms_;
+    return Decision{false, limit_of(i), room(i), end,
+                    std::max<int64_t>(1, end - now_ms)};
+  }
+
+  int64_t limit_of(size_t i) const {
+    const int64_t cap = options_.tenants[i].hard_cap;
+    return cap > 0 ? cap : options_.limit;
+  }
+
+  // What tenant i could still be admitted in this window (whole credits).
+  int64_t room(size_t i) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const double others = reserved_ - (active(i) ? own_reservation(i) : 0.0);
+    double r = static_cast<double>(options_.limit) - total_ - others;
+    const int64_t cap = options_.tenants[i].hard_cap;
+    if (cap > 0) r = std::min(r, static_cast<double>(cap) - tenants_[i].used);
+    return std::max<int64_t>(0, static_cast<int64_t>(std::floor(r)));
+  }
+
+  absl::StatusOr<Decision> admit_locked(size_t i, int64_t now_ms, double cost)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    roll(now_ms);
+    TenantState& t = tenants_[i];
+    if (!active(i)) reserved_ += own_reservation(i);
+    t.last_window = window_;
+    const int64_t cap = options_.tenants[i].hard_cap;
+    if (cap > 0 && t.used + cost > static_cast<double>(cap)) {
+      ++stats_.denied_hard_cap;
+      return deny(i, now_ms);
+    }
+    const double mine = own_reservation(i);
+    const double others = reserved_ - mine;
+    if (total_ + cost > static_cast<double>(options_.limit) - others) {
+      ++stats_.denied_budget;
+      return deny(i, now_ms);
+    }
+    const bool in_share = t.used + cost <= static_cast<double>(shares_[i]);
+    if (options_.coordinator != nullptr) {
+      absl::StatusOr<bool> held = hold(cost, in_share, now_ms);
+      if (!held.ok()) return held.status();
+      if (!*held) {
+        ++stats_.denied_budget;
+        return Decision{
+            false, limit_of(i), 0, held_expires_ms_,
+            std::max<int64_t>(1, held_expires_ms_ - held_store_now_ms_)};
+      }
+      held_ -= cost;
+    }
+    t.used += cost;
+    total_ += cost;
+    reserved_ += own_reservation(i) - mine;
+    ++(in_share ? stats_.admitted_in_share : stats_.admitted_borrowed);
+    return Decision{true, limit_of(i), room(i), window_end_ms_, 0};
+  }
+
+  // Multi-process: makes sure `cost` credits are held, leasing a quantum
+  // (in share) or exactly the shortfall (borrowing). False when the shared
+  // window has not enough left.
+  absl::StatusOr<bool> hold(double cost, bool in_share, int64_t now_ms)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (held_expires_ms_ != kNever && now_ms >= held_expires_ms_) held_ = 0;
+    if (held_ >= cost) return true;
+    const auto shortfall = static_cast<int64_t>(std::ceil(cost - held_));
+    const int64_t want =
+        in_share ? std::max(options_.quantum, shortfall) : shortfall;
+    absl::StatusOr<LeaseGrant> grant =
+        options_.coordinator->lease(budget_, options_.key, want);
+    if (!grant.ok()) return grant.status();
+    ++stats_.leases;
+    if (grant->expires_at_ms != held_expires_ms_) held_ = 0;  // rolled
+    held_ += static_cast<double>(grant->granted);
+    held_expires_ms_ = grant->expires_at_ms;
+    held_store_now_ms_ = grant->now_ms;
+    return held_ >= cost;
+  }
+
+  const WeightedFairEscrowOptions options_;
+  const LeaseBudget budget_;
+  const absl::flat_hash_map<std::string, size_t> index_;
+  const std::vector<int64_t> shares_;
+  const C clock_;
+  const uint64_t nonce_ =
+      std::random_device{}() * 0x100000001ull ^ std::random_device{}();
+
+  mutable std::mutex mu_;
+  std::vector<TenantState> tenants_ ABSL_GUARDED_BY(mu_);
+  int64_t window_ ABSL_GUARDED_BY(mu_) = kNever;
+  // The current window's end (epoch ms); kNever before the first call.
+  int64_t window_end_ms_ ABSL_GUARDED_BY(mu_) = kNever;
+  double total_ ABSL_GUARDED_BY(mu_) = 0;
+  // Sum of the unused shares of the active tenants.
+  double reserved_ ABSL_GUARDED_BY(mu_) = 0;
+  // Multi-process: credits held and the end of their window (store clock).
+  double held_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t held_expires_ms_ ABSL_GUARDED_BY(mu_) = kNever;
+  int64_t held_store_now_ms_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t give_backs_ ABSL_GUARDED_BY(mu_) = 0;
+  Stats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace throttlekit
+
+#endif  // THROTTLEKIT_TWOTIER_WEIGHTED_FAIR_ESCROW_H_

@@ -1,0 +1,329 @@
+#include "throttlekit/twotier/weighted_fair_escrow.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/manual_store.h"
+#include "support/run_threads.h"
+
+namespace throttlekit {
+namespace {
+
+constexpr int64_t kEpoch = testing::kManualEpoch;
+using Escrow = WeightedFairEscrow<ClockRef<ManualClock>>;
+
+struct World : testing::ManualStore {
+  std::unique_ptr<Escrow> make(WeightedFairEscrowOptions o) {
+    auto e = Escrow::create(std::move(o), ClockRef<ManualClock>(clock));
+    EXPECT_TRUE(e.ok()) << e.status();
+    return e.ok() ? *std::move(e) : nullptr;
+  }
+};
+
+// gold (weight 3), silver (1), free (1, capped at 100) over 1000 per
+// second: water-filling gives free its cap, then 900 split 3 : 1.
+WeightedFairEscrowOptions three_tenants() {
+  return {.limit = 1000,
+          .window_ms = 1000,
+          .tenants = {{.name = "gold", .weight = 3},
+                      {.name = "silver", .weight = 1},
+                      {.name = "free", .weight = 1, .hard_cap = 100}}};
+}
+
+// Admits `n` unit calls for `tenant`; returns how many were allowed.
+int admit_n(Escrow& e, const std::string& tenant, int n) {
+  int allowed = 0;
+  for (int i = 0; i < n; ++i) {
+    absl::StatusOr<Decision> d = e.admit(tenant);
+    EXPECT_TRUE(d.ok()) << d.status();
+    allowed += d.ok() && d->allowed;
+  }
+  return allowed;
+}
+
+TEST(WeightedFairEscrow, SharesAreTheWeightedWaterFilling) {
+  World w;
+  auto e = w.make(three_tenants());
+  EXPECT_EQ(*e->guaranteed_share("gold"), 675);
+  EXPECT_EQ(*e->guaranteed_share("silver"), 225);
+  EXPECT_EQ(*e->guaranteed_share("free"), 100);
+}
+
+TEST(WeightedFairEscrow, TheHardCapComesFirst) {
+  World w;
+  auto e = w.make(three_tenants());
+  EXPECT_EQ(admit_n(*e, "free", 150), 100);  // budget left, cap reached
+  w.clock.advance_ms(250);
+  absl::StatusOr<Decision> d = e->admit("free");
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->allowed);
+  EXPECT_EQ(d->limit, 100);
+  EXPECT_EQ(d->remaining, 0);
+  EXPECT_EQ(d->reset_at_ms, kEpoch + 1000);
+  EXPECT_EQ(d->retry_after_ms, 750);
+  EXPECT_EQ(e->stats().denied_hard_cap, 51);
+  // A cost that does not fit the cap is denied whole.
+  w.clock.advance_ms(750);
+  EXPECT_TRUE(e->admit("free", 99)->allowed);
+  EXPECT_FALSE(e->admit("free", 2)->allowed);
+  EXPECT_TRUE(e->admit("free", 1)->allowed);
+}
+
+TEST(WeightedFairEscrow, ALoneTenantMayUseTheWholeBudget) {
+  World w;
+  auto e = w.make(three_tenants());
+  EXPECT_EQ(admit_n(*e, "silver", 1200), 1000);  // work-conserving
+  const Escrow::Stats s = e->stats();
+  EXPECT_EQ(s.admitted_in_share, 225);
+  EXPECT_EQ(s.admitted_borrowed, 775);
+  EXPECT_EQ(s.denied_budget, 200);
+}
+
+TEST(WeightedFairEscrow, AHogCannotTakeAnActiveTenantsShare) {
+  World w;
+  auto e = w.make(three_tenants());
+  // Window 0: gold and silver call (both active from here on).
+  ASSERT_EQ(admit_n(*e, "gold", 1), 1);
+  ASSERT_EQ(admit_n(*e, "silver", 1), 1);
+  w.clock.advance_ms(1000);
+  // Window 1: gold floods first. It gets its share and free's (free is
+  // inactive, so its share is lent), never silver's.
+  EXPECT_EQ(admit_n(*e, "gold", 2000), 1000 - 225);
+  // Silver still gets its whole share when it asks.
+  EXPECT_EQ(admit_n(*e, "silver", 300), 225);
+  EXPECT_DOUBLE_EQ(*e->used("gold") + *e->used("silver"), 1000);
+}
+
+TEST(WeightedFairEscrow, BorrowingTakesOnlyUnreservedCredits) {
+  World w;
+  auto e = w.make(three_tenants());
+  for (const char* t : {"gold", "silver", "free"})
+    ASSERT_EQ(admit_n(*e, t, 1), 1);
+  w.clock.advance_ms(1000);
+  // Everyone active: silver may borrow nothing beyond its share while gold
+  // and free have unused shares.
+  EXPECT_EQ(admit_n(*e, "silver", 400), 225);
+  // Once gold has used its share, what is left is free's reservation.
+  EXPECT_EQ(admit_n(*e, "gold", 700), 675);
+  EXPECT_EQ(admit_n(*e, "free", 100), 100);
+  EXPECT_EQ(admit_n(*e, "gold", 1), 0);
+}
+
+TEST(WeightedFairEscrow, AShareLentWhileInactiveIsProtectedFromTheNextWindow) {
+  World w;
+  auto e = w.make(three_tenants());
+  EXPECT_EQ(admit_n(*e, "gold", 1000), 1000);  // alone: takes everything
+  // Silver arrives late in the window: its share was lent out.
+  EXPECT_EQ(admit_n(*e, "silver", 10), 0);
+  w.clock.advance_ms(1000);
+  // From the next window on silver is active: gold cannot take its share.
+  EXPECT_EQ(admit_n(*e, "gold", 1000), 1000 - 225);
+  EXPECT_EQ(admit_n(*e, "silver", 1000), 225);
+  // Two idle windows later silver's reservation lapses.
+  w.clock.advance_ms(2000);
+  EXPECT_EQ(admit_n(*e, "gold", 1000), 1000);
+}
+
+TEST(WeightedFairEscrow, WindowsRollAndABackwardClockUnspendsNothing) {
+  World w;
+  auto e = w.make({.limit = 10, .window_ms = 1000, .tenants = {{.name = "a"}}});
+  EXPECT_EQ(admit_n(*e, "a", 12), 10);
+  w.clock.advance_ms(1000);
+  EXPECT_EQ(admit_n(*e, "a", 4), 4);
+  w.clock.advance_ms(-1500);           // back into window 0
+  EXPECT_EQ(admit_n(*e, "a", 10), 6);  // still window 1's accounting
+  EXPECT_DOUBLE_EQ(*e->used("a"), 10);
+  // Explicit times work the same way.
+  EXPECT_TRUE(e->admit_at("a", kEpoch + 2000, 10)->allowed);
+  EXPECT_FALSE(e->admit_at("a", kEpoch + 2999, 1)->allowed);
+}
+
+TEST(WeightedFairEscrow, AResolvedTenantIdDecidesAsItsName) {
+  World w;
+  auto by_name = w.make(three_tenants());
+  auto by_id = w.make(three_tenants());
+  const auto silver = *by_id->tenant("silver");
+  for (int i = 0; i < 1100; ++i) {
+    EXPECT_EQ(*by_name->admit("silver", 1 + i % 3),
+              *by_id->admit(silver, 1 + i % 3));
+    if (i % 100 == 99) w.clock.advance_ms(300);
+  }
+  EXPECT_EQ(by_id->tenant("nope").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(by_id->admit(silver, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(WeightedFairEscrow, FractionalCostsAreAccountedExactly) {
+  World w;
+  auto e = w.make({.limit = 2, .window_ms = 1000, .tenants = {{.name = "a"}}});
+  for (int i = 0; i < 8; ++i) EXPECT_TRUE(e->admit("a", 0.25)->allowed);
+  EXPECT_FALSE(e->admit("a", 0.25)->allowed);
+}
+
+TEST(WeightedFairEscrow, BadInputIsAStatus) {
+  World w;
+  auto e = w.make(three_tenants());
+  for (double cost : {0.0, -1.0, std::nan(""), 1e300}) {
+    absl::StatusOr<Decision> d = e->admit("gold", cost);
+    EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument) << cost;
+    EXPECT_NE(d.status().message().find("cost"), std::string::npos);
+  }
+  EXPECT_EQ(e->admit("platinum").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(e->admit("platinum").status().message().find("platinum"),
+            std::string::npos);
+  EXPECT_EQ(e->admit("").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(e->guaranteed_share("nope").status().code(),
+            absl::StatusCode::kNotFound);
+
+  auto error = [&](WeightedFairEscrowOptions o) {
+    auto r = Escrow::create(std::move(o), ClockRef<ManualClock>(w.clock));
+    EXPECT_FALSE(r.ok());
+    return std::string(r.status().message());
+  };
+  EXPECT_NE(error({.limit = 0, .window_ms = 1000, .tenants = {{.name = "a"}}})
+                .find("limit"),
+            std::string::npos);
+  EXPECT_NE(error({.limit = 10, .window_ms = 0, .tenants = {{.name = "a"}}})
+                .find("window_ms"),
+            std::string::npos);
+  EXPECT_NE(error({.limit = 10, .window_ms = 1000}).find("tenants"),
+            std::string::npos);
+  EXPECT_NE(error({.limit = 10,
+                   .window_ms = 1000,
+                   .tenants = {{.name = "a"}, {.name = "a"}}})
+                .find("duplicate"),
+            std::string::npos);
+  EXPECT_NE(error({.limit = 10, .window_ms = 1000, .tenants = {{.name = ""}}})
+                .find("tenants[0].name"),
+            std::string::npos);
+  EXPECT_NE(error({.limit = 10,
+                   .window_ms = 1000,
+                   .tenants = {{.name = "a", .weight = 0}}})
+                .find("tenants[0].weight"),
+            std::string::npos);
+  EXPECT_NE(error({.limit = 10,
+                   .window_ms = 1000,
+                   .tenants = {{.name = "a", .weight = std::nan("")}}})
+                .find("weight"),
+            std::string::npos);
+  EXPECT_NE(error({.limit = 10,
+                   .window_ms = 1000,
+                   .tenants = {{.name = "a", .hard_cap = 11}}})
+                .find("tenants[0].hard_cap"),
+            std::string::npos);
+  EXPECT_NE(error({.limit = 10,
+                   .window_ms = 1000,
+                   .tenants = {{.name = "a"}},
+                   .coordinator = w.store,
+                   .key = "k",
+                   .quantum = 11})
+                .find("quantum"),
+            std::string::npos);
+  EXPECT_NE(error({.limit = 10,
+                   .window_ms = 1000,
+                   .tenants = {{.name = "a"}},
+                   .coordinator = w.store})
+                .find("key"),
+            std::string::npos);
+}
+
+// Multi-process: escrows sharing one budget through a coordinator.
+WeightedFairEscrowOptions shared(std::shared_ptr<Coordinator> store) {
+  return {.limit = 100,
+          .window_ms = 1000,
+          .tenants = {{.name = "a"}, {.name = "b"}},
+          .coordinator = std::move(store),
+          .key = "fleet",
+          .quantum = 8};
+}
+
+TEST(WeightedFairEscrowFleet, QuantaWithinAShareExactCostWhenBorrowing) {
+  World w;
+  auto one = w.make(shared(w.store));
+  auto two = w.make(shared(w.store));
+  // "a" alone on escrow one: 50 in share (7 quanta of 8 = 56 leased), then
+  // borrowing: the 6 spare credits first, then exactly one per call.
+  EXPECT_EQ(admit_n(*one, "a", 60), 60);
+  EXPECT_EQ(one->stats().admitted_in_share, 50);
+  EXPECT_EQ(one->stats().admitted_borrowed, 10);
+  EXPECT_EQ(one->stats().leases, 7 + 4);
+  // Nothing was stranded on escrow one: escrow two gets exactly the rest.
+  EXPECT_EQ(admit_n(*two, "a", 100), 40);
+  absl::StatusOr<Decision> d = two->admit("b");
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->allowed);  // the store's window is spent
+  EXPECT_EQ(d->reset_at_ms, kEpoch + 1000);
+  // The next window brings a fresh budget.
+  w.clock.advance_ms(1000);
+  EXPECT_TRUE(two->admit("b")->allowed);
+}
+
+TEST(WeightedFairEscrowFleet, CloseGivesHeldCreditsBack) {
+  World w;
+  auto one = w.make(shared(w.store));
+  auto two = w.make(shared(w.store));
+  ASSERT_EQ(admit_n(*one, "a", 1), 1);  // leased 8, holds 7
+  ASSERT_TRUE(one->close().ok());
+  EXPECT_EQ(admit_n(*two, "a", 200), 99);
+}
+
+TEST(WeightedFairEscrowFleet, TheFleetNeverAdmitsMoreThanTheLimitPerWindow) {
+  World w;
+  std::vector<std::unique_ptr<Escrow>> fleet;
+  for (int i = 0; i < 4; ++i) fleet.push_back(w.make(shared(w.store)));
+  std::mt19937 rng(7);
+  std::map<int64_t, int> per_window;
+  for (int step = 0; step < 20000; ++step) {
+    if (rng() % 64 == 0) w.clock.advance_ms(1 + rng() % 300);
+    Escrow& e = *fleet[rng() % fleet.size()];
+    const double cost = 1 + rng() % 3;
+    absl::StatusOr<Decision> d = e.admit(rng() % 2 ? "a" : "b", cost);
+    ASSERT_TRUE(d.ok()) << d.status();
+    if (d->allowed) {
+      per_window[(w.clock.now_ms() - kEpoch) / 1000] += static_cast<int>(cost);
+    }
+  }
+  ASSERT_GT(per_window.size(), 10u);
+  int busy = 0;
+  for (const auto& [window, admitted] : per_window) {
+    EXPECT_LE(admitted, 100) << "window " << window;
+    busy += admitted >= 80;
+  }
+  EXPECT_GT(busy, 5);  // the bound is exercised, not avoided
+}
+
+// Threads on two tenants of equal weight: per window the total stays at
+// the limit, and the tenant that asks for less than the hog still gets its
+// whole share (both are active from the warm-up window).
+TEST(WeightedFairEscrowConcurrency, ThreadsGetTheirSharesAndNoMore) {
+  World w;
+  auto e = w.make({.limit = 1000,
+                   .window_ms = 1000,
+                   .tenants = {{.name = "hog"}, {.name = "calm"}}});
+  ASSERT_EQ(admit_n(*e, "hog", 1), 1);
+  ASSERT_EQ(admit_n(*e, "calm", 1), 1);
+  w.clock.advance_ms(1000);
+  std::atomic<int> hog{0}, calm{0};
+  testing::run_threads(4, [&](int t) {
+    const bool is_hog = t < 2;
+    for (int i = 0; i < (is_hog ? 3000 : 600); ++i) {
+      absl::StatusOr<Decision> d = e->admit(is_hog ? "hog" : "calm");
+      if (d.ok() && d->allowed) ++(is_hog ? hog : calm);
+    }
+    return 0L;
+  });
+  EXPECT_EQ(calm.load(), 500);  // its share: 1200 asked
+  EXPECT_EQ(hog.load(), 500);   // the rest, no more
+  EXPECT_EQ(e->stats().admitted_in_share, 2 + 1000);
+}
+
+}  // namespace
+}  // namespace throttlekit
