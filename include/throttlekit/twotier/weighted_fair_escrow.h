@@ -39,7 +39,9 @@
 //
 // Clocks: fairness windows are epoch-aligned on this process's clock (or
 // the caller's `now_ms`); a clock stepped back stays in the newest window
-// seen (nothing is un-spent). Leased credits expire on the store's window.
+// seen (nothing is un-spent). Leased credits expire on the store's window,
+// and a multi-process admission's `reset_at_ms` is the end of the store
+// window that paid for it.
 //
 // Thread-safety: every method is safe to call concurrently; one mutex
 // guards the accounting and is held across a lease round trip (quanta make
@@ -362,7 +364,10 @@ class WeightedFairEscrow {
     total_ += cost;
     reserved_ += own_reservation(i) - mine;
     ++(in_share ? stats_.admitted_in_share : stats_.admitted_borrowed);
-    return Decision{true, limit_of(i), room(i), window_end_ms_, 0};
+    // Multi-process: the window of the credits spent (the store's).
+    const int64_t reset_at =
+        options_.coordinator != nullptr ? held_expires_ms_ : window_end_ms_;
+    return Decision{true, limit_of(i), room(i), reset_at, 0};
   }
 
   // Multi-process: makes sure `cost` credits are held, leasing a quantum
