@@ -6,7 +6,6 @@
 // little: every full window uses at least 90% of it.
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "support/forked_fleet.h"
 #include "support/redis_test_server.h"
 #include "throttlekit/redis/redis_coordinator.h"
 #include "throttlekit/twotier/weighted_fair_escrow.h"
@@ -30,16 +30,11 @@ constexpr int64_t kLimit = 400;
 constexpr int64_t kWindowMs = 250;
 constexpr int kWindows = 12;
 
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+using testing::wall_ms;
 
 struct Report {
   int64_t per_window[kWindows + 2] = {};
   int64_t in_share = 0;
-  int64_t borrowed = 0;
   int64_t errors = 0;
 };
 
@@ -63,7 +58,7 @@ Report run_process(const std::string& key, int index, int64_t first_window,
     return r;
   }
   for (int64_t call = index;; ++call) {
-    const int64_t before = now_ms();
+    const int64_t before = wall_ms();
     if (before >= end_ms) break;
     absl::StatusOr<Decision> d =
         (*escrow)->admit(call % 3 == 0 ? "free" : "gold");
@@ -80,48 +75,25 @@ Report run_process(const std::string& key, int index, int64_t first_window,
     if (w >= 0 && w < kWindows + 2) ++r.per_window[w];
   }
   r.in_share = (*escrow)->stats().admitted_in_share;
-  r.borrowed = (*escrow)->stats().admitted_borrowed;
   return r;
 }
 
 TEST(EscrowFleetRedis, TheFleetStaysAtOrUnderTheLimitEveryWindow) {
   const std::string key = "escrow:" + std::to_string(getpid());
-  const int64_t first_window = now_ms() / kWindowMs + 2;
+  const int64_t first_window = wall_ms() / kWindowMs + 2;
   const int64_t start_ms = first_window * kWindowMs;
   const int64_t end_ms = start_ms + kWindows * kWindowMs;
-  std::vector<std::pair<pid_t, int>> children;
-  for (int p = 0; p < kProcesses; ++p) {
-    int fds[2];
-    ASSERT_EQ(pipe(fds), 0);
-    const pid_t pid = fork();
-    if (pid == 0) {
-      close(fds[0]);
-      std::this_thread::sleep_for(
-          std::chrono::milliseconds(start_ms - now_ms()));
-      const Report r = run_process(key, p, first_window, end_ms);
-      (void)!write(fds[1], &r, sizeof r);
-      _exit(0);
-    }
-    close(fds[1]);
-    children.emplace_back(pid, fds[0]);
-  }
+  const std::vector<Report> reports = testing::run_forked<Report>(
+      kProcesses, start_ms,
+      [&](int p) { return run_process(key, p, first_window, end_ms); });
   std::vector<int64_t> per_window(kWindows + 2, 0);
-  int64_t errors = 0, in_share = 0, borrowed = 0;
-  int reports = 0;
-  for (auto [pid, fd] : children) {
-    Report r;
-    if (read(fd, &r, sizeof r) == static_cast<ssize_t>(sizeof r)) {
-      ++reports;
-      for (int w = 0; w < kWindows + 2; ++w) per_window[w] += r.per_window[w];
-      errors += r.errors;
-      in_share += r.in_share;
-      borrowed += r.borrowed;
-    }
-    close(fd);
-    int status = 0;
-    waitpid(pid, &status, 0);
+  int64_t errors = 0, in_share = 0;
+  for (const Report& r : reports) {
+    for (int w = 0; w < kWindows + 2; ++w) per_window[w] += r.per_window[w];
+    errors += r.errors;
+    in_share += r.in_share;
   }
-  ASSERT_EQ(reports, kProcesses);
+  ASSERT_EQ(reports.size(), static_cast<size_t>(kProcesses));
   EXPECT_EQ(errors, 0);
   for (int w = 0; w < kWindows; ++w) {
     EXPECT_LE(per_window[w], kLimit) << "window " << w;

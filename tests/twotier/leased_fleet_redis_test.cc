@@ -19,7 +19,6 @@
 // top of its full budget, reaching L + N * (B - 1) exactly.
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/forked_fleet.h"
 #include "support/redis_test_server.h"
 #include "throttlekit/redis/redis_coordinator.h"
 #include "throttlekit/twotier/leased_limiter.h"
@@ -45,11 +45,7 @@ constexpr int64_t kBatch = 5;
 constexpr int kWindows = 22;
 constexpr int64_t kOddDemand = 56;  // 12 leases of 5, 4 left over
 
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+using testing::wall_ms;
 
 // What one process reports: admissions per window, and how many broke the
 // real-time coupling condition or failed.
@@ -81,7 +77,7 @@ Report run_node(const std::string& key, bool coupled, int64_t first_window,
   }
   int64_t current = -1, mine = 0;  // this node's window and its admissions
   while (true) {
-    const int64_t before = now_ms();
+    const int64_t before = wall_ms();
     if (before >= end_ms) break;
     if (before / kWindowMs != current) {
       current = before / kWindowMs;
@@ -93,7 +89,7 @@ Report run_node(const std::string& key, bool coupled, int64_t first_window,
       continue;
     }
     absl::StatusOr<Decision> d = (*limiter)->check(key);
-    const int64_t after = now_ms();
+    const int64_t after = wall_ms();
     if (!d.ok()) {
       ++r.errors;
       continue;
@@ -123,36 +119,12 @@ Report run_node(const std::string& key, bool coupled, int64_t first_window,
 std::vector<Report> run_fleet(bool coupled) {
   const std::string key =
       "k:" + std::to_string(getpid()) + ":" + (coupled ? "coupled" : "carried");
-  const int64_t first_window = now_ms() / kWindowMs + 2;
+  const int64_t first_window = wall_ms() / kWindowMs + 2;
   const int64_t start_ms = first_window * kWindowMs;
   const int64_t end_ms = start_ms + kWindows * kWindowMs;
-  std::vector<std::pair<pid_t, int>> children;
-  for (int n = 0; n < kNodes; ++n) {
-    int fds[2];
-    if (pipe(fds) != 0) return {};
-    const pid_t pid = fork();
-    if (pid == 0) {
-      close(fds[0]);
-      std::this_thread::sleep_for(
-          std::chrono::milliseconds(start_ms - now_ms()));
-      const Report r = run_node(key, coupled, first_window, end_ms);
-      (void)!write(fds[1], &r, sizeof r);
-      _exit(0);
-    }
-    close(fds[1]);
-    children.emplace_back(pid, fds[0]);
-  }
-  std::vector<Report> reports;
-  for (auto [pid, fd] : children) {
-    Report r;
-    if (read(fd, &r, sizeof r) == static_cast<ssize_t>(sizeof r)) {
-      reports.push_back(r);
-    }
-    close(fd);
-    int status = 0;
-    waitpid(pid, &status, 0);
-  }
-  return reports;
+  return testing::run_forked<Report>(kNodes, start_ms, [&](int) {
+    return run_node(key, coupled, first_window, end_ms);
+  });
 }
 
 struct Totals {

@@ -1,0 +1,65 @@
+// tests/support/forked_fleet.h
+//
+// Provides the harness of the multi-process fleet tests: `wall_ms()` (the
+// machine clock every process and the test's server share) and
+// `run_forked<Report>(n, start_ms, fn)`, which forks `n` processes, starts
+// each at the epoch-ms instant `start_ms`, runs `fn(index)` in it and
+// collects the trivially copyable `Report` each returns through a pipe.
+// Processes that fail to report are missing from the result.
+
+#ifndef THROTTLEKIT_TESTS_SUPPORT_FORKED_FLEET_H_
+#define THROTTLEKIT_TESTS_SUPPORT_FORKED_FLEET_H_
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace throttlekit::testing {
+
+inline int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+template <class Report, class Fn>
+std::vector<Report> run_forked(int n, int64_t start_ms, Fn fn) {
+  static_assert(std::is_trivially_copyable_v<Report>);
+  std::vector<std::pair<pid_t, int>> children;
+  for (int i = 0; i < n; ++i) {
+    int fds[2];
+    if (pipe(fds) != 0) break;
+    const pid_t pid = fork();
+    if (pid == 0) {
+      close(fds[0]);
+      std::this_thread::sleep_for(
+          std::chrono::milliseconds(start_ms - wall_ms()));
+      const Report r = fn(i);
+      (void)!write(fds[1], &r, sizeof r);
+      _exit(0);
+    }
+    close(fds[1]);
+    children.emplace_back(pid, fds[0]);
+  }
+  std::vector<Report> reports;
+  for (auto [pid, fd] : children) {
+    Report r;
+    if (read(fd, &r, sizeof r) == static_cast<ssize_t>(sizeof r)) {
+      reports.push_back(r);
+    }
+    close(fd);
+    int status = 0;
+    waitpid(pid, &status, 0);
+  }
+  return reports;
+}
+
+}  // namespace throttlekit::testing
+
+#endif  // THROTTLEKIT_TESTS_SUPPORT_FORKED_FLEET_H_
