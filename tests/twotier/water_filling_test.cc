@@ -88,11 +88,12 @@ rc::Gen<std::vector<WaterClaim>> claims_gen() {
                                 [](int d) { return int64_t{d}; }))));
 }
 
-// The properties of the file comment, on thousands of random instances.
-RC_GTEST_PROP(WaterFillingProperty, WorkConservingFeasibleAndFair, ()) {
-  const std::vector<WaterClaim> c = *claims_gen();
-  const int64_t capacity = *rc::gen::inRange<int64_t>(0, 40'000);
-  const std::vector<int64_t> a = *water_fill(capacity, c);
+// Work-conserving, feasible, and max-min fair up to one unit (an
+// unsatisfied claimant is never more than a unit behind anyone, per
+// weight), that bound relaxed by the relative `slack`. Returns the total
+// demand.
+int64_t assert_guarantees(int64_t capacity, const std::vector<WaterClaim>& c,
+                          const std::vector<int64_t>& a, long double slack) {
   RC_ASSERT(a.size() == c.size());
   int64_t demand = 0;
   for (const WaterClaim& x : c) demand += x.demand;
@@ -102,15 +103,22 @@ RC_GTEST_PROP(WaterFillingProperty, WorkConservingFeasibleAndFair, ()) {
     RC_ASSERT(a[i] >= 0);
     RC_ASSERT(a[i] <= c[i].demand);
   }
-  // Max-min up to one unit: an unsatisfied claimant is never more than a
-  // unit behind anyone, per weight.
   for (size_t i = 0; i < c.size(); ++i) {
     if (a[i] == c[i].demand) continue;
     for (size_t j = 0; j < c.size(); ++j) {
-      RC_ASSERT(static_cast<double>(a[j] - 1) * c[i].weight <
-                static_cast<double>(a[i] + 1) * c[j].weight);
+      RC_ASSERT(static_cast<long double>(a[j] - 1) * c[i].weight <
+                static_cast<long double>(a[i] + 1) * c[j].weight * (1 + slack));
     }
   }
+  return demand;
+}
+
+// The properties of the file comment, on thousands of random instances.
+RC_GTEST_PROP(WaterFillingProperty, WorkConservingFeasibleAndFair, ()) {
+  const std::vector<WaterClaim> c = *claims_gen();
+  const int64_t capacity = *rc::gen::inRange<int64_t>(0, 40'000);
+  const std::vector<int64_t> a = *water_fill(capacity, c);
+  const int64_t demand = assert_guarantees(capacity, c, a, 0);
   // Within one unit of the continuous answer.
   if (demand > capacity) {
     const double level = reference_level(capacity, c);
@@ -138,6 +146,45 @@ RC_GTEST_PROP(WaterFillingProperty, ScalingEveryWeightChangesNothing, ()) {
   const std::vector<int64_t> a = *water_fill(capacity, c);
   for (WaterClaim& x : c) x.weight *= 4;  // exact in binary
   RC_ASSERT(*water_fill(capacity, c) == a);
+}
+
+// Weights up to 1e18 apart once cancelled in a running difference of sums:
+// the unsatisfied weight came out 0, the level infinite, and the split
+// handed out more than the capacity (or looped for ~2^40 passes).
+TEST(WaterFilling, WeightsFarApartNeitherCancelNorOverflow) {
+  // The tiny-weight claim gets (almost) nothing; the capacity is not paid
+  // twice.
+  EXPECT_EQ(fill(1'000'000, {{3, 1}, {1e9, 999'999}, {1e-9, 1'000'000}}),
+            (std::vector<int64_t>{1, 999'999, 0}));
+  // One unit to the heavy claim, the rest to the light one (this call did
+  // not return before the fix).
+  const int64_t cap = int64_t{1} << 40;
+  EXPECT_EQ(fill(cap, {{1e9, 1}, {1e-7, int64_t{1} << 50}}),
+            (std::vector<int64_t>{1, cap - 1}));
+  // The smallest positive weight beside the largest.
+  const double tiny = std::numeric_limits<double>::denorm_min();
+  EXPECT_EQ(fill(10, {{tiny, 100}, {1e9, 100}}), (std::vector<int64_t>{0, 10}));
+  EXPECT_EQ(fill(10, {{tiny, 100}, {tiny, 100}}), (std::vector<int64_t>{5, 5}));
+}
+
+// Weights drawn log-uniformly over 21 decades, demands and capacity up to
+// 2^40: the same guarantees, with the fairness bound relaxed by a relative
+// 1e-9 for the rounding of a level that spans those magnitudes.
+RC_GTEST_PROP(WaterFillingProperty, ExtremeWeightsKeepEveryGuarantee, ()) {
+  const std::vector<WaterClaim> c =
+      *rc::gen::container<std::vector<WaterClaim>>(rc::gen::build<WaterClaim>(
+          rc::gen::set(
+              &WaterClaim::weight,
+              rc::gen::map(rc::gen::inRange(-1200, 900),
+                           [](int e) { return std::pow(10.0, e / 100.0); })),
+          rc::gen::set(&WaterClaim::demand,
+                       rc::gen::map(rc::gen::inRange(0, 40 * 8), [](int b) {
+                         return static_cast<int64_t>(std::ldexp(1.0, b / 8));
+                       }))));
+  const int64_t capacity = *rc::gen::map(
+      rc::gen::inRange(0, 41 * 8),
+      [](int b) { return static_cast<int64_t>(std::ldexp(1.0, b / 8)) - 1; });
+  assert_guarantees(capacity, c, *water_fill(capacity, c), 1e-9L);
 }
 
 TEST(WaterFilling, LargeCapacitiesStayExact) {

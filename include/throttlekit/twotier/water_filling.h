@@ -21,7 +21,10 @@
 //   nobody can gain without taking from someone no better off;
 // - invariant under scaling every weight by one factor.
 //
-// O(n log n) time; allocates the result and an index. Pure; thread-safe.
+// O(n log n) time; allocates the result, an index and suffix sums. Pure;
+// thread-safe. Weights may span the whole accepted range, (0, 1e9],
+// in one call: the level is computed from suffix sums, never from a
+// difference of sums.
 
 #ifndef THROTTLEKIT_TWOTIER_WATER_FILLING_H_
 #define THROTTLEKIT_TWOTIER_WATER_FILLING_H_
@@ -47,6 +50,13 @@ namespace throttlekit {
 // (0 .. 2^53-1).
 struct WaterClaim {
   double weight = 1;
+  int64_t demand = 0;
+};
+
+// Weight and demand of a claimant and all after it in level order (used by
+// `water_fill`).
+struct WaterSuffix {
+  double weight = 0;
   int64_t demand = 0;
 };
 
@@ -90,35 +100,68 @@ inline absl::StatusOr<std::vector<int64_t>> water_fill(
   // Claimants in order of the level at which they are satisfied.
   std::vector<size_t> order(claims.size());
   std::iota(order.begin(), order.end(), size_t{0});
+  // demand / weight compared cross-multiplied: a quotient overflows to
+  // infinity for a tiny weight, a product stays below 2^53 * 1e9.
   std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
-    const double lx = static_cast<double>(claims[x].demand) / claims[x].weight;
-    const double ly = static_cast<double>(claims[y].demand) / claims[y].weight;
+    const double lx = static_cast<double>(claims[x].demand) * claims[y].weight;
+    const double ly = static_cast<double>(claims[y].demand) * claims[x].weight;
     return lx < ly || (lx == ly && x < y);
   });
-  // Satisfy claimants while the level they need is within reach of what
-  // is left spread over the weight still unsatisfied.
+  // Suffix sums over that order: the weight and the demand of the claimants
+  // from position k on. Summed from the end, so the weight still unsatisfied
+  // is never a difference of large sums (weights 1e18 apart would cancel to
+  // 0); the demand sums are exact integers (saturating).
+  std::vector<WaterSuffix> suffix(order.size() + 1);
+  for (size_t r = order.size(); r-- > 0;) {
+    const WaterClaim& c = claims[order[r]];
+    suffix[r].weight = suffix[r + 1].weight + c.weight;
+    suffix[r].demand =
+        suffix[r + 1].demand > std::numeric_limits<int64_t>::max() - c.demand
+            ? std::numeric_limits<int64_t>::max()
+            : suffix[r + 1].demand + c.demand;
+  }
+  // Satisfy claimants while the level they need is within reach of what is
+  // left spread over the weight still unsatisfied. Both checks that decide
+  // a full payment in integers are exact: a claimant is paid in full only
+  // if its demand fits in what is left, and everyone left is paid in full
+  // once their demands together fit (so rounding in the level test can
+  // never strand capacity).
   int64_t left = capacity;
-  double weight_left = 0;
-  for (const WaterClaim& c : claims) weight_left += c.weight;
   size_t k = 0;
   for (; k < order.size(); ++k) {
+    if (suffix[k].demand <= left) {
+      for (size_t r = k; r < order.size(); ++r) {
+        a[order[r]] = claims[order[r]].demand;
+      }
+      return a;
+    }
+    // Raising the level to this claimant's costs demand * W_k / weight.
     const WaterClaim& c = claims[order[k]];
-    const double level = static_cast<double>(c.demand) / c.weight;
-    if (level * weight_left > static_cast<double>(left)) break;
+    if (c.demand > left ||
+        static_cast<double>(c.demand) * (suffix[k].weight / c.weight) >
+            static_cast<double>(left)) {
+      break;
+    }
     a[order[k]] = c.demand;
     left -= c.demand;
-    weight_left -= c.weight;
   }
-  // The rest share `left` at one level; floors first, then the remainders.
-  const double lambda = static_cast<double>(left) / weight_left;
+  // The rest share `left` at one level: claimant i's exact share is
+  // left * weight_i / W_k (a fraction of at most 1 of `left`, so it cannot
+  // overflow even for subnormal weights); floors first, then the
+  // remainders. Each share is capped at its demand and at what is left
+  // before it becomes an integer.
+  const double pool = static_cast<double>(left);
   std::vector<std::pair<double, size_t>> fractions;
   fractions.reserve(order.size() - k);
   for (size_t r = k; r < order.size(); ++r) {
     const size_t i = order[r];
-    const double exact = lambda * claims[i].weight;
-    const int64_t whole = std::clamp<int64_t>(
-        static_cast<int64_t>(std::floor(exact)), 0, claims[i].demand);
-    a[i] = std::min(whole, left);
+    const double exact =
+        pool * std::min(1.0, claims[i].weight / suffix[k].weight);
+    const double capped =
+        std::min({exact, static_cast<double>(claims[i].demand),
+                  static_cast<double>(left)});
+    a[i] = static_cast<int64_t>(std::floor(std::max(0.0, capped)));
+    a[i] = std::min({a[i], claims[i].demand, left});
     left -= a[i];
     fractions.emplace_back(exact - static_cast<double>(a[i]), i);
   }
@@ -126,18 +169,25 @@ inline absl::StatusOr<std::vector<int64_t>> water_fill(
       fractions.begin(), fractions.end(), [](const auto& x, const auto& y) {
         return x.first > y.first || (x.first == y.first && x.second < y.second);
       });
-  // Usually one pass; more only if rounding left whole units over.
+  // Usually one pass of one unit each, largest fraction first: the shares
+  // are accurate to a relative 1e-15 or so, so the floors leave about one
+  // unit per claimant. Should rounding leave more, each pass hands out
+  // left / (claimants still short) per claimant, so the passes stay few.
+  // The unsatisfied demand exceeds `left` (checked exactly above), so every
+  // pass gives something.
   while (left > 0) {
-    bool gave = false;
+    int64_t open = 0;
+    for (const auto& [fraction, i] : fractions) {
+      if (a[i] < claims[i].demand) ++open;
+    }
+    if (open == 0) break;
+    const int64_t each = std::max<int64_t>(1, left / open);
     for (const auto& [fraction, i] : fractions) {
       if (left == 0) break;
-      if (a[i] < claims[i].demand) {
-        ++a[i];
-        --left;
-        gave = true;
-      }
+      const int64_t give = std::min({each, claims[i].demand - a[i], left});
+      a[i] += give;
+      left -= give;
     }
-    if (!gave) break;  // every demand met (cannot happen: demand > capacity)
   }
   return a;
 }
