@@ -404,6 +404,120 @@ TEST(AdaptiveConcurrency, RecalibrationRecursAfterIntervalFromPinEnd) {
   EXPECT_EQ(h.stats().recalibrations, 2);
 }
 
+// ---- Rounds and the frozen baseline -------------------------------------
+
+TEST(AdaptiveConcurrency, RoundIsOneSampleOfItsMeanLatency) {
+  AdaptiveConcurrencyOptions o = gradient2_options(20);
+  o.round_samples = 4;
+  Harness h(o);
+  h.hold(9);  // 10 of 20 in flight with each sample: utilized
+  h.sample(1000);
+  h.sample(3000);
+  h.sample(1000);
+  // Three successes: no step yet, nothing in the window.
+  EXPECT_DOUBLE_EQ(h.stats().estimate, 20.0);
+  EXPECT_EQ(h.stats().rtt_noload_ns, 0);
+  EXPECT_EQ(h.stats().last_rtt_ns, 1000);
+  h.sample(3000);
+  // One step with rtt = mean 2000 against the window's only entry, 2000:
+  // gradient 1.0 (tolerance 1.5), so the law grows by its sqrt headroom.
+  EXPECT_EQ(h.stats().rtt_noload_ns, 2000);
+  EXPECT_DOUBLE_EQ(h.stats().estimate,
+                   gradient2_next_estimate(20.0, 1.0, 0.2, true, 1, 1000));
+  // A second round at mean 6000 against a minimum of 2000: gradient 0.5.
+  const double before = h.stats().estimate;
+  for (int i = 0; i < 4; ++i) h.sample(6000);
+  EXPECT_EQ(h.stats().rtt_noload_ns, 2000);
+  EXPECT_DOUBLE_EQ(
+      h.stats().estimate,
+      gradient2_next_estimate(before, gradient2_gradient(1.5, 2000, 6000), 0.2,
+                              true, 1, 1000));
+}
+
+TEST(AdaptiveConcurrency, RoundGrowsOnlyIfHalfItsSamplesWereUtilized) {
+  AdaptiveConcurrencyOptions o = gradient2_options(20);
+  o.round_samples = 4;
+  Harness h(o);
+  // Three of four samples under half the limit: the round may not grow.
+  h.sample(1000);
+  h.sample(1000);
+  h.sample(1000);
+  h.hold(9);
+  h.sample(1000);
+  EXPECT_DOUBLE_EQ(h.stats().estimate, 20.0);
+  // Two of four utilized (at exactly half): it may.
+  h.drop_holds();
+  h.sample(1000);
+  h.sample(1000);
+  h.hold(9);
+  h.sample(1000);
+  h.sample(1000);
+  EXPECT_DOUBLE_EQ(h.stats().estimate,
+                   gradient2_next_estimate(20.0, 1.0, 0.2, true, 1, 1000));
+}
+
+TEST(AdaptiveConcurrency, DropStepsAtOnceWithinARound) {
+  AdaptiveConcurrencyOptions o = gradient2_options(20);
+  o.round_samples = 8;
+  Harness h(o);
+  h.sample(1000);
+  h.sample(1000, Outcome::kDropped);
+  EXPECT_DOUBLE_EQ(h.stats().estimate,
+                   gradient2_next_estimate(20.0, 0.5, 0.2, false, 1, 1000));
+  EXPECT_EQ(h.stats().drops, 1);
+  EXPECT_EQ(h.stats().rtt_noload_ns, 0);  // the round is still open
+}
+
+TEST(AdaptiveConcurrency, FrozenBaselineIsThePinsMeasurementUntilTheNextPin) {
+  AdaptiveConcurrencyOptions o = recalibrating_options();
+  o.round_samples = 2;
+  o.recalibration_samples = 4;
+  o.freeze_rtt_noload = true;
+  Harness h(o);
+  // Before the first pin the window rolls.
+  h.sample(4000);
+  h.sample(4000);
+  EXPECT_EQ(h.stats().rtt_noload_ns, 4000);
+  h.clock.advance_ns(1'000'000'000);
+  h.sample(0);  // begins the pin; acquired at its start, so it counts
+  h.sample(2000);
+  h.sample(3000);
+  EXPECT_TRUE(h.stats().recalibrating);
+  h.sample(3000);  // the fourth: rounds {0, 2000} and {3000, 3000}
+  ASSERT_FALSE(h.stats().recalibrating);
+  EXPECT_EQ(h.stats().rtt_noload_ns, 1000);  // the smaller round mean
+  // Between pins no sample enters the window, low or high.
+  h.hold(9);
+  for (int i = 0; i < 6; ++i) h.sample(200);
+  for (int i = 0; i < 6; ++i) h.sample(50'000);
+  EXPECT_EQ(h.stats().rtt_noload_ns, 1000);
+  // ... yet the law steps against it: 50 us rounds read as a queue.
+  EXPECT_LT(h.stats().estimate, 20.0);
+  // The next pin re-measures.
+  h.drop_holds();
+  h.clock.advance_ns(1'000'000'000);
+  for (int i = 0; i < 5; ++i) h.sample(7000);
+  EXPECT_FALSE(h.stats().recalibrating);
+  EXPECT_EQ(h.stats().recalibrations, 2);
+  EXPECT_EQ(h.stats().rtt_noload_ns, 7000);
+}
+
+TEST(AdaptiveConcurrency, RollingBaselineFollowsSamplesAfterAPin) {
+  // The same run without freezing: the later samples move the minimum.
+  AdaptiveConcurrencyOptions o = recalibrating_options();
+  o.round_samples = 2;
+  o.recalibration_samples = 4;
+  Harness h(o);
+  h.clock.advance_ns(1'000'000'000);
+  h.sample(3000);  // begins the pin; acquired before it, so discarded
+  for (int i = 0; i < 4; ++i) h.sample(3000);
+  ASSERT_FALSE(h.stats().recalibrating);
+  ASSERT_EQ(h.stats().rtt_noload_ns, 3000);
+  h.sample(200);
+  h.sample(200);
+  EXPECT_EQ(h.stats().rtt_noload_ns, 200);
+}
+
 TEST(AdaptiveConcurrency, RecalibrationJitterIsDeterministicAndBounded) {
   auto first_pin_after = [](uint64_t seed) {
     AdaptiveConcurrencyOptions o = recalibrating_options();
@@ -515,6 +629,21 @@ TEST(AdaptiveConcurrency, BadOptionsAreNamedWithTheirBound) {
                   }),
                   "adaptive_concurrency.recalibration_samples must be in "
                   "[1, 100]");
+  // With rounds the bound is rtt_window * round_samples.
+  expect_rejected(with([](O& o) {
+                    o.recalibration_interval_ns = 1000;
+                    o.round_samples = 4;
+                    o.recalibration_samples = 401;
+                  }),
+                  "adaptive_concurrency.recalibration_samples must be in "
+                  "[1, 400]");
+  expect_rejected(with([](O& o) { o.round_samples = 0; }),
+                  "adaptive_concurrency.round_samples must be in [1, 65536]");
+  expect_rejected(with([](O& o) { o.round_samples = (int64_t{1} << 16) + 1; }),
+                  "adaptive_concurrency.round_samples must be in [1, 65536]");
+  expect_rejected(with([](O& o) { o.freeze_rtt_noload = true; }),
+                  "adaptive_concurrency.freeze_rtt_noload needs "
+                  "recalibration_interval_ns > 0");
   expect_rejected(with([](O& o) { o.law = static_cast<ConcurrencyLaw>(7); }),
                   "adaptive_concurrency.law");
   // recalibration_samples is unchecked while recalibration is off.

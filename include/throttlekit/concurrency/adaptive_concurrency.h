@@ -38,6 +38,12 @@ namespace throttlekit {
 // and the ring of the rolling minimum far from overflow.
 inline constexpr int64_t kMaxConcurrencyLimit = int64_t{1} << 30;
 
+// The most successes one round may average (`round_samples`), and the
+// latency a sample is capped at inside a round's sum (2^46 ns, about 19.5
+// hours): together they keep the sum far from overflow.
+inline constexpr int64_t kMaxRoundSamples = int64_t{1} << 16;
+inline constexpr int64_t kMaxRoundSampleNs = int64_t{1} << 46;
+
 // `set_ceiling(kNoConcurrencyCeiling)` removes an external ceiling.
 inline constexpr int64_t kNoConcurrencyCeiling =
     std::numeric_limits<int64_t>::max();
@@ -62,6 +68,15 @@ struct AdaptiveConcurrencyOptions {
   int64_t max_limit = 1000;  // >= min_limit
   // Samples over which rtt_noload is the rolling minimum, in [1, 2^30].
   int64_t rtt_window = 100;
+  // Successes averaged into one law sample, in [1, 2^16]. With 1 (the
+  // default) every success steps the law with its own latency. With n > 1
+  // the law steps once per n successes (a "round") with their mean
+  // latency, that mean is what enters the rtt window, and the round may
+  // grow the limit iff at least half its samples were utilized. Averaging
+  // compares like with like: a single sample against the window's minimum
+  // reads the service time's own spread as queueing (see
+  // docs/adaptive_concurrency.md). Drops still step the law one by one.
+  int64_t round_samples = 1;
   // gradient2: latency up to tolerance * rtt_noload counts as no queue;
   // in [1, 100].
   double tolerance = kGradient2DefaultTolerance;
@@ -78,8 +93,16 @@ struct AdaptiveConcurrencyOptions {
   int64_t recalibration_jitter_ns = 0;
   uint64_t recalibration_seed = 0;
   // Successes (of leases acquired after the pin began) that end a pin, in
-  // [1, rtt_window]; checked only when recalibration is enabled.
+  // [1, rtt_window * round_samples] (so the pin's rounds fit in the
+  // window); checked only when recalibration is enabled.
   int64_t recalibration_samples = 20;
+  // Envoy's minRTT: once a pin has ended, rtt_noload is that pin's
+  // measurement (the minimum of its rounds) and stays fixed until the next
+  // pin; samples between pins no longer enter the window, so a standing
+  // queue cannot raise the baseline (the upward creep of a rolling
+  // minimum). Before the first pin the window rolls. Needs
+  // recalibration_interval_ns > 0.
+  bool freeze_rtt_noload = false;
 };
 
 // A snapshot of a limiter (see `AdaptiveConcurrency::stats`).
@@ -127,20 +150,25 @@ struct AdaptiveConcurrencyStats {
 // 1. recalibration (if enabled): when now >= next_recalibration, a pin
 //    begins: effective limit = min_limit, the rtt window is cleared, the
 //    triggering sample is discarded (unless acquired at that instant). While
-//    pinned, successes of leases acquired after the pin began are pushed
-//    into the fresh window (earlier leases carry the queue being drained
-//    and are discarded) and the law is frozen. After
-//    `recalibration_samples` of them the pin ends: the law resumes from the
+//    pinned, successes of leases acquired after the pin began are gathered
+//    in rounds of `round_samples` whose means enter the fresh window
+//    (earlier leases carry the queue being drained and are discarded) and
+//    the law is frozen. After `recalibration_samples` of them (a last
+//    partial round included) the pin ends: the law resumes from the
 //    pre-pin estimate (as Envoy does) with the re-measured rtt_noload, and
-//    the next pin is due recalibration_interval_ns + jitter later.
-// 2. a success's latency (now - acquire time, floored at 0) enters the
-//    window; rtt_noload = the window's minimum, this sample included.
-// 3. the law steps the estimate (`gradient2.h` / `aimd.h`); the sample is
+//    the next pin is due recalibration_interval_ns + jitter later. With
+//    `freeze_rtt_noload`, that rtt_noload then stays until the next pin.
+// 2. a success's latency (now - acquire time, floored at 0) joins the
+//    round; a round of `round_samples` (1 by default) is one sample, its
+//    mean latency, and it enters the window (unless frozen); rtt_noload =
+//    the window's minimum, this sample included.
+// 3. the law steps the estimate (`gradient2.h` / `aimd.h`); a success is
 //    utilized iff 2 * inflight >= limit, both as seen by its own acquire
 //    (inflight counting itself; limit = the effective limit it was checked
-//    against). gradient2: an under-utilized sample cannot grow the limit;
-//    a drop steps with the floor gradient 0.5 and never grows it. AIMD: +1
-//    on a utilized success, * backoff_ratio on a drop.
+//    against), and a round iff at least half its successes were.
+//    gradient2: an under-utilized sample cannot grow the limit; a drop
+//    steps with the floor gradient 0.5 at once and never grows it. AIMD:
+//    +1 on a utilized sample, * backoff_ratio on a drop.
 // 4. limit = floor(estimate); effective limit republished.
 //
 // Thread-safety: every public method may be called concurrently. The
@@ -318,6 +346,8 @@ class AdaptiveConcurrency {
                                       o.min_limit, o.max_limit));
     s.Update(detail::check_int_option(kWhat, "rtt_window", o.rtt_window, 1,
                                       kMaxConcurrencyLimit));
+    s.Update(detail::check_int_option(kWhat, "round_samples", o.round_samples,
+                                      1, kMaxRoundSamples));
     s.Update(check_real("tolerance", o.tolerance, 1, true, 100));
     s.Update(check_real("smoothing", o.smoothing, 0, false, 1));
     s.Update(check_real("backoff_ratio", o.backoff_ratio, 0, false, 1, false));
@@ -328,9 +358,16 @@ class AdaptiveConcurrency {
                                       o.recalibration_jitter_ns, 0,
                                       kMaxSafeInteger));
     if (o.recalibration_interval_ns > 0) {
-      s.Update(detail::check_int_option(kWhat, "recalibration_samples",
-                                        o.recalibration_samples, 1,
-                                        o.rtt_window));
+      // The pin's rounds must fit in the window.
+      s.Update(detail::check_int_option(
+          kWhat, "recalibration_samples", o.recalibration_samples, 1,
+          o.rtt_window *
+              std::clamp<int64_t>(o.round_samples, 1, kMaxRoundSamples)));
+    } else if (o.freeze_rtt_noload && s.ok()) {
+      s = absl::InvalidArgumentError(
+          "adaptive_concurrency.freeze_rtt_noload needs "
+          "recalibration_interval_ns > 0 (the baseline is frozen between "
+          "pins)");
     }
     return s;
   }
@@ -392,12 +429,18 @@ class AdaptiveConcurrency {
         pin_samples_ = 0;
         ++recalibrations_;
         window_.clear();
+        round_ = Round{};
         publish_effective_limit();
       }
       if (pinned_) {
         if (!dropped && lease.start_ns() >= pin_start_ns_) {
-          window_.push(rtt_ns);
-          if (++pin_samples_ >= options_.recalibration_samples) {
+          round_.add(rtt_ns, true);
+          const bool last = ++pin_samples_ >= options_.recalibration_samples;
+          if (round_.count >= options_.round_samples || last) {
+            window_.push(round_.mean_ns());
+            round_ = Round{};
+          }
+          if (last) {
             pinned_ = false;
             next_recalibration_ns_ = now_ns + next_interval_ns();
             publish_effective_limit();
@@ -406,22 +449,35 @@ class AdaptiveConcurrency {
         return;
       }
     }
-    if (!dropped) window_.push(rtt_ns);
     const bool utilized =
         2 * lease.inflight_at_acquire() >= lease.limit_at_acquire();
+    int64_t sample_ns = rtt_ns;
+    bool may_grow = utilized;
+    if (!dropped) {
+      // A round of `round_samples` successes is one law sample: its mean
+      // latency, growth allowed iff at least half of it was utilized.
+      round_.add(rtt_ns, utilized);
+      if (round_.count < options_.round_samples) return;
+      sample_ns = round_.mean_ns();
+      may_grow = 2 * round_.utilized >= round_.count;
+      round_ = Round{};
+      if (!(options_.freeze_rtt_noload && recalibrations_ > 0)) {
+        window_.push(sample_ns);
+      }
+    }
     const double lo = static_cast<double>(options_.min_limit);
     const double hi = static_cast<double>(options_.max_limit);
     if (options_.law == ConcurrencyLaw::kAimd) {
-      estimate_ = aimd_next_estimate(estimate_, dropped, utilized,
+      estimate_ = aimd_next_estimate(estimate_, dropped, may_grow,
                                      options_.backoff_ratio, lo, hi);
     } else {
       const double gradient =
-          dropped
-              ? kGradient2MinGradient
-              : gradient2_gradient(options_.tolerance, window_.min(), rtt_ns);
+          dropped ? kGradient2MinGradient
+                  : gradient2_gradient(options_.tolerance, window_.min(),
+                                       sample_ns);
       estimate_ =
           gradient2_next_estimate(estimate_, gradient, options_.smoothing,
-                                  utilized && !dropped, lo, hi);
+                                  may_grow && !dropped, lo, hi);
     }
     const int64_t limit = static_cast<int64_t>(std::floor(estimate_));
     if (limit != limit_) {
@@ -481,6 +537,21 @@ class AdaptiveConcurrency {
   int64_t pin_samples_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t next_recalibration_ns_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t jitter_draws_ ABSL_GUARDED_BY(mu_) = 0;
+  // The successes of the round being gathered (`round_samples`).
+  struct Round {
+    int64_t sum_ns = 0;  // <= 2^16 samples of <= 2^46 ns: cannot overflow
+    int64_t count = 0;
+    int64_t utilized = 0;
+    void add(int64_t rtt_ns, bool was_utilized) noexcept {
+      sum_ns += std::min<int64_t>(rtt_ns, kMaxRoundSampleNs);
+      ++count;
+      utilized += was_utilized ? 1 : 0;
+    }
+    int64_t mean_ns() const noexcept {
+      return count == 0 ? 0 : (sum_ns + count / 2) / count;
+    }
+  };
+  Round round_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace throttlekit
