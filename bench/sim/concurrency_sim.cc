@@ -620,9 +620,12 @@ int run_main(Outputs* out) {
       "`AIMD` = defaults with `law = kAimd` (backoff 0.9); "
       "`gradient2+recal` = defaults plus minRTT recalibration every 5 s "
       "(+ up to 0.5 s jitter), pinned at min_limit 3 for 20 samples "
-      "(Envoy's shape, interval shortened to fit the runs); static "
-      "limits: half the optimum (low), the optimum (opt), 4x the "
-      "optimum (high).\n\n";
+      "(Envoy's shape, interval shortened to fit the runs; the window "
+      "keeps rolling after a pin); `gradient2 envoy` = gradient2+recal "
+      "with rounds of 32 successes, `freeze_rtt_noload`, tolerance 1.0 "
+      "and pins of 128 successes (non-default; see \"Rounds and a frozen "
+      "baseline\"); static limits: half the optimum (low), the optimum "
+      "(opt), 4x the optimum (high).\n\n";
 
   // The optimal static limit at full capacity, by sweep.
   const std::vector<int64_t> limits = {8,  16, 24, 28, 30, 32, 33,  34,  36,
