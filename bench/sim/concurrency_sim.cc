@@ -850,27 +850,32 @@ int run_main(Outputs* out) {
     double s4_slope, s4_rtt_early, s4_rtt_late, s4_limit_early, s4_limit_late;
     Summary s4;
   };
+  // Scenarios 1, 2 and 4 for one configuration (also used by the grid of
+  // "Rounds and a frozen baseline").
+  const auto measure = [&](const AdaptiveConcurrencyOptions& o) {
+    TolRun t{};
+    t.tolerance = o.tolerance;
+    const RunResult a = run_scenario(s1, adaptive(o));
+    t.s1 = summarize(a, kWarmupS, s1.duration_s);
+    const RunResult b = run_scenario(s2, adaptive(o));
+    t.strict = settling(b, 20, 40, static_cast<double>(sw_half.optimum));
+    t.smooth = settling(b, 20, 40, static_cast<double>(sw_half.optimum), 1.0);
+    t.s2_mean = summarize(b, 25, 40).mean_limit;
+    const RunResult c = run_scenario(s4, adaptive(o));
+    t.s4 = summarize(c, kWarmupS, s4.duration_s);
+    t.s4_slope = limit_slope(c, kWarmupS, s4.duration_s);
+    t.s4_rtt_early = mean_rtt_noload(c, 5, 15);
+    t.s4_rtt_late = mean_rtt_noload(c, 50, 60);
+    t.s4_limit_early = summarize(c, 5, 15).mean_limit;
+    t.s4_limit_late = summarize(c, 50, 60).mean_limit;
+    return t;
+  };
   std::vector<TolRun> tol_runs;
   for (bool recal : {false, true}) {
     for (double tol : tolerances) {
-      const AdaptiveConcurrencyOptions o =
-          with_tolerance(recal ? recal_options() : gradient2_options(), tol);
-      TolRun t{};
-      t.tolerance = tol;
+      TolRun t = measure(
+          with_tolerance(recal ? recal_options() : gradient2_options(), tol));
       t.recal = recal;
-      const RunResult a = run_scenario(s1, adaptive(o));
-      t.s1 = summarize(a, kWarmupS, s1.duration_s);
-      const RunResult b = run_scenario(s2, adaptive(o));
-      t.strict = settling(b, 20, 40, static_cast<double>(sw_half.optimum));
-      t.smooth = settling(b, 20, 40, static_cast<double>(sw_half.optimum), 1.0);
-      t.s2_mean = summarize(b, 25, 40).mean_limit;
-      const RunResult c = run_scenario(s4, adaptive(o));
-      t.s4 = summarize(c, kWarmupS, s4.duration_s);
-      t.s4_slope = limit_slope(c, kWarmupS, s4.duration_s);
-      t.s4_rtt_early = mean_rtt_noload(c, 5, 15);
-      t.s4_rtt_late = mean_rtt_noload(c, 50, 60);
-      t.s4_limit_early = summarize(c, 5, 15).mean_limit;
-      t.s4_limit_late = summarize(c, 50, 60).mean_limit;
       tol_runs.push_back(t);
       if (!recal) {
         const Equilibrium e = no_queue_equilibrium(svc, tol, 100);
@@ -942,25 +947,16 @@ int run_main(Outputs* out) {
         o.round_samples = n;
         o.recalibration_samples = pin;
         o.rtt_window = 128;
-        const Summary a =
-            summarize(run_scenario(s1, adaptive(o)), kWarmupS, s1.duration_s);
-        const RunResult b = run_scenario(s2, adaptive(o));
-        const Settling strict =
-            settling(b, 20, 40, static_cast<double>(sw_half.optimum));
-        const Settling smooth =
-            settling(b, 20, 40, static_cast<double>(sw_half.optimum), 1.0);
-        const RunResult c = run_scenario(s4, adaptive(o));
+        const TolRun t = measure(o);
         const Summary e =
             summarize(run_scenario(s5, adaptive(o)), kWarmupS, s5.duration_s);
         md += "| " + fmt("%.2f", tol) + " | " + std::to_string(n) + " | " +
               std::to_string(pin) + " | " +
-              pct(a.goodput_per_s / sw.best_goodput) + " | " +
-              fmt("%.1f", a.p99_ms) + " | " + settle_text(strict) + " | " +
-              settle_text(smooth) + " | " +
-              fmt("%.1f", summarize(b, 25, 40).mean_limit) + " | " +
-              fmt("%.1f", summarize(c, 5, 15).mean_limit) + " -> " +
-              fmt("%.1f", summarize(c, 50, 60).mean_limit) + " | " +
-              fmt("%.1f", summarize(c, kWarmupS, s4.duration_s).p99_ms) +
+              pct(t.s1.goodput_per_s / sw.best_goodput) + " | " +
+              fmt("%.1f", t.s1.p99_ms) + " | " + settle_text(t.strict) + " | " +
+              settle_text(t.smooth) + " | " + fmt("%.1f", t.s2_mean) + " | " +
+              fmt("%.1f", t.s4_limit_early) + " -> " +
+              fmt("%.1f", t.s4_limit_late) + " | " + fmt("%.1f", t.s4.p99_ms) +
               " | " + pct(e.goodput_per_s / s5.capacity_per_s()) + " | " +
               fmt("%.1f", e.mean_limit) + " |\n";
       }

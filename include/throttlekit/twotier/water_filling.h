@@ -53,13 +53,6 @@ struct WaterClaim {
   int64_t demand = 0;
 };
 
-// Weight and demand of a claimant and all after it in level order (used by
-// `water_fill`).
-struct WaterSuffix {
-  double weight = 0;
-  int64_t demand = 0;
-};
-
 // The most claimants `water_fill` accepts.
 inline constexpr size_t kMaxWaterClaims = size_t{1} << 24;
 
@@ -75,6 +68,12 @@ inline absl::StatusOr<std::vector<int64_t>> water_fill(
     return absl::InvalidArgumentError(
         absl::StrCat("water_fill: at most 2^24 claims; got ", claims.size()));
   }
+  // Demand sums saturate: 2^24 claims of up to 2^53 - 1 exceed int64.
+  const auto add_demand = [](int64_t sum, int64_t demand) {
+    return sum > std::numeric_limits<int64_t>::max() - demand
+               ? std::numeric_limits<int64_t>::max()
+               : sum + demand;
+  };
   int64_t total_demand = 0;
   for (size_t i = 0; i < claims.size(); ++i) {
     const WaterClaim& c = claims[i];
@@ -88,9 +87,7 @@ inline absl::StatusOr<std::vector<int64_t>> water_fill(
           absl::StrCat("water_fill: claims[", i,
                        "].demand must be in [0, 2^53-1]; got ", c.demand));
     }
-    total_demand = total_demand > std::numeric_limits<int64_t>::max() - c.demand
-                       ? std::numeric_limits<int64_t>::max()
-                       : total_demand + c.demand;  // saturating
+    total_demand = add_demand(total_demand, c.demand);
   }
   std::vector<int64_t> a(claims.size(), 0);
   if (total_demand <= capacity) {
@@ -111,14 +108,15 @@ inline absl::StatusOr<std::vector<int64_t>> water_fill(
   // from position k on. Summed from the end, so the weight still unsatisfied
   // is never a difference of large sums (weights 1e18 apart would cancel to
   // 0); the demand sums are exact integers (saturating).
-  std::vector<WaterSuffix> suffix(order.size() + 1);
+  struct Suffix {
+    double weight = 0;
+    int64_t demand = 0;
+  };
+  std::vector<Suffix> suffix(order.size() + 1);
   for (size_t r = order.size(); r-- > 0;) {
     const WaterClaim& c = claims[order[r]];
     suffix[r].weight = suffix[r + 1].weight + c.weight;
-    suffix[r].demand =
-        suffix[r + 1].demand > std::numeric_limits<int64_t>::max() - c.demand
-            ? std::numeric_limits<int64_t>::max()
-            : suffix[r + 1].demand + c.demand;
+    suffix[r].demand = add_demand(suffix[r + 1].demand, c.demand);
   }
   // Satisfy claimants while the level they need is within reach of what is
   // left spread over the weight still unsatisfied. Both checks that decide
@@ -147,9 +145,9 @@ inline absl::StatusOr<std::vector<int64_t>> water_fill(
   }
   // The rest share `left` at one level: claimant i's exact share is
   // left * weight_i / W_k (a fraction of at most 1 of `left`, so it cannot
-  // overflow even for subnormal weights); floors first, then the
-  // remainders. Each share is capped at its demand and at what is left
-  // before it becomes an integer.
+  // overflow even for subnormal weights, and never negative); floors first,
+  // then the remainders. Each share is capped at its demand and at what is
+  // left before it becomes an integer (both exact in a double: <= 2^53).
   const double pool = static_cast<double>(left);
   std::vector<std::pair<double, size_t>> fractions;
   fractions.reserve(order.size() - k);
@@ -160,8 +158,7 @@ inline absl::StatusOr<std::vector<int64_t>> water_fill(
     const double capped =
         std::min({exact, static_cast<double>(claims[i].demand),
                   static_cast<double>(left)});
-    a[i] = static_cast<int64_t>(std::floor(std::max(0.0, capped)));
-    a[i] = std::min({a[i], claims[i].demand, left});
+    a[i] = static_cast<int64_t>(std::floor(capped));
     left -= a[i];
     fractions.emplace_back(exact - static_cast<double>(a[i]), i);
   }
