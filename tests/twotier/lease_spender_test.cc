@@ -66,6 +66,56 @@ TEST(LeaseSpender, DrainTakesWhatIsLeft) {
   EXPECT_EQ(spender.spend(kEnd - 500, 1), std::nullopt);
 }
 
+TEST(LeaseSpender, RefillAndSpendSpendsFromTheDepositOrAddsIt) {
+  LeaseSpender spender(100);
+  spender.refill(grant(2, kEnd));
+  // The deposit and what was held: 2 + 5 - 4.
+  EXPECT_EQ(spender.refill_and_spend(grant(5, kEnd), kEnd - 900, 4),
+            (Decision{true, 100, 3, kEnd, 0}));
+  EXPECT_EQ(spender.credits(), 3);
+  // Short of the cost: the grant is added, nothing is spent.
+  EXPECT_EQ(spender.refill_and_spend(grant(1, kEnd), kEnd - 900, 5),
+            std::nullopt);
+  EXPECT_EQ(spender.credits(), 4);
+  // A new window (coupled): the leftover is forfeited first.
+  EXPECT_EQ(spender.refill_and_spend(grant(3, kEnd + 1000), kEnd + 100, 4),
+            std::nullopt);
+  EXPECT_EQ(spender.credits(), 3);
+  EXPECT_EQ(spender.expires_at_ms(), kEnd + 1000);
+  // A grant for a window already over at `now` is dead: nothing spent.
+  EXPECT_EQ(spender.refill_and_spend(grant(3, kEnd + 1000), kEnd + 1000, 1),
+            std::nullopt);
+}
+
+// The caller that leased spends its grant even while others spend: with a
+// grant of exactly its cost it is always admitted (run under
+// ThreadSanitizer). Spenders take only what the leaser deposits beyond it.
+TEST(LeaseSpenderConcurrency, RefillAndSpendKeepsTheGrantForTheLeaser) {
+  LeaseSpender spender(1'000'000, /*window_coupled=*/false);
+  constexpr int kLeases = 20'000;
+  std::atomic<bool> done{false};
+  long leaser_admitted = 0;
+  std::thread leaser([&] {
+    for (int i = 0; i < kLeases; ++i) {
+      // Every other grant carries one extra credit for the spenders.
+      leaser_admitted +=
+          spender.refill_and_spend(grant(1 + i % 2, kEnd), kEnd - 900, 1)
+              .has_value();
+    }
+    done.store(true);
+  });
+  const long spent = testing::run_threads(3, [&](int) {
+    long n = 0;
+    while (!done.load() || spender.credits() >= 1) {
+      if (spender.spend(kEnd - 900, 1).has_value()) ++n;
+    }
+    return n;
+  });
+  leaser.join();
+  EXPECT_EQ(leaser_admitted, kLeases);
+  EXPECT_EQ(spent, kLeases / 2);
+}
+
 // Spenders race a refiller: nothing is spent twice or beyond the grants,
 // and every granted credit is accounted for (run under ThreadSanitizer).
 TEST(LeaseSpenderConcurrency, NeverSpendsMoreThanGranted) {

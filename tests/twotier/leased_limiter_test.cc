@@ -350,6 +350,25 @@ TEST(LeasedLimiterConcurrency, MissesOnOneKeyShareOneLease) {
   EXPECT_EQ(node.stats().leased_credits, 4000);
 }
 
+// A lease is spent by the check that waited for it: a concurrent hit
+// cannot take the grant between its deposit and that check's spend and
+// leave the check denied while the window still has credits. With a
+// batch of 1 every grant is exactly one check's credit, so a steal would
+// show as a denial (the window is far from spent).
+TEST(LeasedLimiterConcurrency, TheLeaserSpendsItsOwnGrant) {
+  Fleet f(1, {.limit = 1'000'000, .window_ms = 3'600'000, .batch = 1});
+  Limiter& node = *f.nodes[0];
+  constexpr int kThreads = 4, kChecks = 5000;
+  const long admitted = testing::run_threads(kThreads, [&](int) {
+    long n = 0;
+    for (int i = 0; i < kChecks; ++i) n += node.check("hot")->allowed;
+    return n;
+  });
+  EXPECT_EQ(admitted, kThreads * kChecks);
+  EXPECT_EQ(node.stats().denials, 0);
+  EXPECT_EQ(node.stats().leased_credits, kThreads * kChecks);
+}
+
 TEST(LeasedLimiterConcurrency, BackgroundRefillsAndIdleReturnsRaceChecks) {
   // Two nodes, four threads each over four keys, with low-water refills
   // and idle returns running on each node's worker while the threads

@@ -12,7 +12,8 @@
 //     otherwise       -> needs refresh
 //
 // A spender never invents a denial: only the store denies (the caller then
-// leases, and returns the store's decision when the lease is refused).
+// leases and spends with `refill_and_spend`, returning the store's decision
+// when the grant falls short).
 //
 // Design: the credits are one atomic word (a double's bits) updated by one
 // compare-and-swap; the window's end is a second atomic word. A refill for a
@@ -106,13 +107,35 @@ class LeaseSpender {
   // before the new end is published. Calls must not overlap each other;
   // safe concurrently with every other method.
   void refill(const LeaseGrant& grant) noexcept {
-    if (grant.expires_at_ms != expires_.load(std::memory_order_relaxed)) {
-      if (window_coupled_) {
-        credits_.store(std::bit_cast<uint64_t>(0.0), std::memory_order_relaxed);
-      }
-      expires_.store(grant.expires_at_ms, std::memory_order_release);
-    }
+    publish_window(grant);
     add(static_cast<double>(grant.granted));
+  }
+
+  // `refill`, then a spend of `cost` at `now_ms` for the caller that leased
+  // the grant, in one compare-and-swap: concurrent spenders cannot take the
+  // grant between the deposit and this spend (with `refill` then `spend`
+  // they can, leaving the caller with nothing while the window still had
+  // credits). The allowed decision, or nullopt when the credits after the
+  // deposit fall short of `cost` (the grant is still added). Same overlap
+  // rule as `refill`.
+  std::optional<Decision> refill_and_spend(const LeaseGrant& grant,
+                                           int64_t now_ms,
+                                           double cost) noexcept {
+    publish_window(grant);
+    uint64_t seen = credits_.load(std::memory_order_relaxed);
+    for (;;) {
+      double left =
+          std::bit_cast<double>(seen) + static_cast<double>(grant.granted);
+      const bool spent =
+          spend_rule(left, grant.expires_at_ms, window_coupled_, now_ms, cost);
+      if (credits_.compare_exchange_weak(seen, std::bit_cast<uint64_t>(left),
+                                         std::memory_order_acq_rel,
+                                         std::memory_order_relaxed)) {
+        if (!spent) return std::nullopt;
+        return Decision{true, limit_, detail::floor_to_int(left),
+                        grant.expires_at_ms, 0};
+      }
+    }
   }
 
   // Takes every credit left (for a give-back): the amount taken. Window-
@@ -144,6 +167,18 @@ class LeaseSpender {
         seen, std::bit_cast<uint64_t>(std::bit_cast<double>(seen) + amount),
         std::memory_order_acq_rel, std::memory_order_relaxed)) {
     }
+  }
+
+  // For a window other than the current one: forfeits a window-coupled
+  // leftover, then publishes the new end (release).
+  void publish_window(const LeaseGrant& grant) noexcept {
+    if (grant.expires_at_ms == expires_.load(std::memory_order_relaxed)) {
+      return;
+    }
+    if (window_coupled_) {
+      credits_.store(std::bit_cast<uint64_t>(0.0), std::memory_order_relaxed);
+    }
+    expires_.store(grant.expires_at_ms, std::memory_order_release);
   }
 
   const int64_t limit_;

@@ -430,10 +430,13 @@ class LeasedLimiter {
     if (Decision d = credits_->check(key, now_ms, cost); d.allowed) return d;
     const int64_t want = std::max<int64_t>(
         e.next_batch(options_.batch), static_cast<int64_t>(std::ceil(cost)));
-    absl::StatusOr<LeaseGrant> grant = lease(e, key, want, now_ms);
+    Decision spent;
+    absl::StatusOr<LeaseGrant> grant =
+        lease(e, key, want, now_ms, cost, &spent);
     if (!grant.ok()) return fail(grant.status(), now_ms);
-    if (Decision d = credits_->check(key, now_ms, cost); d.allowed) return d;
-    // The window has not enough left for this cost: the store's answer.
+    if (spent.allowed) return spent;
+    // The grant fell short of this cost (it holds at least `want >= cost`
+    // whenever the window does): the store's answer.
     denials_.fetch_add(1, std::memory_order_relaxed);
     return Decision{false, options_.limit,
                     static_cast<int64_t>(std::floor(credits(key))),
@@ -442,9 +445,14 @@ class LeasedLimiter {
   }
 
   // One lease round trip of `want` credits into the key's credits, feeding
-  // the sizer when the grant opens a new window. Requires `e.lease_mu`.
+  // the sizer when the grant opens a new window. With `spend` non-null,
+  // `cost` is spent from the credits in the same step as the deposit (under
+  // the table's lock), so a concurrent hit cannot take the grant the caller
+  // waited for; `*spend` is that spend's decision (not allowed: the credits
+  // fall short of `cost`, nothing spent). Requires `e.lease_mu`.
   absl::StatusOr<LeaseGrant> lease(Entry& e, std::string_view key, int64_t want,
-                                   int64_t now_ms) {
+                                   int64_t now_ms, double cost = 0,
+                                   Decision* spend = nullptr) {
     absl::StatusOr<LeaseGrant> grant =
         coordinator_->lease(budget_, join_key(options_.prefix, key), want);
     if (!grant.ok()) return grant;
@@ -457,6 +465,8 @@ class LeasedLimiter {
       s.expires_at_ms = grant->expires_at_ms;
       s.last_used_ms = now_ms;
       s.refill_queued = false;
+      if (spend != nullptr)
+        *spend = credits_->strategy().check(s, now_ms, cost);
       return held;
     });
     if (grant->expires_at_ms != e.window_end_ms) {
