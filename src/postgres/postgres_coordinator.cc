@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <pqxx/pqxx>
 #include <string>
 #include <string_view>
@@ -23,7 +25,6 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "deadline_connection.h"
@@ -290,11 +291,11 @@ class PostgresCoordinator::Impl {
   // A free connection, a new one, or an error once `deadline` passes.
   absl::StatusOr<std::unique_ptr<Session>> acquire(absl::Time deadline) {
     {
-      absl::MutexLock lock(&mu_);
+      std::unique_lock lock(mu_);
       const auto can_go = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return !idle_.empty() || open_ < options_.pool_size;
       };
-      if (!mu_.AwaitWithDeadline(absl::Condition(&can_go), deadline)) {
+      if (!pool_cv_.wait_until(lock, absl::ToChronoTime(deadline), can_go)) {
         return deadline_error("waiting for a pooled connection");
       }
       if (!idle_.empty()) {
@@ -306,19 +307,25 @@ class PostgresCoordinator::Impl {
     }
     absl::StatusOr<std::unique_ptr<Session>> s = connect(deadline);
     if (!s.ok()) {
-      absl::MutexLock lock(&mu_);
-      --open_;
+      {
+        std::lock_guard lock(mu_);
+        --open_;
+      }
+      pool_cv_.notify_one();
     }
     return s;
   }
 
   void release(std::unique_ptr<Session> s, bool healthy) {
-    absl::MutexLock lock(&mu_);
-    if (healthy) {
-      idle_.push_back(std::move(s));
-    } else {
-      --open_;
+    {
+      std::lock_guard lock(mu_);
+      if (healthy) {
+        idle_.push_back(std::move(s));
+      } else {
+        --open_;
+      }
     }
+    pool_cv_.notify_one();
   }
 
   // Opens a connection, creates the schema if this coordinator has not yet,
@@ -391,7 +398,10 @@ class PostgresCoordinator::Impl {
   const std::string ddl_;
   std::atomic<bool> schema_ready_{false};
   std::atomic<int64_t> round_trips_{0};
-  absl::Mutex mu_;
+  // std::mutex, not absl::Mutex: the distribution's abseil is not built
+  // for ThreadSanitizer, which must see the pool's hand-overs.
+  std::mutex mu_;
+  std::condition_variable pool_cv_;
   std::vector<std::unique_ptr<Session>> idle_ ABSL_GUARDED_BY(mu_);
   int open_ ABSL_GUARDED_BY(mu_) = 0;
   SocketWatchdog watchdog_;

@@ -14,12 +14,13 @@
 
 #include <sys/socket.h>
 
+#include <condition_variable>
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
@@ -30,10 +31,10 @@ class SocketWatchdog {
   SocketWatchdog() : thread_([this] { run(); }) {}
   ~SocketWatchdog() {
     {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard lock(mu_);
       stop_ = true;
-      cv_.Signal();
     }
+    cv_.notify_one();
     thread_.join();
   }
   SocketWatchdog(const SocketWatchdog&) = delete;
@@ -73,15 +74,18 @@ class SocketWatchdog {
   };
 
   uint64_t arm(int fd, absl::Time deadline) {
-    absl::MutexLock lock(&mu_);
-    const uint64_t id = next_id_++;
-    armed_.emplace(id, Entry{fd, deadline});
-    cv_.Signal();
+    uint64_t id;
+    {
+      std::lock_guard lock(mu_);
+      id = next_id_++;
+      armed_.emplace(id, Entry{fd, deadline});
+    }
+    cv_.notify_one();
     return id;
   }
 
   bool disarm(uint64_t id) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     auto it = armed_.find(id);
     const bool fired = it->second.fired;
     armed_.erase(it);
@@ -89,7 +93,7 @@ class SocketWatchdog {
   }
 
   void run() {
-    absl::MutexLock lock(&mu_);
+    std::unique_lock lock(mu_);
     while (!stop_) {
       absl::Time next = absl::InfiniteFuture();
       const absl::Time now = absl::Now();
@@ -102,12 +106,18 @@ class SocketWatchdog {
           next = e.deadline;
         }
       }
-      cv_.WaitWithDeadline(&mu_, next);
+      if (next == absl::InfiniteFuture()) {
+        cv_.wait(lock);
+      } else {
+        cv_.wait_until(lock, absl::ToChronoTime(next));
+      }
     }
   }
 
-  absl::Mutex mu_;
-  absl::CondVar cv_;
+  // std primitives, not absl's: the distribution's abseil is not built for
+  // ThreadSanitizer.
+  std::mutex mu_;
+  std::condition_variable cv_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<uint64_t, Entry> armed_ ABSL_GUARDED_BY(mu_);
