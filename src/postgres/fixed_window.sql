@@ -11,16 +11,23 @@ DECLARE
   now_d double precision := {{t}}_now(p_now)::float8;
   lim double precision := p_limit::float8;
   win double precision := p_window_ms::float8;
-  start_ double precision := floor(now_d / win) * win;
-  reset_ double precision := start_ + win;
+  start_ double precision;
+  reset_ double precision;
   cost double precision := CASE WHEN p_peek THEN 1.0::float8 ELSE p_cost END;
   r {{t}};
   count_ double precision;
 BEGIN
   o_limit := p_limit;
-  o_reset_at := {{t}}_to_int(reset_);
   LOOP
     r := {{t}}_load(id, p_peek, 2::smallint, 'fixed_window');
+    -- A stale now (a stored window newer than now's) counts into the stored
+    -- window (docs/semantics.md, "A stale now").
+    start_ := floor(now_d / win) * win;
+    IF r.key IS NOT NULL AND r.d1 > start_ THEN
+      start_ := r.d1;
+    END IF;
+    reset_ := start_ + win;
+    o_reset_at := {{t}}_to_int(reset_);
     count_ := CASE WHEN r.key IS NOT NULL AND r.d1 = start_ THEN r.d2
                    ELSE 0::float8 END;
     IF NOT (count_ + cost <= lim) OR p_peek THEN

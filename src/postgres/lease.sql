@@ -17,10 +17,15 @@ DECLARE
   same_window boolean;
 BEGIN
   o_now_ms := {{t}}_now(0);
-  o_window_start_ms := {{t}}_floor_div(o_now_ms, p_window_ms) * p_window_ms;
-  o_expires_at_ms := o_window_start_ms + p_window_ms;
   LOOP
     r := {{t}}_load(id, false, 7::smallint, 'lease');
+    -- A clock behind the stored window draws from that newer window
+    -- (docs/semantics.md, "A stale now").
+    o_window_start_ms := {{t}}_floor_div(o_now_ms, p_window_ms) * p_window_ms;
+    IF r.key IS NOT NULL AND r.n1 > o_window_start_ms THEN
+      o_window_start_ms := r.n1;
+    END IF;
+    o_expires_at_ms := o_window_start_ms + p_window_ms;
     same_window := r.key IS NOT NULL AND r.n1 = o_window_start_ms;
     used := CASE WHEN same_window THEN r.n2 ELSE 0 END;
     o_granted := LEAST(GREATEST(p_limit - used, 0), p_want);
@@ -50,13 +55,16 @@ DECLARE
   v_now bigint := {{t}}_now(0);
   r {{t}};
   back bigint;
+  current_ bigint := {{t}}_floor_div(v_now, p_window_ms) * p_window_ms;
 BEGIN
-  IF p_window_start_ms <> {{t}}_floor_div(v_now, p_window_ms) * p_window_ms
-  THEN
-    RETURN 0;  -- rolled: forfeited
-  END IF;
   r := {{t}}_load(id, false, 7::smallint, 'lease');
-  IF r.key IS NULL OR r.n1 <> p_window_start_ms THEN
+  -- The current window is the stored one when the clock is behind it; the
+  -- credits of any other window are forfeited.
+  IF r.key IS NOT NULL AND r.n1 > current_ THEN
+    current_ := r.n1;
+  END IF;
+  IF p_window_start_ms <> current_ OR r.key IS NULL
+     OR r.n1 <> p_window_start_ms THEN
     RETURN 0;
   END IF;
   IF length(p_token) > 0 THEN

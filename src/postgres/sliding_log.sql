@@ -10,10 +10,11 @@ CREATE OR REPLACE FUNCTION {{t}}_sliding_log(
 LANGUAGE plpgsql AS $$
 DECLARE
   id bytea := sha256(p_key);
-  v_now bigint := {{t}}_now(p_now);
-  now_d double precision := v_now::float8;
+  caller_now bigint := {{t}}_now(p_now);
+  v_now bigint;
+  now_d double precision;
   win double precision := p_window_ms::float8;
-  cutoff double precision := now_d - win;
+  cutoff double precision;
   units bigint := CASE WHEN p_peek THEN 1 ELSE {{t}}_ceil_int(p_cost) END;
   r {{t}};
   count_ bigint;
@@ -26,6 +27,13 @@ BEGIN
   o_limit := p_limit;
   LOOP
     r := {{t}}_load(id, p_peek, 4::smallint, 'sliding_log');
+    -- A stale now (behind the newest unit) is decided at the newest unit
+    -- and stamped there; retries count from the caller's now
+    -- (docs/semantics.md, "A stale now").
+    v_now := GREATEST(caller_now,
+                      COALESCE(r.ticks[array_length(r.ticks, 1)], caller_now));
+    now_d := v_now::float8;
+    cutoff := now_d - win;
     SELECT COALESCE(sum(u.n), 0)::bigint, COALESCE(min(u.k)::float8, now_d)
       INTO count_, oldest
       FROM unnest(r.ticks, r.counts) AS u(k, n)
@@ -43,7 +51,8 @@ BEGIN
               FROM unnest(r.ticks, r.counts) AS u(k, n)
               WHERE cutoff < u.k::float8) AS x
           WHERE x.cum >= rank_ ORDER BY x.k LIMIT 1;
-        o_retry := GREATEST(1, {{t}}_ceil_int(kth::float8 + win - now_d));
+        o_retry := GREATEST(1, {{t}}_ceil_int(kth::float8 + win
+                                              - caller_now::float8));
       END IF;
       RETURN;
     END IF;

@@ -17,11 +17,12 @@ DECLARE
   s bigint := p_buckets;
   ring bigint := p_buckets + 1;
   w double precision := win / p_buckets::float8;
-  cd double precision := floor(now_d / w);
-  c bigint := {{t}}_to_int(cd);
-  elapsed double precision := GREATEST(0::float8, now_d - cd * w);
-  weight double precision := LEAST(GREATEST((w - elapsed) / w, 0::float8),
-                                   1::float8);
+  cd double precision;
+  c bigint;
+  elapsed double precision;
+  weight double precision;
+  lag double precision;
+  latest bigint;
   cost double precision := CASE WHEN p_peek THEN 1.0::float8 ELSE p_cost END;
   r {{t}};
   full_ double precision;
@@ -36,9 +37,25 @@ DECLARE
   new_counts double precision[];
 BEGIN
   o_limit := p_limit;
-  o_reset_at := {{t}}_to_int(ceil((cd + 1) * w + win));
   LOOP
     r := {{t}}_load(id, p_peek, 3::smallint, 'sliding_window');
+    cd := floor(now_d / w);
+    c := {{t}}_to_int(cd);
+    elapsed := GREATEST(0::float8, now_d - cd * w);
+    weight := LEAST(GREATEST((w - elapsed) / w, 0::float8), 1::float8);
+    lag := 0;
+    -- A stale now (a stored tick later than now's) is decided at the start
+    -- of the latest tick and counts into it (docs/semantics.md, "A stale
+    -- now").
+    SELECT max(u.k) INTO latest
+      FROM unnest(r.ticks, r.counts) AS u(k, n) WHERE u.n > 0;
+    IF latest > c THEN
+      c := latest;
+      cd := latest::float8;
+      weight := 1;
+      lag := cd * w - now_d;
+    END IF;
+    o_reset_at := {{t}}_to_int(ceil((cd + 1) * w + win));
     SELECT COALESCE(sum(u.n ORDER BY u.k) FILTER (WHERE u.k > c - s), 0),
            COALESCE(sum(u.n) FILTER (WHERE u.k = c - s), 0),
            COALESCE(sum(u.n) FILTER (WHERE u.k = c), 0)
@@ -54,7 +71,7 @@ BEGIN
         d := estimate + cost - lim;
         o_retry := GREATEST(1, {{t}}_to_int(
           CASE WHEN oldest > 0 AND d <= oldest * weight
-               THEN ceil(d * w / oldest)
+               THEN ceil(lag + d * w / oldest)
                ELSE ceil((c::float8 + 1) * w - now_d) END));
       END IF;
       RETURN;

@@ -15,6 +15,7 @@ DECLARE
   tokens double precision;
   cost double precision := CASE WHEN p_peek THEN 1.0::float8 ELSE p_cost END;
   left_ double precision;
+  at_ double precision;
   t double precision;
   step double precision;
 BEGIN
@@ -22,32 +23,36 @@ BEGIN
   LOOP
     r := {{t}}_load(id, p_peek, 1::smallint, 'token_bucket');
     -- A cold key is a full bucket (the C++ cold state refills +infinity).
+    -- at_ = max(now, last): a stale now refills nothing and is decided at
+    -- last, which an allowed call keeps (docs/semantics.md, "A stale now").
     tokens := CASE WHEN r.key IS NULL THEN cap
                    ELSE LEAST(cap, r.d1 + GREATEST(0::float8, now_d - r.d2) * rate)
               END;
+    at_ := CASE WHEN r.key IS NULL THEN now_d ELSE GREATEST(now_d, r.d2) END;
     IF NOT (tokens >= cost) OR p_peek THEN
       o_allowed := tokens >= cost;
       o_remaining := GREATEST(0, {{t}}_floor_int(tokens));
-      o_reset_at := {{t}}_to_int(now_d + ceil((cap - tokens) / rate));
+      o_reset_at := {{t}}_to_int(at_ + ceil((cap - tokens) / rate));
       o_retry := CASE WHEN o_allowed THEN 0
-                      ELSE {{t}}_ceil_int((cost - tokens) / rate) END;
+                      ELSE {{t}}_to_int((at_ - now_d)
+                                        + ceil((cost - tokens) / rate)) END;
       RETURN;
     END IF;
     left_ := tokens - cost;
     o_allowed := true;
     o_remaining := GREATEST(0, {{t}}_floor_int(left_));
-    o_reset_at := {{t}}_to_int(now_d + ceil((cap - left_) / rate));
+    o_reset_at := {{t}}_to_int(at_ + ceil((cap - left_) / rate));
     o_retry := 0;
     -- expires_at_ms (TokenBucket::expires_at_ms): the first ms from which
     -- the rounded refill reaches capacity.
-    t := now_d + ceil((cap - left_) / rate);
+    t := at_ + ceil((cap - left_) / rate);
     step := 1;
     WHILE t < 9007199254740991.0::float8
-          AND LEAST(cap, left_ + GREATEST(0::float8, t - now_d) * rate) < cap LOOP
+          AND LEAST(cap, left_ + GREATEST(0::float8, t - at_) * rate) < cap LOOP
       t := t + step;
       step := step * 2;
     END LOOP;
-    IF {{t}}_store(id, p_key, r.key IS NOT NULL, 1::smallint, left_, now_d, 0, 0,
+    IF {{t}}_store(id, p_key, r.key IS NOT NULL, 1::smallint, left_, at_, 0, 0,
                    NULL, NULL, NULL, {{t}}_to_int(t)) THEN
       RETURN;
     END IF;

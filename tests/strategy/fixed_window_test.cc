@@ -96,17 +96,21 @@ TEST(FixedWindow, BackwardClockWithinTheWindowKeepsTheCount) {
             (Decision{false, 5, 0, kEpoch + 1000, 900}));
 }
 
-TEST(FixedWindow, BackwardClockIntoAnEarlierWindowStartsFresh) {
+TEST(FixedWindow, BackwardClockIntoAnEarlierWindowCountsIntoTheStoredOne) {
   FixedWindow f = make(5, 1000);
   FixedWindow::State s;
-  ASSERT_TRUE(f.check(s, kEpoch + 500, 5).allowed);
-  // 510 ms back is the previous window: the stored start differs, count 0.
-  EXPECT_EQ(f.check(s, kEpoch - 10, 1), (Decision{true, 5, 4, kEpoch, 0}));
-  EXPECT_EQ(s, (FixedWindow::State{static_cast<double>(kEpoch - 1000), 1}));
-  // Back in the later window its count was overwritten: it starts at 0 again
-  // (the documented price of a backward jump).
+  ASSERT_TRUE(f.check(s, kEpoch + 500, 4).allowed);
+  // 510 ms back is the previous window: a stale now, counted into the
+  // stored, newer window (1.x read 0 there and overwrote it).
+  EXPECT_EQ(f.check(s, kEpoch - 10, 1),
+            (Decision{true, 5, 0, kEpoch + 1000, 0}));
+  EXPECT_EQ(s, (FixedWindow::State{static_cast<double>(kEpoch), 5}));
+  // That window is full; the retry is measured from the caller's now.
+  EXPECT_EQ(f.check(s, kEpoch - 10, 1),
+            (Decision{false, 5, 0, kEpoch + 1000, 1010}));
   EXPECT_EQ(f.check(s, kEpoch + 500, 1),
-            (Decision{true, 5, 4, kEpoch + 1000, 0}));
+            (Decision{false, 5, 0, kEpoch + 1000, 500}));
+  EXPECT_EQ(s, (FixedWindow::State{static_cast<double>(kEpoch), 5}));
 }
 
 TEST(FixedWindow, CostAboveLimitNeverPassesButHasFiniteRetry) {

@@ -24,41 +24,46 @@ constexpr int64_t kEpoch = 1'700'000'000'000;
 
 // The spec, written the slow way: the multiset of admitted unit timestamps,
 // in arrival order, recounted and re-sorted on every call, pruned only by
-// an allowed call. An admission of `units` is stored as `units` copies of
-// one timestamp (one entry with a multiplicity, so limits up to 2^53 - 1
-// stay cheap); nothing is merged or kept sorted.
+// an allowed call. A call is decided at max(now, the newest stored unit)
+// and stamps its units there; its retry is measured from its own `now`. An
+// admission of `units` is stored as `units` copies of one timestamp (one entry
+// with a multiplicity, so limits up to 2^53 - 1 stay cheap); nothing is merged
+// or kept sorted.
 class BruteForceLog {
  public:
   BruteForceLog(int64_t limit, int64_t window) : limit_(limit), w_(window) {}
 
   Decision check(int64_t now, double cost) {
     const auto units = static_cast<int64_t>(std::ceil(cost));
-    const int64_t count = surviving_units(now);
-    if (count + units > limit_) return deny(now, units);
+    const int64_t at = decided_at(now);
+    const int64_t count = surviving_units(at);
+    if (count + units > limit_) return deny(at, now, units);
     std::vector<Copies> kept;
     for (const Copies& c : stored_) {
-      if (c.at > now - w_) kept.push_back(c);
+      if (c.at > at - w_) kept.push_back(c);
     }
-    kept.push_back(Copies{now, units});
+    kept.push_back(Copies{at, units});
     stored_ = kept;
     return Decision{true, limit_, std::max<int64_t>(0, limit_ - count - units),
-                    oldest_or_now(now) + w_, 0};
+                    oldest_or_now(at) + w_, 0};
   }
 
   Decision peek(int64_t now) const {
-    const int64_t count = surviving_units(now);
-    if (count + 1 > limit_) return deny(now, 1);
-    return Decision{true, limit_, limit_ - count, oldest_or_now(now) + w_, 0};
+    const int64_t at = decided_at(now);
+    const int64_t count = surviving_units(at);
+    if (count + 1 > limit_) return deny(at, now, 1);
+    return Decision{true, limit_, limit_ - count, oldest_or_now(at) + w_, 0};
   }
 
   Forecast forecast(int64_t now, double cost) const {
     const auto units = static_cast<int64_t>(std::ceil(cost));
-    const int64_t count = surviving_units(now);
+    const int64_t at = decided_at(now);
+    const int64_t count = surviving_units(at);
     const int64_t next =
-        count + units <= limit_ ? now : now + retry(now, count, units);
+        count + units <= limit_ ? now : now + retry(at, now, count, units);
     int64_t full = now;
     for (const Copies& c : stored_) {
-      if (c.at > now - w_) full = std::max(full, c.at + w_);
+      if (c.at > at - w_) full = std::max(full, c.at + w_);
     }
     return Forecast{std::max<int64_t>(0, limit_ - count), next, full};
   }
@@ -134,16 +139,23 @@ class BruteForceLog {
     return oldest;
   }
 
-  int64_t retry(int64_t now, int64_t count, int64_t units) const {
-    if (count == 0) return w_;
-    const int64_t k = std::clamp<int64_t>(count + units - limit_, 1, count);
-    return std::max<int64_t>(1, kth_oldest(now, k) + w_ - now);
+  int64_t decided_at(int64_t now) const {
+    int64_t at = now;
+    for (const Copies& c : stored_) at = std::max(at, c.at);
+    return at;
   }
 
-  Decision deny(int64_t now, int64_t units) const {
-    const int64_t count = surviving_units(now);
+  // Until the k-th oldest unit surviving at `at` expires, from `now`.
+  int64_t retry(int64_t at, int64_t now, int64_t count, int64_t units) const {
+    if (count == 0) return w_;
+    const int64_t k = std::clamp<int64_t>(count + units - limit_, 1, count);
+    return std::max<int64_t>(1, kth_oldest(at, k) + w_ - now);
+  }
+
+  Decision deny(int64_t at, int64_t now, int64_t units) const {
+    const int64_t count = surviving_units(at);
     return Decision{false, limit_, std::max<int64_t>(0, limit_ - count),
-                    oldest_or_now(now) + w_, retry(now, count, units)};
+                    oldest_or_now(at) + w_, retry(at, now, count, units)};
   }
 
   int64_t limit_;
@@ -203,7 +215,7 @@ RC_GTEST_PROP(SlidingLogProperty, MatchesBruteForceRecountEvenWithBackwardClock,
 }
 
 // Many live runs (one per ms) so that pruning erases long prefixes, with
-// occasional backward inserts into the middle of the log.
+// occasional stale nows.
 RC_GTEST_PROP(SlidingLogProperty, MatchesBruteForceOnLongLogs, ()) {
   const int64_t limit = *rc::gen::element<int64_t>(500, 1'000'000'000'000);
   const int64_t window = *rc::gen::inRange<int64_t>(50, 400);

@@ -133,47 +133,47 @@ TEST(SlidingLog, LargeCostIsOneRunAndKthIsExact) {
   EXPECT_EQ(log.check(s, kEpoch + 100, 3001).retry_after_ms, 9907);
 }
 
-TEST(SlidingLog, BackwardClockCountsFutureUnitsAndInsertsSorted) {
+TEST(SlidingLog, BackwardClockIsDecidedAtTheNewestUnit) {
   SlidingLog log = make(3, 1000);
   SlidingLog::State s;
   ASSERT_TRUE(log.check(s, kEpoch + 5000, 2).allowed);
-  // Five seconds back: the two units stamped in the future still count.
-  Decision d = log.check(s, kEpoch, 1);
-  EXPECT_EQ(d, (Decision{true, 3, 0, kEpoch + 1000, 0}));
-  EXPECT_EQ(s.runs(),
-            (std::vector<SlidingLog::Run>{{kEpoch, 1}, {kEpoch + 5000, 2}}));
-  // Full: k = 1 is the (sorted) oldest unit at kEpoch.
+  // Five seconds back: a stale now, decided at the newest unit (+5000) and
+  // stamped there (1.x inserted it at kEpoch).
+  EXPECT_EQ(log.check(s, kEpoch, 1), (Decision{true, 3, 0, kEpoch + 6000, 0}));
+  EXPECT_EQ(s.runs(), (std::vector<SlidingLog::Run>{{kEpoch + 5000, 3}}));
+  // Full; the retry is measured from the caller's own now.
   EXPECT_EQ(log.check(s, kEpoch + 10, 1),
-            (Decision{false, 3, 0, kEpoch + 1000, 990}));
-  // After it expires, the future units still hold two of three.
-  EXPECT_EQ(log.check(s, kEpoch + 1000, 2),
-            (Decision{false, 3, 1, kEpoch + 6000, 5000}));
-  EXPECT_TRUE(log.check(s, kEpoch + 1000, 1).allowed);
-  EXPECT_EQ(s.runs(), (std::vector<SlidingLog::Run>{{kEpoch + 1000, 1},
-                                                    {kEpoch + 5000, 2}}));
+            (Decision{false, 3, 0, kEpoch + 6000, 5990}));
+  // Once the newest units expire, the log is empty again.
+  EXPECT_EQ(log.check(s, kEpoch + 6000, 1),
+            (Decision{true, 3, 2, kEpoch + 7000, 0}));
+  EXPECT_EQ(s.runs(), (std::vector<SlidingLog::Run>{{kEpoch + 6000, 1}}));
 }
 
-TEST(SlidingLog, BackwardInsertMergesEqualTimestamps) {
+TEST(SlidingLog, StaleUnitsMergeIntoTheNewestRun) {
   SlidingLog log = make(10, 1000);
   SlidingLog::State s;
   ASSERT_TRUE(log.check(s, kEpoch, 1).allowed);
   ASSERT_TRUE(log.check(s, kEpoch + 50, 1).allowed);
   ASSERT_TRUE(log.check(s, kEpoch, 3).allowed);
   EXPECT_EQ(s.runs(),
-            (std::vector<SlidingLog::Run>{{kEpoch, 4}, {kEpoch + 50, 1}}));
+            (std::vector<SlidingLog::Run>{{kEpoch, 1}, {kEpoch + 50, 4}}));
 }
 
-TEST(SlidingLog, PrunedUnitsStayPrunedWhenClockGoesBack) {
-  SlidingLog log = make(2, 1000);
+TEST(SlidingLog, PrunedUnitsCannotMakeRoomForAStaleNow) {
+  // docs/strategies.md's example: limit 3, window 10 ms.
+  SlidingLog log = make(3, 10);
   SlidingLog::State s;
-  ASSERT_TRUE(log.check(s, kEpoch, 1).allowed);
-  // An allowed call two windows later drops the unit at kEpoch.
-  ASSERT_TRUE(log.check(s, kEpoch + 2000, 1).allowed);
-  EXPECT_EQ(s.runs(), (std::vector<SlidingLog::Run>{{kEpoch + 2000, 1}}));
-  // Back to kEpoch + 10: the dropped unit would have survived there, but it
-  // is gone; only the future unit at +2000 counts, so one more fits.
-  EXPECT_EQ(log.check(s, kEpoch + 10, 1),
-            (Decision{true, 2, 0, kEpoch + 1010, 0}));
+  ASSERT_TRUE(log.check(s, kEpoch + 100, 3).allowed);
+  ASSERT_TRUE(log.check(s, kEpoch + 110, 1).allowed);  // prunes the +100s
+  // Back at +101 the pruned units would still count at 101, so 1.x let two
+  // more pass there: 5 units at nows in (91, 101]. Decided at +110 instead,
+  // two more fit in (100, 110] and are stamped at 110: never more than 3.
+  ASSERT_TRUE(log.check(s, kEpoch + 101, 1).allowed);
+  ASSERT_TRUE(log.check(s, kEpoch + 101, 1).allowed);
+  EXPECT_EQ(log.check(s, kEpoch + 101, 1),
+            (Decision{false, 3, 0, kEpoch + 120, 19}));
+  EXPECT_EQ(s.runs(), (std::vector<SlidingLog::Run>{{kEpoch + 110, 3}}));
 }
 
 TEST(SlidingLog, PeekDoesNotConsume) {
@@ -277,14 +277,13 @@ TEST(SlidingLog, HotKeyKeepsOneWindowOfRunsAndExactCounts) {
   EXPECT_EQ(log.kth_oldest_ms(s, now, 1), kEpoch + 19'000);
   EXPECT_EQ(log.kth_oldest_ms(s, now, 500), kEpoch + 19'499);
   EXPECT_EQ(log.kth_oldest_ms(s, now, 1000), now);
-  // A backward insert lands mid-log and shifts every later k.
+  // A stale now is decided at the newest run and merges into it.
   ASSERT_TRUE(log.check(s, kEpoch + 19'499, 5).allowed);
   EXPECT_EQ(log.surviving_units(s, now), 1005);
   EXPECT_EQ(log.kth_oldest_ms(s, now, 500), kEpoch + 19'499);
-  EXPECT_EQ(log.kth_oldest_ms(s, now, 505), kEpoch + 19'499);
-  EXPECT_EQ(log.kth_oldest_ms(s, now, 506), kEpoch + 19'500);
+  EXPECT_EQ(log.kth_oldest_ms(s, now, 1000), now);
   EXPECT_EQ(log.kth_oldest_ms(s, now, 1005), now);
-  EXPECT_EQ(s.runs().size(), 1000u);  // merged into the run at +19'499
+  EXPECT_EQ(s.runs().size(), 1000u);  // merged into the run at +19'999
 }
 
 TEST(SlidingLog, MaxSafeIntegerLimitAndCost) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
 
 namespace throttlekit {
 namespace {
@@ -161,25 +162,42 @@ TEST(SlidingWindow, DenialWritesNothingAndRepeats) {
   EXPECT_EQ(s, before);
 }
 
-TEST(SlidingWindow, BackwardClockReadsLaterTicksAsZero) {
+TEST(SlidingWindow, BackwardClockCountsIntoTheLatestTick) {
   SlidingWindow sw = tenths();
   SlidingWindow::State s;
-  ASSERT_TRUE(sw.check(s, kEpoch + 50, 10).allowed);  // tick c0
-  // One tick back: tick c0 is not in ticks c0-11 .. c0-1, so it reads 0.
+  ASSERT_TRUE(sw.check(s, kEpoch + 50, 6).allowed);  // tick c0
+  // One tick back: a stale now, decided at the start of tick c0 and counted
+  // into it (1.x read tick c0 as 0 here).
+  EXPECT_EQ(sw.check(s, kEpoch - 50, 4),
+            (Decision{true, 10, 0, kEpoch + 1100, 0}));
+  EXPECT_EQ(s, sw.state_from_slots(std::vector<SlidingWindow::Slot>{
+                   {(kEpoch + 50) / 100, 10}}));
   EXPECT_EQ(sw.check(s, kEpoch - 50, 1),
-            (Decision{true, 10, 9, kEpoch + 1000, 0}));
-  // Forward again, both ticks count: 11 > 10.
+            (Decision{false, 10, 0, kEpoch + 1100, 150}));
   EXPECT_EQ(sw.peek(s, kEpoch + 50),
             (Decision{false, 10, 0, kEpoch + 1100, 50}));
 }
 
-TEST(SlidingWindow, BackwardWriteOverwritesTheLaterTickInItsSlot) {
+TEST(SlidingWindow, BackwardClockNeverOverwritesALaterTick) {
   SlidingWindow sw = tenths();
   SlidingWindow::State s;
   ASSERT_TRUE(sw.check(s, kEpoch + 50, 10).allowed);  // tick c0
-  // S + 1 = 11 ticks back lands in tick c0's slot and replaces it.
-  ASSERT_TRUE(sw.check(s, kEpoch + 50 - 1100, 1).allowed);
-  EXPECT_EQ(sw.peek(s, kEpoch + 50).remaining, 10);  // tick c0's 10 are gone
+  // S + 1 = 11 ticks back lands in tick c0's slot: counted into tick c0
+  // (full), never replacing it as 1.x did.
+  EXPECT_FALSE(sw.check(s, kEpoch + 50 - 1100, 1).allowed);
+  EXPECT_EQ(sw.peek(s, kEpoch + 50).remaining, 0);
+}
+
+TEST(SlidingWindow, StaleNowRetryCountsTheLagToTheLatestTick) {
+  SlidingWindow sw = tenths();
+  SlidingWindow::State s;
+  ASSERT_TRUE(sw.check(s, kEpoch - 950, 5).allowed);  // tick c0 - 10
+  ASSERT_TRUE(sw.check(s, kEpoch + 50, 5).allowed);   // tick c0 (weight 0.5)
+  // From tick c0 - 1: decided at tick c0's start (weight 1, estimate 10);
+  // the oldest tick fades enough 100 / 5 = 20 ms after that start, which is
+  // 50 ms after the caller's now: retry 70.
+  EXPECT_EQ(sw.check(s, kEpoch - 50, 1),
+            (Decision{false, 10, 0, kEpoch + 1100, 70}));
 }
 
 TEST(SlidingWindow, CostAboveLimitNeverPassesButHasFiniteRetry) {

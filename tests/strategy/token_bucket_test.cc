@@ -118,22 +118,24 @@ TEST(TokenBucket, BackwardClockRefillsNothing) {
   TokenBucket b = quarter();
   TokenBucket::State s;
   ASSERT_TRUE(b.check(s, kEpoch, 10).allowed);
-  // 1 s earlier: elapsed = max(0, -1000) = 0, still empty.
+  // 1 s earlier: a stale now, decided at last = kEpoch: still empty, full at
+  // kEpoch + 40, and the retry counts the 1000 ms from the caller's now.
   const int64_t back = kEpoch - 1000;
-  EXPECT_EQ(b.check(s, back, 1), (Decision{false, 10, 0, back + 40, 4}));
+  EXPECT_EQ(b.check(s, back, 1), (Decision{false, 10, 0, kEpoch + 40, 1004}));
   EXPECT_EQ(s, (TokenBucket::State{0, static_cast<double>(kEpoch)}));
 }
 
-TEST(TokenBucket, AllowedCallAtAnEarlierNowStoresThatNow) {
+TEST(TokenBucket, AllowedCallAtAStaleNowKeepsTheLaterLast) {
   TokenBucket b = quarter();
   TokenBucket::State s;
   ASSERT_TRUE(b.check(s, kEpoch, 5).allowed);  // {5, kEpoch}
   const int64_t back = kEpoch - 100;
-  ASSERT_TRUE(b.check(s, back, 1).allowed);  // no refill: 4 left
-  EXPECT_EQ(s, (TokenBucket::State{4, static_cast<double>(back)}));
-  // Back at kEpoch, the 100 ms are refilled again (4 + 25, capped at 10):
-  // the documented leniency of storing the earlier `now`.
-  EXPECT_EQ(b.peek(s, kEpoch).remaining, 10);
+  // No refill: 4 left, decided at kEpoch (reset_at kEpoch + 24).
+  EXPECT_EQ(b.check(s, back, 1), (Decision{true, 10, 4, kEpoch + 24, 0}));
+  EXPECT_EQ(s, (TokenBucket::State{4, static_cast<double>(kEpoch)}));
+  // Back at kEpoch nothing was refilled twice (1.x stored `back` and
+  // refilled the 100 ms again, reporting 10 here).
+  EXPECT_EQ(b.peek(s, kEpoch).remaining, 4);
 }
 
 TEST(TokenBucket, CostAboveCapacityNeverPassesButHasFiniteRetry) {

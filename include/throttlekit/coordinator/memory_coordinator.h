@@ -9,6 +9,14 @@
 // - 16 shards, each a `std::mutex` over an `absl::flat_hash_map` from the
 //   key to its state (a variant over every strategy's state and the lease
 //   state). One call holds one shard lock for one step.
+// - The store clock (a call's `now_ms == 0`, and every lease) is read under
+//   the shard lock that orders the updates of the key, so the instants a key
+//   sees follow the order its updates commit in, as on Redis (one script)
+//   and Postgres (one transaction). A caller-supplied `now` may still be
+//   stale; the strategies decide a stale `now` at the latest instant the
+//   state has seen (docs/semantics.md, "A stale now"), and leases do the
+//   same: a lease whose window is older than the stored one draws from the
+//   stored, newer window.
 // - Expiry mirrors a store's physical TTL: a state is dropped (reads as
 //   cold) once `now >= expires_at + ttl_slack_ms`, where `expires_at` is the
 //   strategy's own expiry (`S::expires_at_ms`, the instant from which the
@@ -32,6 +40,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -101,13 +110,13 @@ class MemoryCoordinator final : public Coordinator {
   absl::StatusOr<Decision> do_check(const AnyStrategy& strategy,
                                     std::string_view key, int64_t now_ms,
                                     double cost) override {
-    const int64_t now = resolve(now_ms);
     return std::visit(
         [&](const auto& s) -> absl::StatusOr<Decision> {
           using S = std::decay_t<decltype(s)>;
           using State = typename S::State;
           Shard& shard = shard_for(key);
           std::lock_guard lock(shard.mu);
+          const int64_t now = resolve(now_ms);
           Entry* e = live(shard, key, now);
           if (e == nullptr) {
             State cold{};
@@ -130,19 +139,18 @@ class MemoryCoordinator final : public Coordinator {
   absl::StatusOr<Decision> do_peek(const AnyStrategy& strategy,
                                    std::string_view key,
                                    int64_t now_ms) override {
-    const int64_t now = resolve(now_ms);
-    return read<Decision>(strategy, key, now, [&](const auto& s, auto& st) {
-      return s.peek(st, now);
-    });
+    return read<Decision>(
+        strategy, key, now_ms,
+        [&](const auto& s, auto& st, int64_t now) { return s.peek(st, now); });
   }
 
   absl::StatusOr<Forecast> do_forecast(const AnyStrategy& strategy,
                                        std::string_view key, int64_t now_ms,
                                        double cost) override {
-    const int64_t now = resolve(now_ms);
-    return read<Forecast>(strategy, key, now, [&](const auto& s, auto& st) {
-      return s.forecast(st, now, cost);
-    });
+    return read<Forecast>(strategy, key, now_ms,
+                          [&](const auto& s, auto& st, int64_t now) {
+                            return s.forecast(st, now, cost);
+                          });
   }
 
   absl::Status do_reset(const AnyStrategy&, std::string_view key) override {
@@ -156,16 +164,20 @@ class MemoryCoordinator final : public Coordinator {
   absl::StatusOr<LeaseGrant> do_lease(const LeaseBudget& budget,
                                       std::string_view key,
                                       int64_t want) override {
-    const int64_t now = clock_->now_ms();
-    const int64_t start = budget.window_start(now);
     Shard& shard = shard_for(key);
     std::lock_guard lock(shard.mu);
+    const int64_t now = clock_->now_ms();
     Entry* e = live(shard, key, now);
     LeaseState* state = nullptr;
     if (e != nullptr) {
       state = std::get_if<LeaseState>(&e->state);
       if (state == nullptr) return wrong_type("lease", *e);
     }
+    // A clock behind the stored window draws from that newer window.
+    const int64_t start =
+        std::max(budget.window_start(now),
+                 state != nullptr ? state->start_ms
+                                  : std::numeric_limits<int64_t>::min());
     int64_t used = 0;
     if (state != nullptr && state->start_ms == start) used = state->count;
     const int64_t granted = std::clamp<int64_t>(budget.limit() - used, 0, want);
@@ -190,16 +202,17 @@ class MemoryCoordinator final : public Coordinator {
                                        std::string_view key,
                                        int64_t window_start_ms, int64_t credits,
                                        std::string_view token) override {
-    const int64_t now = clock_->now_ms();
-    const int64_t start = budget.window_start(now);
-    if (window_start_ms != start) return 0;  // rolled: forfeited
     Shard& shard = shard_for(key);
     std::lock_guard lock(shard.mu);
+    const int64_t now = clock_->now_ms();
     Entry* e = live(shard, key, now);
     if (e == nullptr) return 0;
     LeaseState* state = std::get_if<LeaseState>(&e->state);
     if (state == nullptr) return wrong_type("lease", *e);
-    if (state->start_ms != start) return 0;
+    // The current window (the stored one if the clock is behind it); the
+    // credits of any other window are forfeited.
+    const int64_t start = std::max(budget.window_start(now), state->start_ms);
+    if (window_start_ms != start || state->start_ms != start) return 0;
     if (!token.empty()) {
       for (const std::string& t : state->tokens) {
         if (t == token) return 0;
@@ -260,26 +273,28 @@ class MemoryCoordinator final : public Coordinator {
     return e.expires_at_ms <= now - ttl_slack_ms_;
   }
 
-  // `fn(strategy, state)` on the key's live state (cold if absent or
-  // expired) under the shard lock, writing nothing; kFailedPrecondition
-  // if the key holds another strategy's state.
+  // `fn(strategy, state, now)` on the key's live state (cold if absent or
+  // expired) under the shard lock, writing nothing, with `now_ms` resolved
+  // under that lock; kFailedPrecondition if the key holds another
+  // strategy's state.
   template <class R, class Fn>
   absl::StatusOr<R> read(const AnyStrategy& strategy, std::string_view key,
-                         int64_t now, Fn fn) {
+                         int64_t now_ms, Fn fn) {
     return std::visit(
         [&](const auto& s) -> absl::StatusOr<R> {
           using S = std::decay_t<decltype(s)>;
           using State = typename S::State;
           Shard& shard = shard_for(key);
           std::lock_guard lock(shard.mu);
+          const int64_t now = resolve(now_ms);
           const Entry* e = live(shard, key, now, Expired::kKeep);
           if (e == nullptr) {
             const State cold{};
-            return fn(s, cold);
+            return fn(s, cold, now);
           }
           const State* state = std::get_if<State>(&e->state);
           if (state == nullptr) return wrong_type(S::kName, *e);
-          return fn(s, *state);
+          return fn(s, *state, now);
         },
         strategy);
   }

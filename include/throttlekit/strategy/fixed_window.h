@@ -7,6 +7,7 @@
 // For a request of `cost` at `now`:
 //
 //     start    = floor(now / window_ms) * window_ms
+//     start    = max(start, state.start)    (a stale `now`: the newer window)
 //     reset_at = start + window_ms          (windows are [start, reset_at))
 //     count    = (state.start == start) ? state.count : 0
 //     allow iff count + cost <= limit:  state = {start, count + cost}
@@ -21,11 +22,14 @@
 //
 // Choices where SEMANTICS.md is silent (docs/strategies.md; pinned by
 // tests/strategy/fixed_window_test.cc):
-// - A clock that moves back into an earlier window finds a stored start that
-//   differs from the current one, so the count reads 0 (a fresh window). An
-//   allowed call there overwrites the later window's count; when the clock
-//   returns, that later window starts from 0 again. A backward jump can thus
-//   admit up to `limit` extra units per jump.
+// - A `now` in a window older than the stored one (a backward clock step,
+//   or, under threads, a caller that read the clock before another committed
+//   a later window) is stale: the call counts into the stored, newer window,
+//   as `Quota` does, and its retry is measured from the caller's `now`. No
+//   window ever admits more than `limit`: stricter, never looser.
+//   ThrottleKit 1.x read the count as 0 there and overwrote the newer
+//   window (docs/semantics.md, "A stale now"); forward-clock decisions are
+//   unchanged.
 // - A cost above `limit` never passes; its denial carries the finite hint
 //   `ceil(reset_at - now)` (the next window, where it still cannot pass).
 // - `reset_at_ms` is `start + window_ms` in every decision, even for a key
@@ -146,7 +150,8 @@ class FixedWindow {
 
   Window window(const State& s, int64_t now_ms) const noexcept {
     const double now = static_cast<double>(now_ms);
-    const double start = detail::floor_d(now / window_) * window_;
+    const double start =
+        std::max(detail::floor_d(now / window_) * window_, s.start);
     return Window{start, start + window_, s.start == start ? s.count : 0.0};
   }
 

@@ -9,7 +9,8 @@
 // multiset of timestamps of admitted units, kept as ascending runs
 // `(timestamp, count)` so that a cost-1000 request stores one run, not 1000
 // copies. With `survivors` = units whose timestamp `ts > now - window_ms` and
-// `count` = their number:
+// `count` = their number, where `now` is first raised to the newest
+// timestamp the log holds (a stale `now`, see below):
 //
 //     allow iff count + units <= limit
 //       -> prune the expired runs, add `units` at `now`
@@ -21,16 +22,21 @@
 //          retry     = window_ms                                 if count == 0
 //                      max(1, ceil(kth_oldest + window_ms - now)) otherwise,
 //                      k = clamp(count + units - limit, 1, count)
+//                      (measured from the caller's own `now`)
 //
 // Choices where SEMANTICS.md is silent (docs, pinned by sliding_log_test.cc):
-// - Clock moving backwards: units stamped later than `now` are survivors
-//   (only `ts <= now - window_ms` is expired), so a backward jump makes the
-//   log stricter, never looser. A unit admitted at a `now` earlier than the
-//   newest run is inserted at its sorted position, exactly as a Redis sorted
-//   set scored by `now` orders it; `kth_oldest` is by timestamp.
+// - A `now` behind the newest timestamp the log holds (a backward clock
+//   step, or, under threads, a caller that read the clock before another
+//   committed a later admission) is stale: the call is decided at that
+//   newest timestamp and its units are stamped there, so timestamps only
+//   grow and the log never holds more than `limit` units in any window of
+//   its own timestamps, whatever order the callers' `now`s arrive in.
+//   Stricter, never looser: ThrottleKit 1.x decided at the stale `now`,
+//   where units an allowed call had already pruned no longer counted, and
+//   inserted at a sorted position (docs/semantics.md, "A stale now").
+//   Forward-clock decisions are unchanged.
 // - Expired runs are dropped only by an allowed call (a denial writes
-//   nothing). Once dropped they stay dropped even if the clock later moves
-//   back by more than a window.
+//   nothing).
 // - A cost above `limit` can never pass; its denial carries the finite hint
 //   `window_ms` on an empty log, else the wait until the whole log expires.
 //
@@ -43,9 +49,8 @@
 // `forecast`, `kth_oldest_ms` and `surviving_units` are O(log runs), and
 // O(1) in the steady state where a call expires a few runs and looks for an
 // early k. An allowed call adds amortized O(1): pruned runs are skipped at
-// once and erased only when they outnumber the live ones. Exception: an
-// allowed call whose `now` is behind the newest run inserts at its sorted
-// position in O(runs newer than `now`) (it shifts them and their sums).
+// once and erased only when they outnumber the live ones, and a new run is
+// always appended (or merged into the newest).
 
 #ifndef THROTTLEKIT_STRATEGY_SLIDING_LOG_H_
 #define THROTTLEKIT_STRATEGY_SLIDING_LOG_H_
@@ -188,19 +193,17 @@ class SlidingLog {
 
   // See strategy.h. `cost` must be valid (`validate_cost`); it is charged
   // `ceil(cost)` units. Writes `state` only when allowed; an allowed call
-  // may allocate (a new run). O(log runs), plus amortized O(1) to prune and
-  // O(runs newer than `now_ms`) when the clock is behind the newest run (see
-  // the file comment).
+  // may allocate (a new run). O(log runs), plus amortized O(1) to prune.
   // Not thread-safe on one `state`.
   Decision check(State& state, int64_t now_ms, double cost) const {
-    const double now = static_cast<double>(now_ms);
-    const size_t first = first_survivor(state, now);
+    const int64_t at = decided_at(state, now_ms);
+    const size_t first = first_survivor(state, static_cast<double>(at));
     const int64_t count = count_from(state, first);
     const int64_t units = detail::ceil_to_int(cost);
     if (units > options_.limit - count)
-      return deny(state, first, count, units, now);
+      return deny(state, first, count, units, now_ms);
     prune_before(state, first);
-    add_units(state, now_ms, units);
+    add_units(state, at, units);
     return Decision{
         true, options_.limit,
         std::max<int64_t>(0, options_.limit - count - units),
@@ -210,12 +213,12 @@ class SlidingLog {
   // See strategy.h: the decision for one unit, consuming nothing; on allow
   // `remaining` is the current capacity `limit - count`. O(log runs).
   Decision peek(const State& state, int64_t now_ms) const {
-    const double now = static_cast<double>(now_ms);
-    const size_t first = first_survivor(state, now);
+    const double at = static_cast<double>(decided_at(state, now_ms));
+    const size_t first = first_survivor(state, at);
     const int64_t count = count_from(state, first);
-    if (count + 1 > options_.limit) return deny(state, first, count, 1, now);
+    if (count + 1 > options_.limit) return deny(state, first, count, 1, now_ms);
     return Decision{true, options_.limit, options_.limit - count,
-                    reset_at(oldest_or(state, first, now)), 0};
+                    reset_at(oldest_or(state, first, at)), 0};
   }
 
   // See strategy.h. `next_replenish_at_ms` is exact: the instant the
@@ -223,14 +226,14 @@ class SlidingLog {
   // on an empty log). `full_at_ms` is when the newest unit expires (`now`
   // when empty): the instant the whole log is replenished. O(log runs).
   Forecast forecast(const State& state, int64_t now_ms, double cost) const {
-    const double now = static_cast<double>(now_ms);
-    const size_t first = first_survivor(state, now);
+    const size_t first =
+        first_survivor(state, static_cast<double>(decided_at(state, now_ms)));
     const int64_t count = count_from(state, first);
     const int64_t units = detail::ceil_to_int(cost);
     const int64_t next =
         units <= options_.limit - count
             ? now_ms
-            : now_ms + retry_after(state, first, count, units, now);
+            : now_ms + retry_after(state, first, count, units, now_ms);
     const int64_t full =
         first == state.slots_.size()
             ? now_ms
@@ -332,21 +335,33 @@ class SlidingLog {
     return detail::ceil_to_int(oldest + window_);
   }
 
+  // The wait from the caller's `now_ms` until the k-th oldest unit expires.
   int64_t retry_after(const State& state, size_t first, int64_t count,
-                      int64_t units, double now) const {
+                      int64_t units, int64_t now_ms) const {
     if (count == 0) return options_.window_ms;
     const int64_t k =
         std::clamp<int64_t>(count + units - options_.limit, 1, count);
     const double kth = static_cast<double>(kth_from(state, first, k));
-    return std::max<int64_t>(1, detail::ceil_to_int(kth + window_ - now));
+    return std::max<int64_t>(
+        1, detail::ceil_to_int(kth + window_ - static_cast<double>(now_ms)));
   }
 
+  // A denial for the caller at `now_ms`. `reset_at` comes from the oldest
+  // survivor; a log with none holds no newer timestamp, so `now_ms` is then
+  // the instant decided at.
   Decision deny(const State& state, size_t first, int64_t count, int64_t units,
-                double now) const {
-    return Decision{false, options_.limit,
-                    std::max<int64_t>(0, options_.limit - count),
-                    reset_at(oldest_or(state, first, now)),
-                    retry_after(state, first, count, units, now)};
+                int64_t now_ms) const {
+    return Decision{
+        false, options_.limit, std::max<int64_t>(0, options_.limit - count),
+        reset_at(oldest_or(state, first, static_cast<double>(now_ms))),
+        retry_after(state, first, count, units, now_ms)};
+  }
+
+  // max(now, the newest timestamp held): the instant a call is decided at.
+  static int64_t decided_at(const State& state, int64_t now_ms) noexcept {
+    const auto& slots = state.slots_;
+    return state.head() < slots.size() ? std::max(now_ms, slots.back().at_ms)
+                                       : now_ms;
   }
 
   // Drops the live runs before `first`: they leave the value at once, and
@@ -370,26 +385,17 @@ class SlidingLog {
     slots[0].at_ms = static_cast<int64_t>(first);
   }
 
-  // Adds `units` at `now_ms`, keeping the live runs strictly ascending.
-  // `state` has its bookkeeping slot.
-  static void add_units(State& state, int64_t now_ms, int64_t units) {
+  // Adds `units` at `at_ms` (`decided_at`, never before the newest run):
+  // appended, or merged into the newest run. `state` has its bookkeeping
+  // slot.
+  static void add_units(State& state, int64_t at_ms, int64_t units) {
     auto& slots = state.slots_;
     const auto add = static_cast<uint64_t>(units);
-    const size_t head = state.head();
-    if (head == slots.size() || slots.back().at_ms < now_ms) {
-      slots.push_back(State::Slot{now_ms, slots.back().cum + add});
+    if (state.head() == slots.size() || slots.back().at_ms < at_ms) {
+      slots.push_back(State::Slot{at_ms, slots.back().cum + add});
       return;
     }
-    // Clock behind the newest run: insert (or merge) at the sorted position,
-    // then every run from there on has `units` more up to it.
-    const auto it = std::lower_bound(
-        slots.begin() + static_cast<std::ptrdiff_t>(head), slots.end(), now_ms,
-        [](const State::Slot& s, int64_t t) { return s.at_ms < t; });
-    const auto at = static_cast<size_t>(it - slots.begin());
-    if (it->at_ms != now_ms) {
-      slots.insert(it, State::Slot{now_ms, slots[at - 1].cum});
-    }
-    for (size_t i = at; i < slots.size(); ++i) slots[i].cum += add;
+    slots.back().cum += add;
   }
 
   Options options_;

@@ -13,7 +13,9 @@
 // For a request of `cost` at `now`:
 //
 //     c = floor(now / w);  elapsed = max(0, now - c*w)
-//     weight    = clamp((w - elapsed) / w, 0, 1)
+//     weight    = clamp((w - elapsed) / w, 0, 1);  lag = 0
+//     if a slot holds a tick top > c (a stale `now`):
+//         c = top;  weight = 1;  lag = c*w - now
 //     full      = sum of slots c-S+1 .. c   (added in ascending tick order)
 //     oldest    = slot c-S
 //     estimate  = full + oldest * weight;  projected = estimate + cost
@@ -21,28 +23,31 @@
 //     allow iff projected <= limit (fractions compared, nothing floored):
 //         slot c += cost;  remaining = max(0, floor(limit - projected))
 //     deny (state untouched): D = projected - limit
-//         retry = (oldest > 0 and D <= oldest*weight) ? ceil(D * w / oldest)
-//                                                     : ceil((c + 1)*w - now)
+//         retry = (oldest > 0 and D <= oldest*weight)
+//                     ? ceil(lag + D * w / oldest) : ceil((c + 1)*w - now)
 //         retry = max(1, retry);  remaining = max(0, floor(limit - estimate))
 //
 // The reported limit is `limit`; the policy window is `window_ms`.
 //
-// What it guarantees (for a clock that does not move backwards; proved by
-// tests/strategy/sliding_window_property_test.cc): any S consecutive whole
-// ticks admit at most `limit`. A span `[a, a + window_ms)` starting a fraction
-// `f` into tick k admits at most `limit + f * X_k`, where `X_k` is what tick k
-// admitted; so at most `2 x limit` in the worst case (all of `limit` admitted
-// at the end of one tick), and about `limit + limit / S` when traffic is
-// spread evenly over the ticks.
+// What it guarantees (proved by tests/strategy/sliding_window_property_test.cc,
+// under any order of `now`s): any S consecutive whole ticks admit at most
+// `limit`, counting each admission in the tick it was written to. A span `[a, a
+// + window_ms)` starting a fraction `f` into tick k admits at most `limit + f *
+// X_k`, where `X_k` is what tick k admitted; so at most `2 x limit` in the
+// worst case (all of `limit` admitted at the end of one tick), and about `limit
+// + limit / S` when traffic is spread evenly over the ticks.
 //
 // Choices where SEMANTICS.md is silent (docs/strategies.md; pinned by
 // tests/strategy/sliding_window_test.cc):
 // - `buckets <= window_ms`, so a tick is at least 1 ms (`now` is integer ms;
 //   finer ticks would only lose precision). `w` may be fractional.
-// - A clock that moves back by a tick or more reads the slots of later ticks
-//   as 0 (their tick is not the one asked for), so it is more lenient; an
-//   allowed call there overwrites the slot it lands in. When the clock comes
-//   back, the surviving later ticks count again.
+// - A `now` whose tick is behind the latest tick the ring holds (a backward
+//   clock step, or, under threads, a caller that read the clock before
+//   another committed a later tick) is stale: the call is decided at the
+//   start of that latest tick and counts into it, and its retry is measured
+//   from the caller's `now`. Stricter, never looser. ThrottleKit 1.x read the
+//   later ticks as 0 there and overwrote one of them (docs/semantics.md, "A
+//   stale now"); forward-clock decisions are unchanged.
 // - A cost above `limit` never passes; its denial carries the finite hint
 //   of the formula above (at most about one tick).
 // - The state starts as an empty vector (no allocation), sized to `S + 1`
@@ -232,8 +237,9 @@ class SlidingWindow {
 
   // Everything a decision at `now` reads from the state.
   struct View {
-    int64_t c;  // the current tick
+    int64_t c;  // the current tick (the latest stored one for a stale now)
     double now;
+    double lag;     // c*w - now for a stale now, else 0
     double weight;  // how much of tick c - S the window still overlaps
     double oldest;  // count of tick c - S
     double estimate;
@@ -258,28 +264,49 @@ class SlidingWindow {
 
   View view(const State& s, int64_t now_ms) const noexcept {
     const double now = static_cast<double>(now_ms);
-    const double cd = detail::floor_d(now / w_);
-    const int64_t c = detail::to_int(cd);
+    double cd = detail::floor_d(now / w_);
+    int64_t c = detail::to_int(cd);
     const double elapsed = std::max(0.0, now - cd * w_);
-    const double weight = std::clamp((w_ - elapsed) / w_, 0.0, 1.0);
-    // One index computation, then a walk around the ring (no division per
-    // slot); the sum is taken in ascending tick order, as before.
+    double weight = std::clamp((w_ - elapsed) / w_, 0.0, 1.0);
+    double lag = 0;
     double full = 0;
     double oldest = 0;
     if (!s.slots.empty()) {
-      size_t i = index(c - s_);
-      oldest = count_at(s.slots[i], c - s_);
-      for (int64_t k = c - s_ + 1; k <= c; ++k) {
-        i = i + 1 == static_cast<size_t>(ring_) ? 0 : i + 1;
-        full += count_at(s.slots[i], k);
+      // The walk over ticks c-S .. c visits every slot, so it also finds a
+      // later tick (a stale `now`) at no extra cost; then it walks again
+      // from that tick's start.
+      if (sum_ticks(s, c, full, oldest)) {
+        c = latest_tick(s, c + 1);
+        cd = static_cast<double>(c);
+        weight = 1;
+        lag = cd * w_ - now;
+        full = 0;
+        sum_ticks(s, c, full, oldest);
       }
     }
     return View{c,
                 now,
+                lag,
                 weight,
                 oldest,
                 full + oldest * weight,
                 detail::ceil_d((cd + 1) * w_ + window_)};
+  }
+
+  // Sums ticks c-S+1 .. c into `full` (ascending) and reads tick c-S into
+  // `oldest`: one index computation, then a walk around the ring (no
+  // division per slot). Returns whether a slot holds a tick later than c.
+  bool sum_ticks(const State& s, int64_t c, double& full,
+                 double& oldest) const noexcept {
+    size_t i = index(c - s_);
+    oldest = count_at(s.slots[i], c - s_);
+    bool later = s.slots[i].tick > c - s_ && s.slots[i].count > 0;
+    for (int64_t k = c - s_ + 1; k <= c; ++k) {
+      i = i + 1 == static_cast<size_t>(ring_) ? 0 : i + 1;
+      full += count_at(s.slots[i], k);
+      later |= s.slots[i].tick > k && s.slots[i].count > 0;
+    }
+    return later;
   }
 
   // The denial's retry hint; see the class comment.
@@ -287,7 +314,7 @@ class SlidingWindow {
     const double d = v.estimate + cost - limit_;
     const double r =
         (v.oldest > 0 && d <= v.oldest * v.weight)
-            ? detail::ceil_d(d * w_ / v.oldest)
+            ? detail::ceil_d(v.lag + d * w_ / v.oldest)
             : detail::ceil_d((static_cast<double>(v.c) + 1) * w_ - v.now);
     return std::max<int64_t>(1, detail::to_int(r));
   }

@@ -9,15 +9,16 @@
 // With `rate = refill_per_sec / 1000` (tokens per ms), for a request of
 // `cost` at `now`:
 //
+//     t       = max(now, last)       (the latest instant the state has seen)
 //     elapsed = max(0, now - last)
 //     tokens  = min(capacity, tokens + elapsed * rate)
-//     allow iff tokens >= cost:  new = tokens - cost;  state = {new, now}
+//     allow iff tokens >= cost:  new = tokens - cost;  state = {new, t}
 //         remaining = max(0, floor(new))
-//         reset_at  = now + ceil((capacity - new) / rate)
+//         reset_at  = t + ceil((capacity - new) / rate)
 //     deny (state untouched):
 //         remaining = max(0, floor(tokens))
-//         reset_at  = now + ceil((capacity - tokens) / rate)
-//         retry     = ceil((cost - tokens) / rate)
+//         reset_at  = t + ceil((capacity - tokens) / rate)
+//         retry     = (t - now) + ceil((cost - tokens) / rate)
 //
 // The reported limit is `capacity`; the policy window is
 // `max(1, ceil(capacity / rate))`, the time to refill an empty bucket.
@@ -27,12 +28,13 @@
 // - `capacity` is an integer (1 .. 2^53-1) so the reported limit is exact;
 //   `refill_per_sec` is a double (finite, > 0, <= 2^53-1); costs may be
 //   fractional.
-// - A clock that moves backwards refills nothing (`elapsed = 0`). An allowed
-//   call at such an earlier `now` stores that earlier `now` as `last`,
-//   exactly as the formula says (the wire contract): when the clock comes
-//   back, the interval between the two instants is refilled a second time, so
-//   a backward jump of `j` ms can grant up to `rate * j` extra tokens (never
-//   more than `capacity` at once).
+// - A `now` behind `last` (a backward clock step, or, under threads, a
+//   caller that read the clock before another committed a later one) is
+//   stale: it refills nothing and the call is decided at `t = last`, which an
+//   allowed call keeps. A stale `now` never refills an interval twice:
+//   stricter, never looser. Under a forward clock `t = now` and every value
+//   equals ThrottleKit 1.x, which stored the earlier `now` instead
+//   (docs/semantics.md, "A stale now").
 // - A cost above `capacity` never passes; its denial carries the finite hint
 //   `ceil((cost - tokens) / rate)`: the wait an unbounded bucket would need.
 // - Arithmetic that leaves the int64 range saturates (`detail::to_int`).
@@ -101,27 +103,28 @@ class TokenBucket {
   // the caller serialises access to `state`.
   Decision check(State& state, int64_t now_ms, double cost) const noexcept {
     const double now = static_cast<double>(now_ms);
+    const double t = std::max(now, state.last);
     const double tokens = refilled(state, now);
     if (tokens >= cost) {
       const double left = tokens - cost;
-      state = State{left, now};
+      state = State{left, t};
       return Decision{true, options_.capacity, floor_units(left),
-                      reset_at(left, now), 0};
+                      reset_at(left, t), 0};
     }
     return Decision{false, options_.capacity, floor_units(tokens),
-                    reset_at(tokens, now),
-                    detail::ceil_to_int((cost - tokens) / rate_)};
+                    reset_at(tokens, t), retry(tokens, t, now, cost)};
   }
 
   // See strategy.h: the cost-1 decision; `remaining` and `reset_at_ms`
   // describe the bucket as it is now. Thread-safety: const.
   Decision peek(const State& state, int64_t now_ms) const noexcept {
     const double now = static_cast<double>(now_ms);
+    const double t = std::max(now, state.last);
     const double tokens = refilled(state, now);
     const bool allowed = tokens >= 1.0;
     return Decision{allowed, options_.capacity, floor_units(tokens),
-                    reset_at(tokens, now),
-                    allowed ? 0 : detail::ceil_to_int((1.0 - tokens) / rate_)};
+                    reset_at(tokens, t),
+                    allowed ? 0 : retry(tokens, t, now, 1.0)};
   }
 
   // See strategy.h. `spendable_now = max(0, floor(tokens))`;
@@ -133,18 +136,18 @@ class TokenBucket {
   Forecast forecast(const State& state, int64_t now_ms,
                     double cost) const noexcept {
     const double now = static_cast<double>(now_ms);
+    const double t = std::max(now, state.last);
     const double tokens = refilled(state, now);
-    const int64_t full_at = reset_at(tokens, now);
+    const int64_t full_at = reset_at(tokens, t);
     if (tokens >= cost) return Forecast{floor_units(tokens), now_ms, full_at};
-    const double hint = now + detail::ceil_d((cost - tokens) / rate_);
+    const double hint = t + detail::ceil_d((cost - tokens) / rate_);
     if (cost > static_cast<double>(options_.capacity)) {
       return Forecast{floor_units(tokens), detail::to_int(hint), full_at};
     }
-    // Refill starts at max(now, last); the bucket holds `cost` after about
+    // Refill starts at t = max(now, last); the bucket holds `cost` after about
     // (cost - state.tokens) / rate more ms. Search around that guess.
-    const double base = std::max(now, state.last);
-    const double guess = base + detail::ceil_d((cost - state.tokens) / rate_);
-    const auto passes = [&](double t) { return refilled(state, t) >= cost; };
+    const double guess = t + detail::ceil_d((cost - state.tokens) / rate_);
+    const auto passes = [&](double at) { return refilled(state, at) >= cost; };
     return Forecast{floor_units(tokens),
                     detail::earliest_ms(now, guess, passes), full_at};
   }
@@ -187,11 +190,18 @@ class TokenBucket {
                     s.tokens + elapsed * rate_);
   }
 
-  // now + ceil((capacity - tokens) / rate), summed in double.
-  int64_t reset_at(double tokens, double now) const noexcept {
+  // t + ceil((capacity - tokens) / rate), summed in double.
+  int64_t reset_at(double tokens, double t) const noexcept {
     return detail::to_int(
-        now + detail::ceil_d((static_cast<double>(options_.capacity) - tokens) /
-                             rate_));
+        t + detail::ceil_d((static_cast<double>(options_.capacity) - tokens) /
+                           rate_));
+  }
+
+  // (t - now) + ceil((cost - tokens) / rate): the wait from the caller's
+  // `now` (the first term is 0 unless `now` is stale).
+  int64_t retry(double tokens, double t, double now,
+                double cost) const noexcept {
+    return detail::to_int((t - now) + detail::ceil_d((cost - tokens) / rate_));
   }
 
   static int64_t floor_units(double v) noexcept {

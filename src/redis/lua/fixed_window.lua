@@ -4,11 +4,17 @@ local now = tk_now(ARGV[1])
 local limit = tonumber(ARGV[5])
 local window = tonumber(ARGV[6])
 local start = math.floor(now / window) * window
-local reset_at = start + window
 
+-- A stale now (a stored window newer than now's) counts into the stored
+-- window (docs/semantics.md, "A stale now").
 local count = 0
 local st = redis.call('HMGET', tk_key, 's', 'c')
-if st[1] and tonumber(st[1]) == start then count = tonumber(st[2]) end
+if st[1] then
+  local stored = tonumber(st[1])
+  if stored > start then start = stored end
+  if stored == start then count = tonumber(st[2]) end
+end
+local reset_at = start + window
 
 local function remaining(x)
   return math.max(0, math.floor(limit - x))

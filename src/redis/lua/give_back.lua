@@ -9,9 +9,11 @@ local window = tonumber(ARGV[4])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local start = tk_floor_div(now, window) * window
-if window_start ~= start then return 0 end
 
+-- The current window is the stored one when the clock is behind it.
 local st = redis.call('HMGET', tk_key, 's', 'c')
+if st[1] and tonumber(st[1]) > start then start = tonumber(st[1]) end
+if window_start ~= start then return 0 end
 if not st[1] or tonumber(st[1]) ~= start then return 0 end
 if token ~= '' and redis.call('HSETNX', tk_key, 'r:' .. token, '1') == 0 then
   return 0

@@ -10,9 +10,12 @@ local slack = tonumber(ARGV[4])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local start = tk_floor_div(now, window) * window
-local stop = start + window
 
+-- A clock behind the stored window draws from that newer window
+-- (docs/semantics.md, "A stale now").
 local st = redis.call('HMGET', tk_key, 's', 'c')
+if st[1] and tonumber(st[1]) > start then start = tonumber(st[1]) end
+local stop = start + window
 local used = 0
 local same = st[1] and tonumber(st[1]) == start
 if same then used = tonumber(st[2]) end

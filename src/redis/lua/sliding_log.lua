@@ -2,9 +2,15 @@
 -- member per unit, "<ms>:<i>" where i counts the members at that ms (all
 -- members of one ms are pruned together, so i never repeats);
 -- ARGV[5..6] limit, window_ms. Charges ceil(cost) units.
-local now = tk_now(ARGV[1])
+local caller_now = tk_now(ARGV[1])
 local limit = tonumber(ARGV[5])
 local window = tonumber(ARGV[6])
+-- A stale now (behind the newest unit) is decided at the newest unit and
+-- stamped there; retries count from the caller's now (docs/semantics.md,
+-- "A stale now").
+local now = caller_now
+local top = redis.call('ZRANGE', tk_key, -1, -1, 'WITHSCORES')
+if top[2] and tonumber(top[2]) > now then now = tonumber(top[2]) end
 local cutoff = now - window
 local after = '(' .. tk_fmt(cutoff)
 
@@ -24,7 +30,7 @@ if units > limit - count then
   if count > 0 then
     oldest = kth(1)
     local k = math.min(math.max(count + units - limit, 1), count)
-    retry = math.max(1, math.ceil(kth(k) + window - now))
+    retry = math.max(1, math.ceil(kth(k) + window - caller_now))
   end
   return {0, limit, math.max(0, limit - count), math.ceil(oldest + window),
           retry}
@@ -51,6 +57,7 @@ while i <= units do
 end
 local first = redis.call('ZRANGE', tk_key, 0, 0, 'WITHSCORES')
 local newest = redis.call('ZRANGE', tk_key, -1, -1, 'WITHSCORES')
-tk_pexpire(tk_key, math.ceil(tonumber(newest[2]) + window) - now, tk_slack)
+tk_pexpire(tk_key, math.ceil(tonumber(newest[2]) + window) - caller_now,
+           tk_slack)
 return {1, limit, math.max(0, limit - count - units),
         math.ceil(tonumber(first[2]) + window), 0}

@@ -12,6 +12,7 @@ local c = math.floor(now / w)
 local elapsed = math.max(0, now - c * w)
 local weight = (w - elapsed) / w
 if weight < 0 then weight = 0 elseif weight > 1 then weight = 1 end
+local lag = 0
 
 -- tick -> count for the S + 1 ticks c-S .. c; `top` is the latest tick
 -- any slot counts (it may be ahead of c after a backward clock).
@@ -27,6 +28,13 @@ for i = 2, #raw, 2 do
 end
 local function count_at(tick)
   return slots[tick] or 0
+end
+-- A stale now (a stored tick later than now's) is decided at the start of
+-- the latest tick and counts into it (docs/semantics.md, "A stale now").
+if top > c then
+  c = top
+  weight = 1
+  lag = c * w - now
 end
 
 local oldest = count_at(c - s)
@@ -53,7 +61,7 @@ end
 local d = estimate + cost - limit
 local r
 if oldest > 0 and d <= oldest * weight then
-  r = math.ceil(d * w / oldest)
+  r = math.ceil(lag + d * w / oldest)
 else
   r = math.ceil((c + 1) * w - now)
 end

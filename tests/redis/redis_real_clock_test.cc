@@ -1,0 +1,66 @@
+// The engines over a real Redis on the system clock: 8 threads (more than
+// the machine's cores) on one hot key, 20 ms windows crossed ~75 times,
+// admissions counted per window (tests/support/coordinator_real_clock.h).
+// `StrictRateLimiter` and `CachedDenyLimiter` for every strategy (the Redis
+// clock decides, inside one script); 4 window-coupled `LeasedLimiter` nodes
+// x 2 threads on one budget at batch 1, 10 and 50; three weighted-fair
+// escrows leasing from one budget.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "support/coordinator_real_clock.h"
+#include "support/redis_test_server.h"
+#include "throttlekit/redis/redis_coordinator.h"
+#include "throttlekit/throttlekit.h"
+
+namespace throttlekit {
+namespace {
+
+std::string run_prefix(const std::string& what) {
+  return absl::StrCat("rc:", what, ":", absl::ToUnixNanos(absl::Now()));
+}
+
+constexpr testing::RealClockRun kRun = {
+    .threads = 8, .limit = 50, .window_ms = 20, .run_ms = 1500};
+
+template <class S>
+class RedisRealClock : public ::testing::Test {};
+
+TYPED_TEST_SUITE(RedisRealClock, testing::AllRateStrategies);
+
+TYPED_TEST(RedisRealClock, StrictHoldsTheBoundInEveryWindow) {
+  testing::strict_holds_bound<TypeParam>(
+      testing::redis_coordinator(), kRun,
+      run_prefix("strict:" + std::string(TypeParam::kName)));
+}
+
+TYPED_TEST(RedisRealClock, CachedDenyHoldsTheBoundInEveryWindow) {
+  testing::cached_deny_holds_bound<TypeParam>(
+      testing::redis_coordinator(), kRun,
+      run_prefix("cached:" + std::string(TypeParam::kName)));
+}
+
+class RedisLeasedRealClock : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(RedisLeasedRealClock, FourNodesNeverExceedTheLimitInAnyWindow) {
+  testing::leased_nodes_hold_limit(
+      testing::redis_coordinator(),
+      {.threads = 8, .limit = 200, .window_ms = 20, .run_ms = 1500}, 4,
+      GetParam(), run_prefix(absl::StrCat("leased:", GetParam())));
+}
+
+INSTANTIATE_TEST_SUITE_P(Batches, RedisLeasedRealClock,
+                         ::testing::Values(1, 10, 50));
+
+TEST(RedisEscrowRealClock, ThreeEscrowsOnOneBudgetHoldTheLimit) {
+  testing::escrow_fleet_holds_limit(
+      testing::redis_coordinator(),
+      {.threads = 8, .limit = 200, .window_ms = 20, .run_ms = 1500}, 3,
+      run_prefix("escrow"));
+}
+
+}  // namespace
+}  // namespace throttlekit
