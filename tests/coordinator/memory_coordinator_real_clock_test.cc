@@ -3,14 +3,16 @@
 // windows crossed 150 times (20 ms for the leased nodes), admissions counted
 // per window
 // (tests/support/coordinator_real_clock.h). `StrictRateLimiter` and
-// `CachedDenyLimiter` for every strategy; 4 window-coupled `LeasedLimiter`
-// nodes x 2 threads on one budget at batch 1, 10 and 50 (labels `unit` and
-// `tsan`).
+// `CachedDenyLimiter` for every strategy; 1, 2, 4 and 8 window-coupled
+// `LeasedLimiter` nodes sharing the 8 threads on one budget, at batch 1, 10
+// and 50 (labels `unit` and `tsan`).
 //
 // Before the store clock was read under the key's lock and a lease older
 // than the stored window drew from that newer window, the leased nodes
 // admitted up to 3x the limit in one window (issue 14: 1,501 of 500).
 #include <gtest/gtest.h>
+
+#include <utility>
 
 #include "support/coordinator_real_clock.h"
 #include "throttlekit/coordinator/memory_coordinator.h"
@@ -36,16 +38,21 @@ TYPED_TEST(MemoryCoordinatorRealClock, CachedDenyHoldsTheBoundInEveryWindow) {
                                               "cached");
 }
 
-class LeasedNodesRealClock : public ::testing::TestWithParam<int64_t> {};
+// (nodes, batch): 8 threads over the nodes (thread t on node t % nodes).
+class LeasedNodesRealClock
+    : public ::testing::TestWithParam<std::pair<int, int64_t>> {};
 
-TEST_P(LeasedNodesRealClock, FourNodesNeverExceedTheLimitInAnyWindow) {
+TEST_P(LeasedNodesRealClock, NodesNeverExceedTheLimitInAnyWindow) {
+  const auto [nodes, batch] = GetParam();
   testing::leased_nodes_hold_limit(
       *MemoryCoordinator::create(),
-      {.limit = 500, .window_ms = 20, .run_ms = 1500}, 4, GetParam(), "leased");
+      {.limit = 500, .window_ms = 20, .run_ms = 1500}, nodes, batch, "leased");
 }
 
-INSTANTIATE_TEST_SUITE_P(Batches, LeasedNodesRealClock,
-                         ::testing::Values(1, 10, 50));
+INSTANTIATE_TEST_SUITE_P(NodesAndBatches, LeasedNodesRealClock,
+                         ::testing::Values(std::pair{1, 10}, std::pair{2, 10},
+                                           std::pair{4, 1}, std::pair{4, 10},
+                                           std::pair{4, 50}, std::pair{8, 10}));
 
 }  // namespace
 }  // namespace throttlekit

@@ -2,12 +2,13 @@
 // the machine's cores) on one hot key, 20 ms windows crossed ~75 times,
 // admissions counted per window (tests/support/coordinator_real_clock.h).
 // `StrictRateLimiter` and `CachedDenyLimiter` for every strategy (the Redis
-// clock decides, inside one script); 4 window-coupled `LeasedLimiter` nodes
-// x 2 threads on one budget at batch 1, 10 and 50; three weighted-fair
-// escrows leasing from one budget.
+// clock decides, inside one script); 1, 2, 4 and 8 window-coupled
+// `LeasedLimiter` nodes sharing the 8 threads on one budget, at batch 1, 10
+// and 50; three weighted-fair escrows leasing from one budget.
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -43,17 +44,22 @@ TYPED_TEST(RedisRealClock, CachedDenyHoldsTheBoundInEveryWindow) {
       run_prefix("cached:" + std::string(TypeParam::kName)));
 }
 
-class RedisLeasedRealClock : public ::testing::TestWithParam<int64_t> {};
+// (nodes, batch): 8 threads over the nodes (thread t on node t % nodes).
+class RedisLeasedRealClock
+    : public ::testing::TestWithParam<std::pair<int, int64_t>> {};
 
-TEST_P(RedisLeasedRealClock, FourNodesNeverExceedTheLimitInAnyWindow) {
+TEST_P(RedisLeasedRealClock, NodesNeverExceedTheLimitInAnyWindow) {
+  const auto [nodes, batch] = GetParam();
   testing::leased_nodes_hold_limit(
       testing::redis_coordinator(),
-      {.threads = 8, .limit = 200, .window_ms = 20, .run_ms = 1500}, 4,
-      GetParam(), run_prefix(absl::StrCat("leased:", GetParam())));
+      {.threads = 8, .limit = 200, .window_ms = 20, .run_ms = 1500}, nodes,
+      batch, run_prefix(absl::StrCat("leased:", nodes, ":", batch)));
 }
 
-INSTANTIATE_TEST_SUITE_P(Batches, RedisLeasedRealClock,
-                         ::testing::Values(1, 10, 50));
+INSTANTIATE_TEST_SUITE_P(NodesAndBatches, RedisLeasedRealClock,
+                         ::testing::Values(std::pair{1, 10}, std::pair{2, 10},
+                                           std::pair{4, 1}, std::pair{4, 10},
+                                           std::pair{4, 50}, std::pair{8, 10}));
 
 TEST(RedisEscrowRealClock, ThreeEscrowsOnOneBudgetHoldTheLimit) {
   testing::escrow_fleet_holds_limit(

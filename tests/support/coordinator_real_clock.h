@@ -107,7 +107,7 @@ inline void leased_nodes_hold_limit(std::shared_ptr<Coordinator> coordinator,
   EXPECT_EQ(load.errors, 0);
   EXPECT_GT(load.calls, static_cast<int64_t>(load.admitted.size()));
   const std::string figures = check_per_window(load, run.limit);
-  std::printf("leased %d nodes, batch %lld: %lld calls, %zu admitted; %s\n",
+  std::printf("leased %d node(s), batch %lld: %lld calls, %zu admitted; %s\n",
               nodes, static_cast<long long>(batch),
               static_cast<long long>(load.calls), load.admitted.size(),
               figures.c_str());
