@@ -24,7 +24,7 @@
 namespace throttlekit {
 namespace {
 
-using Limiter = AdaptiveConcurrency<MonotonicClock>;
+using Limiter = BasicAdaptiveConcurrency<MonotonicClock>;
 
 Limiter& shared_limiter(ConcurrencyLaw law) {
   auto make = [](ConcurrencyLaw l) {

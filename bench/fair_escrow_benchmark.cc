@@ -42,7 +42,7 @@ BENCHMARK(BM_Floor_MutexLookupAdd)->Threads(1)->Threads(2)->UseRealTime();
 
 // Ten tenants, one window that never runs out in a run: every call is an
 // admission within the budget (the borrowing path: one tenant active).
-WeightedFairEscrow<>& escrow() {
+WeightedFairEscrow& escrow() {
   static auto* e = [] {
     WeightedFairEscrowOptions o{.limit = int64_t{1} << 52,
                                 .window_ms = int64_t{1} << 52};
@@ -50,14 +50,14 @@ WeightedFairEscrow<>& escrow() {
       o.tenants.push_back(
           {.name = "tenant-" + std::to_string(i), .weight = 1.0 + i});
     }
-    return WeightedFairEscrow<>::create(std::move(o))->release();
+    return WeightedFairEscrow::create(std::move(o))->release();
   }();
   return *e;
 }
 
 // By name: one hash lookup per call.
 void BM_Escrow_AdmitAtHotTenant(benchmark::State& state) {
-  WeightedFairEscrow<>& e = escrow();
+  WeightedFairEscrow& e = escrow();
   const std::string tenant = "tenant-3";
   for (auto _ : state) {
     benchmark::DoNotOptimize(e.admit_at(tenant, kNow));
@@ -67,7 +67,7 @@ BENCHMARK(BM_Escrow_AdmitAtHotTenant)->Threads(1)->Threads(2)->UseRealTime();
 
 // By a resolved TenantId: the lock and the arithmetic only.
 void BM_Escrow_AdmitAtTenantId(benchmark::State& state) {
-  WeightedFairEscrow<>& e = escrow();
+  WeightedFairEscrow& e = escrow();
   const auto id = *e.tenant("tenant-3");
   for (auto _ : state) {
     benchmark::DoNotOptimize(e.admit_at(id, kNow));

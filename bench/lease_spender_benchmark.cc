@@ -99,13 +99,13 @@ BENCHMARK(BM_Floor_LookupPlusCas);
 
 // One limiter shared by every benchmark thread: a budget that never runs
 // out in a run, a lease per 2^20 checks.
-LeasedLimiter<>& limiter() {
+LeasedLimiter& limiter() {
   static auto* l = [] {
     std::shared_ptr<Coordinator> store(*MemoryCoordinator::create());
-    return LeasedLimiter<>::create({.limit = int64_t{1} << 52,
-                                    .window_ms = int64_t{1} << 52,
-                                    .batch = int64_t{1} << 20},
-                                   store)
+    return LeasedLimiter::create({.limit = int64_t{1} << 52,
+                                  .window_ms = int64_t{1} << 52,
+                                  .batch = int64_t{1} << 20},
+                                 store)
         ->release();
   }();
   return *l;
@@ -114,7 +114,7 @@ LeasedLimiter<>& limiter() {
 // A keyed leased check on a hot key with a caller-supplied `now`: almost
 // always a local spend. Each thread has its own hot key.
 void BM_LeasedLimiter_CheckAtHotKey(benchmark::State& state) {
-  LeasedLimiter<>& l = limiter();
+  LeasedLimiter& l = limiter();
   const std::string key = "tenant:1004" + std::to_string(state.thread_index());
   for (auto _ : state) {
     benchmark::DoNotOptimize(l.check_at(key, kNow));
@@ -127,7 +127,7 @@ BENCHMARK(BM_LeasedLimiter_CheckAtHotKey)
 
 // The same with the clock read inside (`check`).
 void BM_LeasedLimiter_CheckHotKey(benchmark::State& state) {
-  LeasedLimiter<>& l = limiter();
+  LeasedLimiter& l = limiter();
   const std::string key = "tenant:2004" + std::to_string(state.thread_index());
   for (auto _ : state) {
     benchmark::DoNotOptimize(l.check(key));

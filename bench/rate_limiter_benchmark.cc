@@ -311,7 +311,7 @@ BENCHMARK(BM_TokenBucketCell_CheckAt)->Threads(1)->Threads(2)->UseRealTime();
 
 void BM_GcraCell_CheckAt(benchmark::State& state) {
   static auto* cell =
-      new GcraCell<>(*GcraCell<>::create(admitting_options<Gcra>()));
+      new GcraCell(*GcraCell::create(admitting_options<Gcra>()));
   int64_t now = run_start_ms(state);
   for (auto _ : state) benchmark::DoNotOptimize(cell->check_at(++now));
 }
@@ -319,7 +319,7 @@ BENCHMARK(BM_GcraCell_CheckAt)->Threads(1)->Threads(2)->UseRealTime();
 
 void BM_GcraCell_Check(benchmark::State& state) {
   static auto* cell =
-      new GcraCell<>(*GcraCell<>::create(admitting_options<Gcra>()));
+      new GcraCell(*GcraCell::create(admitting_options<Gcra>()));
   for (auto _ : state) benchmark::DoNotOptimize(cell->check());
 }
 BENCHMARK(BM_GcraCell_Check);

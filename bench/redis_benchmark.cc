@@ -141,7 +141,7 @@ void BM_StrictFixedWindow(benchmark::State& state) {
 BENCHMARK(BM_StrictFixedWindow)->UseRealTime()->MinTime(2.0);
 
 void BM_Leased(benchmark::State& state) {
-  auto limiter = *LeasedLimiter<>::create(
+  auto limiter = *LeasedLimiter::create(
       {.prefix = "bench:leased:" + std::to_string(state.range(0)),
        .limit = int64_t{1} << 50,
        .window_ms = 3'600'000,  // no roll in the run: every batch is spent

@@ -1,7 +1,7 @@
 // bench/sim/adaptive_limiter.h
 //
 // Provides `AdaptiveSimLimiter`: drives the library's
-// `AdaptiveConcurrency<SimClock>` (throttlekit/concurrency/
+// `BasicAdaptiveConcurrency<SimClock>` (throttlekit/concurrency/
 // adaptive_concurrency.h) from the simulator. Each admitted request keeps its
 // RAII lease until it settles; success releases `kSuccess` (the limiter
 // measures the latency on simulated time), a client timeout releases
@@ -23,7 +23,7 @@ namespace throttlekit::sim {
 
 class AdaptiveSimLimiter final : public SimLimiter {
  public:
-  using Limiter = AdaptiveConcurrency<SimClock>;
+  using Limiter = BasicAdaptiveConcurrency<SimClock>;
 
   // Throws std::invalid_argument if `options` are rejected by create().
   AdaptiveSimLimiter(const AdaptiveConcurrencyOptions& options,

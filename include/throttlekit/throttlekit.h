@@ -1,6 +1,17 @@
 // throttlekit/throttlekit.h
 //
-// The umbrella header: everything in the header-only core.
+// The umbrella header for the in-process library: every header under core/
+// (decisions and their combine algebra, the `RateEngine` concept, clocks,
+// keys, costs), strategy/ (every strategy, the leaky-bucket shaper, the
+// token budget), store/ (the memory store, `RateLimiter`, the single-key
+// cells, the lock-free sliding-log ring) and concurrency/ (adaptive
+// concurrency and its control laws); internal helpers come in through them.
+//
+// Not included (include them directly): coordinator/ (the `Coordinator`,
+// `MemoryCoordinator`, `StrictRateLimiter`, fail policy), twotier/ (the
+// cached-deny, leased and two-tier engines, the lease spender and sizers,
+// weighted-fair escrow), observe/ (HTTP rate-limit headers), and the Redis
+// and Postgres backends (redis/, postgres/; their own CMake targets).
 
 #ifndef THROTTLEKIT_THROTTLEKIT_H_
 #define THROTTLEKIT_THROTTLEKIT_H_
@@ -15,6 +26,7 @@
 #include "throttlekit/core/cost.h"
 #include "throttlekit/core/decision.h"
 #include "throttlekit/core/key.h"
+#include "throttlekit/core/rate_engine.h"
 #include "throttlekit/store/cell.h"
 #include "throttlekit/store/gcra_cell.h"
 #include "throttlekit/store/memory_store.h"

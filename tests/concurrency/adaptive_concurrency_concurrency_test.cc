@@ -14,7 +14,7 @@
 namespace throttlekit {
 namespace {
 
-using Limiter = AdaptiveConcurrency<MonotonicClock>;
+using Limiter = BasicAdaptiveConcurrency<MonotonicClock>;
 using Outcome = Limiter::Outcome;
 
 // More threads than cores and than the limit, so the limiter sits at its

@@ -21,7 +21,7 @@
 namespace throttlekit {
 namespace {
 
-using Limiter = AdaptiveConcurrency<NanoClockRef<ManualMonotonicClock>>;
+using Limiter = BasicAdaptiveConcurrency<NanoClockRef<ManualMonotonicClock>>;
 using Outcome = Limiter::Outcome;
 
 // A large monotonic start (ns), so no arithmetic leans on small values.
@@ -581,7 +581,7 @@ TEST(AdaptiveConcurrency, StatsStartFromInitialLimit) {
 
 void expect_rejected(const AdaptiveConcurrencyOptions& o,
                      const std::string& needle) {
-  auto created = AdaptiveConcurrency<>::create(o);
+  auto created = AdaptiveConcurrency::create(o);
   ASSERT_FALSE(created.ok()) << needle;
   EXPECT_EQ(created.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(std::string(created.status().message()).find(needle),
@@ -591,7 +591,7 @@ void expect_rejected(const AdaptiveConcurrencyOptions& o,
 
 TEST(AdaptiveConcurrency, BadOptionsAreNamedWithTheirBound) {
   AdaptiveConcurrencyOptions o;
-  EXPECT_TRUE(AdaptiveConcurrency<>::create(o).ok());
+  EXPECT_TRUE(AdaptiveConcurrency::create(o).ok());
   auto with = [](auto edit) {
     AdaptiveConcurrencyOptions o;
     edit(o);
@@ -647,7 +647,7 @@ TEST(AdaptiveConcurrency, BadOptionsAreNamedWithTheirBound) {
   expect_rejected(with([](O& o) { o.law = static_cast<ConcurrencyLaw>(7); }),
                   "adaptive_concurrency.law");
   // recalibration_samples is unchecked while recalibration is off.
-  EXPECT_TRUE(AdaptiveConcurrency<>::create(with([](O& o) {
+  EXPECT_TRUE(AdaptiveConcurrency::create(with([](O& o) {
                 o.recalibration_samples = 0;
               })).ok());
 }

@@ -111,10 +111,14 @@ TEST(StrictRateLimiter, BadInputIsAStatus) {
   EXPECT_TRUE(absl::IsInvalidArgument(l->check("u", 0).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(
       StrictRateLimiter<Gcra>::create({3, 1000}, nullptr).status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(
+  const absl::Status bad_retry =
       StrictRateLimiter<Gcra>::create({3, 1000}, memory(clock),
-                                      {.fail_closed_retry_ms = 0})
-          .status()));
+                                      {.fail_policy = {FailPolicy::kClosed, 0}})
+          .status();
+  EXPECT_TRUE(absl::IsInvalidArgument(bad_retry));
+  EXPECT_NE(bad_retry.message().find(
+                "strict_rate_limiter.fail_policy.closed_retry_ms"),
+            std::string::npos);
 }
 
 TEST(StrictRateLimiter, FailPolicyDecidesOutagesOnly) {
@@ -132,8 +136,7 @@ TEST(StrictRateLimiter, FailPolicyDecidesOutagesOnly) {
   EXPECT_EQ(open->outages(), 1);
 
   auto closed = *StrictRateLimiter<Gcra>::create(
-      {3, 1000}, out,
-      {.fail_policy = FailPolicy::kClosed, .fail_closed_retry_ms = 250});
+      {3, 1000}, out, {.fail_policy = {FailPolicy::kClosed, 250}});
   d = closed->check_at("u", kEpoch);
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(*d, (Decision{false, 3, 0, kEpoch + 250, 250}));

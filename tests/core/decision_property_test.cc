@@ -1,4 +1,5 @@
-// The four laws of the combine algebra (SEMANTICS.md), as properties.
+// The four laws of the combine algebra (docs/semantics.md, "Decision"), as
+// properties.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>

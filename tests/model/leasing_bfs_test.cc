@@ -40,7 +40,7 @@
 namespace throttlekit {
 namespace {
 
-using Limiter = LeasedLimiter<ClockRef<ManualClock>>;
+using Limiter = BasicLeasedLimiter<ClockRef<ManualClock>>;
 constexpr int64_t kWindowMs = 1000;
 
 struct Config {

@@ -1,6 +1,7 @@
-// The trilemma (seed 002): a zero-coordination protocol, in which each of N
-// nodes pre-authorises a local budget b_i and admits min(demand_i, b_i), has
-// worst-case overshoot Delta and under-utilisation U with
+// The trilemma (docs/formal_model.md): a zero-coordination protocol, in
+// which each of N nodes pre-authorises a local budget b_i and admits
+// min(demand_i, b_i), has worst-case overshoot Delta and under-utilisation
+// U with
 //
 //     Delta + N * U >= (N - 1) * L,
 //

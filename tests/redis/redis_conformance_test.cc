@@ -1,6 +1,6 @@
 // Conformance: generated timelines through every strategy on the in-memory
 // reference and on a real Redis give identical decision streams, field for
-// field (SEMANTICS.md: one oracle).
+// field (docs/semantics.md: one oracle).
 
 #include <gtest/gtest.h>
 #include <rapidcheck.h>

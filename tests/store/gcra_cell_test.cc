@@ -11,7 +11,7 @@ namespace {
 constexpr int64_t kEpoch = 1'700'000'000'000;
 
 TEST(GcraCell, DecidesExactlyAsTheGcraStrategy) {
-  auto cell = GcraCell<>::create({7, 1000, 3});
+  auto cell = GcraCell::create({7, 1000, 3});
   ASSERT_TRUE(cell.ok());
   Gcra gcra = *Gcra::create({7, 1000, 3});
   Gcra::State state;
@@ -27,11 +27,11 @@ TEST(GcraCell, DecidesExactlyAsTheGcraStrategy) {
 }
 
 TEST(GcraCell, RejectsBadCostAndOptions) {
-  auto cell = GcraCell<>::create({7, 1000, 0});
+  auto cell = GcraCell::create({7, 1000, 0});
   ASSERT_TRUE(cell.ok());
   EXPECT_EQ(cell->check_at(kEpoch, 0).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_FALSE(GcraCell<>::create({7, 0, 0}).ok());
+  EXPECT_FALSE(GcraCell::create({7, 0, 0}).ok());
 }
 
 TEST(Cell, DecidesExactlyAsItsStrategy) {

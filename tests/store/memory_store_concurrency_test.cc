@@ -78,7 +78,7 @@ TEST(RateLimiterConcurrency, ManyKeysEachAdmitExactlyLimit) {
 
 TEST(GcraCellConcurrency, AtLimitAdmitsExactlyLimit) {
   constexpr int64_t kLimit = 777;
-  auto cell = *GcraCell<>::create({kLimit, 60'000, 0});
+  auto cell = *GcraCell::create({kLimit, 60'000, 0});
   long admitted = testing::run_threads(kThreads, [&](int) {
     long n = 0;
     for (int i = 0; i < kChecksPerThread; ++i) {

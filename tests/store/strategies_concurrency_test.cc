@@ -117,7 +117,7 @@ TYPED_TEST(StrategyConcurrency, FractionalAndLargeCostsNeverOvershoot) {
   // Strategies that charge whole units (log, budget) round costs up, so
   // the admitted sum of the requested costs stays within the limit too,
   // except that the token budget counts its crossing debit in full
-  // (overshoot <= largest debit - 1, SEMANTICS.md "Token budget").
+  // (overshoot <= largest debit - 1, docs/semantics.md "Token budget").
   const double overshoot = std::is_same_v<TypeParam, TokenBudget> ? 6 : 0;
   EXPECT_LE(units.load(), static_cast<double>(kLimit) + overshoot);
   EXPECT_GT(units.load(), 0.0);

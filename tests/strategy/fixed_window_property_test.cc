@@ -1,6 +1,6 @@
-// FixedWindow properties (SEMANTICS.md, "Fixed window"): under a clock that
-// does not move backwards, no epoch-aligned window admits more than `limit`
-// and no span of `window_ms` admits more than 2 x limit; a denial never
+// FixedWindow properties (docs/semantics.md, "Fixed window"): under a clock
+// that does not move backwards, no epoch-aligned window admits more than
+// `limit` and no span of `window_ms` admits more than 2 x limit; a denial never
 // changes state (under any clock); an expired state decides like a cold one.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>

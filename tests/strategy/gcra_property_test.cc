@@ -1,5 +1,5 @@
 // GCRA's bound as a property: over any window of length W, at most
-// burst + W / T units are admitted (SEMANTICS.md, "GCRA").
+// burst + W / T units are admitted (docs/semantics.md, "GCRA").
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>

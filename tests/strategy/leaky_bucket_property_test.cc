@@ -1,7 +1,7 @@
 // LeakyBucket properties: accepted requests depart no closer than T * cost
 // after the previous departure, no accepted wait exceeds max_queue_ms, a
 // rejection writes nothing, and its delay is exactly the wait until the
-// request would be accepted (SEMANTICS.md, "Leaky bucket").
+// request would be accepted (docs/semantics.md, "Leaky bucket").
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>

@@ -1,6 +1,6 @@
 // Quota properties: periods tile the timeline on local calendar boundaries,
 // no period is charged more than `limit`, and a denial never changes state
-// (SEMANTICS.md, "Quota").
+// (docs/semantics.md, "Quota").
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>

@@ -1,10 +1,10 @@
 // SlidingLog properties: it agrees field for field (check, peek, forecast,
 // kth oldest, survivors, expiry and the stored runs) with a brute-force log
-// that recounts the multiset of admitted units on every call (SEMANTICS.md,
-// "Sliding window log (exact)"), on timelines with backward clocks,
-// fractional costs, costs above the limit and limits up to 2^53 - 1; it
-// never admits more than `limit` units in any window of `window_ms`, and a
-// denial never changes its state.
+// that recounts the multiset of admitted units on every call
+// (docs/semantics.md, "Sliding window log (exact)"), on timelines with
+// backward clocks, fractional costs, costs above the limit and limits up to
+// 2^53 - 1; it never admits more than `limit` units in any window of
+// `window_ms`, and a denial never changes its state.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>

@@ -1,5 +1,5 @@
-// SlidingWindow properties (SEMANTICS.md, "Sliding window"). The bound of the
-// sub-bucketed estimate, for a clock that does not move backwards:
+// SlidingWindow properties (docs/semantics.md, "Sliding window"). The bound
+// of the sub-bucketed estimate, for a clock that does not move backwards:
 //
 // - any S consecutive whole ticks admit at most `limit`;
 // - a span [a, a + window_ms) that starts a fraction f into tick k admits at

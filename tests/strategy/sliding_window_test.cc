@@ -100,7 +100,7 @@ TEST(SlidingWindow, FractionsAreComparedUnfloored) {
 TEST(SlidingWindow, FractionalTickMatchesTheReferenceStream) {
   // window 15 ms in 10 ticks: w = 1.5 and kEpoch is half a ms into its tick.
   // Expected values from an independent IEEE-double evaluation of
-  // SEMANTICS.md in the written order.
+  // docs/semantics.md in the written order.
   SlidingWindow sw = make(7, 15, 10);
   SlidingWindow::State s;
   struct Step {

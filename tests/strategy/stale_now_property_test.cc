@@ -214,8 +214,8 @@ RC_GTEST_PROP(StaleNowProperty, SlidingLogNeverAdmitsMoreThanLimitInAnyWindow,
   }
 }
 
-// The 1.x formulas (SEMANTICS.md as the original wrote them), for a clock
-// that never moves backwards.
+// The 1.x formulas (docs/semantics.md, "A stale now": as ThrottleKit 1.x
+// wrote them), for a clock that never moves backwards.
 struct TokenBucket1x {
   double capacity, rate, tokens = 0, last = -1e300;
   bool cold = true;

@@ -1,5 +1,5 @@
-// TokenBucket properties (SEMANTICS.md, "Token bucket"): under a clock that
-// does not move backwards, any span admits at most
+// TokenBucket properties (docs/semantics.md, "Token bucket"): under a clock
+// that does not move backwards, any span admits at most
 // `capacity + rate * elapsed`; a denial never changes state (under any
 // clock); the forecast's next instant is the earliest admitting ms; and an
 // expired state decides exactly like a cold one.

@@ -73,7 +73,7 @@ TEST(TokenBucket, RefillIsCappedAtCapacity) {
 
 TEST(TokenBucket, InexactRateFollowsTheWrittenOrder) {
   // 7 tokens/s: rate = 0.007 is inexact; expected values computed in IEEE
-  // double in SEMANTICS.md's order.
+  // double in docs/semantics.md's order.
   TokenBucket b = make(3, 7);
   TokenBucket::State s;
   EXPECT_EQ(b.check(s, kEpoch, 1), (Decision{true, 3, 2, kEpoch + 143, 0}));

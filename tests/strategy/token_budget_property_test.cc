@@ -1,7 +1,7 @@
 // TokenBudget properties: per window, tokens served <= budget + largest
 // debit - 1 (the crossing debit counts in full), any debit passes while
-// served < budget, and a denial never changes state (SEMANTICS.md, "Token
-// budget").
+// served < budget, and a denial never changes state (docs/semantics.md,
+// "Token budget").
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>

@@ -90,14 +90,14 @@ void cached_deny_holds_bound(std::shared_ptr<Coordinator> coordinator,
 inline void leased_nodes_hold_limit(std::shared_ptr<Coordinator> coordinator,
                                     const RealClockRun& run, int nodes,
                                     int64_t batch, std::string prefix) {
-  std::vector<std::unique_ptr<LeasedLimiter<>>> fleet;
+  std::vector<std::unique_ptr<LeasedLimiter>> fleet;
   for (int i = 0; i < nodes; ++i) {
     LeasedLimiterOptions o;
     o.prefix = prefix;
     o.limit = run.limit;
     o.window_ms = run.window_ms;
     o.batch = batch;
-    auto node = LeasedLimiter<>::create(o, coordinator);
+    auto node = LeasedLimiter::create(o, coordinator);
     ASSERT_TRUE(node.ok()) << node.status();
     fleet.push_back(*std::move(node));
   }
@@ -119,8 +119,8 @@ inline void escrow_fleet_holds_limit(std::shared_ptr<Coordinator> coordinator,
                                      const RealClockRun& run, int escrows,
                                      std::string key) {
   const int64_t cap = run.limit / 4;
-  std::vector<std::unique_ptr<WeightedFairEscrow<>>> fleet;
-  std::vector<WeightedFairEscrow<>::TenantId> ids;
+  std::vector<std::unique_ptr<WeightedFairEscrow>> fleet;
+  std::vector<WeightedFairEscrow::TenantId> ids;
   for (int i = 0; i < escrows; ++i) {
     WeightedFairEscrowOptions o;
     o.limit = run.limit;
@@ -131,7 +131,7 @@ inline void escrow_fleet_holds_limit(std::shared_ptr<Coordinator> coordinator,
     o.coordinator = coordinator;
     o.key = key;
     o.quantum = 8;
-    auto escrow = WeightedFairEscrow<>::create(o);
+    auto escrow = WeightedFairEscrow::create(o);
     ASSERT_TRUE(escrow.ok()) << escrow.status();
     fleet.push_back(*std::move(escrow));
   }

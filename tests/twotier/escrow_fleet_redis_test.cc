@@ -46,7 +46,7 @@ Report run_process(const std::string& key, int index, int64_t first_window,
     r.errors = 1;
     return r;
   }
-  auto escrow = WeightedFairEscrow<>::create(
+  auto escrow = WeightedFairEscrow::create(
       {.limit = kLimit,
        .window_ms = kWindowMs,
        .tenants = {{.name = "gold", .weight = 3}, {.name = "free"}},

@@ -65,12 +65,12 @@ Report run_node(const std::string& key, bool coupled, int64_t first_window,
     r.errors = 1;
     return r;
   }
-  auto limiter = LeasedLimiter<>::create({.prefix = "fleet",
-                                          .limit = kLimit,
-                                          .window_ms = kWindowMs,
-                                          .batch = kBatch,
-                                          .window_coupled = coupled},
-                                         std::shared_ptr(*std::move(redis)));
+  auto limiter = LeasedLimiter::create({.prefix = "fleet",
+                                        .limit = kLimit,
+                                        .window_ms = kWindowMs,
+                                        .batch = kBatch,
+                                        .window_coupled = coupled},
+                                       std::shared_ptr(*std::move(redis)));
   if (!limiter.ok()) {
     r.errors = 1;
     return r;

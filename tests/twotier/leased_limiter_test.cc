@@ -22,7 +22,7 @@ namespace throttlekit {
 namespace {
 
 constexpr int64_t kEpoch = testing::kManualEpoch;
-using Limiter = LeasedLimiter<ClockRef<ManualClock>>;
+using Limiter = BasicLeasedLimiter<ClockRef<ManualClock>>;
 
 struct Fleet : testing::ManualStore {
   std::vector<std::unique_ptr<Limiter>> nodes;
@@ -100,15 +100,14 @@ TEST(LeasedLimiter, BadInputIsAStatus) {
       absl::IsInvalidArgument(f.nodes[0]->check("k", std::nan("")).status()));
   auto store = std::shared_ptr<MemoryCoordinator>(*MemoryCoordinator::create());
   EXPECT_TRUE(absl::IsInvalidArgument(
-      LeasedLimiter<>::create({.limit = 10, .window_ms = 1000, .batch = 11},
-                              store)
+      LeasedLimiter::create({.limit = 10, .window_ms = 1000, .batch = 11},
+                            store)
           .status()));
   EXPECT_TRUE(absl::IsInvalidArgument(
-      LeasedLimiter<>::create({.limit = 0, .window_ms = 1000}, store)
-          .status()));
+      LeasedLimiter::create({.limit = 0, .window_ms = 1000}, store).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(
-      LeasedLimiter<>::create({.limit = 10, .window_ms = 1000, .batch = 2},
-                              nullptr)
+      LeasedLimiter::create({.limit = 10, .window_ms = 1000, .batch = 2},
+                            nullptr)
           .status()));
 }
 
@@ -204,28 +203,27 @@ TEST(LeasedLimiter, ThePredictiveSizerFollowsAGoodForecast) {
 
 TEST(LeasedLimiter, BadOptInsAreAStatus) {
   auto store = std::shared_ptr<MemoryCoordinator>(*MemoryCoordinator::create());
-  auto low = LeasedLimiter<>::create(
+  auto low = LeasedLimiter::create(
       {.limit = 10, .window_ms = 1000, .batch = 4, .low_water = 4}, store);
   EXPECT_NE(low.status().message().find("low_water"), std::string::npos);
-  auto idle = LeasedLimiter<>::create(
+  auto idle = LeasedLimiter::create(
       {.limit = 10, .window_ms = 1000, .batch = 4, .return_idle_after_ms = -1},
       store);
   EXPECT_NE(idle.status().message().find("return_idle_after_ms"),
             std::string::npos);
-  auto predictive =
-      LeasedLimiter<>::create({.limit = 10,
-                               .window_ms = 1000,
-                               .batch = 4,
-                               .sizing = LeaseSizing::kPredictive},
-                              store);
+  auto predictive = LeasedLimiter::create({.limit = 10,
+                                           .window_ms = 1000,
+                                           .batch = 4,
+                                           .sizing = LeaseSizing::kPredictive},
+                                          store);
   EXPECT_NE(predictive.status().message().find("demand_forecast"),
             std::string::npos);
-  auto sizer = LeasedLimiter<>::create({.limit = 10,
-                                        .window_ms = 1000,
-                                        .batch = 4,
-                                        .sizing = LeaseSizing::kEoq,
-                                        .sizer = {.strand_penalty = 0}},
-                                       store);
+  auto sizer = LeasedLimiter::create({.limit = 10,
+                                      .window_ms = 1000,
+                                      .batch = 4,
+                                      .sizing = LeaseSizing::kEoq,
+                                      .sizer = {.strand_penalty = 0}},
+                                     store);
   EXPECT_NE(sizer.status().message().find("strand_penalty"), std::string::npos);
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <optional>
 
 #include "support/manual_store.h"
 #include "throttlekit/strategy/gcra.h"
@@ -13,6 +14,12 @@ namespace {
 using Clock = testing::ManualClockRef;
 using Env = testing::ManualStore;
 
+LeasedLimiterOptions batch_of(int64_t batch) {
+  LeasedLimiterOptions o;
+  o.batch = batch;
+  return o;
+}
+
 // Every mode admits exactly the window's limit from one node and then
 // denies until the window rolls; they differ in round trips.
 class TwoTierModes : public ::testing::TestWithParam<TwoTierMode> {};
@@ -21,7 +28,11 @@ TEST_P(TwoTierModes, OneWindowAdmitsTheLimitThenDenies) {
   Env s;
   auto limiter = TwoTier<FixedWindow, Clock>::create(
       {.limit = 20, .window_ms = 1000}, s.store,
-      {.mode = GetParam(), .prefix = "p", .leased = {.batch = 5}},
+      {.mode = GetParam(),
+       .prefix = "p",
+       .leased = GetParam() == TwoTierMode::kLeased
+                     ? std::optional<LeasedLimiterOptions>(batch_of(5))
+                     : std::nullopt},
       Clock(s.clock));
   ASSERT_TRUE(limiter.ok()) << limiter.status();
   EXPECT_EQ((*limiter)->mode(), GetParam());
@@ -59,7 +70,7 @@ TEST(TwoTier, EachModeReachesItsEngine) {
   EXPECT_EQ(cached->cached_deny()->stats().store_checks, 6);
   auto leased = *TwoTier<FixedWindow, Clock>::create(
       {.limit = 100, .window_ms = 1000}, s.store,
-      {.mode = TwoTierMode::kLeased, .prefix = "l", .leased = {.batch = 10}},
+      {.mode = TwoTierMode::kLeased, .prefix = "l", .leased = batch_of(10)},
       Clock(s.clock));
   for (int i = 0; i < 50; ++i) ASSERT_TRUE(leased->check("k")->allowed);
   EXPECT_EQ(leased->leased()->stats().leases, 5);
@@ -76,8 +87,36 @@ TEST(TwoTier, LeasedNeedsAFixedWindowAndValidOptions) {
   EXPECT_NE(bad_window.status().message().find("window_ms"), std::string::npos);
   auto bad_batch = TwoTier<FixedWindow>::create(
       {.limit = 5, .window_ms = 1000}, s.store,
-      {.mode = TwoTierMode::kLeased, .leased = {.batch = 6}});
+      {.mode = TwoTierMode::kLeased, .leased = batch_of(6)});
   EXPECT_NE(bad_batch.status().message().find("batch"), std::string::npos);
+}
+
+// An option the chosen mode would not read is refused, naming it.
+TEST(TwoTier, OptionsAModeWouldIgnoreAreRefused) {
+  Env s;
+  auto strict_keys = TwoTier<Gcra>::create({.limit = 5, .period_ms = 1000},
+                                           s.store, {.max_keys = 1024});
+  EXPECT_EQ(strict_keys.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(strict_keys.status().message().find("two_tier.max_keys"),
+            std::string::npos);
+  auto cached_leased = TwoTier<Gcra>::create(
+      {.limit = 5, .period_ms = 1000}, s.store,
+      {.mode = TwoTierMode::kCachedDeny, .leased = batch_of(5)});
+  EXPECT_NE(cached_leased.status().message().find("two_tier.leased"),
+            std::string::npos);
+  LeasedLimiterOptions own_prefix = batch_of(5);
+  own_prefix.prefix = "x";
+  auto shadowed = TwoTier<FixedWindow>::create(
+      {.limit = 5, .window_ms = 1000}, s.store,
+      {.mode = TwoTierMode::kLeased, .leased = own_prefix});
+  EXPECT_NE(shadowed.status().message().find("two_tier.leased: prefix"),
+            std::string::npos);
+  auto bad_policy =
+      TwoTier<Gcra>::create({.limit = 5, .period_ms = 1000}, s.store,
+                            {.fail_policy = {FailPolicy::kClosed, 0}});
+  EXPECT_NE(bad_policy.status().message().find(
+                "strict_rate_limiter.fail_policy.closed_retry_ms"),
+            std::string::npos);
   auto bad_mode =
       TwoTier<FixedWindow>::create({.limit = 5, .window_ms = 1000}, s.store,
                                    {.mode = static_cast<TwoTierMode>(7)});

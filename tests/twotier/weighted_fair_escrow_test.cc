@@ -18,7 +18,7 @@ namespace throttlekit {
 namespace {
 
 constexpr int64_t kEpoch = testing::kManualEpoch;
-using Escrow = WeightedFairEscrow<ClockRef<ManualClock>>;
+using Escrow = BasicWeightedFairEscrow<ClockRef<ManualClock>>;
 
 struct World : testing::ManualStore {
   std::unique_ptr<Escrow> make(WeightedFairEscrowOptions o) {

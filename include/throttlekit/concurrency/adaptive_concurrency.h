@@ -1,8 +1,8 @@
 // throttlekit/concurrency/adaptive_concurrency.h
 //
 // Provides `AdaptiveConcurrency<C>`: caps in-flight requests at a ceiling
-// inferred from latency instead of a hand-tuned constant (seed 000,
-// "Single-process inference"). `acquire()` hands out a move-only RAII
+// inferred from latency instead of a hand-tuned constant
+// (docs/adaptive_concurrency.md). `acquire()` hands out a move-only RAII
 // `Lease`; settling it feeds one sample to the control law (gradient2 by
 // default, `gradient2.h`; AIMD opt-in, `aimd.h`), and an opt-in Envoy-style
 // minRTT recalibration periodically drains the queue to re-measure the
@@ -59,7 +59,7 @@ enum class LeaseOutcome { kSuccess, kDropped, kIgnored };
 // Which control law moves the limit.
 enum class ConcurrencyLaw { kGradient2, kAimd };
 
-// Options of `AdaptiveConcurrency`. Every field is checked by `create()`.
+// Options of `BasicAdaptiveConcurrency`. Every field is checked by `create()`.
 struct AdaptiveConcurrencyOptions {
   ConcurrencyLaw law = ConcurrencyLaw::kGradient2;
   // Limits are whole numbers of in-flight requests, in [1, 2^30].
@@ -105,7 +105,7 @@ struct AdaptiveConcurrencyOptions {
   bool freeze_rtt_noload = false;
 };
 
-// A snapshot of a limiter (see `AdaptiveConcurrency::stats`).
+// A snapshot of a limiter (see `BasicAdaptiveConcurrency::stats`).
 struct AdaptiveConcurrencyStats {
   // L_local: the control law's limit, floor(estimate). Not lowered by a
   // recalibration pin nor by the ceiling, so a coordinator aggregating
@@ -175,7 +175,7 @@ struct AdaptiveConcurrencyStats {
 // limiter must outlive its leases; it is neither copyable nor movable
 // (leases point at it), hence `create` returns a unique_ptr.
 template <NanoClock C = MonotonicClock>
-class AdaptiveConcurrency {
+class BasicAdaptiveConcurrency {
  public:
   using Outcome = LeaseOutcome;
   using Options = AdaptiveConcurrencyOptions;
@@ -233,15 +233,15 @@ class AdaptiveConcurrency {
     int64_t limit_at_acquire() const noexcept { return limit_at_acquire_; }
 
    private:
-    friend class AdaptiveConcurrency;
-    Lease(AdaptiveConcurrency* owner, int64_t start_ns, int64_t inflight,
+    friend class BasicAdaptiveConcurrency;
+    Lease(BasicAdaptiveConcurrency* owner, int64_t start_ns, int64_t inflight,
           int64_t limit) noexcept
         : owner_(owner),
           start_ns_(start_ns),
           inflight_at_acquire_(inflight),
           limit_at_acquire_(limit) {}
 
-    AdaptiveConcurrency* owner_ = nullptr;  // null: holds no slot
+    BasicAdaptiveConcurrency* owner_ = nullptr;  // null: holds no slot
     int64_t start_ns_ = 0;
     int64_t inflight_at_acquire_ = 0;
     int64_t limit_at_acquire_ = 0;
@@ -249,15 +249,15 @@ class AdaptiveConcurrency {
 
   // Validates `options`; kInvalidArgument names
   // "adaptive_concurrency.<field>" and its bound.
-  static absl::StatusOr<std::unique_ptr<AdaptiveConcurrency>> create(
+  static absl::StatusOr<std::unique_ptr<BasicAdaptiveConcurrency>> create(
       const Options& options, C clock = C{}) {
     if (absl::Status s = validate(options); !s.ok()) return s;
-    return std::unique_ptr<AdaptiveConcurrency>(
-        new AdaptiveConcurrency(options, std::move(clock)));
+    return std::unique_ptr<BasicAdaptiveConcurrency>(
+        new BasicAdaptiveConcurrency(options, std::move(clock)));
   }
 
-  AdaptiveConcurrency(const AdaptiveConcurrency&) = delete;
-  AdaptiveConcurrency& operator=(const AdaptiveConcurrency&) = delete;
+  BasicAdaptiveConcurrency(const BasicAdaptiveConcurrency&) = delete;
+  BasicAdaptiveConcurrency& operator=(const BasicAdaptiveConcurrency&) = delete;
 
   // Grants a slot iff inflight < effective limit, atomically. Never blocks,
   // never allocates. An acquire racing a decrease of the limit may be
@@ -318,7 +318,7 @@ class AdaptiveConcurrency {
   const Options& options() const noexcept { return options_; }
 
  private:
-  AdaptiveConcurrency(const Options& options, C clock)
+  BasicAdaptiveConcurrency(const Options& options, C clock)
       : options_(options),
         clock_(std::move(clock)),
         window_(options.rtt_window),
@@ -553,6 +553,11 @@ class AdaptiveConcurrency {
   };
   Round round_ ABSL_GUARDED_BY(mu_);
 };
+
+// The AdaptiveConcurrency on the monotonic clock, the common case
+// (`BasicAdaptiveConcurrency<C>` takes another clock, e.g. a
+// `ClockRef<ManualClock>` in tests).
+using AdaptiveConcurrency = BasicAdaptiveConcurrency<MonotonicClock>;
 
 }  // namespace throttlekit
 

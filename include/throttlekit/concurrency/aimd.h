@@ -1,7 +1,7 @@
 // throttlekit/concurrency/aimd.h
 //
-// Provides the AIMD control law as a pure function (seed 000,
-// "Single-process inference": the opt-in additive-increase /
+// Provides the AIMD control law as a pure function
+// (docs/adaptive_concurrency.md, "AIMD": the opt-in additive-increase /
 // multiplicative-decrease law, TCP Reno's shape):
 //
 //   on a drop or timeout:            estimate' = estimate * backoff_ratio

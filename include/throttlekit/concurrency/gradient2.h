@@ -1,9 +1,9 @@
 // throttlekit/concurrency/gradient2.h
 //
-// Provides the gradient2 control law as pure functions (seed 000,
-// "Single-process inference"; Netflix concurrency-limits' Gradient2Limit and
-// Envoy's gradient controller), so tests and simulators can drive it without
-// a limiter:
+// Provides the gradient2 control law as pure functions
+// (docs/adaptive_concurrency.md, "gradient2"; Netflix concurrency-limits'
+// Gradient2Limit and Envoy's gradient controller), so tests and simulators
+// can drive it without a limiter:
 //
 //   gradient  = clamp(tolerance * rtt_noload / rtt, 0.5, 1.0)
 //   new_limit = estimate * gradient + sqrt(estimate)

@@ -1,8 +1,8 @@
 // throttlekit/concurrency/windowed_min.h
 //
 // Provides `WindowedMin`: the minimum of the last `window` samples, kept in a
-// monotonic deque (seed 000, "Single-process inference": rtt_noload is a
-// windowed rolling minimum, so the baseline can drift up after a deploy
+// monotonic deque (docs/adaptive_concurrency.md, "gradient2": rtt_noload is
+// a windowed rolling minimum, so the baseline can drift up after a deploy
 // instead of being pinned to an all-time minimum).
 //
 // The deque holds (sequence number, value) pairs with strictly increasing

@@ -2,9 +2,9 @@
 //
 // Provides `StrategyOptions` and `AnyStrategy`: the closed set of rate
 // strategies as `std::variant`s, which is how a strategy crosses the
-// `Coordinator` interface (ARCHITECTURE.md, "The Coordinator"). Each backend
-// implements every alternative: the C++ transition in memory, a Lua script on
-// Redis, a stored function on Postgres.
+// `Coordinator` interface (docs/architecture.md, "The Coordinator"). Each
+// backend implements every alternative: the C++ transition in memory, a Lua
+// script on Redis, a stored function on Postgres.
 //
 //     absl::StatusOr<AnyStrategy> s =
 //         make_strategy(Gcra::Options{.limit = 10, .period_ms = 1000});

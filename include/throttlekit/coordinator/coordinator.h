@@ -1,7 +1,7 @@
 // throttlekit/coordinator/coordinator.h
 //
 // Provides `Coordinator`, the one abstract interface through which every
-// distributed engine reaches shared state (ARCHITECTURE.md, "The
+// distributed engine reaches shared state (docs/architecture.md, "The
 // Coordinator"), so engines never know which store they run on. Backends:
 // `MemoryCoordinator` (in-process reference and embedded default),
 // `RedisCoordinator` (throttlekit::redis) and `PostgresCoordinator`
@@ -24,8 +24,8 @@
 // Conventions
 // - Keys are store keys: the caller has already joined its prefix
 //   (`join_key`). 1 byte .. 1 MiB, any bytes.
-// - `now_ms == 0` means "use the store's clock" (SEMANTICS.md, Redis
-//   representation); otherwise `now_ms` must be in [1, 2^53-1].
+// - `now_ms == 0` means "use the store's clock" (docs/semantics.md, "Redis
+//   representation"); otherwise `now_ms` must be in [1, 2^53-1].
 // - Every call is synchronous and bounded by the backend's command deadline.
 //   Errors are statuses, never exceptions and never a decision:
 //   kInvalidArgument (bad argument, checked here before any I/O),

@@ -1,16 +1,17 @@
 // throttlekit/coordinator/lease.h
 //
-// Provides the lease vocabulary of the `Coordinator` (ARCHITECTURE.md, "The
-// Coordinator", leases): `LeaseBudget`, the fixed-window budget a key leases
-// from, and `LeaseGrant`, what one lease call returns.
+// Provides the lease vocabulary of the `Coordinator` (docs/architecture.md,
+// "The Coordinator", leases): `LeaseBudget`, the fixed-window budget a key
+// leases from, and `LeaseGrant`, what one lease call returns.
 //
 // A lease takes up to `want` credits from the key's *current* window of a
 // fixed-window budget (`limit` credits per `window_ms`, epoch-aligned windows
 // `[start, start + window_ms)` read on the store's own clock). The grant
 // carries the window's boundary, `expires_at_ms = start + window_ms`, so a
 // window-coupled client discards the credits at `now >= expires_at_ms`
-// (SEMANTICS.md, "Leasing and the fleet"). Credits given back return only to
-// the window they came from; leftover from a rolled window is forfeited.
+// (docs/semantics.md, "Leasing and the fleet"). Credits given back return
+// only to the window they came from; leftover from a rolled window is
+// forfeited.
 //
 // On Redis a lease key has the fixed-window layout (hash `s`, `c`), so strict
 // fixed-window checks and leases can share one key.

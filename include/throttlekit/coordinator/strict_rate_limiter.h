@@ -1,10 +1,10 @@
 // throttlekit/coordinator/strict_rate_limiter.h
 //
-// Provides `StrictRateLimiter<S>`: `RateLimiter`'s API (check, check_at,
-// check_many, peek, forecast, reset) over any
-// `Coordinator` (strict mode: one store round trip per check, exact). Point
-// it at a `RedisCoordinator` or `PostgresCoordinator` and every process
-// sharing the store shares one limit:
+// Provides `StrictRateLimiter<S, C>`: a `RateEngine` (rate_engine.h: check,
+// check_at, check_many, peek, forecast, reset, stats) over any `Coordinator`
+// (strict mode: one store round trip per check, exact). Point it at a
+// `RedisCoordinator` or `PostgresCoordinator` and every process sharing the
+// store shares one limit:
 //
 //     auto limiter = StrictRateLimiter<Gcra>::create(
 //         {.limit = 100, .period_ms = 60'000}, redis,
@@ -15,11 +15,11 @@
 // (`now = 0` on the wire) so that processes with skewed clocks agree;
 // `check_at` takes a caller-supplied `now`.
 //
-// Failure: with `FailPolicy::kPropagate` (default) an outage or deadline is
-// returned as its status. With kOpen / kClosed it becomes an allowed /
-// denied decision (`limit` is the strategy's, `remaining` 0, a denial's
-// `retry_after_ms` is `fail_closed_retry_ms`), and `outages()` counts it.
+// Failure: `options.fail_policy` (fail_policy.h) turns an outage into a
+// decision or returns it; `stats().outages` counts the decided ones.
 // Invalid arguments and kFailedPrecondition are always returned as statuses.
+// The clock `C` only dates those outage decisions (the store's clock, or
+// the caller's `now`, decides everything else).
 //
 // Thread-safety: every method is safe to call concurrently. The coordinator
 // must outlive the limiter (it is shared).
@@ -52,35 +52,35 @@ namespace throttlekit {
 struct StrictRateLimiterOptions {
   // Names the keyspace: keys become `prefix:key`.
   std::string prefix;
-  // What an outage becomes (see the file comment).
+  // What an outage becomes (fail_policy.h).
   FailPolicy fail_policy = FailPolicy::kPropagate;
-  // The retry hint of a fail-closed denial; 1 .. 2^53-1.
-  int64_t fail_closed_retry_ms = 1000;
 };
 
-template <Strategy S>
+template <Strategy S, EpochClock C = SystemClock>
 class StrictRateLimiter {
  public:
+  struct Stats {
+    int64_t outages = 0;  // outages the fail policy decided
+  };
+
   // Validates the strategy and options; errors name the field.
   static absl::StatusOr<std::unique_ptr<StrictRateLimiter>> create(
       const typename S::Options& strategy_options,
       std::shared_ptr<Coordinator> coordinator,
-      StrictRateLimiterOptions options = {}) {
+      StrictRateLimiterOptions options = {}, C clock = C{}) {
     absl::StatusOr<S> strategy = S::create(strategy_options);
     if (!strategy.ok()) return strategy.status();
     if (coordinator == nullptr) {
       return absl::InvalidArgumentError(
           "strict_rate_limiter: coordinator is null");
     }
-    if (options.fail_closed_retry_ms < 1 ||
-        options.fail_closed_retry_ms > kMaxSafeInteger) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "strict_rate_limiter.fail_closed_retry_ms must be in [1, 2^53-1]; "
-          "got ",
-          options.fail_closed_retry_ms));
+    if (absl::Status s = options.fail_policy.validate("strict_rate_limiter");
+        !s.ok()) {
+      return s;
     }
-    return std::unique_ptr<StrictRateLimiter>(new StrictRateLimiter(
-        *std::move(strategy), std::move(coordinator), std::move(options)));
+    return std::unique_ptr<StrictRateLimiter>(
+        new StrictRateLimiter(*std::move(strategy), std::move(coordinator),
+                              std::move(options), std::move(clock)));
   }
 
   // Admits or denies `cost` units for `key` at the store's clock.
@@ -107,10 +107,8 @@ class StrictRateLimiter {
     }
     if (absl::Status s = validate_cost(cost); !s.ok()) return s;
     absl::StatusOr<int64_t> now = coordinator_->now_ms();
-    if (!now.ok()) {
-      if (policy_ == FailPolicy::kPropagate || !is_outage(now.status())) {
-        return now.status();
-      }
+    if (!now.ok() && !policy_.on_error(now.status(), limit_, 0).ok()) {
+      return now.status();
     }
     const int64_t at = now.ok() ? *now : 0;
     std::vector<Decision> out;
@@ -157,10 +155,11 @@ class StrictRateLimiter {
     return coordinator_->reset(strategy_, join_key(prefix_, key));
   }
 
-  // Outages turned into decisions by the fail policy so far.
-  int64_t outages() const noexcept {
-    return outages_.load(std::memory_order_relaxed);
+  Stats stats() const noexcept {
+    return Stats{outages_.load(std::memory_order_relaxed)};
   }
+  // Outages turned into decisions by the fail policy so far.
+  int64_t outages() const noexcept { return stats().outages; }
 
   const S& strategy() const noexcept { return std::get<S>(strategy_); }
   const std::string& prefix() const noexcept { return prefix_; }
@@ -168,28 +167,29 @@ class StrictRateLimiter {
 
  private:
   StrictRateLimiter(S strategy, std::shared_ptr<Coordinator> coordinator,
-                    StrictRateLimiterOptions options)
+                    StrictRateLimiterOptions options, C clock)
       : strategy_(std::in_place_type<S>, std::move(strategy)),
         coordinator_(std::move(coordinator)),
         prefix_(std::move(options.prefix)),
         policy_(options.fail_policy),
-        fail_closed_retry_ms_(options.fail_closed_retry_ms),
+        clock_(std::move(clock)),
         limit_(std::get<S>(strategy_).peek(typename S::State{}, 1).limit) {}
 
   absl::StatusOr<Decision> decide(absl::StatusOr<Decision> d, int64_t now_ms) {
-    if (d.ok() || policy_ == FailPolicy::kPropagate || !is_outage(d.status())) {
+    if (d.ok()) [[likely]] {
       return d;
     }
-    outages_.fetch_add(1, std::memory_order_relaxed);
-    const int64_t base = now_ms != 0 ? now_ms : SystemClock{}.now_ms();
-    return outage_decision(policy_, limit_, base, fail_closed_retry_ms_);
+    absl::StatusOr<Decision> decided = policy_.on_error(
+        d.status(), limit_, now_ms != 0 ? now_ms : clock_.now_ms());
+    if (decided.ok()) outages_.fetch_add(1, std::memory_order_relaxed);
+    return decided;
   }
 
   const AnyStrategy strategy_;
   const std::shared_ptr<Coordinator> coordinator_;
   const std::string prefix_;
   const FailPolicy policy_;
-  const int64_t fail_closed_retry_ms_;
+  const C clock_;
   const int64_t limit_;
   std::atomic<int64_t> outages_{0};
 };

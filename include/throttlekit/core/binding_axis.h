@@ -1,8 +1,9 @@
 // throttlekit/core/binding_axis.h
 //
 // Provides `Axis` and `binding_axis()`: which admission axis decided a
-// combined outcome (seed 004, "bindingAxis"). Unified admission evaluates
-// concurrency, then rate, then cost; the first denial in that order binds.
+// combined outcome (docs/core.md, "The combine algebra"). Unified admission
+// (planned, docs/architecture.md) evaluates concurrency, then rate, then
+// cost; the first denial in that order binds.
 
 #ifndef THROTTLEKIT_CORE_BINDING_AXIS_H_
 #define THROTTLEKIT_CORE_BINDING_AXIS_H_

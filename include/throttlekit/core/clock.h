@@ -2,7 +2,8 @@
 //
 // Provides the clocks strategies are driven by. Every check reads the clock
 // once and passes `now_ms` (integer epoch milliseconds) down; strategies never
-// read a clock themselves (ARCHITECTURE.md, "Time").
+// read a clock themselves (docs/architecture.md, "Cross-cutting rules",
+// Time).
 //
 // - `SystemClock`: CLOCK_REALTIME, millisecond epoch time (about 20-30 ns).
 // - `CoarseSystemClock`: CLOCK_REALTIME_COARSE (a few ns; resolution is the

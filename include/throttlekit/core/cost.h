@@ -1,7 +1,8 @@
 // throttlekit/core/cost.h
 //
-// Provides cost validation (SEMANTICS.md, "Decision"): a cost is finite,
-// > 0 and <= 2^53 - 1. Anything else is an argument error, never a decision.
+// Provides cost validation (docs/semantics.md, "Decision"): a cost is
+// finite, > 0 and <= 2^53 - 1. Anything else is an argument error, never a
+// decision.
 
 #ifndef THROTTLEKIT_CORE_COST_H_
 #define THROTTLEKIT_CORE_COST_H_

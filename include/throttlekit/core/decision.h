@@ -1,9 +1,10 @@
 // throttlekit/core/decision.h
 //
-// Provides `Decision`, the value every admission path returns, and its
-// combine algebra (SEMANTICS.md, "Decision"; seed 004, "The decision
-// algebra"). All fields are integers so that the in-memory, Redis (Lua) and
-// Postgres paths can agree bit for bit.
+// Provides `Decision`, the value every admission path returns, `Forecast`
+// (what a key can do, without consuming), and the decision
+// combine algebra (docs/semantics.md, "Decision"; docs/core.md, "The
+// combine algebra"). All fields are integers so that the in-memory, Redis (Lua)
+// and Postgres paths can agree bit for bit.
 
 #ifndef THROTTLEKIT_CORE_DECISION_H_
 #define THROTTLEKIT_CORE_DECISION_H_
@@ -55,6 +56,27 @@ inline std::ostream& operator<<(std::ostream& os, const Decision& d) {
   return os << "{allowed=" << d.allowed << " limit=" << d.limit
             << " remaining=" << d.remaining << " reset_at_ms=" << d.reset_at_ms
             << " retry_after_ms=" << d.retry_after_ms << "}";
+}
+
+// What a key can do, without consuming anything.
+struct Forecast {
+  // Whole units that could be admitted right now.
+  int64_t spendable_now = 0;
+  // The earliest epoch ms at which a request of the asked `cost` would be
+  // admitted (equal to `now` when it would be admitted now). For a cost that
+  // can never pass (above the ceiling) this is the strategy's finite retry
+  // hint, as in its decisions.
+  int64_t next_replenish_at_ms = 0;
+  // The epoch ms at which the key is fully replenished.
+  int64_t full_at_ms = 0;
+
+  friend constexpr bool operator==(const Forecast&, const Forecast&) = default;
+};
+
+inline std::ostream& operator<<(std::ostream& os, const Forecast& f) {
+  return os << "{spendable_now=" << f.spendable_now
+            << " next_replenish_at_ms=" << f.next_replenish_at_ms
+            << " full_at_ms=" << f.full_at_ms << "}";
 }
 
 }  // namespace throttlekit

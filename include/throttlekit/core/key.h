@@ -1,8 +1,8 @@
 // throttlekit/core/key.h
 //
 // Provides key validation and the one definition of key joining
-// (SEMANTICS.md, "Keys"): a non-empty prefix gives `prefix + ":" + key`,
-// an empty prefix gives `key`.
+// (docs/semantics.md, "Decision", keys): a non-empty prefix gives
+// `prefix + ":" + key`, an empty prefix gives `key`.
 
 #ifndef THROTTLEKIT_CORE_KEY_H_
 #define THROTTLEKIT_CORE_KEY_H_

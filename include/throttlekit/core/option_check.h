@@ -2,7 +2,7 @@
 //
 // Provides the helpers strategy factories use to reject bad configuration
 // once, at construction, with a message naming the field and its bound
-// (ARCHITECTURE.md, "Errors").
+// (docs/architecture.md, "Cross-cutting rules", Errors).
 
 #ifndef THROTTLEKIT_CORE_OPTION_CHECK_H_
 #define THROTTLEKIT_CORE_OPTION_CHECK_H_

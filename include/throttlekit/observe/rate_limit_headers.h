@@ -1,8 +1,8 @@
 // throttlekit/observe/rate_limit_headers.h
 //
 // Provides `RateLimitHeaders`: the HTTP response headers a server sends for a
-// `Decision` (ARCHITECTURE.md, layer 7, "HTTP header helpers"), in the form
-// most clients and gateways understand today (the IETF httpapi
+// `Decision` (docs/architecture.md, "Layers", 7, "HTTP header helpers"), in
+// the form most clients and gateways understand today (the IETF httpapi
 // RateLimit-header fields, draft 07, plus RFC 9110's Retry-After):
 //
 //     RateLimit-Limit: 100

@@ -2,7 +2,7 @@
 //
 // Provides `PostgresCoordinator` (target throttlekit::postgres): the
 // `Coordinator` on PostgreSQL, so processes on many hosts share one budget
-// per key (ARCHITECTURE.md, "The Coordinator"). Its decisions equal
+// per key (docs/architecture.md, "The Coordinator"). Its decisions equal
 // `MemoryCoordinator`'s bit for bit (tests/postgres/conformance_test.cc).
 // docs/postgres.md is the full page.
 //

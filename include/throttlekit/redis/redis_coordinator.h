@@ -3,9 +3,9 @@
 // Provides `RedisCoordinator`: the `Coordinator` over a Redis server
 // (target `throttlekit::redis`; hiredis underneath, never included here).
 // Every strategy step is one `EVALSHA` of a Lua script that reproduces the
-// C++ transition bit for bit (SEMANTICS.md, "Redis representation"; proven
-// by tests/redis/redis_conformance_test.cc); on `NOSCRIPT` the script is sent
-// with `EVAL` and the call carries on.
+// C++ transition bit for bit (docs/semantics.md, "Redis representation";
+// proven by tests/redis/redis_conformance_test.cc); on `NOSCRIPT` the script
+// is sent with `EVAL` and the call carries on.
 //
 //     std::shared_ptr<RedisCoordinator> redis =
 //         *RedisCoordinator::create({.host = "10.0.0.5"});

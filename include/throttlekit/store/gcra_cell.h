@@ -3,9 +3,9 @@
 // Provides `GcraCell<C>`: GCRA for one resource (no keys, no map), its whole
 // state one atomic double (the theoretical arrival time) updated by one
 // compare-and-swap loop, in the manner of folly's TokenBucket. Decisions are
-// exactly those of `Gcra` (SEMANTICS.md): the loop computes the decision from
-// a snapshot of the TAT and publishes the new TAT only if no other thread
-// moved it meanwhile; a denial writes nothing.
+// exactly those of `Gcra` (docs/semantics.md, "GCRA"): the loop computes the
+// decision from a snapshot of the TAT and publishes the new TAT only if no
+// other thread moved it meanwhile; a denial writes nothing.
 //
 // Lock-free: a thread retries only because another thread's CAS succeeded.
 //
@@ -28,17 +28,17 @@
 namespace throttlekit {
 
 template <EpochClock C = SystemClock>
-class GcraCell {
+class BasicGcraCell {
  public:
-  static absl::StatusOr<GcraCell> create(const Gcra::Options& options,
-                                         C clock = C{}) {
+  static absl::StatusOr<BasicGcraCell> create(const Gcra::Options& options,
+                                              C clock = C{}) {
     absl::StatusOr<Gcra> gcra = Gcra::create(options);
     if (!gcra.ok()) return gcra.status();
-    return GcraCell(*gcra, std::move(clock));
+    return BasicGcraCell(*gcra, std::move(clock));
   }
 
   // Not thread-safe (see the file comment).
-  GcraCell(GcraCell&& other) noexcept
+  BasicGcraCell(BasicGcraCell&& other) noexcept
       : gcra_(other.gcra_),
         clock_(std::move(other.clock_)),
         tat_(other.tat_.load(std::memory_order_relaxed)) {}
@@ -74,7 +74,7 @@ class GcraCell {
   const Gcra& strategy() const noexcept { return gcra_; }
 
  private:
-  GcraCell(const Gcra& gcra, C clock)
+  BasicGcraCell(const Gcra& gcra, C clock)
       : gcra_(gcra), clock_(std::move(clock)), tat_(Gcra::State{}.tat) {}
 
   const Gcra gcra_;
@@ -85,6 +85,10 @@ class GcraCell {
   std::atomic<double> tat_;
   static_assert(std::atomic<double>::is_always_lock_free);
 };
+
+// The GcraCell on the system clock, the common case (`BasicGcraCell<C>` takes
+// another clock, e.g. a `ClockRef<ManualClock>` in tests).
+using GcraCell = BasicGcraCell<SystemClock>;
 
 }  // namespace throttlekit
 

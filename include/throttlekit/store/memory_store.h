@@ -1,8 +1,8 @@
 // throttlekit/store/memory_store.h
 //
 // Provides `MemoryStore<S>`: the embedded, in-process state of one strategy
-// for many keys (ARCHITECTURE.md, layer 3). It is what `RateLimiter` uses by
-// default and what `MemoryCoordinator` will build on.
+// for many keys (docs/architecture.md, layer 3). It is what `RateLimiter`
+// uses by default and what `MemoryCoordinator` will build on.
 //
 // Design
 // - Sharded: a key's 64-bit hash picks one of up to 64 shards (top bits);

@@ -1,8 +1,6 @@
 // throttlekit/store/rate_limiter.h
 //
-// Provides `RateLimiter<S, C>`: one rate strategy bound to the embedded
-// `MemoryStore` and a clock (ARCHITECTURE.md, layer 3). This is the call a
-// request handler makes:
+// Provides `RateLimiter<S, C>`
 //
 //     auto limiter = throttlekit::RateLimiter<throttlekit::Gcra>::create(
 //         {.limit = 100, .period_ms = 60'000});
@@ -53,6 +51,10 @@ struct RateLimiterOptions {
 template <Strategy S, EpochClock C = SystemClock>
 class RateLimiter {
  public:
+  struct Stats {
+    int64_t keys = 0;  // keys the store holds (expired ones included)
+  };
+
   // Validates the strategy and store options; errors name the field.
   static absl::StatusOr<RateLimiter> create(
       const typename S::Options& strategy_options,
@@ -134,6 +136,9 @@ class RateLimiter {
     store_->reset(key);
     return absl::OkStatus();
   }
+
+  // Thread-safe (a walk over the store's shards).
+  Stats stats() const { return Stats{static_cast<int64_t>(store_->size())}; }
 
   const std::string& prefix() const noexcept { return prefix_; }
   const S& strategy() const noexcept { return store_->strategy(); }

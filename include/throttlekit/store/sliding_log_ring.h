@@ -1,11 +1,11 @@
 // throttlekit/store/sliding_log_ring.h
 //
-// Provides `SlidingLogRing`: the exact sliding-window log (SEMANTICS.md,
+// Provides `SlidingLogRing`: the exact sliding-window log (docs/semantics.md,
 // "Sliding window log (exact)") for ONE resource, kept in a lock-free ring
-// of `limit` timestamps. It is seed 003's "non-locking throttling component"
+// of `limit` timestamps. It is the classic "non-locking throttling component"
 // (a circular buffer of request times with a head, a tail and a retry-after)
-// without the race that seed admits to, where an admission could be lost
-// between reading the head and writing the slot.
+// without that design's race, where an admission could be lost between
+// reading the head and writing the slot (docs/lockfree_ring.md).
 //
 // Algorithm
 //

@@ -1,11 +1,11 @@
 // throttlekit/strategy/civil_time.h
 //
 // Provides the proleptic-Gregorian civil-date arithmetic that `Quota` uses to
-// find calendar periods (SEMANTICS.md, "Quota"): days since 1970-01-01 from a
-// civil date and back, and the weekday of a day. It follows the math Howard
-// Hinnant published for `days_from_civil` / `civil_from_days`: shift the year
-// to start on March 1 so the leap day is the last day of the year, split the
-// timeline into 400-year eras of 146097 days, and use floor division
+// find calendar periods (docs/semantics.md, "Quota"): days since 1970-01-01
+// from a civil date and back, and the weekday of a day. It follows the math
+// Howard Hinnant published for `days_from_civil` / `civil_from_days`: shift the
+// year to start on March 1 so the leap day is the last day of the year, split
+// the timeline into 400-year eras of 146097 days, and use floor division
 // throughout so dates before 1970 (negative day numbers) work unchanged. All
 // integer arithmetic, exact for every day number a `now_ms` within
 // +-(2^53 - 1) ms can reach, and reproducible in Lua with `math.floor`.

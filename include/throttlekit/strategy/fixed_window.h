@@ -1,8 +1,8 @@
 // throttlekit/strategy/fixed_window.h
 //
-// Provides `FixedWindow`, the fixed-window counter (SEMANTICS.md, "Fixed
-// window"): at most `limit` units per epoch-aligned window of `window_ms`.
-// Its state is the window start and the units counted in it.
+// Provides `FixedWindow`, the fixed-window counter (docs/semantics.md,
+// "Fixed window"): at most `limit` units per epoch-aligned window of
+// `window_ms`. Its state is the window start and the units counted in it.
 //
 // For a request of `cost` at `now`:
 //
@@ -20,7 +20,7 @@
 // 2 x limit can pass across one window boundary: the known price of this
 // strategy.
 //
-// Choices where SEMANTICS.md is silent (docs/strategies.md; pinned by
+// Choices where docs/semantics.md is silent (docs/strategies.md; pinned by
 // tests/strategy/fixed_window_test.cc):
 // - A `now` in a window older than the stored one (a backward clock step,
 //   or, under threads, a caller that read the clock before another committed

@@ -1,7 +1,7 @@
 // throttlekit/strategy/gcra.h
 //
 // Provides `Gcra`, the generic cell rate algorithm: ThrottleKit's default
-// strategy (SEMANTICS.md, "GCRA"). Its whole state is one double, the
+// strategy (docs/semantics.md, "GCRA"). Its whole state is one double, the
 // theoretical arrival time (TAT), which is why the memory store and
 // `GcraCell` can update it with one compare-and-swap.
 //
@@ -124,7 +124,7 @@ class Gcra {
                     detail::ceil_to_int(tat_eff)};
   }
 
-  // The TTL hint of SEMANTICS.md (`max(1, ceil(new_tat - now))`) as an
+  // The TTL hint of docs/semantics.md (`max(1, ceil(new_tat - now))`) as an
   // instant: once `now >= ceil(tat)`, `max(tat, now) == now`, exactly cold.
   int64_t expires_at_ms(const State& state) const noexcept {
     if (std::isinf(state.tat)) return std::numeric_limits<int64_t>::min();

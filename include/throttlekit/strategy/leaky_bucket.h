@@ -1,9 +1,9 @@
 // throttlekit/strategy/leaky_bucket.h
 //
-// Provides `LeakyBucket`, a shaper rather than a strategy (SEMANTICS.md,
-// "Leaky bucket"): instead of allowing or denying, it tells the caller how
-// long to wait so that requests leave at a steady `rate_per_sec`, and
-// rejects only when the wait would exceed `max_queue_ms`.
+// Provides `LeakyBucket`, a shaper rather than a strategy
+// (docs/semantics.md, "Leaky bucket"): instead of allowing or denying, it tells
+// the caller how long to wait so that requests leave at a steady
+// `rate_per_sec`, and rejects only when the wait would exceed `max_queue_ms`.
 //
 // With `T = 1000 / rate_per_sec` ms per unit and the state the next
 // departure time (a double; cold = -infinity):

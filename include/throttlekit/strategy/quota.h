@@ -1,8 +1,9 @@
 // throttlekit/strategy/quota.h
 //
-// Provides `Quota`: fixed-window counting over calendar periods (SEMANTICS.md,
-// "Quota"): "1000 calls per day", "50 exports per month", counted in a fixed
-// UTC offset so that a Lua script can reproduce every boundary.
+// Provides `Quota`: fixed-window counting over calendar periods
+// (docs/semantics.md, "Quota"): "1000 calls per day", "50 exports per
+// month", counted in a fixed UTC offset so that a Lua script can reproduce
+// every boundary.
 //
 // A period is `[start, reset)` in epoch ms, computed from `now` in local time
 // `local = now + offset_minutes * 60000` (no DST):
@@ -26,7 +27,7 @@
 //                      retry = ceil(reset - now)
 //     reset_at = reset of the period counted in
 //
-// Choices where SEMANTICS.md is silent (docs, pinned by quota_test.cc):
+// Choices where docs/semantics.md is silent (docs, pinned by quota_test.cc):
 // - A stored `start` older than the current period counts as 0. A stored
 //   `start` *newer* than the current period (the clock went back across a
 //   boundary) keeps counting in the stored period: the clock never rolls a

@@ -1,6 +1,6 @@
 // throttlekit/strategy/sliding_log.h
 //
-// Provides `SlidingLog`, the exact sliding-window log (SEMANTICS.md,
+// Provides `SlidingLog`, the exact sliding-window log (docs/semantics.md,
 // "Sliding window log (exact)"): the only strategy that never admits more
 // than `limit` units in any window of `window_ms`, at the price of state that
 // grows with the number of distinct admission instants inside one window.
@@ -24,7 +24,8 @@
 //                      k = clamp(count + units - limit, 1, count)
 //                      (measured from the caller's own `now`)
 //
-// Choices where SEMANTICS.md is silent (docs, pinned by sliding_log_test.cc):
+// Choices where docs/semantics.md is silent (docs, pinned by
+// sliding_log_test.cc):
 // - A `now` behind the newest timestamp the log holds (a backward clock
 //   step, or, under threads, a caller that read the clock before another
 //   committed a later admission) is stale: the call is decided at that

@@ -1,7 +1,7 @@
 // throttlekit/strategy/sliding_window.h
 //
 // Provides `SlidingWindow`, the sub-bucketed sliding-window counter
-// (SEMANTICS.md, "Sliding window"): the window of `window_ms` is cut into
+// (docs/semantics.md, "Sliding window"): the window of `window_ms` is cut into
 // `S = buckets` ticks of `w = window_ms / S` ms; a request is admitted when
 // the estimated units in the last `window_ms` plus its cost fit `limit`. The
 // S whole ticks ending with the current one count in full and the tick
@@ -37,7 +37,7 @@
 // worst case (all of `limit` admitted at the end of one tick), and about `limit
 // + limit / S` when traffic is spread evenly over the ticks.
 //
-// Choices where SEMANTICS.md is silent (docs/strategies.md; pinned by
+// Choices where docs/semantics.md is silent (docs/strategies.md; pinned by
 // tests/strategy/sliding_window_test.cc):
 // - `buckets <= window_ms`, so a tick is at least 1 ms (`now` is integer ms;
 //   finer ticks would only lose precision). `w` may be fractional.
@@ -196,8 +196,8 @@ class SlidingWindow {
   // under a clock that does not move backwards), so t is then the earliest.
   // `full_at_ms`: `now` when no slot counts at or after tick c - S, else the
   // first ms at which the latest counted tick has left the window (so it can
-  // be earlier than `reset_at_ms`, which SEMANTICS.md measures from the
-  // current tick). O(buckets * log(window_ms)). Thread-safety: const.
+  // be earlier than `reset_at_ms`, which docs/semantics.md measures from
+  // the current tick). O(buckets * log(window_ms)). Thread-safety: const.
   Forecast forecast(const State& state, int64_t now_ms,
                     double cost) const noexcept {
     const View v = view(state, now_ms);

@@ -1,9 +1,10 @@
 // throttlekit/strategy/strategy.h
 //
 // Provides the `Strategy` concept every rate strategy models, and
-// `Forecast`. A strategy is a pure transition (ARCHITECTURE.md, layer 2): no
-// I/O, no clock reads, no locks. The arithmetic is fixed by SEMANTICS.md so
-// that memory, Redis and Postgres produce identical decisions.
+// `Forecast`. A strategy is a pure transition (docs/architecture.md, layer
+// 2): no I/O, no clock reads, no locks. The arithmetic is fixed by
+// docs/semantics.md so that memory, Redis and Postgres produce identical
+// decisions.
 //
 // The contract, for a strategy `S`:
 //
@@ -44,27 +45,6 @@
 #include "throttlekit/core/inline.h"
 
 namespace throttlekit {
-
-// What a key can do, without consuming anything.
-struct Forecast {
-  // Whole units that could be admitted right now.
-  int64_t spendable_now = 0;
-  // The earliest epoch ms at which a request of the asked `cost` would be
-  // admitted (equal to `now` when it would be admitted now). For a cost that
-  // can never pass (above the ceiling) this is the strategy's finite retry
-  // hint, as in its decisions.
-  int64_t next_replenish_at_ms = 0;
-  // The epoch ms at which the key is fully replenished.
-  int64_t full_at_ms = 0;
-
-  friend constexpr bool operator==(const Forecast&, const Forecast&) = default;
-};
-
-inline std::ostream& operator<<(std::ostream& os, const Forecast& f) {
-  return os << "{spendable_now=" << f.spendable_now
-            << " next_replenish_at_ms=" << f.next_replenish_at_ms
-            << " full_at_ms=" << f.full_at_ms << "}";
-}
 
 template <class S>
 concept Strategy = requires(const S& s, typename S::State& state,

@@ -1,7 +1,7 @@
 // throttlekit/strategy/token_bucket.h
 //
-// Provides `TokenBucket`, the classic token bucket (SEMANTICS.md, "Token
-// bucket"): a bucket of `capacity` tokens refilled continuously at
+// Provides `TokenBucket`, the classic token bucket (docs/semantics.md,
+// "Token bucket"): a bucket of `capacity` tokens refilled continuously at
 // `refill_per_sec`. It allows bursts up to `capacity` and a sustained rate of
 // `refill_per_sec`. Its state is two doubles, the tokens left and the instant
 // they were counted.
@@ -23,8 +23,8 @@
 // The reported limit is `capacity`; the policy window is
 // `max(1, ceil(capacity / rate))`, the time to refill an empty bucket.
 //
-// Choices where SEMANTICS.md is silent (docs/strategies.md; each pinned by a
-// test in tests/strategy/token_bucket_test.cc):
+// Choices where docs/semantics.md is silent (docs/strategies.md; each pinned
+// by a test in tests/strategy/token_bucket_test.cc):
 // - `capacity` is an integer (1 .. 2^53-1) so the reported limit is exact;
 //   `refill_per_sec` is a double (finite, > 0, <= 2^53-1); costs may be
 //   fractional.

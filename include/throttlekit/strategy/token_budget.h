@@ -1,9 +1,9 @@
 // throttlekit/strategy/token_budget.h
 //
-// Provides `TokenBudget`, the cost axis (SEMANTICS.md, "Token budget"): a
-// budget of `budget` tokens per window (LLM tokens, bytes, credits) where the
-// size of a request is only known roughly in advance, so the check is "is
-// anything left?" rather than "does this fit?".
+// Provides `TokenBudget`, the cost axis (docs/semantics.md, "Token
+// budget"): a budget of `budget` tokens per window (LLM tokens, bytes,
+// credits) where the size of a request is only known roughly in advance, so
+// the check is "is anything left?" rather than "does this fit?".
 //
 // State `{served, window_start}`. With `w = window_ms`:
 //
@@ -24,7 +24,8 @@
 // or a combined admission: `check(state, now, cost)` debits `ceil(cost)`
 // tokens of an already valid cost (`validate_cost`), like the sliding log.
 //
-// Choices where SEMANTICS.md is silent (docs, pinned by token_budget_test.cc):
+// Choices where docs/semantics.md is silent (docs, pinned by
+// token_budget_test.cc):
 // - A clock that goes back never rolls back: the stored window keeps
 //   counting even when `now` is before `window_start`; `reset_at` stays that
 //   window's end and the retry is measured from `now`.

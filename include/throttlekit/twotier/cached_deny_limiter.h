@@ -1,11 +1,12 @@
 // throttlekit/twotier/cached_deny_limiter.h
 //
 // Provides `CachedDenyLimiter<S>`: the two-tier engine's cached-deny mode
-// (seed 002). Every admission is decided by the store exactly as in strict
-// mode (`StrictRateLimiter`: one round trip, the fleet shares one limit);
-// a denial is remembered locally for its retry hint (`DenyCache`), and a
-// call on that key for at least the denied cost is answered from memory in
-// that time. A flood on a blocked key costs no round trips.
+// (docs/twotier.md, "Cached-deny mode"). Every admission is decided by the
+// store exactly as in strict mode (`StrictRateLimiter`: one round trip, the
+// fleet shares one limit); a denial is remembered locally for its retry hint
+// (`DenyCache`), and a call on that key for at least the denied cost is
+// answered from memory in that time. A flood on a blocked key costs no round
+// trips.
 //
 //     auto limiter = CachedDenyLimiter<Gcra>::create(
 //         {.limit = 100, .period_ms = 60'000}, redis, {.prefix = "api"});
@@ -34,9 +35,11 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -47,6 +50,7 @@
 #include "throttlekit/core/clock.h"
 #include "throttlekit/core/cost.h"
 #include "throttlekit/core/key.h"
+#include "throttlekit/core/rate_engine.h"
 #include "throttlekit/strategy/strategy.h"
 #include "throttlekit/twotier/deny_cache.h"
 
@@ -57,9 +61,8 @@ struct CachedDenyOptions {
   std::string prefix;
   // Denials remembered at once per node; 16 .. 2^32.
   int64_t max_keys = int64_t{1} << 16;
-  // What an outage becomes (see StrictRateLimiter).
+  // What an outage becomes (fail_policy.h).
   FailPolicy fail_policy = FailPolicy::kPropagate;
-  int64_t fail_closed_retry_ms = 1000;
 };
 
 template <Strategy S, EpochClock C = SystemClock>
@@ -81,11 +84,8 @@ class CachedDenyLimiter {
           absl::StrCat("cached_deny.max_keys must be in [16, 2^32]; got ",
                        options.max_keys));
     }
-    if (options.fail_closed_retry_ms < 1 ||
-        options.fail_closed_retry_ms > kMaxSafeInteger) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cached_deny.fail_closed_retry_ms must be in [1, 2^53-1]; got ",
-          options.fail_closed_retry_ms));
+    if (absl::Status s = options.fail_policy.validate("cached_deny"); !s.ok()) {
+      return s;
     }
     // The strict limiter passes outages through; this one applies the
     // policy so that it knows which denials are synthetic.
@@ -110,9 +110,30 @@ class CachedDenyLimiter {
     return decide(key, now_ms, now_ms, cost);
   }
 
+  // Checks every key as `check` does (the store on its clock, the cache at
+  // one `now` of this node's clock), each independently; `out.size()` must
+  // equal `keys.size()`. On an invalid key or cost nothing is checked.
+  absl::Status check_many(std::span<const std::string_view> keys,
+                          std::span<Decision> out, double cost = 1) {
+    const int64_t now = clock_.now_ms();
+    return check_each(keys, out, cost, [&](std::string_view key) {
+      return decide(key, now, 0, cost);
+    });
+  }
+  absl::StatusOr<std::vector<Decision>> check_many(
+      std::span<const std::string_view> keys, double cost = 1) {
+    return check_many_vector(*this, keys, cost);
+  }
+
   // The store's decision for a cost-1 request, without consuming.
   absl::StatusOr<Decision> peek(std::string_view key) {
     return strict_->peek(key);
+  }
+
+  // The store's forecast (the cache never changes what the store would
+  // admit; a cached denial only answers for it while it lasts).
+  absl::StatusOr<Forecast> forecast(std::string_view key, double cost = 1) {
+    return strict_->forecast(key, cost);
   }
 
   // Forgets `key` on the store and in this node's cache.
@@ -154,13 +175,10 @@ class CachedDenyLimiter {
     store_checks_.fetch_add(1, std::memory_order_relaxed);
     absl::StatusOr<Decision> d = strict_->check_at(key, store_ms, cost);
     if (!d.ok()) {
-      if (options_.fail_policy == FailPolicy::kPropagate ||
-          !is_outage(d.status())) {
-        return d;
-      }
-      outages_.fetch_add(1, std::memory_order_relaxed);
-      return outage_decision(options_.fail_policy, limit_, local_ms,
-                             options_.fail_closed_retry_ms);
+      absl::StatusOr<Decision> decided =
+          options_.fail_policy.on_error(d.status(), limit_, local_ms);
+      if (decided.ok()) outages_.fetch_add(1, std::memory_order_relaxed);
+      return decided;
     }
     if (!d->allowed) cache_.remember(key, local_ms, cost, *d);
     return d;

@@ -1,11 +1,11 @@
 // throttlekit/twotier/deny_cache.h
 //
 // Provides `DenyCache`: the local memory of the two-tier engine's
-// cached-deny mode (seed 002). When the store denies `cost` units for a key
-// with a retry hint, the node remembers the denial until the hint runs out,
-// and answers every call on that key asking for at least that cost with the
-// remembered denial, without a round trip. A flood on a blocked key then
-// costs the store nothing.
+// cached-deny mode (docs/twotier.md, "Cached-deny mode"). When the store
+// denies `cost` units for a key with a retry hint, the node remembers the
+// denial until the hint runs out, and answers every call on that key asking
+// for at least that cost with the remembered denial, without a round trip. A
+// flood on a blocked key then costs the store nothing.
 //
 // Exactness: a store strategy's state does not change on a denial and its
 // retry hint is the earliest time the same cost could be admitted if no one

@@ -1,8 +1,8 @@
 // throttlekit/twotier/lease_sizer.h
 //
-// Provides `LeaseSizer`: an online learner of the lease batch (seed 002,
-// "EOQ lease sizing"). With window coupling the batch no longer affects
-// safety, only efficiency: for a node serving demand D per window,
+// Provides `LeaseSizer`: an online learner of the lease batch
+// (docs/twotier.md, "Lease sizing"). With window coupling the batch no longer
+// affects safety, only efficiency: for a node serving demand D per window,
 //
 //     f_D(b) = order_cost * D / b  +  strand_penalty * b / 2
 //              (round trips)          (credits stranded at the boundary)

@@ -1,9 +1,9 @@
 // throttlekit/twotier/lease_spender.h
 //
 // Provides `LeaseSpender`: the client-side spend of a granted lease (Tier 2;
-// SEMANTICS.md, "Leasing and the fleet"). A node leases a batch of credits
-// from the store (`Coordinator::lease`) and spends them here without a
-// round trip and without a lock:
+// docs/semantics.md, "Leasing and the fleet"). A node leases a batch of
+// credits from the store (`Coordinator::lease`) and spends them here without
+// a round trip and without a lock:
 //
 //     window-coupled and now >= expires_at  -> needs refresh (the credits
 //                                              of a rolled window are dead)

@@ -1,12 +1,14 @@
 // throttlekit/twotier/leased_limiter.h
 //
-// Provides `LeasedLimiter`: the leased mode of the two-tier engine (seed
-// 002, GALE). Each node leases a batch of credits for a key from a shared
-// fixed-window budget through a `Coordinator` (`Coordinator::lease`, the
-// window read on the store's clock) and spends them locally with a
-// `LeaseSpender`: about one store round trip per `batch` admissions.
+// Provides `LeasedLimiter` (`BasicLeasedLimiter<C>` for another clock), a
+// `RateEngine` (core/rate_engine.h): the leased mode of the two-tier engine
+// (docs/twotier.md, "Leased mode"). Each node leases a batch of credits for
+// a key from a shared fixed-window budget through a `Coordinator`
+// (`Coordinator::lease`, the window read on the store's clock) and spends
+// them locally with a `LeaseSpender`: about one store round trip per `batch`
+// admissions.
 //
-//     auto limiter = LeasedLimiter<>::create(
+//     auto limiter = LeasedLimiter::create(
 //         {.limit = 1000, .window_ms = 1000, .batch = 50}, redis);
 //     absl::StatusOr<Decision> d = limiter->check("tenant:7");
 //
@@ -19,9 +21,9 @@
 // store's answer is returned as a denial
 // (`retry_after_ms` until the window's end); the node never invents one.
 //
-// Bounds (SEMANTICS.md, "Leasing and the fleet"): window-coupled (default)
-// credits die at the end of the window that granted them, so a fleet of any
-// size admits at most `limit` per window; with carried credits
+// Bounds (docs/semantics.md, "Leasing and the fleet"): window-coupled
+// (default) credits die at the end of the window that granted them, so a
+// fleet of any size admits at most `limit` per window; with carried credits
 // (`window_coupled = false`) at most `limit + N * (batch - 1)` for N nodes.
 // Window boundaries come from the store's clock and checks use this node's
 // clock: a node whose clock runs behind the store's spends a rolled
@@ -70,6 +72,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -82,6 +85,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "throttlekit/coordinator/any_strategy.h"
 #include "throttlekit/coordinator/coordinator.h"
 #include "throttlekit/coordinator/fail_policy.h"
 #include "throttlekit/coordinator/lease.h"
@@ -89,8 +93,10 @@
 #include "throttlekit/core/cost.h"
 #include "throttlekit/core/inline.h"
 #include "throttlekit/core/key.h"
+#include "throttlekit/core/rate_engine.h"
 #include "throttlekit/core/spin_lock.h"
 #include "throttlekit/store/memory_store.h"
+#include "throttlekit/strategy/fixed_window.h"
 #include "throttlekit/twotier/internal/local_credits.h"
 #include "throttlekit/twotier/lease_sizer.h"
 #include "throttlekit/twotier/lease_spender.h"
@@ -136,13 +142,12 @@ struct LeasedLimiterOptions {
   bool background_worker = true;
   // Keys held per node; 16 .. 2^32.
   int64_t max_keys = int64_t{1} << 16;
-  // What an outage becomes (see StrictRateLimiter).
+  // What an outage becomes (fail_policy.h).
   FailPolicy fail_policy = FailPolicy::kPropagate;
-  int64_t fail_closed_retry_ms = 1000;
 };
 
 template <EpochClock C = SystemClock>
-class LeasedLimiter {
+class BasicLeasedLimiter {
  public:
   struct Stats {
     int64_t leases = 0;              // lease round trips
@@ -155,7 +160,7 @@ class LeasedLimiter {
   };
 
   // Validates `options`; errors name the field and its bound.
-  static absl::StatusOr<std::unique_ptr<LeasedLimiter>> create(
+  static absl::StatusOr<std::unique_ptr<BasicLeasedLimiter>> create(
       LeasedLimiterOptions options, std::shared_ptr<Coordinator> coordinator,
       C clock = C{}) {
     absl::StatusOr<LeaseBudget> budget =
@@ -171,11 +176,9 @@ class LeasedLimiter {
           absl::StrCat("leased_limiter.max_keys must be in [16, 2^32]; got ",
                        options.max_keys));
     }
-    if (options.fail_closed_retry_ms < 1 ||
-        options.fail_closed_retry_ms > kMaxSafeInteger) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "leased_limiter.fail_closed_retry_ms must be in [1, 2^53-1]; got ",
-          options.fail_closed_retry_ms));
+    if (absl::Status s = options.fail_policy.validate("leased_limiter");
+        !s.ok()) {
+      return s;
     }
     if (options.low_water < 0 || options.low_water >= options.batch) {
       return absl::InvalidArgumentError(
@@ -214,11 +217,11 @@ class LeasedLimiter {
     if (coordinator == nullptr) {
       return absl::InvalidArgumentError("leased_limiter: coordinator is null");
     }
-    return std::unique_ptr<LeasedLimiter>(new LeasedLimiter(
+    return std::unique_ptr<BasicLeasedLimiter>(new BasicLeasedLimiter(
         std::move(options), *budget, std::move(coordinator), std::move(clock)));
   }
 
-  ~LeasedLimiter() { stop_worker(); }
+  ~BasicLeasedLimiter() { stop_worker(); }
 
   // Admits or denies `cost` units for `key` now (this node's clock).
   absl::StatusOr<Decision> check(std::string_view key, double cost = 1) {
@@ -242,6 +245,56 @@ class LeasedLimiter {
       return d;
     }
     return lease_and_spend(key, now_ms, cost);
+  }
+
+  // Checks every key at one `now` of this node's clock, each independently
+  // (a denial of one does not undo the others); `out.size()` must equal
+  // `keys.size()`. On an invalid key or cost nothing is checked.
+  absl::Status check_many(std::span<const std::string_view> keys,
+                          std::span<Decision> out, double cost = 1) {
+    const int64_t now = clock_.now_ms();
+    return check_each(keys, out, cost, [&](std::string_view key) {
+      return check_at(key, now, cost);
+    });
+  }
+  absl::StatusOr<std::vector<Decision>> check_many(
+      std::span<const std::string_view> keys, double cost = 1) {
+    return check_many_vector(*this, keys, cost);
+  }
+
+  // kUnimplemented: a leased admission depends on credits the store has
+  // not granted this node yet, and finding out would lease them. What this
+  // node holds is `credits(key)`.
+  absl::StatusOr<Decision> peek(std::string_view key) const {
+    if (absl::Status s = validate_key(key); !s.ok()) return s;
+    return unimplemented_verb(
+        "leased_limiter", "peek",
+        "a leased decision depends on credits the store has not granted "
+        "yet; credits(key) is what this node holds");
+  }
+
+  // kUnimplemented, for the reason `peek` gives.
+  absl::StatusOr<Forecast> forecast(std::string_view key,
+                                    double cost = 1) const {
+    if (absl::Status s = validate_key(key); !s.ok()) return s;
+    if (absl::Status s = validate_cost(cost); !s.ok()) return s;
+    return unimplemented_verb(
+        "leased_limiter", "forecast",
+        "when credits free up depends on every node's spending, which no "
+        "one node sees");
+  }
+
+  // Forgets `key`: drops the credits this node holds for it and resets the
+  // store's budget key (its window count starts again from 0). Credits
+  // other nodes already hold stay theirs until their window ends.
+  absl::Status reset(std::string_view key) {
+    if (absl::Status s = validate_key(key); !s.ok()) return s;
+    credits_->update(key, clock_.now_ms(), [](CreditState& s) {
+      s.credits = 0;
+      return 0;
+    });
+    return coordinator_->reset(budget_strategy_,
+                               join_key(options_.prefix, key));
   }
 
   // Runs what the background worker would: pending low-water refills, then
@@ -337,8 +390,8 @@ class LeasedLimiter {
   };
   static constexpr size_t kShards = 16;
 
-  LeasedLimiter(LeasedLimiterOptions options, LeaseBudget budget,
-                std::shared_ptr<Coordinator> coordinator, C clock)
+  BasicLeasedLimiter(LeasedLimiterOptions options, LeaseBudget budget,
+                     std::shared_ptr<Coordinator> coordinator, C clock)
       : options_(std::move(options)),
         budget_(budget),
         coordinator_(std::move(coordinator)),
@@ -347,6 +400,8 @@ class LeasedLimiter {
             *detail::LocalCredits::create(
                 {options_.limit, options_.window_coupled, options_.window_ms}),
             {.max_keys = static_cast<size_t>(options_.max_keys)})),
+        budget_strategy_(*make_strategy(
+            FixedWindow::Options{options_.limit, options_.window_ms})),
         shard_bound_(static_cast<size_t>(options_.max_keys) / kShards),
         refill_at_(options_.low_water > 0 ? options_.low_water : -1),
         idle_ms_(options_.return_idle_after_ms) {
@@ -592,12 +647,10 @@ class LeasedLimiter {
   }
 
   absl::StatusOr<Decision> fail(const absl::Status& s, int64_t now_ms) {
-    if (options_.fail_policy == FailPolicy::kPropagate || !is_outage(s)) {
-      return s;
-    }
-    outages_.fetch_add(1, std::memory_order_relaxed);
-    return outage_decision(options_.fail_policy, options_.limit, now_ms,
-                           options_.fail_closed_retry_ms);
+    absl::StatusOr<Decision> decided =
+        options_.fail_policy.on_error(s, options_.limit, now_ms);
+    if (decided.ok()) outages_.fetch_add(1, std::memory_order_relaxed);
+    return decided;
   }
 
   const LeasedLimiterOptions options_;
@@ -606,6 +659,8 @@ class LeasedLimiter {
   const C clock_;
   // Every key's credits: the hit path touches nothing else.
   const std::unique_ptr<Credits> credits_;
+  // The budget as a strategy, for `Coordinator::reset` of the budget key.
+  const AnyStrategy budget_strategy_;
   const size_t shard_bound_;
   // A spend leaving `remaining <= refill_at_` queues a refill (-1: off).
   const int64_t refill_at_;
@@ -622,6 +677,11 @@ class LeasedLimiter {
   bool stop_ ABSL_GUARDED_BY(worker_mu_) = false;
   std::thread worker_;
 };
+
+// The LeasedLimiter on the system clock, the common case
+// (`BasicLeasedLimiter<C>` takes another clock, e.g. a `ClockRef<ManualClock>`
+// in tests).
+using LeasedLimiter = BasicLeasedLimiter<SystemClock>;
 
 }  // namespace throttlekit
 

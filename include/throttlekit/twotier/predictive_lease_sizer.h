@@ -2,7 +2,7 @@
 //
 // Provides `PredictiveLeaseSizer`: lease sizing that uses a demand forecast
 // when it is good and falls back to the no-regret learner when it is not
-// (seed 002, "predictiveLeaseSizer"). Two experts propose a batch for each
+// (docs/twotier.md, "Lease sizing"). Two experts propose a batch for each
 // window:
 //
 //   follow the prediction  b_p = EOQ(predicted demand), clamped to the range

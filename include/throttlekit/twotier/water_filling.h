@@ -1,7 +1,7 @@
 // throttlekit/twotier/water_filling.h
 //
 // Provides `water_fill`: the weighted max-min fair split of an integer
-// capacity among claimants (seed 002, "weighted-fair escrow").
+// capacity among claimants (docs/fair_escrow.md, "Design").
 //
 //     std::vector<WaterClaim> claims = {{.weight = 2, .demand = 100},
 //                                       {.weight = 1, .demand = 10}};

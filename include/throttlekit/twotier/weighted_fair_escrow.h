@@ -1,10 +1,10 @@
 // throttlekit/twotier/weighted_fair_escrow.h
 //
 // Provides `WeightedFairEscrow`: one budget of `limit` credits per fixed
-// window split across named tenants by weight (seed 002, "weighted-fair
-// escrow"), work-conserving.
+// window split across named tenants by weight (docs/fair_escrow.md),
+// work-conserving.
 //
-//     auto escrow = WeightedFairEscrow<>::create(
+//     auto escrow = WeightedFairEscrow::create(
 //         {.limit = 1000, .window_ms = 1000,
 //          .tenants = {{.name = "gold", .weight = 3},
 //                      {.name = "free", .weight = 1, .hard_cap = 200}}});
@@ -101,7 +101,7 @@ struct WeightedFairEscrowOptions {
 };
 
 template <EpochClock C = SystemClock>
-class WeightedFairEscrow {
+class BasicWeightedFairEscrow {
  public:
   struct Stats {
     int64_t admitted_in_share = 0;  // calls admitted within their share
@@ -112,7 +112,7 @@ class WeightedFairEscrow {
   };
 
   // Validates `options`; errors name the field (and tenant) at fault.
-  static absl::StatusOr<std::unique_ptr<WeightedFairEscrow>> create(
+  static absl::StatusOr<std::unique_ptr<BasicWeightedFairEscrow>> create(
       WeightedFairEscrowOptions options, C clock = C{}) {
     absl::StatusOr<LeaseBudget> budget =
         LeaseBudget::create({options.limit, options.window_ms});
@@ -164,9 +164,9 @@ class WeightedFairEscrow {
     absl::StatusOr<std::vector<int64_t>> shares =
         water_fill(options.limit, claims);
     if (!shares.ok()) return shares.status();
-    return std::unique_ptr<WeightedFairEscrow>(
-        new WeightedFairEscrow(std::move(options), *budget, std::move(index),
-                               *std::move(shares), std::move(clock)));
+    return std::unique_ptr<BasicWeightedFairEscrow>(new BasicWeightedFairEscrow(
+        std::move(options), *budget, std::move(index), *std::move(shares),
+        std::move(clock)));
   }
 
   // A tenant resolved once (`tenant()`), for hot paths that would rather
@@ -176,7 +176,7 @@ class WeightedFairEscrow {
     size_t index() const noexcept { return index_; }
 
    private:
-    friend class WeightedFairEscrow;
+    friend class BasicWeightedFairEscrow;
     explicit TenantId(size_t index) noexcept : index_(index) {}
     size_t index_;
   };
@@ -266,9 +266,9 @@ class WeightedFairEscrow {
     int64_t last_window = kNever;  // the last window it called in
   };
 
-  WeightedFairEscrow(WeightedFairEscrowOptions options, LeaseBudget budget,
-                     absl::flat_hash_map<std::string, size_t> index,
-                     std::vector<int64_t> shares, C clock)
+  BasicWeightedFairEscrow(WeightedFairEscrowOptions options, LeaseBudget budget,
+                          absl::flat_hash_map<std::string, size_t> index,
+                          std::vector<int64_t> shares, C clock)
       : options_(std::move(options)),
         budget_(budget),
         index_(std::move(index)),
@@ -414,6 +414,11 @@ class WeightedFairEscrow {
   int64_t give_backs_ ABSL_GUARDED_BY(mu_) = 0;
   Stats stats_ ABSL_GUARDED_BY(mu_);
 };
+
+// The WeightedFairEscrow on the system clock, the common case
+// (`BasicWeightedFairEscrow<C>` takes another clock, e.g. a
+// `ClockRef<ManualClock>` in tests).
+using WeightedFairEscrow = BasicWeightedFairEscrow<SystemClock>;
 
 }  // namespace throttlekit
 

@@ -1,5 +1,5 @@
--- Fixed window (SEMANTICS.md): hash s (window start), c (count);
--- ARGV[5..6] limit, window_ms.
+-- Fixed window (docs/semantics.md, "Fixed window"): hash s (window start),
+-- c (count); ARGV[5..6] limit, window_ms.
 local now = tk_now(ARGV[1])
 local limit = tonumber(ARGV[5])
 local window = tonumber(ARGV[6])

@@ -1,5 +1,5 @@
--- GCRA (SEMANTICS.md): string key holding tat; ARGV[5..7] limit,
--- period_ms, burst (0 = limit).
+-- GCRA (docs/semantics.md, "GCRA"): string key holding tat; ARGV[5..7]
+-- limit, period_ms, burst (0 = limit).
 local now = tk_now(ARGV[1])
 local limit = tonumber(ARGV[5])
 local burst = tonumber(ARGV[7])

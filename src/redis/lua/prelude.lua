@@ -1,6 +1,6 @@
 -- ThrottleKit: helpers prepended to every script (src/redis/CMakeLists.txt
 -- embeds prelude.lua + <script>.lua as one script). Arithmetic is IEEE
--- double in the order of SEMANTICS.md, as in the C++ strategies.
+-- double in the order of docs/semantics.md, as in the C++ strategies.
 --
 -- Every check script takes KEYS[1] = the key and
 --   ARGV[1] now (epoch ms; 0 = the Redis clock), ARGV[2] cost,

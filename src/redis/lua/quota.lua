@@ -1,7 +1,7 @@
--- Quota, calendar windows (SEMANTICS.md): hash s (period start ms),
--- c (count); ARGV[5..10] limit, period (0 day, 1 week, 2 month, 3 fixed),
--- week_starts_on, offset_minutes, anchor_ms, period_ms. Civil dates by
--- days_from_civil / civil_from_days with floor division, as in C++.
+-- Quota, calendar windows (docs/semantics.md, "Quota"): hash s (period
+-- start ms), c (count); ARGV[5..10] limit, period (0 day, 1 week, 2 month,
+-- 3 fixed), week_starts_on, offset_minutes, anchor_ms, period_ms. Civil
+-- dates by days_from_civil / civil_from_days with floor division, as in C++.
 local now = tk_now(ARGV[1])
 local limit = tonumber(ARGV[5])
 local period = tonumber(ARGV[6])

@@ -1,6 +1,7 @@
--- Sliding window log (SEMANTICS.md): sorted set, score = admission ms, one
--- member per unit, "<ms>:<i>" where i counts the members at that ms (all
--- members of one ms are pruned together, so i never repeats);
+-- Sliding window log (docs/semantics.md, "Sliding window log (exact)"):
+-- sorted set, score = admission ms, one member per unit, "<ms>:<i>" where i
+-- counts the members at that ms (all members of one ms are pruned together,
+-- so i never repeats);
 -- ARGV[5..6] limit, window_ms. Charges ceil(cost) units.
 local caller_now = tk_now(ARGV[1])
 local limit = tonumber(ARGV[5])

@@ -1,5 +1,5 @@
--- Sliding window, sub-bucketed (SEMANTICS.md): hash field
--- `tick mod (S+1)` -> "<tick>:<count>"; ARGV[5..7] limit, window_ms,
+-- Sliding window, sub-bucketed (docs/semantics.md, "Sliding window"): hash
+-- field `tick mod (S+1)` -> "<tick>:<count>"; ARGV[5..7] limit, window_ms,
 -- buckets S.
 local now = tk_now(ARGV[1])
 local limit = tonumber(ARGV[5])

@@ -1,5 +1,5 @@
--- Token bucket (SEMANTICS.md): hash t (tokens), l (last ms); ARGV[5..6]
--- capacity, refill_per_sec.
+-- Token bucket (docs/semantics.md, "Token bucket"): hash t (tokens), l (last
+-- ms); ARGV[5..6] capacity, refill_per_sec.
 local now = tk_now(ARGV[1])
 local capacity = tonumber(ARGV[5])
 local rate = tonumber(ARGV[6]) / 1000

@@ -1,6 +1,6 @@
--- Token budget (SEMANTICS.md): hash s (served), w (window start ms);
--- ARGV[5..6] budget, window_ms. Debits ceil(cost) tokens; the crossing
--- debit counts in full.
+-- Token budget (docs/semantics.md, "Token budget"): hash s (served), w
+-- (window start ms); ARGV[5..6] budget, window_ms. Debits ceil(cost)
+-- tokens; the crossing debit counts in full.
 local now = tk_now(ARGV[1])
 local budget = tonumber(ARGV[5])
 local window = tonumber(ARGV[6])

@@ -1,0 +1,110 @@
+// throttlekit/core/rate_engine.h
+//
+// Provides the `RateEngine` concept: the one surface every rate engine
+// answers, so a request handler written against it runs unchanged on the
+// embedded store, on Redis or Postgres, strict, cached-deny or leased
+// (docs/architecture.md, "One surface"):
+//
+//     check(key, cost = 1)            -> absl::StatusOr<Decision>
+//     check_at(key, now_ms, cost = 1) -> absl::StatusOr<Decision>
+//     check_many(keys, out, cost = 1) -> absl::Status   (out: span<Decision>)
+//     check_many(keys, cost = 1)      -> absl::StatusOr<std::vector<Decision>>
+//     peek(key)                       -> absl::StatusOr<Decision>
+//     forecast(key, cost = 1)         -> absl::StatusOr<Forecast>
+//     reset(key)                      -> absl::Status
+//     stats()                         -> E::Stats (the engine's counters)
+//
+// Engines: `RateLimiter<S>` (memory), `StrictRateLimiter<S>` over any
+// `Coordinator`, `CachedDenyLimiter<S>`, `LeasedLimiter`, `TwoTier<S>`. Each
+// is created by a static `create(options..., clock)` returning
+// absl::StatusOr, with the clock injected (defaulting to the system clock).
+// A verb an engine cannot answer honestly returns kUnimplemented naming the
+// engine and the verb (`unimplemented_verb`); nothing is silently ignored.
+// Bad arguments (an empty key, cost 0, NaN, ...) are kInvalidArgument on
+// every engine, checked before anything else.
+
+#ifndef THROTTLEKIT_CORE_RATE_ENGINE_H_
+#define THROTTLEKIT_CORE_RATE_ENGINE_H_
+
+#include <concepts>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "throttlekit/core/cost.h"
+#include "throttlekit/core/decision.h"
+#include "throttlekit/core/key.h"
+
+namespace throttlekit {
+
+template <class E>
+concept RateEngine = requires(E& e, std::string_view key, int64_t now_ms,
+                              double cost,
+                              std::span<const std::string_view> keys,
+                              std::span<Decision> out) {
+  typename E::Stats;
+  { e.check(key) } -> std::same_as<absl::StatusOr<Decision>>;
+  { e.check(key, cost) } -> std::same_as<absl::StatusOr<Decision>>;
+  { e.check_at(key, now_ms, cost) } -> std::same_as<absl::StatusOr<Decision>>;
+  { e.check_many(keys, out, cost) } -> std::same_as<absl::Status>;
+  {
+    e.check_many(keys, cost)
+    } -> std::same_as<absl::StatusOr<std::vector<Decision>>>;
+  { e.peek(key) } -> std::same_as<absl::StatusOr<Decision>>;
+  { e.forecast(key, cost) } -> std::same_as<absl::StatusOr<Forecast>>;
+  { e.reset(key) } -> std::same_as<absl::Status>;
+  { e.stats() } -> std::same_as<typename E::Stats>;
+};
+
+// The status of a verb `engine` cannot answer honestly, saying why.
+inline absl::Status unimplemented_verb(std::string_view engine,
+                                       std::string_view verb,
+                                       std::string_view why) {
+  return absl::UnimplementedError(
+      absl::StrCat(absl::string_view(engine.data(), engine.size()), ".",
+                   absl::string_view(verb.data(), verb.size()), ": ",
+                   absl::string_view(why.data(), why.size())));
+}
+
+// check_many as a loop, for engines whose batch is one: `check(key)` for
+// each key, independently (a denial of one does not undo the others).
+// `out.size()` must equal `keys.size()`; on an invalid key or cost nothing
+// is checked; the first error after that stops the batch and is returned.
+template <class Check>
+absl::Status check_each(std::span<const std::string_view> keys,
+                        std::span<Decision> out, double cost, Check check) {
+  if (out.size() != keys.size()) {
+    return absl::InvalidArgumentError(
+        "check_many: out.size() must equal keys.size()");
+  }
+  for (std::string_view key : keys) {
+    if (absl::Status s = validate_key(key); !s.ok()) return s;
+  }
+  if (absl::Status s = validate_cost(cost); !s.ok()) return s;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    absl::StatusOr<Decision> d = check(keys[i]);
+    if (!d.ok()) return d.status();
+    out[i] = *d;
+  }
+  return absl::OkStatus();
+}
+
+// The vector form of check_many over the span form.
+template <class E>
+absl::StatusOr<std::vector<Decision>> check_many_vector(
+    E& engine, std::span<const std::string_view> keys, double cost) {
+  std::vector<Decision> out(keys.size());
+  if (absl::Status s = engine.check_many(keys, std::span<Decision>(out), cost);
+      !s.ok()) {
+    return s;
+  }
+  return out;
+}
+
+}  // namespace throttlekit
+
+#endif  // THROTTLEKIT_CORE_RATE_ENGINE_H_
