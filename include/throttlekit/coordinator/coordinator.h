@@ -6,7 +6,7 @@
 // `MemoryCoordinator` (in-process reference and embedded default),
 // `RedisCoordinator` (throttlekit::redis) and `PostgresCoordinator`
 // (throttlekit::postgres). All three return identical decisions for the same
-// (state, now, cost) (tests/conformance).
+// (state, now, cost) (docs/conformance.md).
 //
 // Capability groups
 // - Strategy step: `check` / `peek` / `forecast` / `reset` of any strategy in

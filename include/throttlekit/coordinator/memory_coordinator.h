@@ -1,7 +1,7 @@
 // throttlekit/coordinator/memory_coordinator.h
 //
 // Provides `MemoryCoordinator`: the in-process `Coordinator`, the reference
-// the Redis and Postgres backends are held equal to (tests/conformance) and
+// the Redis and Postgres backends are held equal to (docs/conformance.md) and
 // the embedded default of every engine that takes a coordinator. It runs the
 // C++ strategy transitions themselves, so its decisions are the oracle.
 //

@@ -2,7 +2,8 @@
 //
 // Provides `MemoryStore<S>`: the embedded, in-process state of one strategy
 // for many keys (docs/architecture.md, layer 3). It is what `RateLimiter`
-// uses by default and what `MemoryCoordinator` will build on.
+// uses by default. (`MemoryCoordinator` does not build on it: it keeps its
+// own mutex-guarded shards, memory_coordinator.h.)
 //
 // Design
 // - Sharded: a key's 64-bit hash picks one of up to 64 shards (top bits);
