@@ -4,7 +4,8 @@
 // `StrictRateLimiter` and `CachedDenyLimiter` for every strategy (the Redis
 // clock decides, inside one script); 1, 2, 4 and 8 window-coupled
 // `LeasedLimiter` nodes sharing the 8 threads on one budget, at batch 1, 10
-// and 50; three weighted-fair escrows leasing from one budget.
+// and 30 (the whole limit); three weighted-fair escrows leasing from one
+// budget.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -52,17 +53,19 @@ TYPED_TEST(RedisRealClock, CachedDenyHoldsTheBoundInEveryWindow) {
 class RedisLeasedRealClock
     : public ::testing::TestWithParam<std::pair<int, int64_t>> {};
 
+// L = 30 per 20 ms (1,500/s): saturated even at batch 1 under
+// ThreadSanitizer, where a round trip per admission gives ~3,300 calls/s.
 TEST_P(RedisLeasedRealClock, NodesNeverExceedTheLimitInAnyWindow) {
   const auto [nodes, batch] = GetParam();
   testing::leased_nodes_hold_limit(
-      redis(), {.threads = 8, .limit = 200, .window_ms = 20, .run_ms = 1500},
+      redis(), {.threads = 8, .limit = 30, .window_ms = 20, .run_ms = 1500},
       nodes, batch, run_prefix(absl::StrCat("leased:", nodes, ":", batch)));
 }
 
 INSTANTIATE_TEST_SUITE_P(NodesAndBatches, RedisLeasedRealClock,
                          ::testing::Values(std::pair{1, 10}, std::pair{2, 10},
                                            std::pair{4, 1}, std::pair{4, 10},
-                                           std::pair{4, 50}, std::pair{8, 10}));
+                                           std::pair{4, 30}, std::pair{8, 10}));
 
 TEST(RedisEscrowRealClock, ThreeEscrowsOnOneBudgetHoldTheLimit) {
   testing::escrow_fleet_holds_limit(
