@@ -41,7 +41,7 @@ Limiter& shared_limiter(ConcurrencyLaw law) {
 void BM_AdaptiveConcurrency_AcquireRelease(benchmark::State& state) {
   Limiter& limiter = shared_limiter(ConcurrencyLaw::kGradient2);
   for (auto _ : state) {
-    Limiter::Lease lease = limiter.acquire();
+    Limiter::Permit lease = limiter.acquire();
     benchmark::DoNotOptimize(lease);
     lease.release(Limiter::Outcome::kSuccess);
   }
@@ -54,7 +54,7 @@ BENCHMARK(BM_AdaptiveConcurrency_AcquireRelease)
 void BM_AdaptiveConcurrency_AcquireReleaseAimd(benchmark::State& state) {
   Limiter& limiter = shared_limiter(ConcurrencyLaw::kAimd);
   for (auto _ : state) {
-    Limiter::Lease lease = limiter.acquire();
+    Limiter::Permit lease = limiter.acquire();
     benchmark::DoNotOptimize(lease);
     lease.release(Limiter::Outcome::kSuccess);
   }
@@ -67,7 +67,7 @@ BENCHMARK(BM_AdaptiveConcurrency_AcquireReleaseAimd)
 void BM_AdaptiveConcurrency_AcquireIgnore(benchmark::State& state) {
   Limiter& limiter = shared_limiter(ConcurrencyLaw::kGradient2);
   for (auto _ : state) {
-    Limiter::Lease lease = limiter.acquire();
+    Limiter::Permit lease = limiter.acquire();
     benchmark::DoNotOptimize(lease);
     lease.release(Limiter::Outcome::kIgnored);
   }

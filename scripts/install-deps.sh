@@ -10,7 +10,7 @@ if [[ "$profile" == "test" ]]; then
   # The distributed backends' client libraries and the real servers the
   # integration, conformance and fault tests start on loopback.
   packages+=(libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
-             clang-format pkg-config libhiredis-dev redis-server
+             clang clang-format pkg-config libhiredis-dev redis-server
              libpqxx-dev postgresql)
 fi
 

@@ -3,7 +3,9 @@
 # property, model, conformance, integration and consumer tests on an
 # optimised build; the unit and property tests again under Address and
 # UndefinedBehavior sanitizers; then a ThreadSanitizer build of the
-# concurrency tests (label `tsan`). Exits non-zero if anything fails.
+# concurrency tests (label `tsan`). Between them, clang compiles every file
+# with its thread safety analysis as errors (lock annotations are checked,
+# not decorative). Exits non-zero if anything fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh test
@@ -14,6 +16,13 @@ cmake --preset release >/dev/null
 cmake --build --preset release
 echo "== release tests"
 ctest --preset release -j2
+
+echo "== clang thread safety analysis (-Wthread-safety as errors, compile only)"
+cmake --preset thread-safety >/dev/null
+objects=$(ninja -C build/thread-safety -t targets all |
+          sed -n 's/^\(.*\.o\): CXX_COMPILER.*/\1/p')
+ninja -C build/thread-safety -j2 $objects
+echo "== thread safety analysis: $(wc -w <<<"$objects") files clean"
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer build (unit, property)"
 cmake --preset asan >/dev/null

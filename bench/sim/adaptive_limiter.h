@@ -36,7 +36,7 @@ class AdaptiveSimLimiter final : public SimLimiter {
   }
 
   bool acquire(int64_t id) override {
-    Limiter::Lease lease = limiter_->acquire();
+    Limiter::Permit lease = limiter_->acquire();
     if (!lease) return false;
     const auto slot = static_cast<size_t>(id);
     if (leases_.size() <= slot) leases_.resize(slot + 1);
@@ -45,8 +45,8 @@ class AdaptiveSimLimiter final : public SimLimiter {
   }
 
   void release(int64_t id, bool success) override {
-    leases_[static_cast<size_t>(id)].release(success ? LeaseOutcome::kSuccess
-                                                     : LeaseOutcome::kDropped);
+    leases_[static_cast<size_t>(id)].release(success ? PermitOutcome::kSuccess
+                                                     : PermitOutcome::kDropped);
   }
 
   LimitSample sample() const override {
@@ -60,7 +60,7 @@ class AdaptiveSimLimiter final : public SimLimiter {
 
  private:
   std::unique_ptr<Limiter> limiter_;
-  std::vector<Limiter::Lease> leases_;  // by request id; settled ones false
+  std::vector<Limiter::Permit> leases_;  // by request id; settled ones false
 };
 
 }  // namespace throttlekit::sim

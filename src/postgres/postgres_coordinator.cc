@@ -30,6 +30,7 @@
 #include "deadline_connection.h"
 #include "postgres_sql.h"
 #include "socket_watchdog.h"
+#include "throttlekit/core/mutex.h"
 
 namespace throttlekit {
 namespace {
@@ -291,7 +292,7 @@ class PostgresCoordinator::Impl {
   // A free connection, a new one, or an error once `deadline` passes.
   absl::StatusOr<std::unique_ptr<Session>> acquire(absl::Time deadline) {
     {
-      std::unique_lock lock(mu_);
+      MutexLock lock(mu_);
       const auto can_go = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return !idle_.empty() || open_ < options_.pool_size;
       };
@@ -308,7 +309,7 @@ class PostgresCoordinator::Impl {
     absl::StatusOr<std::unique_ptr<Session>> s = connect(deadline);
     if (!s.ok()) {
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         --open_;
       }
       pool_cv_.notify_one();
@@ -318,7 +319,7 @@ class PostgresCoordinator::Impl {
 
   void release(std::unique_ptr<Session> s, bool healthy) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (healthy) {
         idle_.push_back(std::move(s));
       } else {
@@ -400,8 +401,8 @@ class PostgresCoordinator::Impl {
   std::atomic<int64_t> round_trips_{0};
   // std::mutex, not absl::Mutex: the distribution's abseil is not built
   // for ThreadSanitizer, which must see the pool's hand-overs.
-  std::mutex mu_;
-  std::condition_variable pool_cv_;
+  Mutex mu_;
+  std::condition_variable_any pool_cv_;
   std::vector<std::unique_ptr<Session>> idle_ ABSL_GUARDED_BY(mu_);
   int open_ ABSL_GUARDED_BY(mu_) = 0;
   SocketWatchdog watchdog_;

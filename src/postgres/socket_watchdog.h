@@ -23,6 +23,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "throttlekit/core/mutex.h"
 
 namespace throttlekit::postgres_internal {
 
@@ -31,7 +32,7 @@ class SocketWatchdog {
   SocketWatchdog() : thread_([this] { run(); }) {}
   ~SocketWatchdog() {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       stop_ = true;
     }
     cv_.notify_one();
@@ -76,7 +77,7 @@ class SocketWatchdog {
   uint64_t arm(int fd, absl::Time deadline) {
     uint64_t id;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       id = next_id_++;
       armed_.emplace(id, Entry{fd, deadline});
     }
@@ -85,7 +86,7 @@ class SocketWatchdog {
   }
 
   bool disarm(uint64_t id) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = armed_.find(id);
     const bool fired = it->second.fired;
     armed_.erase(it);
@@ -93,7 +94,7 @@ class SocketWatchdog {
   }
 
   void run() {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     while (!stop_) {
       absl::Time next = absl::InfiniteFuture();
       const absl::Time now = absl::Now();
@@ -116,8 +117,8 @@ class SocketWatchdog {
 
   // std primitives, not absl's: the distribution's abseil is not built for
   // ThreadSanitizer.
-  std::mutex mu_;
-  std::condition_variable cv_;
+  Mutex mu_;
+  std::condition_variable_any cv_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<uint64_t, Entry> armed_ ABSL_GUARDED_BY(mu_);

@@ -52,7 +52,7 @@ TEST(AdaptiveConcurrencyConcurrency, FixedLimitIsNeverExceeded) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kIterations; ++i) {
-        Limiter::Lease lease = limiter->acquire();
+        Limiter::Permit lease = limiter->acquire();
         if (!lease) continue;
         gauge.enter();
         granted.fetch_add(1, std::memory_order_relaxed);
@@ -127,7 +127,7 @@ TEST(AdaptiveConcurrencyConcurrency, ChangingLimitStaysWithinBounds) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kIterations; ++i) {
-        Limiter::Lease lease = limiter->acquire();
+        Limiter::Permit lease = limiter->acquire();
         if (!lease) continue;
         gauge.enter();
         granted.fetch_add(1, std::memory_order_relaxed);

@@ -41,7 +41,7 @@ class Harness {
   // Acquires `n` more slots and keeps them until `drop_holds`.
   void hold(int n) {
     for (int i = 0; i < n; ++i) {
-      Limiter::Lease lease = limiter->acquire();
+      Limiter::Permit lease = limiter->acquire();
       ASSERT_TRUE(lease) << "hold " << i;
       held.push_back(std::move(lease));
     }
@@ -50,7 +50,7 @@ class Harness {
 
   // One request that takes `rtt_ns` and ends with `outcome`.
   void sample(int64_t rtt_ns, Outcome outcome = Outcome::kSuccess) {
-    Limiter::Lease lease = limiter->acquire();
+    Limiter::Permit lease = limiter->acquire();
     ASSERT_TRUE(lease);
     clock.advance_ns(rtt_ns);
     lease.release(outcome);
@@ -60,7 +60,7 @@ class Harness {
 
   ManualMonotonicClock clock{kStartNs};
   std::unique_ptr<Limiter> limiter;
-  std::vector<Limiter::Lease> held;  // destroyed before `limiter`
+  std::vector<Limiter::Permit> held;  // destroyed before `limiter`
 };
 
 AdaptiveConcurrencyOptions gradient2_options(int64_t initial = 20) {
@@ -76,10 +76,10 @@ AdaptiveConcurrencyOptions gradient2_options(int64_t initial = 20) {
 
 TEST(AdaptiveConcurrency, GrantsUpToTheLimitThenRejects) {
   Harness h(gradient2_options(3));
-  Limiter::Lease a = h.limiter->acquire();
-  Limiter::Lease b = h.limiter->acquire();
-  Limiter::Lease c = h.limiter->acquire();
-  Limiter::Lease d = h.limiter->acquire();
+  Limiter::Permit a = h.limiter->acquire();
+  Limiter::Permit b = h.limiter->acquire();
+  Limiter::Permit c = h.limiter->acquire();
+  Limiter::Permit d = h.limiter->acquire();
   EXPECT_TRUE(a && b && c);
   EXPECT_FALSE(d);
   EXPECT_EQ(h.limiter->inflight(), 3);
@@ -92,7 +92,7 @@ TEST(AdaptiveConcurrency, GrantsUpToTheLimitThenRejects) {
 
 TEST(AdaptiveConcurrency, ReleaseRecordsOutcomeExactlyOnce) {
   Harness h(gradient2_options());
-  Limiter::Lease lease = h.limiter->acquire();
+  Limiter::Permit lease = h.limiter->acquire();
   h.clock.advance_ns(700);
   lease.release(Outcome::kSuccess);
   EXPECT_FALSE(lease);
@@ -109,7 +109,7 @@ TEST(AdaptiveConcurrency, ReleaseRecordsOutcomeExactlyOnce) {
 TEST(AdaptiveConcurrency, DestroyedLeaseFreesSlotAndFeedsNoSample) {
   Harness h(gradient2_options(1));
   {
-    Limiter::Lease lease = h.limiter->acquire();
+    Limiter::Permit lease = h.limiter->acquire();
     ASSERT_TRUE(lease);
     EXPECT_FALSE(h.limiter->acquire());
     h.clock.advance_ns(1'000'000);
@@ -124,9 +124,9 @@ TEST(AdaptiveConcurrency, DestroyedLeaseFreesSlotAndFeedsNoSample) {
 
 TEST(AdaptiveConcurrency, MovedFromLeaseHoldsNothing) {
   Harness h(gradient2_options());
-  Limiter::Lease a = h.limiter->acquire();
+  Limiter::Permit a = h.limiter->acquire();
   const int64_t start = a.start_ns();
-  Limiter::Lease b = std::move(a);
+  Limiter::Permit b = std::move(a);
   EXPECT_FALSE(a);  // NOLINT(bugprone-use-after-move): pinned behaviour
   EXPECT_TRUE(b);
   EXPECT_EQ(b.start_ns(), start);
@@ -140,8 +140,8 @@ TEST(AdaptiveConcurrency, MovedFromLeaseHoldsNothing) {
 
 TEST(AdaptiveConcurrency, MoveAssignOverGrantedLeaseIgnoresIt) {
   Harness h(gradient2_options());
-  Limiter::Lease a = h.limiter->acquire();
-  Limiter::Lease b = h.limiter->acquire();
+  Limiter::Permit a = h.limiter->acquire();
+  Limiter::Permit b = h.limiter->acquire();
   EXPECT_EQ(h.limiter->inflight(), 2);
   a = std::move(b);
   EXPECT_EQ(h.limiter->inflight(), 1);
@@ -154,7 +154,7 @@ TEST(AdaptiveConcurrency, RejectedLeaseAllocatesNothingAndTakesNoSlot) {
   h.hold(2);
   const long before = ::throttlekit::testing::allocations();
   for (int i = 0; i < 1000; ++i) {
-    Limiter::Lease lease = h.limiter->acquire();
+    Limiter::Permit lease = h.limiter->acquire();
     ASSERT_FALSE(lease);
     lease.release(Outcome::kSuccess);  // no-op on a rejection
   }

@@ -56,7 +56,7 @@ class PostgresLeasedRealClock : public ::testing::TestWithParam<int64_t> {};
 TEST_P(PostgresLeasedRealClock, FourNodesNeverExceedTheLimitInAnyWindow) {
   ASSERT_NE(pg(), nullptr);
   testing::leased_nodes_hold_limit(
-      pg(), {.threads = 8, .limit = 100, .window_ms = 40, .run_ms = 1500}, 4,
+      pg(), {.threads = 8, .limit = 50, .window_ms = 40, .run_ms = 1500}, 4,
       GetParam(), absl::StrCat("leased:", GetParam()));
 }
 

@@ -3,7 +3,7 @@
 // Provides `AdaptiveConcurrency<C>`: caps in-flight requests at a ceiling
 // inferred from latency instead of a hand-tuned constant
 // (docs/adaptive_concurrency.md). `acquire()` hands out a move-only RAII
-// `Lease`; settling it feeds one sample to the control law (gradient2 by
+// `Permit`; settling it feeds one sample to the control law (gradient2 by
 // default, `gradient2.h`; AIMD opt-in, `aimd.h`), and an opt-in Envoy-style
 // minRTT recalibration periodically drains the queue to re-measure the
 // no-load latency. There is no background timer: every adjustment happens
@@ -54,7 +54,7 @@ inline constexpr int64_t kNoConcurrencyCeiling =
 //   overload signal without a usable latency.
 // - `kIgnored`: the outcome says nothing about the backend (cancelled by the
 //   client, a non-overload error); frees the slot, feeds no sample.
-enum class LeaseOutcome { kSuccess, kDropped, kIgnored };
+enum class PermitOutcome { kSuccess, kDropped, kIgnored };
 
 // Which control law moves the limit.
 enum class ConcurrencyLaw { kGradient2, kAimd };
@@ -177,7 +177,7 @@ struct AdaptiveConcurrencyStats {
 template <NanoClock C = MonotonicClock>
 class BasicAdaptiveConcurrency {
  public:
-  using Outcome = LeaseOutcome;
+  using Outcome = PermitOutcome;
   using Options = AdaptiveConcurrencyOptions;
   using Stats = AdaptiveConcurrencyStats;
 
@@ -191,16 +191,16 @@ class BasicAdaptiveConcurrency {
   //
   // Thread-safety: like std::unique_ptr, one lease is used by one thread at
   // a time; distinct leases may settle concurrently.
-  class [[nodiscard]] Lease {
+  class [[nodiscard]] Permit {
    public:
     // A rejection.
-    Lease() noexcept = default;
-    Lease(Lease&& other) noexcept
+    Permit() noexcept = default;
+    Permit(Permit&& other) noexcept
         : owner_(std::exchange(other.owner_, nullptr)),
           start_ns_(other.start_ns_),
           inflight_at_acquire_(other.inflight_at_acquire_),
           limit_at_acquire_(other.limit_at_acquire_) {}
-    Lease& operator=(Lease&& other) noexcept {
+    Permit& operator=(Permit&& other) noexcept {
       if (this != &other) {
         release(Outcome::kIgnored);
         owner_ = std::exchange(other.owner_, nullptr);
@@ -210,9 +210,9 @@ class BasicAdaptiveConcurrency {
       }
       return *this;
     }
-    Lease(const Lease&) = delete;
-    Lease& operator=(const Lease&) = delete;
-    ~Lease() { release(Outcome::kIgnored); }
+    Permit(const Permit&) = delete;
+    Permit& operator=(const Permit&) = delete;
+    ~Permit() { release(Outcome::kIgnored); }
 
     // True iff this lease holds a slot (granted and not yet settled).
     explicit operator bool() const noexcept { return owner_ != nullptr; }
@@ -234,7 +234,7 @@ class BasicAdaptiveConcurrency {
 
    private:
     friend class BasicAdaptiveConcurrency;
-    Lease(BasicAdaptiveConcurrency* owner, int64_t start_ns, int64_t inflight,
+    Permit(BasicAdaptiveConcurrency* owner, int64_t start_ns, int64_t inflight,
           int64_t limit) noexcept
         : owner_(owner),
           start_ns_(start_ns),
@@ -264,15 +264,15 @@ class BasicAdaptiveConcurrency {
   // checked against the limit it read just before the decrease (as with any
   // limit that is lowered while leases are held, inflight then drains to
   // the new limit). Thread-safe.
-  [[nodiscard]] Lease acquire() noexcept {
+  [[nodiscard]] Permit acquire() noexcept {
     int64_t seen = inflight_.load(std::memory_order_relaxed);
     int64_t limit;
     do {
       limit = effective_limit_.load(std::memory_order_relaxed);
-      if (seen >= limit) return Lease();
+      if (seen >= limit) return Permit();
     } while (!inflight_.compare_exchange_weak(
         seen, seen + 1, std::memory_order_acquire, std::memory_order_relaxed));
-    return Lease(this, clock_.now_ns(), seen + 1, limit);
+    return Permit(this, clock_.now_ns(), seen + 1, limit);
   }
 
   // Imposes an external cap: acquire enforces min(ceiling, law's limit).
@@ -326,6 +326,7 @@ class BasicAdaptiveConcurrency {
         limit_(options.initial_limit) {
     effective_limit_.store(limit_, std::memory_order_relaxed);
     if (options_.recalibration_interval_ns > 0) {
+      SpinLockHolder hold(mu_);
       next_recalibration_ns_ = clock_.now_ns() + next_interval_ns();
     }
   }
@@ -386,7 +387,7 @@ class BasicAdaptiveConcurrency {
   }
 
   // The settle path of `lease` (its owner pointer already cleared).
-  void settle(const Lease& lease, Outcome outcome) noexcept {
+  void settle(const Permit& lease, Outcome outcome) noexcept {
     if (outcome == Outcome::kIgnored) {
       inflight_.fetch_sub(1, std::memory_order_release);
       return;
@@ -413,7 +414,7 @@ class BasicAdaptiveConcurrency {
   }
 
   // Slow-path steps 1-4 of the class comment.
-  void fold_sample(const Lease& lease, bool dropped, int64_t now_ns)
+  void fold_sample(const Permit& lease, bool dropped, int64_t now_ns)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const int64_t rtt_ns = std::max<int64_t>(0, now_ns - lease.start_ns());
     if (dropped) {
@@ -493,7 +494,7 @@ class BasicAdaptiveConcurrency {
 
   // recalibration_interval_ns + the next deterministic jitter (splitmix64 of
   // the seed and the pin count).
-  int64_t next_interval_ns() noexcept {
+  int64_t next_interval_ns() noexcept ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     int64_t jitter = 0;
     if (options_.recalibration_jitter_ns > 0) {
       uint64_t z = options_.recalibration_seed +

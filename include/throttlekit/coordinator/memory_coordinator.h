@@ -6,7 +6,7 @@
 // C++ strategy transitions themselves, so its decisions are the oracle.
 //
 // Design
-// - 16 shards, each a `std::mutex` over an `absl::flat_hash_map` from the
+// - 16 shards, each a `Mutex` (core/mutex.h) over an `absl::flat_hash_map` from the
 //   key to its state (a variant over every strategy's state and the lease
 //   state). One call holds one shard lock for one step.
 // - The store clock (a call's `now_ms == 0`, and every lease) is read under
@@ -50,6 +50,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
 #include "absl/status/status.h"
@@ -57,6 +58,7 @@
 #include "absl/strings/str_cat.h"
 #include "throttlekit/coordinator/coordinator.h"
 #include "throttlekit/core/clock.h"
+#include "throttlekit/core/mutex.h"
 
 namespace throttlekit {
 
@@ -100,7 +102,7 @@ class MemoryCoordinator final : public Coordinator {
   int64_t size() const {
     int64_t n = 0;
     for (const Shard& shard : shards_) {
-      std::lock_guard lock(shard.mu);
+      MutexLock lock(shard.mu);
       n += static_cast<int64_t>(shard.map.size());
     }
     return n;
@@ -115,7 +117,7 @@ class MemoryCoordinator final : public Coordinator {
           using S = std::decay_t<decltype(s)>;
           using State = typename S::State;
           Shard& shard = shard_for(key);
-          std::lock_guard lock(shard.mu);
+          MutexLock lock(shard.mu);
           const int64_t now = resolve(now_ms);
           Entry* e = live(shard, key, now);
           if (e == nullptr) {
@@ -155,7 +157,7 @@ class MemoryCoordinator final : public Coordinator {
 
   absl::Status do_reset(const AnyStrategy&, std::string_view key) override {
     Shard& shard = shard_for(key);
-    std::lock_guard lock(shard.mu);
+    MutexLock lock(shard.mu);
     auto it = shard.map.find(av(key));
     if (it != shard.map.end()) shard.map.erase(it);
     return absl::OkStatus();
@@ -165,7 +167,7 @@ class MemoryCoordinator final : public Coordinator {
                                       std::string_view key,
                                       int64_t want) override {
     Shard& shard = shard_for(key);
-    std::lock_guard lock(shard.mu);
+    MutexLock lock(shard.mu);
     const int64_t now = clock_->now_ms();
     Entry* e = live(shard, key, now);
     LeaseState* state = nullptr;
@@ -203,7 +205,7 @@ class MemoryCoordinator final : public Coordinator {
                                        int64_t window_start_ms, int64_t credits,
                                        std::string_view token) override {
     Shard& shard = shard_for(key);
-    std::lock_guard lock(shard.mu);
+    MutexLock lock(shard.mu);
     const int64_t now = clock_->now_ms();
     Entry* e = live(shard, key, now);
     if (e == nullptr) return 0;
@@ -240,11 +242,12 @@ class MemoryCoordinator final : public Coordinator {
     StateVariant state;
     int64_t expires_at_ms = 0;
   };
-  // A std::mutex rather than absl::Mutex: the distribution's abseil is not
-  // built for ThreadSanitizer, which must see this class's locking.
+  // A `Mutex` (a std::mutex ThreadSanitizer sees, annotated for clang's
+  // thread safety analysis) rather than absl::Mutex, which the
+  // distribution's abseil does not build for ThreadSanitizer.
   struct Shard {
-    mutable std::mutex mu;
-    absl::flat_hash_map<std::string, Entry> map;  // guarded by mu
+    mutable Mutex mu;
+    absl::flat_hash_map<std::string, Entry> map ABSL_GUARDED_BY(mu);
   };
   static constexpr size_t kShards = 16;
   static constexpr int kEvictionProbes = 8;
@@ -285,7 +288,7 @@ class MemoryCoordinator final : public Coordinator {
           using S = std::decay_t<decltype(s)>;
           using State = typename S::State;
           Shard& shard = shard_for(key);
-          std::lock_guard lock(shard.mu);
+          MutexLock lock(shard.mu);
           const int64_t now = resolve(now_ms);
           const Entry* e = live(shard, key, now, Expired::kKeep);
           if (e == nullptr) {
@@ -303,7 +306,8 @@ class MemoryCoordinator final : public Coordinator {
   // expired entry, as a store's physical TTL would; readers leave it.
   enum class Expired { kKeep, kDrop };
   Entry* live(Shard& shard, std::string_view key, int64_t now,
-              Expired expired_entry = Expired::kDrop) const {
+              Expired expired_entry = Expired::kDrop) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
     auto it = shard.map.find(av(key));
     if (it == shard.map.end()) return nullptr;
     if (expired(it->second, now)) {
@@ -315,7 +319,8 @@ class MemoryCoordinator final : public Coordinator {
 
   // Stores `entry` for `key` (absent or expired), first making room in a
   // full shard.
-  Entry& insert(Shard& shard, std::string_view key, Entry entry, int64_t now) {
+  Entry& insert(Shard& shard, std::string_view key, Entry entry, int64_t now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
     auto stale = shard.map.find(av(key));
     if (stale != shard.map.end()) {
       stale->second = std::move(entry);

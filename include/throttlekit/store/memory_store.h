@@ -206,8 +206,8 @@ class MemoryStore {
   size_t memory_bytes() const {
     size_t bytes = sizeof(*this);
     for (size_t s = 0; s < shard_count_; ++s) {
-      SpinLockHolder hold(shards_[s].lock);
       const Shard& shard = shards_[s];
+      SpinLockHolder hold(shard.lock);
       bytes += (shard.mask + 1) * sizeof(Slot);
       for (size_t i = 0; i <= shard.mask; ++i) {
         bytes += shard.slots[i].key.heap_bytes();
@@ -228,7 +228,7 @@ class MemoryStore {
 
   struct alignas(64) Shard {
     mutable SpinLock lock;
-    std::unique_ptr<Slot[]> slots ABSL_PT_GUARDED_BY(lock);
+    std::unique_ptr<Slot[]> slots ABSL_GUARDED_BY(lock);
     size_t mask ABSL_GUARDED_BY(lock) = 0;   // capacity - 1
     size_t count ABSL_GUARDED_BY(lock) = 0;  // keys held
     size_t hand ABSL_GUARDED_BY(lock) = 0;   // CLOCK hand

@@ -52,6 +52,24 @@
 // credits are stranded for the rest of their window: under-use, never
 // over-admission). `close()` gives every live credit back to its window.
 //
+// Locking (outermost first; a thread never takes an earlier lock while
+// holding a later one, except by try_lock):
+// 1. `Entry::lease_mu`, one per key (a std::mutex): keeps one lease in
+//    flight per key on this node. Held across the lease round trip and the
+//    deposit; guards the key's sizer and window accounting (`Entry`).
+// 2. `shards_[i].mu`, the entry map's spin lock: held for one probe, insert
+//    or eviction of an `Entry`, never across a call out.
+// 3. The credit table's shard spin lock (inside `credits_`, a
+//    `MemoryStore`): held for one spend, deposit or read of a key's
+//    credits. The hit path takes only this one.
+// `worker_mu_` (a `Mutex`, core/mutex.h) guards the refill queue and the
+// stop flag only; it is released before any refill runs.
+// try_lock is used twice: `evict_one` holds a map shard (2) and try-locks a
+// victim's lease lock (1), the one place the order is inverted, safe
+// because it never waits (a key with a lease in flight is skipped);
+// `return_idle` try-locks a key's lease lock so that idle returns never
+// queue behind a lease round trip.
+//
 // Thread-safety: every method is safe to call concurrently. The
 // coordinator must outlive the limiter.
 
@@ -93,6 +111,7 @@
 #include "throttlekit/core/cost.h"
 #include "throttlekit/core/inline.h"
 #include "throttlekit/core/key.h"
+#include "throttlekit/core/mutex.h"
 #include "throttlekit/core/rate_engine.h"
 #include "throttlekit/core/spin_lock.h"
 #include "throttlekit/store/memory_store.h"
@@ -304,7 +323,7 @@ class BasicLeasedLimiter {
   void run_maintenance() {
     std::deque<std::string> work;
     {
-      std::lock_guard lock(worker_mu_);
+      MutexLock lock(worker_mu_);
       work.swap(refills_);
     }
     for (const std::string& key : work) refill_in_background(key);
@@ -552,7 +571,7 @@ class BasicLeasedLimiter {
     });
     if (!first) return;
     {
-      std::lock_guard lock(worker_mu_);
+      MutexLock lock(worker_mu_);
       refills_.emplace_back(key);
     }
     worker_cv_.notify_one();
@@ -626,10 +645,12 @@ class BasicLeasedLimiter {
   void work() {
     const auto period = std::chrono::milliseconds(
         idle_ms_ > 0 ? std::max<int64_t>(1, idle_ms_ / 4) : 1000);
-    std::unique_lock lock(worker_mu_);
+    MutexLock lock(worker_mu_);
     while (!stop_) {
       worker_cv_.wait_for(lock, period,
-                          [&] { return stop_ || !refills_.empty(); });
+                          [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(worker_mu_) {
+                            return stop_ || !refills_.empty();
+                          });
       if (stop_) break;
       lock.unlock();
       run_maintenance();
@@ -639,7 +660,7 @@ class BasicLeasedLimiter {
 
   void stop_worker() {
     {
-      std::lock_guard lock(worker_mu_);
+      MutexLock lock(worker_mu_);
       stop_ = true;
     }
     worker_cv_.notify_all();
@@ -671,8 +692,8 @@ class BasicLeasedLimiter {
   std::array<Shard, kShards> shards_;
   std::atomic<int64_t> leases_{0}, leased_credits_{0}, denials_{0}, outages_{0},
       background_refills_{0}, idle_returns_{0}, returned_credits_{0};
-  std::mutex worker_mu_;
-  std::condition_variable worker_cv_;
+  Mutex worker_mu_;
+  std::condition_variable_any worker_cv_;
   std::deque<std::string> refills_ ABSL_GUARDED_BY(worker_mu_);
   bool stop_ ABSL_GUARDED_BY(worker_mu_) = false;
   std::thread worker_;

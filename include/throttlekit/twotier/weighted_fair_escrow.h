@@ -43,9 +43,14 @@
 // and a multi-process admission's `reset_at_ms` is the end of the store
 // window that paid for it.
 //
-// Thread-safety: every method is safe to call concurrently; one mutex
-// guards the accounting and is held across a lease round trip (quanta make
-// those rare). The coordinator must outlive the escrow.
+// Locking: one `Mutex` (core/mutex.h), `mu_`, guards all the accounting
+// (tenants' use, the window, the credits held, the stats; each field is
+// ABSL_GUARDED_BY it and clang checks every access). It is held across a
+// lease or give-back round trip (quanta make those rare); no other lock of
+// this class exists, so there is no order to keep and no try_lock.
+//
+// Thread-safety: every method is safe to call concurrently. The coordinator
+// must outlive the escrow.
 
 #ifndef THROTTLEKIT_TWOTIER_WEIGHTED_FAIR_ESCROW_H_
 #define THROTTLEKIT_TWOTIER_WEIGHTED_FAIR_ESCROW_H_
@@ -74,6 +79,7 @@
 #include "throttlekit/core/cost.h"
 #include "throttlekit/core/decision.h"
 #include "throttlekit/core/key.h"
+#include "throttlekit/core/mutex.h"
 #include "throttlekit/twotier/water_filling.h"
 
 namespace throttlekit {
@@ -194,11 +200,11 @@ class BasicWeightedFairEscrow {
     if (!is_valid_cost(cost)) [[unlikely]] {
       return validate_cost(cost);
     }
-    if (tenant.index_ >= tenants_.size()) [[unlikely]] {
+    if (tenant.index_ >= shares_.size()) [[unlikely]] {
       return absl::InvalidArgumentError(
           "weighted_fair_escrow: TenantId from another escrow");
     }
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return admit_locked(tenant.index_, now_ms, cost);
   }
   absl::StatusOr<Decision> admit(TenantId tenant, double cost = 1) {
@@ -216,7 +222,7 @@ class BasicWeightedFairEscrow {
     if (absl::Status s = validate_cost(cost); !s.ok()) return s;
     absl::StatusOr<size_t> i = tenant_index(tenant);
     if (!i.ok()) return i.status();
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return admit_locked(*i, now_ms, cost);
   }
 
@@ -231,12 +237,12 @@ class BasicWeightedFairEscrow {
   absl::StatusOr<double> used(std::string_view tenant) const {
     absl::StatusOr<size_t> i = tenant_index(tenant);
     if (!i.ok()) return i.status();
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return tenants_[*i].used;
   }
 
   Stats stats() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return stats_;
   }
 
@@ -244,7 +250,7 @@ class BasicWeightedFairEscrow {
   // window (for other processes). No-op otherwise. The escrow keeps
   // working and leases again on demand.
   absl::Status close() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (options_.coordinator == nullptr) return absl::OkStatus();
     const auto whole = static_cast<int64_t>(std::floor(held_));
     if (whole <= 0 || held_expires_ms_ == kNever) return absl::OkStatus();
@@ -399,7 +405,7 @@ class BasicWeightedFairEscrow {
   const uint64_t nonce_ =
       std::random_device{}() * 0x100000001ull ^ std::random_device{}();
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::vector<TenantState> tenants_ ABSL_GUARDED_BY(mu_);
   int64_t window_ ABSL_GUARDED_BY(mu_) = kNever;
   // The current window's end (epoch ms); kNever before the first call.
