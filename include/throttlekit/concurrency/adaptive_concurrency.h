@@ -235,7 +235,7 @@ class BasicAdaptiveConcurrency {
    private:
     friend class BasicAdaptiveConcurrency;
     Permit(BasicAdaptiveConcurrency* owner, int64_t start_ns, int64_t inflight,
-          int64_t limit) noexcept
+           int64_t limit) noexcept
         : owner_(owner),
           start_ns_(start_ns),
           inflight_at_acquire_(inflight),

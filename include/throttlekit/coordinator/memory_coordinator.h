@@ -6,7 +6,8 @@
 // C++ strategy transitions themselves, so its decisions are the oracle.
 //
 // Design
-// - 16 shards, each a `Mutex` (core/mutex.h) over an `absl::flat_hash_map` from the
+// - 16 shards, each a `Mutex` (core/mutex.h) over an `absl::flat_hash_map` from
+// the
 //   key to its state (a variant over every strategy's state and the lease
 //   state). One call holds one shard lock for one step.
 // - The store clock (a call's `now_ms == 0`, and every lease) is read under
