@@ -399,8 +399,9 @@ class PostgresCoordinator::Impl {
   const std::string ddl_;
   std::atomic<bool> schema_ready_{false};
   std::atomic<int64_t> round_trips_{0};
-  // std::mutex, not absl::Mutex: the distribution's abseil is not built
-  // for ThreadSanitizer, which must see the pool's hand-overs.
+  // A `Mutex` (core/mutex.h: a std::mutex, checked by clang's analysis),
+  // not absl::Mutex: the distribution's abseil is not built for
+  // ThreadSanitizer, which must see the pool's hand-overs.
   Mutex mu_;
   std::condition_variable_any pool_cv_;
   std::vector<std::unique_ptr<Session>> idle_ ABSL_GUARDED_BY(mu_);
