@@ -137,34 +137,6 @@ TEST(PostgresAtomicity, TwoProcessesAdmitExactlyTheLimit) {
   }
 }
 
-// One process, eight threads on a pool of two connections: the waiting
-// threads get their turn, nothing fails, and exactly the limit is admitted.
-TEST(PostgresAtomicity, ThreadsSharingASmallPoolAdmitExactlyTheLimit) {
-  PostgresCoordinatorOptions o =
-      testing::pg_options(testing::unique_table("tk_atomic_pool"));
-  o.pool_size = 2;
-  auto pg = testing::make_pg(o);
-  const AnyStrategy s = *make_strategy(strategies()[0]);
-  std::atomic<int> admitted{0};
-  std::atomic<int> errors{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 8; ++t) {
-    threads.emplace_back([&] {
-      for (int i = 0; i < 25; ++i) {
-        absl::StatusOr<Decision> d = pg->check(s, "pooled", kEpoch);
-        if (!d.ok()) {
-          errors.fetch_add(1);
-        } else if (d->allowed) {
-          admitted.fetch_add(1);
-        }
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  EXPECT_EQ(errors.load(), 0);
-  EXPECT_EQ(admitted.load(), kLimit);
-}
-
 }  // namespace
 }  // namespace throttlekit
 

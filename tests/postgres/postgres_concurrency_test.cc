@@ -8,10 +8,9 @@
 #include <map>
 #include <mutex>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include "pg_test_env.h"
+#include "support/run_threads.h"
 #include "throttlekit/coordinator/lease.h"
 #include "throttlekit/postgres/postgres_coordinator.h"
 
@@ -30,23 +29,21 @@ TEST(PostgresConcurrency, ThreadsOnASmallPoolAdmitExactlyTheLimit) {
   ASSERT_NE(pg, nullptr);
   const AnyStrategy fixed =
       *make_strategy(FixedWindow::Options{.limit = 120, .window_ms = 60'000});
-  std::atomic<int> admitted{0}, errors{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 8; ++t) {
-    threads.emplace_back([&] {
-      for (int i = 0; i < 20; ++i) {
-        absl::StatusOr<Decision> d = pg->check(fixed, "pooled", kEpoch);
-        if (!d.ok()) {
-          errors.fetch_add(1);
-        } else if (d->allowed) {
-          admitted.fetch_add(1);
-        }
+  std::atomic<int> errors{0};
+  const long admitted = testing::run_threads(8, [&](int) {
+    long n = 0;
+    for (int i = 0; i < 20; ++i) {
+      absl::StatusOr<Decision> d = pg->check(fixed, "pooled", kEpoch);
+      if (!d.ok()) {
+        errors.fetch_add(1);
+      } else {
+        n += d->allowed;
       }
-    });
-  }
-  for (auto& t : threads) t.join();
+    }
+    return n;
+  });
   EXPECT_EQ(errors.load(), 0);
-  EXPECT_EQ(admitted.load(), 120);
+  EXPECT_EQ(admitted, 120);
 }
 
 // Threads lease and give back on one budget: the window never grants more
@@ -62,32 +59,29 @@ TEST(PostgresConcurrency, ConcurrentLeasesNeverOvergrant) {
   std::mutex mu;
   std::map<int64_t, int64_t> net;
   std::atomic<int> errors{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 6; ++t) {
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < 30; ++i) {
-        absl::StatusOr<LeaseGrant> g = pg->lease(budget, "leased", 17);
-        if (!g.ok()) {
-          errors.fetch_add(1);
-          continue;
-        }
-        int64_t back_credits = 0;
-        if (i % 5 == 0 && g->granted >= 2) {
-          absl::StatusOr<int64_t> back =
-              pg->give_back(budget, "leased", g->window_start_ms, 2,
-                            "t" + std::to_string(t) + ":" + std::to_string(i));
-          if (back.ok()) {
-            back_credits = *back;
-          } else {
-            errors.fetch_add(1);
-          }
-        }
-        std::lock_guard lock(mu);
-        net[g->window_start_ms] += g->granted - back_credits;
+  testing::run_threads(6, [&](int t) {
+    for (int i = 0; i < 30; ++i) {
+      absl::StatusOr<LeaseGrant> g = pg->lease(budget, "leased", 17);
+      if (!g.ok()) {
+        errors.fetch_add(1);
+        continue;
       }
-    });
-  }
-  for (auto& t : threads) t.join();
+      int64_t back_credits = 0;
+      if (i % 5 == 0 && g->granted >= 2) {
+        absl::StatusOr<int64_t> back =
+            pg->give_back(budget, "leased", g->window_start_ms, 2,
+                          "t" + std::to_string(t) + ":" + std::to_string(i));
+        if (back.ok()) {
+          back_credits = *back;
+        } else {
+          errors.fetch_add(1);
+        }
+      }
+      std::lock_guard lock(mu);
+      net[g->window_start_ms] += g->granted - back_credits;
+    }
+    return 0L;
+  });
   EXPECT_EQ(errors.load(), 0);
   // No window grants more than its limit net of what came back. 6 * 30 * 17
   // = 3060 credits are wanted, so the last window is spent to within one
@@ -115,23 +109,20 @@ TEST(PostgresConcurrency, DeadlinesFireWhileOthersUseThePool) {
   const AnyStrategy gcra =
       *make_strategy(Gcra::Options{.limit = 1'000'000, .period_ms = 1000});
   std::atomic<int> ok{0}, late{0}, other{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 6; ++t) {
-    threads.emplace_back([&] {
-      for (int i = 0; i < 40; ++i) {
-        absl::Status s = tight->check(gcra, "k", kEpoch).status();
-        if (s.ok()) {
-          ok.fetch_add(1);
-        } else if (absl::IsDeadlineExceeded(s) || absl::IsUnavailable(s)) {
-          late.fetch_add(1);
-        } else {
-          other.fetch_add(1);
-          ADD_FAILURE() << s;
-        }
+  testing::run_threads(6, [&](int) {
+    for (int i = 0; i < 40; ++i) {
+      absl::Status s = tight->check(gcra, "k", kEpoch).status();
+      if (s.ok()) {
+        ok.fetch_add(1);
+      } else if (absl::IsDeadlineExceeded(s) || absl::IsUnavailable(s)) {
+        late.fetch_add(1);
+      } else {
+        other.fetch_add(1);
+        ADD_FAILURE() << s;
       }
-    });
-  }
-  for (auto& t : threads) t.join();
+    }
+    return 0L;
+  });
   EXPECT_EQ(other.load(), 0);
   EXPECT_EQ(ok.load() + late.load(), 240);
 }
