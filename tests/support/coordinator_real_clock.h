@@ -32,6 +32,7 @@
 #include "support/real_clock_load.h"
 #include "support/strategy_bounds.h"
 #include "throttlekit/coordinator/strict_rate_limiter.h"
+#include "throttlekit/core/rate_engine.h"
 #include "throttlekit/twotier/cached_deny_limiter.h"
 #include "throttlekit/twotier/leased_limiter.h"
 #include "throttlekit/twotier/weighted_fair_escrow.h"
@@ -53,6 +54,19 @@ inline void report(const char* engine, std::string_view strategy,
               figures.c_str());
 }
 
+// The hot-key run and the bound check shared by every engine of strategy
+// `S` (any `RateEngine`).
+template <class S, RateEngine E>
+void engine_holds_bound(const char* engine, E& limiter,
+                        const RealClockRun& run) {
+  const Load load = hammer(run.threads, run.run_ms,
+                           [&](int) { return limiter.check("hot"); });
+  EXPECT_EQ(load.errors, 0);
+  EXPECT_GT(load.calls, static_cast<int64_t>(load.admitted.size()));
+  report(engine, S::kName, load,
+         StrategyBounds<S>::check(load, run.limit, run.window_ms));
+}
+
 template <class S>
 void strict_holds_bound(std::shared_ptr<Coordinator> coordinator,
                         const RealClockRun& run, std::string prefix) {
@@ -60,12 +74,7 @@ void strict_holds_bound(std::shared_ptr<Coordinator> coordinator,
       StrategyBounds<S>::options(run.limit, run.window_ms),
       std::move(coordinator), {.prefix = std::move(prefix)});
   ASSERT_TRUE(limiter.ok()) << limiter.status();
-  const Load load = hammer(run.threads, run.run_ms,
-                           [&](int) { return (*limiter)->check("hot"); });
-  EXPECT_EQ(load.errors, 0);
-  EXPECT_GT(load.calls, static_cast<int64_t>(load.admitted.size()));
-  report("strict", S::kName, load,
-         StrategyBounds<S>::check(load, run.limit, run.window_ms));
+  engine_holds_bound<S>("strict", **limiter, run);
 }
 
 template <class S>
@@ -77,12 +86,7 @@ void cached_deny_holds_bound(std::shared_ptr<Coordinator> coordinator,
       StrategyBounds<S>::options(run.limit, run.window_ms),
       std::move(coordinator), o);
   ASSERT_TRUE(limiter.ok()) << limiter.status();
-  const Load load = hammer(run.threads, run.run_ms,
-                           [&](int) { return (*limiter)->check("hot"); });
-  EXPECT_EQ(load.errors, 0);
-  EXPECT_GT(load.calls, static_cast<int64_t>(load.admitted.size()));
-  report("cached_deny", S::kName, load,
-         StrategyBounds<S>::check(load, run.limit, run.window_ms));
+  engine_holds_bound<S>("cached_deny", **limiter, run);
 }
 
 // `nodes` limiters x `run.threads / nodes` threads each (thread t uses node
