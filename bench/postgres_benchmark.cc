@@ -4,8 +4,10 @@
 // connection (one per thread): the floor of any call to this server.
 // BM_PostgresCoordinator_Check: `Coordinator::check` (GCRA, a key per thread,
 // mostly admitted, so each call writes its row). Counter
-// `round_trips_per_check`: requests the coordinator sent per check (from
-// `PostgresCoordinator::round_trips()`). BM_PostgresCoordinator_CheckHotKey:
+// `round_trips_per_check`: requests the coordinator wrote per check (from
+// `stats().batches`; connection set-up is not counted, and the warm-up
+// connections of other threads land in `connects`).
+// BM_PostgresCoordinator_CheckHotKey:
 // every thread on one key (row-lock contention).
 //
 // The server comes from THROTTLEKIT_BENCH_PG_HOST / THROTTLEKIT_BENCH_PG_PORT
@@ -32,7 +34,7 @@ PostgresCoordinatorOptions options() {
   o.host = host != nullptr ? host : "127.0.0.1";
   o.port = std::atoi(std::getenv("THROTTLEKIT_BENCH_PG_PORT"));
   o.table = "tk_bench";
-  o.pool_size = 8;
+  o.connections = 8;
   return o;
 }
 
@@ -73,7 +75,7 @@ void run_checks(benchmark::State& state, const std::string& key) {
     state.SkipWithError("check failed");
     return;
   }
-  const int64_t before = pg->round_trips();
+  const int64_t before = pg->stats().batches;
   int64_t errors = 0;
   for (auto _ : state) {
     absl::StatusOr<Decision> d = pg->check(s, key, 0);
@@ -83,7 +85,7 @@ void run_checks(benchmark::State& state, const std::string& key) {
   // The delta counts every thread's requests over (about) the same span,
   // so it is divided by all threads' checks, and averaged over threads.
   state.counters["round_trips_per_check"] = benchmark::Counter(
-      static_cast<double>(pg->round_trips() - before) /
+      static_cast<double>(pg->stats().batches - before) /
           static_cast<double>(state.iterations() * state.threads()),
       benchmark::Counter::kAvgThreads);
   state.counters["errors"] = static_cast<double>(errors);

@@ -31,6 +31,7 @@
 #include "postgres_sql.h"
 #include "socket_watchdog.h"
 #include "throttlekit/core/mutex.h"
+#include "throttlekit/core/option_check.h"
 
 namespace throttlekit {
 namespace {
@@ -89,9 +90,11 @@ absl::Status validate(const PostgresCoordinatorOptions& o) {
            check_text("dbname", o.dbname, false),
            check_text("user", o.user, false),
            check_text("password", o.password, true),
-           check_range("pool_size", o.pool_size, 1, 1024),
-           check_range("connect_timeout_ms", o.connect_timeout_ms, 1, 600000),
-           check_range("command_deadline_ms", o.command_deadline_ms, 1, 600000),
+           check_range("connections", o.connections, 1, 1024),
+           detail::check_timeout_option("postgres_coordinator",
+                                        "connect_timeout", o.connect_timeout),
+           detail::check_timeout_option("postgres_coordinator",
+                                        "command_timeout", o.command_timeout),
            check_range("ttl_slack_ms", o.ttl_slack_ms, 0, kMaxSafeInteger),
        }) {
     if (!s.ok()) return s;
@@ -120,7 +123,9 @@ std::string conninfo(const PostgresCoordinatorOptions& o) {
       // Server-side bound too, so a slow statement does not run on after
       // the client gave up.
       " options=",
-      quoted(absl::StrCat("-c statement_timeout=", o.command_deadline_ms)));
+      quoted(absl::StrCat("-c statement_timeout=",
+                          absl::ToInt64Milliseconds(absl::Ceil(
+                              o.command_timeout, absl::Milliseconds(1))))));
   if (!o.password.empty())
     absl::StrAppend(&s, " password=", quoted(o.password));
   return s;
@@ -188,13 +193,15 @@ class PostgresCoordinator::Impl {
   // maps every exception to a status. `fn` makes exactly one request.
   template <class T, class F>
   absl::StatusOr<T> run(F&& fn) {
-    const absl::Time deadline =
-        absl::Now() + absl::Milliseconds(options_.command_deadline_ms);
+    const absl::Time deadline = absl::Now() + options_.command_timeout;
     absl::StatusOr<std::unique_ptr<Session>> got = acquire(deadline);
-    if (!got.ok()) return got.status();
+    if (!got.ok()) {
+      count(got.status());
+      return got.status();
+    }
     std::unique_ptr<Session> session = *std::move(got);
     SocketWatchdog::Armed armed(watchdog_, session->conn->sock(), deadline);
-    round_trips_.fetch_add(1, std::memory_order_relaxed);
+    detail::BackendCounters::add(counters_.batches);
     bool healthy = false;
     absl::StatusOr<T> result = absl::InternalError("unreachable");
     try {
@@ -212,12 +219,11 @@ class PostgresCoordinator::Impl {
     }
     const bool reuse = healthy && session_open(*session);
     release(std::move(session), reuse);
+    count(result.status());
     return result;
   }
 
-  int64_t round_trips() const noexcept {
-    return round_trips_.load(std::memory_order_relaxed);
-  }
+  BackendStats stats() const { return counters_.snapshot(); }
 
   const PostgresCoordinatorOptions& options() const { return options_; }
 
@@ -233,6 +239,18 @@ class PostgresCoordinator::Impl {
       absl::StrAppend(&all, av(part), "\n");
     }
     return absl::StrReplaceAll(all, {{"{{t}}", table}});
+  }
+
+  // Counts a call's outcome in the stats: answered (a result or a typed
+  // refusal), timed out, or failed.
+  void count(const absl::Status& s) {
+    if (s.ok() || absl::IsFailedPrecondition(s)) {
+      detail::BackendCounters::add(counters_.requests);
+    } else if (absl::IsDeadlineExceeded(s)) {
+      detail::BackendCounters::add(counters_.timeouts);
+    } else {
+      detail::BackendCounters::add(counters_.failures);
+    }
   }
 
   static bool session_open(const Session& s) {
@@ -275,7 +293,9 @@ class PostgresCoordinator::Impl {
       if (state.empty() && late) return deadline_error("(connection cut)");
       if (state == "42P01" || state == "42883" || state == "42704" ||
           state == "XX000") {
-        schema_ready_.store(false, std::memory_order_release);
+        if (schema_ready_.exchange(false, std::memory_order_acq_rel)) {
+          detail::BackendCounters::add(counters_.reloads);
+        }
       }
       return absl::InternalError(
           absl::StrCat("postgres: ", state, ": ", primary_message(x.what())));
@@ -294,7 +314,7 @@ class PostgresCoordinator::Impl {
     {
       MutexLock lock(mu_);
       const auto can_go = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !idle_.empty() || open_ < options_.pool_size;
+        return !idle_.empty() || open_ < options_.connections;
       };
       if (!pool_cv_.wait_until(lock, absl::ToChronoTime(deadline), can_go)) {
         return deadline_error("waiting for a pooled connection");
@@ -334,13 +354,11 @@ class PostgresCoordinator::Impl {
   // timeout. The connection is closed on any failure.
   absl::StatusOr<std::unique_ptr<Session>> connect(absl::Time deadline) {
     const absl::Time until =
-        std::min(deadline,
-                 absl::Now() + absl::Milliseconds(options_.connect_timeout_ms));
+        std::min(deadline, absl::Now() + options_.connect_timeout);
     auto session = std::make_unique<Session>();
     try {
       {
         ConnectDeadline bound(until);
-        round_trips_.fetch_add(1, std::memory_order_relaxed);
         session->conn = std::make_unique<DeadlineConnection>(conninfo_);
       }
       // A lost connection is dropped and replaced by the pool, never
@@ -361,6 +379,7 @@ class PostgresCoordinator::Impl {
       if (armed.finish()) {
         return deadline_error("while setting up a connection");
       }
+      detail::BackendCounters::add(counters_.connects);
     } catch (const pqxx::broken_connection& x) {
       if (absl::Now() >= until) {
         return deadline_error(
@@ -377,7 +396,6 @@ class PostgresCoordinator::Impl {
 
   void setup(DeadlineConnection& conn) {
     if (!schema_ready_.load(std::memory_order_acquire)) {
-      round_trips_.fetch_add(1, std::memory_order_relaxed);
       pqxx::nontransaction tx(conn);
       tx.exec(ddl_);
       schema_ready_.store(true, std::memory_order_release);
@@ -389,7 +407,6 @@ class PostgresCoordinator::Impl {
         absl::StrAppend(&sql, i == 1 ? "$" : ", $", i);
       }
       conn.prepare(st.name, sql + ")");
-      round_trips_.fetch_add(1, std::memory_order_relaxed);
       conn.prepare_now(st.name);
     }
   }
@@ -398,7 +415,7 @@ class PostgresCoordinator::Impl {
   const std::string conninfo_;
   const std::string ddl_;
   std::atomic<bool> schema_ready_{false};
-  std::atomic<int64_t> round_trips_{0};
+  detail::BackendCounters counters_;
   // A `Mutex` (core/mutex.h: a std::mutex, checked by clang's analysis),
   // not absl::Mutex: the distribution's abseil is not built for
   // ThreadSanitizer, which must see the pool's hand-overs.
@@ -470,9 +487,7 @@ PostgresCoordinator::PostgresCoordinator(std::unique_ptr<Impl> impl)
 
 PostgresCoordinator::~PostgresCoordinator() = default;
 
-int64_t PostgresCoordinator::round_trips() const noexcept {
-  return impl_->round_trips();
-}
+BackendStats PostgresCoordinator::stats() const { return impl_->stats(); }
 
 absl::StatusOr<Decision> PostgresCoordinator::do_check(
     const AnyStrategy& strategy, std::string_view key, int64_t now_ms,

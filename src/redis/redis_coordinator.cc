@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "throttlekit/core/option_check.h"
 #include "throttlekit_redis_scripts.h"
 
 namespace throttlekit {
@@ -109,16 +110,7 @@ class RedisCoordinator::Impl {
     return connections_[i]->call(r);
   }
 
-  RedisCoordinator::Stats stats() const {
-    RedisCoordinator::Stats s;
-    s.requests = requests_.load(std::memory_order_relaxed);
-    s.batches = batches_.load(std::memory_order_relaxed);
-    s.connects = connects_.load(std::memory_order_relaxed);
-    s.noscript = noscript_.load(std::memory_order_relaxed);
-    s.timeouts = timeouts_.load(std::memory_order_relaxed);
-    s.failures = failures_.load(std::memory_order_relaxed);
-    return s;
-  }
+  BackendStats stats() const { return counters_.snapshot(); }
 
   const RedisCoordinatorOptions& options() const { return options_; }
 
@@ -147,7 +139,7 @@ class RedisCoordinator::Impl {
           if (!r.lead) {
             if (r.done) return r.status;
             r.abandoned = true;  // the leader does not send it
-            owner_->timeouts_.fetch_add(1, std::memory_order_relaxed);
+            detail::BackendCounters::add(owner_->counters_.timeouts);
             return deadline_error();
           }
         }
@@ -157,7 +149,7 @@ class RedisCoordinator::Impl {
       std::lock_guard lock(mu_);
       if (r.done) return r.status;
       // Served by nobody: only possible if it timed out in a batch.
-      owner_->timeouts_.fetch_add(1, std::memory_order_relaxed);
+      detail::BackendCounters::add(owner_->counters_.timeouts);
       return deadline_error();
     }
 
@@ -229,7 +221,7 @@ class RedisCoordinator::Impl {
         }
       }
       for (const auto& r : batch) append(*r, /*evalsha=*/true);
-      owner_->batches_.fetch_add(1, std::memory_order_relaxed);
+      detail::BackendCounters::add(owner_->counters_.batches);
       std::vector<size_t> retry;
       for (size_t i = 0; i < batch.size(); ++i) {
         redisReply* reply = nullptr;
@@ -241,7 +233,7 @@ class RedisCoordinator::Impl {
         }
         if (reply->type == REDIS_REPLY_ERROR &&
             std::strncmp(reply->str, "NOSCRIPT", 8) == 0) {
-          owner_->noscript_.fetch_add(1, std::memory_order_relaxed);
+          detail::BackendCounters::add(owner_->counters_.reloads);
           retry.push_back(i);
         } else {
           complete(out[i], reply);
@@ -320,7 +312,7 @@ class RedisCoordinator::Impl {
         shas_[i] = std::move(sha);
       }
       redisSetTimeout(ctx_, to_timeval(o.command_timeout));
-      owner_->connects_.fetch_add(1, std::memory_order_relaxed);
+      detail::BackendCounters::add(owner_->counters_.connects);
       return absl::OkStatus();
     }
 
@@ -393,7 +385,7 @@ class RedisCoordinator::Impl {
     }
 
     void complete(Outcome& o, const redisReply* reply) {
-      owner_->requests_.fetch_add(1, std::memory_order_relaxed);
+      detail::BackendCounters::add(owner_->counters_.requests);
       if (reply->type == REDIS_REPLY_ERROR) {
         const std::string msg(reply->str, reply->len);
         if (msg.find("WRONGTYPE") != std::string::npos) {
@@ -409,8 +401,9 @@ class RedisCoordinator::Impl {
     }
 
     void fail(Outcome& o, const absl::Status& s) {
-      (absl::IsDeadlineExceeded(s) ? owner_->timeouts_ : owner_->failures_)
-          .fetch_add(1, std::memory_order_relaxed);
+      detail::BackendCounters::add(absl::IsDeadlineExceeded(s)
+                                       ? owner_->counters_.timeouts
+                                       : owner_->counters_.failures);
       o.status = s;
     }
 
@@ -428,8 +421,7 @@ class RedisCoordinator::Impl {
   const RedisCoordinatorOptions options_;
   std::vector<std::unique_ptr<Connection>> connections_;
   std::atomic<size_t> next_{0};
-  std::atomic<int64_t> requests_{0}, batches_{0}, connects_{0}, noscript_{0},
-      timeouts_{0}, failures_{0};
+  detail::BackendCounters counters_;
 };
 
 absl::StatusOr<std::unique_ptr<RedisCoordinator>> RedisCoordinator::create(
@@ -450,15 +442,12 @@ absl::StatusOr<std::unique_ptr<RedisCoordinator>> RedisCoordinator::create(
   if (o.max_pipeline < 1 || o.max_pipeline > 65536) {
     return bad("max_pipeline", "in [1, 65536]", o.max_pipeline);
   }
-  if (o.connect_timeout <= absl::ZeroDuration() ||
-      o.connect_timeout > absl::Minutes(10)) {
-    return bad("connect_timeout", "in (0, 10 min]",
-               absl::FormatDuration(o.connect_timeout));
-  }
-  if (o.command_timeout <= absl::ZeroDuration() ||
-      o.command_timeout > absl::Minutes(10)) {
-    return bad("command_timeout", "in (0, 10 min]",
-               absl::FormatDuration(o.command_timeout));
+  for (const absl::Status& s :
+       {detail::check_timeout_option("redis_coordinator", "connect_timeout",
+                                     o.connect_timeout),
+        detail::check_timeout_option("redis_coordinator", "command_timeout",
+                                     o.command_timeout)}) {
+    if (!s.ok()) return s;
   }
   if (o.ttl_slack_ms < 0 || o.ttl_slack_ms > kMaxSafeInteger) {
     return bad("ttl_slack_ms", "in [0, 2^53-1]", o.ttl_slack_ms);
@@ -488,9 +477,7 @@ std::string_view RedisCoordinator::lua_script(std::string_view name) {
   return {};
 }
 
-RedisCoordinator::Stats RedisCoordinator::stats() const {
-  return impl_->stats();
-}
+BackendStats RedisCoordinator::stats() const { return impl_->stats(); }
 
 namespace {
 

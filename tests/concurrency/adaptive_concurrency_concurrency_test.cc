@@ -6,8 +6,8 @@
 #include <atomic>
 #include <cstdint>
 #include <thread>
-#include <vector>
 
+#include "support/run_threads.h"
 #include "throttlekit/concurrency/adaptive_concurrency.h"
 #include "throttlekit/core/clock.h"
 
@@ -47,43 +47,41 @@ TEST(AdaptiveConcurrencyConcurrency, FixedLimitIsNeverExceeded) {
   o.initial_limit = o.min_limit = o.max_limit = kLimit;
   auto limiter = *Limiter::create(o);
   HolderGauge gauge;
-  std::atomic<int64_t> granted{0}, successes{0}, drops{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < kIterations; ++i) {
-        Limiter::Permit lease = limiter->acquire();
-        if (!lease) continue;
-        gauge.enter();
-        granted.fetch_add(1, std::memory_order_relaxed);
-        if (lease.inflight_at_acquire() > lease.limit_at_acquire()) {
-          ADD_FAILURE() << "granted above the limit it read";
-        }
-        // Hold the slot a varying while; sometimes give up the CPU with it.
-        for (int spin = 0; spin < (i + t) % 50; ++spin) {
-          std::atomic_signal_fence(std::memory_order_seq_cst);
-        }
-        if ((i + t) % 5 == 0) std::this_thread::yield();
-        gauge.leave();
-        switch ((i + t) % 3) {
-          case 0:
-            lease.release(Outcome::kSuccess);
-            successes.fetch_add(1, std::memory_order_relaxed);
-            break;
-          case 1:
-            lease.release(Outcome::kDropped);
-            drops.fetch_add(1, std::memory_order_relaxed);
-            break;
-          default:
-            break;  // destroyed unreleased: kIgnored
-        }
+  std::atomic<int64_t> successes{0}, drops{0};
+  const long granted = testing::run_threads(kThreads, [&](int t) {
+    int64_t mine = 0;
+    for (int i = 0; i < kIterations; ++i) {
+      Limiter::Permit lease = limiter->acquire();
+      if (!lease) continue;
+      gauge.enter();
+      ++mine;
+      if (lease.inflight_at_acquire() > lease.limit_at_acquire()) {
+        ADD_FAILURE() << "granted above the limit it read";
       }
-    });
-  }
-  for (std::thread& th : threads) th.join();
+      // Hold the slot a varying while; sometimes give up the CPU with it.
+      for (int spin = 0; spin < (i + t) % 50; ++spin) {
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+      }
+      if ((i + t) % 5 == 0) std::this_thread::yield();
+      gauge.leave();
+      switch ((i + t) % 3) {
+        case 0:
+          lease.release(Outcome::kSuccess);
+          successes.fetch_add(1, std::memory_order_relaxed);
+          break;
+        case 1:
+          lease.release(Outcome::kDropped);
+          drops.fetch_add(1, std::memory_order_relaxed);
+          break;
+        default:
+          break;  // destroyed unreleased: kIgnored
+      }
+    }
+    return mine;
+  });
   EXPECT_LE(gauge.max(), kLimit);
   EXPECT_GE(gauge.max(), 1);
-  EXPECT_GT(granted.load(), 0);
+  EXPECT_GT(granted, 0);
   const Limiter::Stats s = limiter->stats();
   EXPECT_EQ(s.inflight, 0);
   // Every success is either folded in or skipped (slow path busy); every
@@ -105,7 +103,6 @@ TEST(AdaptiveConcurrencyConcurrency, ChangingLimitStaysWithinBounds) {
   auto limiter = *Limiter::create(o);
   HolderGauge gauge;
   std::atomic<bool> done{false};
-  std::atomic<int64_t> granted{0};
 
   // Moves the external ceiling and reads snapshots while workers run.
   std::thread controller([&] {
@@ -123,35 +120,33 @@ TEST(AdaptiveConcurrencyConcurrency, ChangingLimitStaysWithinBounds) {
     }
     limiter->set_ceiling(kNoConcurrencyCeiling);
   });
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < kIterations; ++i) {
-        Limiter::Permit lease = limiter->acquire();
-        if (!lease) continue;
-        gauge.enter();
-        granted.fetch_add(1, std::memory_order_relaxed);
-        if (lease.inflight_at_acquire() > lease.limit_at_acquire() ||
-            lease.limit_at_acquire() > kMax) {
-          ADD_FAILURE() << "granted above the limit it read";
-        }
-        // Latency varies, so the law moves the limit up and down.
-        for (int spin = 0; spin < (i + t) % 50; ++spin) {
-          std::atomic_signal_fence(std::memory_order_seq_cst);
-        }
-        gauge.leave();
-        lease.release(i % 11 == 0 ? Outcome::kDropped : Outcome::kSuccess);
+  const long granted = testing::run_threads(kThreads, [&](int t) {
+    int64_t mine = 0;
+    for (int i = 0; i < kIterations; ++i) {
+      Limiter::Permit lease = limiter->acquire();
+      if (!lease) continue;
+      gauge.enter();
+      ++mine;
+      if (lease.inflight_at_acquire() > lease.limit_at_acquire() ||
+          lease.limit_at_acquire() > kMax) {
+        ADD_FAILURE() << "granted above the limit it read";
       }
-    });
-  }
-  for (std::thread& th : threads) th.join();
+      // Latency varies, so the law moves the limit up and down.
+      for (int spin = 0; spin < (i + t) % 50; ++spin) {
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+      }
+      gauge.leave();
+      lease.release(i % 11 == 0 ? Outcome::kDropped : Outcome::kSuccess);
+    }
+    return mine;
+  });
   done.store(true);
   controller.join();
   EXPECT_LE(gauge.max(), kMax);
-  EXPECT_GT(granted.load(), 0);
+  EXPECT_GT(granted, 0);
   const Limiter::Stats s = limiter->stats();
   EXPECT_EQ(s.inflight, 0);
-  EXPECT_EQ(s.samples + s.skipped_samples + s.drops, granted.load());
+  EXPECT_EQ(s.samples + s.skipped_samples + s.drops, granted);
   EXPECT_GE(s.recalibrations, 1);  // pins raced the workers too
   EXPECT_GE(s.limit, o.min_limit);
   EXPECT_LE(s.limit, kMax);

@@ -19,7 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "postgres/pg_test_env.h"
+#include "support/pg_test_env.h"
 #include "support/redis_test_server.h"
 #include "throttlekit/coordinator/strict_rate_limiter.h"
 #include "throttlekit/postgres/postgres_coordinator.h"

@@ -17,14 +17,17 @@
 #include <thread>
 #include <vector>
 
-#include "postgres/pg_test_env.h"
+#include "support/pg_test_env.h"
+#include "support/run_threads.h"
+#include "support/test_time.h"
 #include "throttlekit/core/clock.h"
 #include "throttlekit/postgres/postgres_coordinator.h"
 
 namespace throttlekit {
 namespace {
 
-constexpr int64_t kEpoch = 1'700'000'000'000;
+using testing::kEpoch;
+
 constexpr int kProcesses = 2;
 constexpr int kThreads = 4;
 constexpr int kChecksPerThread = 25;  // 2 x 4 x 25 = 200
@@ -49,36 +52,29 @@ std::vector<StrategyOptions> strategies() {
 int child_main(const std::string& table, const std::string& key, int which,
                int64_t start_at) {
   PostgresCoordinatorOptions o = testing::pg_options(table);
-  o.pool_size = kThreads;
+  o.connections = kThreads;
   auto pg = PostgresCoordinator::create(o);
   if (!pg.ok()) return 3;
   const AnyStrategy s = *make_strategy(strategies()[which]);
   // Warm the pool so every thread has a connection before the start.
-  std::vector<std::thread> warm;
-  for (int t = 0; t < kThreads; ++t) {
-    warm.emplace_back([&] { (void)(*pg)->now_ms(); });
-  }
-  for (auto& t : warm) t.join();
-  std::atomic<int> admitted{0};
+  testing::run_threads(kThreads, [&](int) { (void)(*pg)->now_ms(); });
   std::atomic<int> errors{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(
-          std::max<int64_t>(0, start_at - SystemClock{}.now_ms())));
-      for (int i = 0; i < kChecksPerThread; ++i) {
-        absl::StatusOr<Decision> d = (*pg)->check(s, key, kEpoch);
-        if (!d.ok()) {
-          std::fprintf(stderr, "child: %s\n", d.status().ToString().c_str());
-          errors.fetch_add(1);
-        } else if (d->allowed) {
-          admitted.fetch_add(1);
-        }
+  const long admitted = testing::run_threads(kThreads, [&](int) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(
+        std::max<int64_t>(0, start_at - SystemClock{}.now_ms())));
+    int n = 0;
+    for (int i = 0; i < kChecksPerThread; ++i) {
+      absl::StatusOr<Decision> d = (*pg)->check(s, key, kEpoch);
+      if (!d.ok()) {
+        std::fprintf(stderr, "child: %s\n", d.status().ToString().c_str());
+        errors.fetch_add(1);
+      } else if (d->allowed) {
+        ++n;
       }
-    });
-  }
-  for (auto& t : threads) t.join();
-  std::printf("%d %d\n", admitted.load(), errors.load());
+    }
+    return n;
+  });
+  std::printf("%ld %d\n", admitted, errors.load());
   return 0;
 }
 

@@ -16,14 +16,15 @@
 #include <string>
 #include <vector>
 
-#include "postgres/pg_test_env.h"
+#include "support/pg_test_env.h"
+#include "support/test_time.h"
 #include "throttlekit/coordinator/memory_coordinator.h"
 #include "throttlekit/postgres/postgres_coordinator.h"
 
 namespace throttlekit {
 namespace {
 
-constexpr int64_t kEpoch = 1'700'000'000'000;
+using testing::kEpoch;
 
 // One step of a timeline: a check of `cost` (or a peek) on key `key` at
 // `now_ms`.

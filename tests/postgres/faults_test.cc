@@ -10,16 +10,18 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "postgres/pg_test_env.h"
+#include "support/pg_test_env.h"
+#include "support/run_threads.h"
+#include "support/test_time.h"
 #include "throttlekit/postgres/postgres_coordinator.h"
 
 namespace throttlekit {
 namespace {
 
-constexpr int64_t kEpoch = 1'700'000'000'000;
+using testing::kEpoch;
+
 constexpr int64_t kDeadlineMs = 500;
 // Scheduling slack on a loaded 2-core machine.
 constexpr int64_t kMarginMs = 400;
@@ -46,9 +48,9 @@ class PostgresFaults : public ::testing::Test {
   static std::unique_ptr<PostgresCoordinator> coordinator(int pool_size) {
     PostgresCoordinatorOptions o = testing::pg_options("tk_faults");
     o.port = std::atoi(env("THROTTLEKIT_TEST_PG_FAULT_PORT").c_str());
-    o.pool_size = pool_size;
-    o.command_deadline_ms = kDeadlineMs;
-    o.connect_timeout_ms = kDeadlineMs;
+    o.connections = pool_size;
+    o.command_timeout = absl::Milliseconds(kDeadlineMs);
+    o.connect_timeout = absl::Milliseconds(kDeadlineMs);
     return testing::make_pg(o);
   }
 };
@@ -107,6 +109,13 @@ TEST_F(PostgresFaults, RestartIsUnavailableThenResumesWithState) {
   Timed refused = timed_check(*pg, window(), "restart");
   EXPECT_EQ(refused.result.status().code(), absl::StatusCode::kUnavailable)
       << refused.result.status();
+  // The stats count each of those five calls once, as a timeout or a
+  // failure (the refused one a failure), beside the one answered call.
+  const BackendStats down = pg->stats();
+  EXPECT_GE(down.failures, 1);
+  EXPECT_EQ(down.failures + down.timeouts, 5)
+      << down.failures << " failures, " << down.timeouts << " timeouts";
+  EXPECT_EQ(down.requests, 1);
 
   server("up");
   d = check_until_ok(*pg, window(), "restart");
@@ -137,12 +146,8 @@ TEST_F(PostgresFaults, FrozenServerIsDeadlineExceededWithinTheDeadline) {
   // Four threads on a pool of one: one connects, three wait for the pool;
   // every one returns within its deadline.
   std::vector<Timed> results(4);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 4; ++i) {
-    threads.emplace_back(
-        [&, i] { results[i] = timed_check(*pg, window(), "frozen"); });
-  }
-  for (auto& th : threads) th.join();
+  testing::run_threads(
+      4, [&](int i) { results[i] = timed_check(*pg, window(), "frozen"); });
   for (const Timed& r : results) {
     EXPECT_EQ(r.result.status().code(), absl::StatusCode::kDeadlineExceeded)
         << r.result.status();

@@ -9,22 +9,23 @@
 #include <mutex>
 #include <string>
 
-#include "pg_test_env.h"
+#include "support/pg_test_env.h"
 #include "support/run_threads.h"
+#include "support/test_time.h"
 #include "throttlekit/coordinator/lease.h"
 #include "throttlekit/postgres/postgres_coordinator.h"
 
 namespace throttlekit {
 namespace {
 
-constexpr int64_t kEpoch = 1'700'000'000'000;
+using testing::kEpoch;
 
 // Eight threads on two connections: every call waits its turn, none fails,
 // and the key admits exactly its limit.
 TEST(PostgresConcurrency, ThreadsOnASmallPoolAdmitExactlyTheLimit) {
   PostgresCoordinatorOptions o =
       testing::pg_options(testing::unique_table("tk_conc_pool"));
-  o.pool_size = 2;
+  o.connections = 2;
   auto pg = testing::make_pg(o);
   ASSERT_NE(pg, nullptr);
   const AnyStrategy fixed =
@@ -51,7 +52,7 @@ TEST(PostgresConcurrency, ThreadsOnASmallPoolAdmitExactlyTheLimit) {
 TEST(PostgresConcurrency, ConcurrentLeasesNeverOvergrant) {
   PostgresCoordinatorOptions o =
       testing::pg_options(testing::unique_table("tk_conc_lease"));
-  o.pool_size = 3;
+  o.connections = 3;
   auto pg = testing::make_pg(o);
   ASSERT_NE(pg, nullptr);
   const LeaseBudget budget = *LeaseBudget::create({1000, 3'600'000});
@@ -102,8 +103,8 @@ TEST(PostgresConcurrency, ConcurrentLeasesNeverOvergrant) {
 TEST(PostgresConcurrency, DeadlinesFireWhileOthersUseThePool) {
   PostgresCoordinatorOptions o =
       testing::pg_options(testing::unique_table("tk_conc_deadline"));
-  o.pool_size = 2;
-  o.command_deadline_ms = 3;
+  o.connections = 2;
+  o.command_timeout = absl::Milliseconds(3);
   auto tight = testing::make_pg(o);
   ASSERT_NE(tight, nullptr);
   const AnyStrategy gcra =

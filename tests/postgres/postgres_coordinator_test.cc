@@ -12,17 +12,17 @@
 #include <thread>
 #include <vector>
 
-#include "postgres/pg_test_env.h"
+#include "support/pg_test_env.h"
+#include "support/test_time.h"
 #include "throttlekit/coordinator/memory_coordinator.h"
 
 namespace throttlekit {
 namespace {
 
+using testing::kEpoch;
 using testing::make_pg;
 using testing::pg_options;
 using testing::unique_table;
-
-constexpr int64_t kEpoch = 1'700'000'000'000;
 
 AnyStrategy strategy(const StrategyOptions& o) {
   absl::StatusOr<AnyStrategy> s = make_strategy(o);
@@ -253,12 +253,36 @@ TEST(PostgresCoordinatorSchema, RecreatedAfterTheTableIsDropped) {
     tx.exec("DROP TABLE " + o.table + " CASCADE");
   }
   absl::StatusOr<Decision> d = pg->check(s, "k", kEpoch);
-  if (!d.ok()) {
+  const bool lost = !d.ok();
+  if (lost) {
     EXPECT_EQ(d.status().code(), absl::StatusCode::kInternal) << d.status();
     d = pg->check(s, "k", kEpoch);
   }
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->remaining, 4);  // a new, empty table
+  EXPECT_EQ(pg->stats().reloads, lost ? 1 : 0);
+}
+
+// One shape with the Redis coordinator's (coordinator/backend_stats.h):
+// every call answered is one request in one write; a key holding another
+// strategy's state is an answer, not a failure; set-up counts as connects.
+TEST(PostgresCoordinatorStats, CountsCallsWritesConnectsAndRefusals) {
+  std::unique_ptr<PostgresCoordinator> pg =
+      make_pg(pg_options(unique_table("tk_stats")));
+  const AnyStrategy window =
+      strategy(FixedWindow::Options{.limit = 5, .window_ms = 60000});
+  for (int i = 0; i < 7; ++i) ASSERT_TRUE(pg->check(window, "k", kEpoch).ok());
+  const AnyStrategy gcra =
+      strategy(Gcra::Options{.limit = 5, .period_ms = 1000});
+  EXPECT_EQ(pg->check(gcra, "k", kEpoch).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  const BackendStats st = pg->stats();
+  EXPECT_EQ(st.requests, 8);
+  EXPECT_EQ(st.batches, 8);
+  EXPECT_EQ(st.connects, 1);
+  EXPECT_EQ(st.timeouts, 0);
+  EXPECT_EQ(st.failures, 0);
+  EXPECT_EQ(st.reloads, 0);
 }
 
 TEST(PostgresCoordinatorOptions, InvalidOptionsNameTheField) {
@@ -280,8 +304,8 @@ TEST(PostgresCoordinatorOptions, InvalidOptionsNameTheField) {
     expect_invalid(b, "table");
   }
   PostgresCoordinatorOptions b = o;
-  b.pool_size = 0;
-  expect_invalid(b, "pool_size");
+  b.connections = 0;
+  expect_invalid(b, "connections");
   b = o;
   b.port = 0;
   expect_invalid(b, "port");
@@ -298,11 +322,14 @@ TEST(PostgresCoordinatorOptions, InvalidOptionsNameTheField) {
   b.user = "";
   expect_invalid(b, "user");
   b = o;
-  b.connect_timeout_ms = 0;
-  expect_invalid(b, "connect_timeout_ms");
+  b.connect_timeout = absl::ZeroDuration();
+  expect_invalid(b, "connect_timeout");
   b = o;
-  b.command_deadline_ms = -1;
-  expect_invalid(b, "command_deadline_ms");
+  b.command_timeout = -absl::Milliseconds(1);
+  expect_invalid(b, "command_timeout");
+  b = o;
+  b.command_timeout = absl::Minutes(11);
+  expect_invalid(b, "command_timeout");
   b = o;
   b.ttl_slack_ms = -1;
   expect_invalid(b, "ttl_slack_ms");

@@ -10,8 +10,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "pg_test_env.h"
 #include "support/coordinator_real_clock.h"
+#include "support/pg_test_env.h"
 #include "throttlekit/postgres/postgres_coordinator.h"
 #include "throttlekit/throttlekit.h"
 
@@ -22,7 +22,7 @@ std::shared_ptr<Coordinator> pg() {
   static const std::shared_ptr<Coordinator> coordinator = [] {
     PostgresCoordinatorOptions o =
         testing::pg_options(testing::unique_table("tk_real_clock"));
-    o.pool_size = 4;
+    o.connections = 4;
     std::shared_ptr<Coordinator> c = testing::make_pg(o);
     // Create the table and functions before any timed run.
     if (c != nullptr && !c->now_ms().ok()) c = nullptr;

@@ -8,11 +8,11 @@
 
 #include <atomic>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/time/clock.h"
 #include "support/redis_test_server.h"
+#include "support/run_threads.h"
 #include "throttlekit/redis/redis_coordinator.h"
 
 namespace throttlekit {
@@ -26,24 +26,21 @@ constexpr int kPerThread = 25;  // 2 processes x 4 threads x 25 = 200
 int run_share(const AnyStrategy& strategy, const std::string& key,
               absl::Time start) {
   auto redis = testing::redis_coordinator({.connections = 2});
-  std::atomic<int> admitted{0};
   std::atomic<int> errors{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&] {
-      absl::SleepFor(start - absl::Now());
-      for (int i = 0; i < kPerThread; ++i) {
-        absl::StatusOr<Decision> d = redis->check(strategy, key, 0);
-        if (!d.ok()) {
-          errors.fetch_add(1);
-        } else if (d->allowed) {
-          admitted.fetch_add(1);
-        }
+  const long admitted = testing::run_threads(kThreads, [&](int) {
+    absl::SleepFor(start - absl::Now());
+    int n = 0;
+    for (int i = 0; i < kPerThread; ++i) {
+      absl::StatusOr<Decision> d = redis->check(strategy, key, 0);
+      if (!d.ok()) {
+        errors.fetch_add(1);
+      } else if (d->allowed) {
+        ++n;
       }
-    });
-  }
-  for (auto& t : threads) t.join();
-  return errors.load() == 0 ? admitted.load() : -1000;
+    }
+    return n;
+  });
+  return errors.load() == 0 ? static_cast<int>(admitted) : -1000;
 }
 
 // Forks one child; both processes run their share; returns the total.

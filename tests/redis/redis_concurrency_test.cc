@@ -6,11 +6,10 @@
 
 #include <atomic>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include "absl/time/clock.h"
 #include "support/redis_test_server.h"
+#include "support/run_threads.h"
 #include "throttlekit/redis/redis_coordinator.h"
 
 namespace throttlekit {
@@ -23,23 +22,21 @@ TEST(RedisConcurrency, ThreadsOnSharedConnectionsAdmitExactlyTheLimit) {
   const AnyStrategy fixed =
       *make_strategy(FixedWindow::Options{1000, 3'600'000});
   const std::string key = "conc:" + run_id();
-  std::atomic<int> admitted{0}, errors{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 8; ++t) {
-    threads.emplace_back([&] {
-      for (int i = 0; i < 200; ++i) {
-        absl::StatusOr<Decision> d = redis->check(fixed, key, 0);
-        if (!d.ok()) {
-          errors.fetch_add(1);
-        } else if (d->allowed) {
-          admitted.fetch_add(1);
-        }
+  std::atomic<int> errors{0};
+  const long admitted = testing::run_threads(8, [&](int) {
+    long n = 0;
+    for (int i = 0; i < 200; ++i) {
+      absl::StatusOr<Decision> d = redis->check(fixed, key, 0);
+      if (!d.ok()) {
+        errors.fetch_add(1);
+      } else if (d->allowed) {
+        ++n;
       }
-    });
-  }
-  for (auto& t : threads) t.join();
+    }
+    return n;
+  });
   EXPECT_EQ(errors.load(), 0);
-  EXPECT_EQ(admitted.load(), 1000);
+  EXPECT_EQ(admitted, 1000);
   EXPECT_GE(redis->stats().requests, 1600);
 }
 
@@ -54,30 +51,33 @@ TEST(RedisConcurrency, CallersGiveUpAtTheirDeadlineWhileOthersWait) {
   const AnyStrategy gcra = *make_strategy(Gcra::Options{1000000, 1000});
   std::atomic<bool> stop{false};
   std::atomic<int> ok{0}, outage{0}, other{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 6; ++t) {
-    threads.emplace_back([&] {
-      while (!stop.load()) {
-        absl::Status s = redis->check(gcra, "k", 0).status();
-        if (s.ok()) {
-          ok.fetch_add(1);
-        } else if (absl::IsDeadlineExceeded(s) || absl::IsUnavailable(s)) {
-          outage.fetch_add(1);
-        } else {
-          other.fetch_add(1);
-        }
+  int ok_before_end = 0;
+  // Six callers, and one more thread that freezes and thaws the server
+  // while they run.
+  constexpr int kCallers = 6;
+  testing::run_threads(kCallers + 1, [&](int t) {
+    if (t == kCallers) {
+      absl::SleepFor(absl::Milliseconds(150));
+      server.freeze();
+      absl::SleepFor(absl::Milliseconds(300));
+      server.thaw();
+      absl::SleepFor(absl::Milliseconds(300));
+      ok_before_end = ok.load();
+      absl::SleepFor(absl::Milliseconds(150));
+      stop.store(true);
+      return;
+    }
+    while (!stop.load()) {
+      absl::Status s = redis->check(gcra, "k", 0).status();
+      if (s.ok()) {
+        ok.fetch_add(1);
+      } else if (absl::IsDeadlineExceeded(s) || absl::IsUnavailable(s)) {
+        outage.fetch_add(1);
+      } else {
+        other.fetch_add(1);
       }
-    });
-  }
-  absl::SleepFor(absl::Milliseconds(150));
-  server.freeze();
-  absl::SleepFor(absl::Milliseconds(300));
-  server.thaw();
-  absl::SleepFor(absl::Milliseconds(300));
-  const int ok_before_end = ok.load();
-  absl::SleepFor(absl::Milliseconds(150));
-  stop.store(true);
-  for (auto& t : threads) t.join();
+    }
+  });
   EXPECT_GT(outage.load(), 0);
   EXPECT_EQ(other.load(), 0);
   EXPECT_GT(ok.load(), ok_before_end);  // served again after the thaw

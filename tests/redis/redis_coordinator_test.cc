@@ -96,7 +96,7 @@ TEST(RedisCoordinator, LostScriptsAreSentAgain) {
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_TRUE(d->allowed);
   EXPECT_FALSE(redis->check(gcra, key, 0)->allowed);
-  EXPECT_GE(redis->stats().noscript, 1);
+  EXPECT_GE(redis->stats().reloads, 1);
 }
 
 TEST(RedisCoordinator, WrongTypeIsAPreconditionError) {

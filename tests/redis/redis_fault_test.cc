@@ -5,12 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdint>
+#include <memory>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include "absl/time/clock.h"
 #include "support/redis_test_server.h"
+#include "support/run_threads.h"
 #include "throttlekit/coordinator/strict_rate_limiter.h"
 #include "throttlekit/redis/redis_coordinator.h"
 
@@ -44,35 +45,35 @@ TEST(RedisFaults, KilledMidRunThenRestarted) {
   const AnyStrategy gcra = *make_strategy(Gcra::Options{1000000, 1000});
   ASSERT_TRUE(redis->check(gcra, "k", 0).ok());
 
-  // Four threads check continuously while the server is killed.
+  // Four threads check continuously while a fifth kills the server.
+  constexpr int kCallers = 4;
   std::atomic<bool> stop{false};
   std::atomic<int> ok{0}, outage{0}, other{0};
   std::atomic<int64_t> slowest_ns{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&] {
-      while (!stop.load()) {
-        const absl::Time begin = absl::Now();
-        absl::Status s = redis->check(gcra, "k", 0).status();
-        const int64_t ns = absl::ToInt64Nanoseconds(absl::Now() - begin);
-        int64_t prev = slowest_ns.load();
-        while (ns > prev && !slowest_ns.compare_exchange_weak(prev, ns)) {
-        }
-        if (s.ok()) {
-          ok.fetch_add(1);
-        } else if (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) {
-          outage.fetch_add(1);
-        } else {
-          other.fetch_add(1);
-        }
+  testing::run_threads(kCallers + 1, [&](int t) {
+    if (t == kCallers) {
+      absl::SleepFor(absl::Milliseconds(200));
+      server.kill();
+      absl::SleepFor(absl::Milliseconds(500));
+      stop.store(true);
+      return;
+    }
+    while (!stop.load()) {
+      const absl::Time begin = absl::Now();
+      absl::Status s = redis->check(gcra, "k", 0).status();
+      const int64_t ns = absl::ToInt64Nanoseconds(absl::Now() - begin);
+      int64_t prev = slowest_ns.load();
+      while (ns > prev && !slowest_ns.compare_exchange_weak(prev, ns)) {
       }
-    });
-  }
-  absl::SleepFor(absl::Milliseconds(200));
-  server.kill();
-  absl::SleepFor(absl::Milliseconds(500));
-  stop.store(true);
-  for (auto& t : threads) t.join();
+      if (s.ok()) {
+        ok.fetch_add(1);
+      } else if (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) {
+        outage.fetch_add(1);
+      } else {
+        other.fetch_add(1);
+      }
+    }
+  });
   EXPECT_GT(ok.load(), 0);
   EXPECT_GT(outage.load(), 0);
   EXPECT_EQ(other.load(), 0);

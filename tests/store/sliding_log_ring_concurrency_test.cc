@@ -13,30 +13,24 @@
 #include <thread>
 #include <vector>
 
+#include "support/run_threads.h"
+#include "support/test_time.h"
 #include "throttlekit/core/clock.h"
 #include "throttlekit/store/sliding_log_ring.h"
 
 namespace throttlekit {
 namespace {
 
-constexpr int64_t kEpoch = 1'700'000'000'000;
+using testing::kEpoch;
+
 constexpr int kThreads = 4;
 
 // Runs `fn(thread_index, out)` on kThreads threads released together;
 // returns what they appended to their own vectors, concatenated.
 template <class T, class Fn>
-std::vector<T> run_threads(Fn fn) {
-  std::atomic<bool> go{false};
+std::vector<T> collect_from_threads(Fn fn) {
   std::vector<std::vector<T>> per_thread(kThreads);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
-      fn(t, per_thread[t]);
-    });
-  }
-  go.store(true, std::memory_order_release);
-  for (auto& th : threads) th.join();
+  testing::run_threads(kThreads, [&](int t) { fn(t, per_thread[t]); });
   std::vector<T> all;
   for (auto& v : per_thread) all.insert(all.end(), v.begin(), v.end());
   return all;
@@ -47,7 +41,7 @@ TEST(SlidingLogRingConcurrency, FixedNowAdmitsExactlyLimit) {
   constexpr int kAttempts = 3000;  // per thread: 12000 calls for 1000 slots
   auto ring = *SlidingLogRing::create({kLimit, 60'000});
   const std::vector<Decision> decisions =
-      run_threads<Decision>([&](int, std::vector<Decision>& out) {
+      collect_from_threads<Decision>([&](int, std::vector<Decision>& out) {
         for (int i = 0; i < kAttempts; ++i) {
           out.push_back(ring->try_acquire(kEpoch));
         }
@@ -78,42 +72,42 @@ TEST(SlidingLogRingConcurrency, ManyFreshRingsEachAdmitExactlyLimit) {
   std::atomic<int> round{-1};
   std::atomic<int> done{0};
   std::vector<std::vector<int64_t>> remaining(kThreads);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
+  // Thread kThreads runs the rounds: a fresh ring, then the others race.
+  testing::run_threads(kThreads + 1, [&](int t) {
+    if (t == kThreads) {
       for (int r = 0; r < kRounds; ++r) {
-        int seen;
-        while ((seen = round.load(std::memory_order_acquire)) < r) {
+        ring = *SlidingLogRing::create({kLimit, 1000});
+        for (auto& v : remaining) v.clear();
+        done.store(0, std::memory_order_relaxed);
+        round.store(r, std::memory_order_release);
+        while (done.load(std::memory_order_acquire) != kThreads) {
           std::this_thread::yield();
         }
-        if (seen >= kRounds) return;  // stopped early
-        for (int i = 0; i < 2 * kLimit; ++i) {
-          const Decision d = ring->try_acquire(kEpoch + r);
-          if (d.allowed) remaining[t].push_back(d.remaining);
-        }
-        done.fetch_add(1, std::memory_order_acq_rel);
+        std::vector<int64_t> all;
+        for (auto& v : remaining) all.insert(all.end(), v.begin(), v.end());
+        std::sort(all.begin(), all.end());
+        std::vector<int64_t> want(kLimit);
+        for (int64_t i = 0; i < kLimit; ++i) want[i] = i;
+        EXPECT_EQ(all, want) << "round " << r;
+        EXPECT_EQ(ring->admissions(), kLimit) << "round " << r;
+        if (::testing::Test::HasFailure()) break;
       }
-    });
-  }
-  for (int r = 0; r < kRounds; ++r) {
-    ring = *SlidingLogRing::create({kLimit, 1000});
-    for (auto& v : remaining) v.clear();
-    done.store(0, std::memory_order_relaxed);
-    round.store(r, std::memory_order_release);
-    while (done.load(std::memory_order_acquire) != kThreads) {
-      std::this_thread::yield();
+      round.store(kRounds, std::memory_order_release);
+      return;
     }
-    std::vector<int64_t> all;
-    for (auto& v : remaining) all.insert(all.end(), v.begin(), v.end());
-    std::sort(all.begin(), all.end());
-    std::vector<int64_t> want(kLimit);
-    for (int64_t i = 0; i < kLimit; ++i) want[i] = i;
-    EXPECT_EQ(all, want) << "round " << r;
-    EXPECT_EQ(ring->admissions(), kLimit) << "round " << r;
-    if (::testing::Test::HasFailure()) break;
-  }
-  round.store(kRounds, std::memory_order_release);
-  for (auto& th : threads) th.join();
+    for (int r = 0; r < kRounds; ++r) {
+      int seen;
+      while ((seen = round.load(std::memory_order_acquire)) < r) {
+        std::this_thread::yield();
+      }
+      if (seen >= kRounds) return;  // stopped early
+      for (int i = 0; i < 2 * kLimit; ++i) {
+        const Decision d = ring->try_acquire(kEpoch + r);
+        if (d.allowed) remaining[t].push_back(d.remaining);
+      }
+      done.fetch_add(1, std::memory_order_acq_rel);
+    }
+  });
 }
 
 TEST(SlidingLogRingConcurrency, AdmittingRegimeLosesNoAdmission) {
@@ -127,7 +121,7 @@ TEST(SlidingLogRingConcurrency, AdmittingRegimeLosesNoAdmission) {
   auto ring = *SlidingLogRing::create({kLimit, kWindow});
   std::atomic<int64_t> clock{kEpoch};
   const std::vector<int64_t> admitted =
-      run_threads<int64_t>([&](int, std::vector<int64_t>& out) {
+      collect_from_threads<int64_t>([&](int, std::vector<int64_t>& out) {
         for (int i = 0; i < kCalls; ++i) {
           const int64_t now = clock.fetch_add(1, std::memory_order_relaxed);
           if (ring->try_acquire(now).allowed) out.push_back(now);
@@ -151,7 +145,7 @@ TEST(SlidingLogRingConcurrency, PartlyExpiredRingAdmitsExactlyTheExpired) {
   }
   const int64_t now = kEpoch + 1049;
   const std::vector<Decision> decisions =
-      run_threads<Decision>([&](int, std::vector<Decision>& out) {
+      collect_from_threads<Decision>([&](int, std::vector<Decision>& out) {
         for (int i = 0; i < 500; ++i) out.push_back(ring->try_acquire(now));
       });
   std::vector<int64_t> remaining;
@@ -176,7 +170,7 @@ TEST(SlidingLogRingConcurrency, MovingClockNeverExceedsLimitPerWindow) {
   auto ring = *SlidingLogRing::create({kLimit, kWindow});
   ManualClock clock(kEpoch);
   const std::vector<int64_t> admitted =
-      run_threads<int64_t>([&](int t, std::vector<int64_t>& out) {
+      collect_from_threads<int64_t>([&](int t, std::vector<int64_t>& out) {
         for (int i = 0; i < 20'000; ++i) {
           // Every thread moves the shared clock now and then, so nows reach
           // the ring slightly out of order, as with a real clock.
@@ -205,7 +199,7 @@ TEST(SlidingLogRingConcurrency, ClockTemplateAndPeekAreRaceFree) {
   auto ring = *SlidingLogRing::create({kLimit, 10});
   ManualClock clock(kEpoch);
   const std::vector<Decision> peeks =
-      run_threads<Decision>([&](int t, std::vector<Decision>& out) {
+      collect_from_threads<Decision>([&](int t, std::vector<Decision>& out) {
         for (int i = 0; i < 5000; ++i) {
           if (t == 0 && i % 50 == 0) clock.advance_ms(1);
           if (t % 2 == 0) {

@@ -6,6 +6,8 @@
 // each at the epoch-ms instant `start_ms`, runs `fn(index)` in it and
 // collects the trivially copyable `Report` each returns through a pipe.
 // Processes that fail to report are missing from the result.
+// `FleetSchedule` names the run's windows and attributes each admission to
+// the window that paid for it.
 
 #ifndef THROTTLEKIT_TESTS_SUPPORT_FORKED_FLEET_H_
 #define THROTTLEKIT_TESTS_SUPPORT_FORKED_FLEET_H_
@@ -13,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <thread>
@@ -27,6 +30,31 @@ inline int64_t wall_ms() {
              std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
+
+// A fleet run of `windows` windows of `window_ms`, starting at the window
+// boundary two windows from now (time for every process to start).
+struct FleetSchedule {
+  int64_t window_ms;
+  int64_t first_window;  // absolute window number (epoch ms / window_ms)
+  int64_t start_ms;
+  int64_t end_ms;
+
+  static FleetSchedule starting_soon(int64_t window_ms, int windows) {
+    const int64_t first = wall_ms() / window_ms + 2;
+    return FleetSchedule{window_ms, first, first * window_ms,
+                         (first + windows) * window_ms};
+  }
+
+  // The run-relative window of an admission whose check began at
+  // `began_ms` and whose decision says its credits' window ends at
+  // `reset_at_ms`: the later of the two instants (a check that began just
+  // before a boundary may spend credits of the window after it, and is
+  // then an admission of that window). Negative or past the run: outside.
+  int64_t window_of(int64_t began_ms, int64_t reset_at_ms) const {
+    return std::max(began_ms, reset_at_ms - window_ms) / window_ms -
+           first_window;
+  }
+};
 
 template <class Report, class Fn>
 std::vector<Report> run_forked(int n, int64_t start_ms, Fn fn) {

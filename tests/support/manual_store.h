@@ -10,12 +10,13 @@
 #include <cstdint>
 #include <memory>
 
+#include "support/test_time.h"
 #include "throttlekit/coordinator/memory_coordinator.h"
 #include "throttlekit/core/clock.h"
 
 namespace throttlekit::testing {
 
-inline constexpr int64_t kManualEpoch = 1'700'000'000'000;
+inline constexpr int64_t kManualEpoch = kEpoch;
 using ManualClockRef = ClockRef<ManualClock>;
 
 struct ManualStore {

@@ -2,13 +2,14 @@
 //
 // Provides `run_threads(n, fn)`: starts n threads, releases them together
 // (so they contend from the first call), runs `fn(thread_index)` on each and
-// returns the sum of what they return.
+// returns the sum of what they return (0 when `fn` returns nothing).
 
 #ifndef THROTTLEKIT_TESTS_SUPPORT_RUN_THREADS_H_
 #define THROTTLEKIT_TESTS_SUPPORT_RUN_THREADS_H_
 
 #include <atomic>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace throttlekit::testing {
@@ -22,7 +23,11 @@ long run_threads(int threads, Fn fn) {
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
       while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
-      total.fetch_add(fn(t), std::memory_order_relaxed);
+      if constexpr (std::is_void_v<decltype(fn(t))>) {
+        fn(t);
+      } else {
+        total.fetch_add(fn(t), std::memory_order_relaxed);
+      }
     });
   }
   go.store(true, std::memory_order_release);

@@ -38,8 +38,8 @@ struct Report {
   int64_t errors = 0;
 };
 
-Report run_process(const std::string& key, int index, int64_t first_window,
-                   int64_t end_ms) {
+Report run_process(const std::string& key, int index,
+                   const testing::FleetSchedule& run) {
   Report r;
   auto redis = RedisCoordinator::create({.port = testing::redis_port()});
   if (!redis.ok()) {
@@ -59,7 +59,7 @@ Report run_process(const std::string& key, int index, int64_t first_window,
   }
   for (int64_t call = index;; ++call) {
     const int64_t before = wall_ms();
-    if (before >= end_ms) break;
+    if (before >= run.end_ms) break;
     absl::StatusOr<Decision> d =
         (*escrow)->admit(call % 3 == 0 ? "free" : "gold");
     if (!d.ok()) {
@@ -70,8 +70,7 @@ Report run_process(const std::string& key, int index, int64_t first_window,
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
       continue;
     }
-    const int64_t paid_from = d->reset_at_ms - kWindowMs;
-    const int64_t w = std::max(before, paid_from) / kWindowMs - first_window;
+    const int64_t w = run.window_of(before, d->reset_at_ms);
     if (w >= 0 && w < kWindows + 2) ++r.per_window[w];
   }
   r.in_share = (*escrow)->stats().admitted_in_share;
@@ -80,12 +79,10 @@ Report run_process(const std::string& key, int index, int64_t first_window,
 
 TEST(EscrowFleetRedis, TheFleetStaysAtOrUnderTheLimitEveryWindow) {
   const std::string key = "escrow:" + std::to_string(getpid());
-  const int64_t first_window = wall_ms() / kWindowMs + 2;
-  const int64_t start_ms = first_window * kWindowMs;
-  const int64_t end_ms = start_ms + kWindows * kWindowMs;
+  const auto run = testing::FleetSchedule::starting_soon(kWindowMs, kWindows);
   const std::vector<Report> reports = testing::run_forked<Report>(
-      kProcesses, start_ms,
-      [&](int p) { return run_process(key, p, first_window, end_ms); });
+      kProcesses, run.start_ms,
+      [&](int p) { return run_process(key, p, run); });
   std::vector<int64_t> per_window(kWindows + 2, 0);
   int64_t errors = 0, in_share = 0;
   for (const Report& r : reports) {

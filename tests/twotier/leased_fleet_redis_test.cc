@@ -57,8 +57,8 @@ struct Report {
 };
 
 // One node: checks from `first_window` until `end_ms`.
-Report run_node(const std::string& key, bool coupled, int64_t first_window,
-                int64_t end_ms) {
+Report run_node(const std::string& key, bool coupled,
+                const testing::FleetSchedule& run) {
   Report r;
   auto redis = RedisCoordinator::create({.port = testing::redis_port()});
   if (!redis.ok()) {
@@ -78,12 +78,12 @@ Report run_node(const std::string& key, bool coupled, int64_t first_window,
   int64_t current = -1, mine = 0;  // this node's window and its admissions
   while (true) {
     const int64_t before = wall_ms();
-    if (before >= end_ms) break;
+    if (before >= run.end_ms) break;
     if (before / kWindowMs != current) {
       current = before / kWindowMs;
       mine = 0;
     }
-    if ((current - first_window) % 2 == 1 && mine >= kOddDemand) {
+    if ((current - run.first_window) % 2 == 1 && mine >= kOddDemand) {
       std::this_thread::sleep_for(
           std::chrono::milliseconds((current + 1) * kWindowMs - before));
       continue;
@@ -99,7 +99,7 @@ Report run_node(const std::string& key, bool coupled, int64_t first_window,
       continue;
     }
     const int64_t window_start = d->reset_at_ms - kWindowMs;
-    const int64_t w = std::max(before, window_start) / kWindowMs - first_window;
+    const int64_t w = run.window_of(before, d->reset_at_ms);
     if (w < 0 || w >= kWindows + 2) {
       ++r.outside_window;
       continue;
@@ -119,12 +119,9 @@ Report run_node(const std::string& key, bool coupled, int64_t first_window,
 std::vector<Report> run_fleet(bool coupled) {
   const std::string key =
       "k:" + std::to_string(getpid()) + ":" + (coupled ? "coupled" : "carried");
-  const int64_t first_window = wall_ms() / kWindowMs + 2;
-  const int64_t start_ms = first_window * kWindowMs;
-  const int64_t end_ms = start_ms + kWindows * kWindowMs;
-  return testing::run_forked<Report>(kNodes, start_ms, [&](int) {
-    return run_node(key, coupled, first_window, end_ms);
-  });
+  const auto run = testing::FleetSchedule::starting_soon(kWindowMs, kWindows);
+  return testing::run_forked<Report>(
+      kNodes, run.start_ms, [&](int) { return run_node(key, coupled, run); });
 }
 
 struct Totals {

@@ -6,10 +6,10 @@
 // C++ strategy transitions themselves, so its decisions are the oracle.
 //
 // Design
-// - 16 shards, each a `Mutex` (core/mutex.h) over an `absl::flat_hash_map` from
-// the
-//   key to its state (a variant over every strategy's state and the lease
-//   state). One call holds one shard lock for one step.
+// - A `detail::ShardedMap` (store/internal/sharded_map.h): 16 shards, each a
+//   `Mutex` (core/mutex.h) over an `absl::flat_hash_map` from the key to its
+//   state (a variant over every strategy's state and the lease state). One
+//   call holds one shard lock for one step.
 // - The store clock (a call's `now_ms == 0`, and every lease) is read under
 //   the shard lock that orders the updates of the key, so the instants a key
 //   sees follow the order its updates commit in, as on Redis (one script)
@@ -52,14 +52,13 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
-#include "absl/hash/hash.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "throttlekit/coordinator/coordinator.h"
 #include "throttlekit/core/clock.h"
 #include "throttlekit/core/mutex.h"
+#include "throttlekit/store/internal/sharded_map.h"
 
 namespace throttlekit {
 
@@ -102,10 +101,8 @@ class MemoryCoordinator final : public Coordinator {
   // Keys held now (including expired ones not yet dropped). Thread-safe.
   int64_t size() const {
     int64_t n = 0;
-    for (const Shard& shard : shards_) {
-      MutexLock lock(shard.mu);
-      n += static_cast<int64_t>(shard.map.size());
-    }
+    map_.for_each_shard(
+        [&n](const Map::Map& m) { n += static_cast<int64_t>(m.size()); });
     return n;
   }
 
@@ -246,18 +243,14 @@ class MemoryCoordinator final : public Coordinator {
   // A `Mutex` (a std::mutex ThreadSanitizer sees, annotated for clang's
   // thread safety analysis) rather than absl::Mutex, which the
   // distribution's abseil does not build for ThreadSanitizer.
-  struct Shard {
-    mutable Mutex mu;
-    absl::flat_hash_map<std::string, Entry> map ABSL_GUARDED_BY(mu);
-  };
-  static constexpr size_t kShards = 16;
-  static constexpr int kEvictionProbes = 8;
+  using Map = detail::ShardedMap<Entry, Mutex>;
+  using Shard = Map::Shard;
 
   MemoryCoordinator(const MemoryCoordinatorOptions& options,
                     std::shared_ptr<const Clock> clock)
-      : shard_bound_(static_cast<size_t>(options.max_keys) / kShards),
-        ttl_slack_ms_(options.ttl_slack_ms),
-        clock_(std::move(clock)) {}
+      : ttl_slack_ms_(options.ttl_slack_ms),
+        clock_(std::move(clock)),
+        map_(static_cast<size_t>(options.max_keys)) {}
 
   int64_t resolve(int64_t now_ms) const noexcept {
     return now_ms == 0 ? clock_->now_ms() : now_ms;
@@ -268,9 +261,7 @@ class MemoryCoordinator final : public Coordinator {
     return absl::string_view(key.data(), key.size());
   }
 
-  Shard& shard_for(std::string_view key) {
-    return shards_[absl::Hash<absl::string_view>{}(av(key)) % kShards];
-  }
+  Shard& shard_for(std::string_view key) { return map_.shard(av(key)); }
 
   // now >= expires_at + slack, without overflow.
   bool expired(const Entry& e, int64_t now) const noexcept {
@@ -327,22 +318,16 @@ class MemoryCoordinator final : public Coordinator {
       stale->second = std::move(entry);
       return stale->second;
     }
-    if (shard.map.size() >= shard_bound_) {
-      auto victim = shard.map.begin();
-      int probes = 0;
-      for (auto it = shard.map.begin();
-           it != shard.map.end() && probes < kEvictionProbes; ++it, ++probes) {
-        if (expired(it->second, now)) {
-          victim = it;
-          break;
-        }
-        if (it->second.expires_at_ms < victim->second.expires_at_ms) {
-          victim = it;
-        }
-      }
-      shard.map.erase(victim);
-    }
-    return shard.map.emplace(std::string(key), std::move(entry)).first->second;
+    // Expired (dropped by `live`) at expires_at + slack <= now.
+    const int64_t dead_at = now - ttl_slack_ms_;
+    return *map_.insert_new(shard, av(key), std::move(entry),
+                            [dead_at](Map::Map& m) {
+                              Map::evict_soonest_expiring(
+                                  m, dead_at, [](const Entry& e) {
+                                    return e.expires_at_ms;
+                                  });
+                            })
+                .first;
   }
 
   static absl::Status wrong_type(std::string_view asked, const Entry& e) {
@@ -356,10 +341,9 @@ class MemoryCoordinator final : public Coordinator {
                      " state; asked for ", av(asked)));
   }
 
-  const size_t shard_bound_;
   const int64_t ttl_slack_ms_;
   const std::shared_ptr<const Clock> clock_;
-  std::array<Shard, kShards> shards_;
+  Map map_;
 };
 
 }  // namespace throttlekit

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "throttlekit/core/decision.h"
 
 namespace throttlekit::detail {
@@ -34,6 +35,18 @@ inline absl::Status check_positive_option(const char* what, const char* field,
   if (!std::isfinite(value) || !(value > 0) || value > hi) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, ".", field, " must be finite, > 0 and <= ", hi, "; got ", value));
+  }
+  return absl::OkStatus();
+}
+
+// OK iff 0 < value <= 10 minutes: the one range every timeout option of a
+// networked coordinator accepts.
+inline absl::Status check_timeout_option(const char* what, const char* field,
+                                         absl::Duration value) {
+  if (value <= absl::ZeroDuration() || value > absl::Minutes(10)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ".", field, " must be in (0, 10 min]; got ",
+                     absl::FormatDuration(value)));
   }
   return absl::OkStatus();
 }

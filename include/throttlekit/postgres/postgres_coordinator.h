@@ -21,7 +21,7 @@
 //   state decides as a cold key. Rows are never dropped by a decision, so
 //   decisions equal a `MemoryCoordinator` with an unbounded `ttl_slack_ms`;
 //   `sweep()` deletes rows with `expires_at_ms + ttl_slack_ms < store now`.
-// - Deadlines: every call is bounded by `command_deadline_ms`, including
+// - Deadlines: every call is bounded by `command_timeout`, including
 //   waiting for a pooled connection, connecting (libpq's non-blocking
 //   connect polled against the deadline) and a server that stops answering
 //   (a watchdog shuts the socket down at the deadline; the connection is
@@ -33,7 +33,7 @@
 //   No exception leaves this class.
 //
 // Thread-safety: every method is safe to call concurrently; at most
-// `pool_size` calls talk to the server at once, the others wait (within
+// `connections` calls talk to the server at once, the others wait (within
 // their deadline) for a connection.
 
 #ifndef THROTTLEKIT_POSTGRES_POSTGRES_COORDINATOR_H_
@@ -46,6 +46,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "throttlekit/coordinator/backend_stats.h"
 #include "throttlekit/coordinator/coordinator.h"
 
 namespace throttlekit {
@@ -63,15 +65,18 @@ struct PostgresCoordinatorOptions {
   // match ^[a-z_][a-z0-9_]{0,39}$ (40 characters leave room for the longest
   // function suffix within PostgreSQL's 63-byte identifiers).
   std::string table = "throttlekit_state";
-  // Connections held at most; 1 .. 1024.
-  int pool_size = 4;
-  // Bound of one connection attempt (TCP, startup, authentication, prepared
-  // statements, first-use schema); 1 .. 600000 ms. A call spends at most
-  // min(connect_timeout_ms, what is left of its deadline) connecting.
-  int64_t connect_timeout_ms = 5000;
-  // Bound of a whole call, waiting for a connection included;
-  // 1 .. 600000 ms. Also sent as the session's statement_timeout.
-  int64_t command_deadline_ms = 1000;
+  // Connections held at most (1 .. 1024); a call waits for a free one
+  // within its command timeout.
+  int connections = 4;
+  // Bound on establishing a connection (TCP, startup, authentication,
+  // prepared statements, first-use schema); in (0, 10 min]. A call spends
+  // at most min(connect_timeout, what is left of its command timeout)
+  // connecting.
+  absl::Duration connect_timeout = absl::Milliseconds(5000);
+  // Bound on one call, from the moment it asks for a connection to its
+  // reply; in (0, 10 min]. Also sent (rounded up to whole ms) as the
+  // session's statement_timeout.
+  absl::Duration command_timeout = absl::Milliseconds(1000);
   // Slack added to each row's expiry before `sweep()` may delete it (as a
   // physical TTL slack on Redis); 0 .. 2^53-1. Only matters for a clock that
   // later jumps back.
@@ -96,10 +101,12 @@ class PostgresCoordinator final : public Coordinator {
   // trip, bounded by the command deadline. Thread-safe.
   absl::StatusOr<int64_t> sweep(int64_t max_rows = 10'000);
 
-  // Requests sent to the server and answered (or failed) since creation:
-  // one per check, peek, reset, lease, give-back, now and sweep, plus each
-  // connection's setup. Benchmarks divide it by the calls made.
-  int64_t round_trips() const noexcept;
+  // Counters since creation (coordinator/backend_stats.h; for tests,
+  // benchmarks and metrics). Every call (check, peek, forecast, reset,
+  // lease, give-back, now, sweep) is one request in one batch; `reloads`
+  // counts the schema found missing (a dropped table or a re-initialised
+  // server) and created again by the next connection.
+  BackendStats stats() const;
 
  protected:
   absl::StatusOr<Decision> do_check(const AnyStrategy& strategy,

@@ -47,6 +47,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "throttlekit/coordinator/backend_stats.h"
 #include "throttlekit/coordinator/coordinator.h"
 
 namespace throttlekit {
@@ -98,16 +99,10 @@ class RedisCoordinator final : public Coordinator {
   // benchmark runs redis-benchmark on the GCRA script with it).
   static std::string_view lua_script(std::string_view name);
 
-  // Counters since creation (relaxed; for tests and metrics).
-  struct Stats {
-    int64_t requests = 0;  // calls answered by the server
-    int64_t batches = 0;   // pipelined writes
-    int64_t connects = 0;  // connections established
-    int64_t noscript = 0;  // EVALSHA answered NOSCRIPT (then EVAL)
-    int64_t timeouts = 0;  // calls that hit their deadline
-    int64_t failures = 0;  // calls failed by a connection error
-  };
-  Stats stats() const;
+  // Counters since creation (coordinator/backend_stats.h; for tests,
+  // benchmarks and metrics). `reloads` counts EVALSHA answered NOSCRIPT
+  // (the call is then sent again with EVAL).
+  BackendStats stats() const;
 
   class Impl;
 

@@ -15,17 +15,16 @@
 // give-back, or another node's clock). Those make it conservative for at
 // most the hint, and never over-admit. A smaller cost goes to the store.
 //
-// The cache holds at most `max_keys` keys (at least 16); a full shard
-// drops an expired entry if one of a few probed is expired, else the
-// oldest-expiring of them. An empty cache costs a lookup one relaxed load.
+// The cache holds at most `max_keys` keys (at least 16) in a
+// `detail::ShardedMap` (store/internal/sharded_map.h); a full shard drops an
+// expired entry if one of a few probed is expired, else the
+// soonest-expiring of them. An empty cache costs a lookup one relaxed load.
 //
 // Thread-safety: every method is safe to call concurrently.
 
 #ifndef THROTTLEKIT_TWOTIER_DENY_CACHE_H_
 #define THROTTLEKIT_TWOTIER_DENY_CACHE_H_
 
-#include <algorithm>
-#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -34,19 +33,17 @@
 #include <string_view>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
-#include "absl/hash/hash.h"
 #include "absl/strings/string_view.h"
 #include "throttlekit/core/decision.h"
 #include "throttlekit/core/spin_lock.h"
+#include "throttlekit/store/internal/sharded_map.h"
 
 namespace throttlekit {
 
 class DenyCache {
  public:
   // `max_keys` is clamped to at least 16 (one key per shard).
-  explicit DenyCache(size_t max_keys)
-      : shard_bound_(std::max<size_t>(max_keys, kShards) / kShards) {}
+  explicit DenyCache(size_t max_keys) : map_(max_keys) {}
 
   DenyCache(const DenyCache&) = delete;
   DenyCache& operator=(const DenyCache&) = delete;
@@ -58,7 +55,7 @@ class DenyCache {
                                  double cost) {
     if (size_.load(std::memory_order_relaxed) == 0) return std::nullopt;
     const absl::string_view k(key.data(), key.size());
-    Shard& shard = shard_for(k);
+    Shard& shard = map_.shard(k);
     SpinLockHolder lock(shard.mu);
     auto it = shard.map.find(k);
     if (it == shard.map.end()) return std::nullopt;
@@ -82,7 +79,7 @@ class DenyCache {
                 const Decision& denial) {
     if (denial.allowed || denial.retry_after_ms <= 0) return;
     const absl::string_view k(key.data(), key.size());
-    Shard& shard = shard_for(k);
+    Shard& shard = map_.shard(k);
     const Entry e{now_ms + denial.retry_after_ms,
                   denial.retry_after_ms,
                   cost,
@@ -95,15 +92,23 @@ class DenyCache {
       it->second = e;
       return;
     }
-    if (shard.map.size() >= shard_bound_) evict_one(shard, now_ms);
-    shard.map.emplace(std::string(key), e);
-    size_.fetch_add(1, std::memory_order_relaxed);
+    // A full shard drops the first expired entry among a few probed, else
+    // the one of them expiring first.
+    const bool evicted = map_.insert_new(shard, k, e,
+                                         [now_ms](Map::Map& m) {
+                                           Map::evict_soonest_expiring(
+                                               m, now_ms, [](const Entry& x) {
+                                                 return x.until_ms;
+                                               });
+                                         })
+                             .second;
+    if (!evicted) size_.fetch_add(1, std::memory_order_relaxed);
   }
 
   // Forgets `key`'s denial (after a reset). Returns whether one was held.
   bool forget(std::string_view key) {
     const absl::string_view k(key.data(), key.size());
-    Shard& shard = shard_for(k);
+    Shard& shard = map_.shard(k);
     SpinLockHolder lock(shard.mu);
     if (shard.map.erase(k) == 0) return false;
     size_.fetch_sub(1, std::memory_order_relaxed);
@@ -112,7 +117,7 @@ class DenyCache {
 
   // Entries held (expired ones not yet dropped included).
   size_t size() const noexcept { return size_.load(std::memory_order_relaxed); }
-  size_t max_keys() const noexcept { return shard_bound_ * kShards; }
+  size_t max_keys() const noexcept { return map_.max_keys(); }
 
  private:
   struct Entry {
@@ -123,34 +128,11 @@ class DenyCache {
     int64_t remaining;
     int64_t reset_at_ms;
   };
-  struct Shard {
-    SpinLock mu;
-    absl::flat_hash_map<std::string, Entry> map ABSL_GUARDED_BY(mu);
-  };
-  static constexpr size_t kShards = 16;
+  using Map = detail::ShardedMap<Entry, SpinLock>;
+  using Shard = Map::Shard;
 
-  Shard& shard_for(absl::string_view key) {
-    return shards_[absl::Hash<absl::string_view>{}(key) % kShards];
-  }
-
-  // Drops the first expired entry among a few probed, else the one of them
-  // expiring first.
-  void evict_one(Shard& shard, int64_t now_ms)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
-    auto victim = shard.map.begin();
-    int probes = 0;
-    for (auto it = shard.map.begin(); it != shard.map.end() && probes < 8;
-         ++it, ++probes) {
-      if (it->second.until_ms < victim->second.until_ms) victim = it;
-      if (it->second.until_ms <= now_ms) break;
-    }
-    shard.map.erase(victim);
-    size_.fetch_sub(1, std::memory_order_relaxed);
-  }
-
-  const size_t shard_bound_;
   std::atomic<size_t> size_{0};
-  std::array<Shard, kShards> shards_;
+  Map map_;
 };
 
 }  // namespace throttlekit

@@ -57,8 +57,9 @@
 // 1. `Entry::lease_mu`, one per key (a std::mutex): keeps one lease in
 //    flight per key on this node. Held across the lease round trip and the
 //    deposit; guards the key's sizer and window accounting (`Entry`).
-// 2. `shards_[i].mu`, the entry map's spin lock: held for one probe, insert
-//    or eviction of an `Entry`, never across a call out.
+// 2. A shard's `mu` in `entries_` (a `detail::ShardedMap`,
+//    store/internal/sharded_map.h), the entry map's spin lock: held for one
+//    probe, insert or eviction of an `Entry`, never across a call out.
 // 3. The credit table's shard spin lock (inside `credits_`, a
 //    `MemoryStore`): held for one spend, deposit or read of a key's
 //    credits. The hit path takes only this one.
@@ -98,8 +99,6 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
-#include "absl/hash/hash.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -114,6 +113,7 @@
 #include "throttlekit/core/mutex.h"
 #include "throttlekit/core/rate_engine.h"
 #include "throttlekit/core/spin_lock.h"
+#include "throttlekit/store/internal/sharded_map.h"
 #include "throttlekit/store/memory_store.h"
 #include "throttlekit/strategy/fixed_window.h"
 #include "throttlekit/twotier/internal/local_credits.h"
@@ -403,11 +403,9 @@ class BasicLeasedLimiter {
   };
   // A SpinLock (atomics, so ThreadSanitizer sees it; Debian's abseil is not
   // built for it): held for one probe, an insert or an eviction.
-  struct Shard {
-    SpinLock mu;
-    absl::flat_hash_map<std::string, std::shared_ptr<Entry>> map;
-  };
-  static constexpr size_t kShards = 16;
+  using EntryMap = detail::ShardedMap<std::shared_ptr<Entry>, SpinLock>;
+  using Shard = typename EntryMap::Shard;
+  using EntryTable = typename EntryMap::Map;
 
   BasicLeasedLimiter(LeasedLimiterOptions options, LeaseBudget budget,
                      std::shared_ptr<Coordinator> coordinator, C clock)
@@ -421,7 +419,6 @@ class BasicLeasedLimiter {
             {.max_keys = static_cast<size_t>(options_.max_keys)})),
         budget_strategy_(*make_strategy(
             FixedWindow::Options{options_.limit, options_.window_ms})),
-        shard_bound_(static_cast<size_t>(options_.max_keys) / kShards),
         refill_at_(options_.low_water > 0 ? options_.low_water : -1),
         idle_ms_(options_.return_idle_after_ms) {
     if (options_.background_worker && (refill_at_ > 0 || idle_ms_ > 0)) {
@@ -429,9 +426,7 @@ class BasicLeasedLimiter {
     }
   }
 
-  Shard& shard_for(absl::string_view key) {
-    return shards_[absl::Hash<absl::string_view>{}(key) % kShards];
-  }
+  Shard& shard_for(absl::string_view key) { return entries_.shard(key); }
 
   std::shared_ptr<Entry> find_entry(std::string_view key) {
     const absl::string_view k(key.data(), key.size());
@@ -448,7 +443,6 @@ class BasicLeasedLimiter {
     SpinLockHolder lock(shard.mu);
     auto it = shard.map.find(k);
     if (it != shard.map.end()) return it->second;
-    if (shard.map.size() >= shard_bound_) evict_one(shard);
     auto e = std::make_shared<Entry>();
     if (options_.sizing == LeaseSizing::kEoq) {
       e->eoq.emplace(*LeaseSizer::create(options_.sizer));
@@ -456,7 +450,7 @@ class BasicLeasedLimiter {
       e->predictive.emplace(*PredictiveLeaseSizer::create(options_.sizer));
       e->predictive_batch = options_.batch;
     }
-    shard.map.emplace(std::string(key), e);
+    entries_.insert_new(shard, k, e, [](EntryTable& m) { evict_one(m); });
     return e;
   }
 
@@ -464,24 +458,24 @@ class BasicLeasedLimiter {
   // table; only its sizer's memory is lost). Only when every entry of the
   // shard has a lease in flight (a shard bound below the thread count) is
   // a busy one dropped, and its key may then see a second lease in flight.
-  void evict_one(Shard& shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
-    for (auto it = shard.map.begin(); it != shard.map.end(); ++it) {
+  // Called with the shard's lock held (by `insert_new`).
+  static void evict_one(EntryTable& map) {
+    for (auto it = map.begin(); it != map.end(); ++it) {
       if (it->second->lease_mu.try_lock()) {
         it->second->retired = true;
         it->second->lease_mu.unlock();
-        shard.map.erase(it);
+        map.erase(it);
         return;
       }
     }
-    shard.map.erase(shard.map.begin());
+    map.erase(map.begin());
   }
 
   std::vector<std::pair<std::string, std::shared_ptr<Entry>>> all_entries() {
     std::vector<std::pair<std::string, std::shared_ptr<Entry>>> out;
-    for (Shard& shard : shards_) {
-      SpinLockHolder lock(shard.mu);
-      out.insert(out.end(), shard.map.begin(), shard.map.end());
-    }
+    entries_.for_each_shard([&out](const EntryTable& m) {
+      out.insert(out.end(), m.begin(), m.end());
+    });
     return out;
   }
 
@@ -682,14 +676,13 @@ class BasicLeasedLimiter {
   const std::unique_ptr<Credits> credits_;
   // The budget as a strategy, for `Coordinator::reset` of the budget key.
   const AnyStrategy budget_strategy_;
-  const size_t shard_bound_;
   // A spend leaving `remaining <= refill_at_` queues a refill (-1: off).
   const int64_t refill_at_;
   const int64_t idle_ms_;
   const uint64_t nonce_ =
       std::random_device{}() * 0x100000001ull ^ std::random_device{}();
   std::atomic<int64_t> give_back_seq_{0};
-  std::array<Shard, kShards> shards_;
+  EntryMap entries_{static_cast<size_t>(options_.max_keys)};
   std::atomic<int64_t> leases_{0}, leased_credits_{0}, denials_{0}, outages_{0},
       background_refills_{0}, idle_returns_{0}, returned_credits_{0};
   Mutex worker_mu_;

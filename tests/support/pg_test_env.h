@@ -1,11 +1,11 @@
-// tests/postgres/pg_test_env.h
+// tests/support/pg_test_env.h
 //
 // The test server of the Postgres tests (started by the `postgres_server`
 // ctest fixture) and a factory for coordinators on it. Each test program
 // uses its own table, so programs running in parallel never share state.
 
-#ifndef THROTTLEKIT_TESTS_POSTGRES_PG_TEST_ENV_H_
-#define THROTTLEKIT_TESTS_POSTGRES_PG_TEST_ENV_H_
+#ifndef THROTTLEKIT_TESTS_SUPPORT_PG_TEST_ENV_H_
+#define THROTTLEKIT_TESTS_SUPPORT_PG_TEST_ENV_H_
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -26,7 +26,7 @@ inline PostgresCoordinatorOptions pg_options(const std::string& table) {
   o.host = host != nullptr ? host : "127.0.0.1";
   o.port = port != nullptr ? std::atoi(port) : 15432;
   o.table = table;
-  o.command_deadline_ms = 10'000;
+  o.command_timeout = absl::Milliseconds(10'000);
   return o;
 }
 
@@ -44,4 +44,4 @@ inline std::unique_ptr<PostgresCoordinator> make_pg(
 
 }  // namespace throttlekit::testing
 
-#endif  // THROTTLEKIT_TESTS_POSTGRES_PG_TEST_ENV_H_
+#endif  // THROTTLEKIT_TESTS_SUPPORT_PG_TEST_ENV_H_
