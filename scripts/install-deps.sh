@@ -7,11 +7,12 @@ set -euo pipefail
 profile="${1:-test}"
 packages=(cmake ninja-build g++ libabsl-dev)
 if [[ "$profile" == "test" ]]; then
-  # The distributed backends' client libraries and the real servers the
-  # integration, conformance and fault tests start on loopback.
+  # The distributed backends' client libraries, the real servers the
+  # integration, conformance and fault tests start on loopback, and the
+  # spin model checker of the `model` tests.
   packages+=(libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
              clang clang-format pkg-config libhiredis-dev redis-server
-             libpqxx-dev postgresql)
+             libpqxx-dev postgresql spin)
 fi
 
 missing=()
