@@ -10,8 +10,9 @@
 // Not included (include them directly): coordinator/ (the `Coordinator`,
 // `MemoryCoordinator`, `StrictRateLimiter`, fail policy), twotier/ (the
 // cached-deny, leased and two-tier engines, the lease spender and sizers,
-// weighted-fair escrow), observe/ (HTTP rate-limit headers), and the Redis
-// and Postgres backends (redis/, postgres/; their own CMake targets).
+// weighted-fair escrow), observe/ (HTTP rate-limit headers, metric names,
+// the decision observer), admission/ (unified admission), and the Redis and
+// Postgres backends (redis/, postgres/; their own CMake targets).
 
 #ifndef THROTTLEKIT_THROTTLEKIT_H_
 #define THROTTLEKIT_THROTTLEKIT_H_

@@ -225,11 +225,13 @@ class BasicAdaptiveConcurrency {
 
     // The clock's ns when the slot was granted (0 for a rejection).
     int64_t start_ns() const noexcept { return start_ns_; }
-    // In-flight count right after this grant, counting itself.
+    // In-flight count right after this grant, counting itself; for a
+    // rejection by `acquire`, the count it saw (at or above the limit).
     int64_t inflight_at_acquire() const noexcept {
       return inflight_at_acquire_;
     }
-    // The effective limit the grant was checked against.
+    // The effective limit the grant (or the rejection) was checked against;
+    // 0 for a default-constructed or moved-from lease.
     int64_t limit_at_acquire() const noexcept { return limit_at_acquire_; }
 
    private:
@@ -269,7 +271,7 @@ class BasicAdaptiveConcurrency {
     int64_t limit;
     do {
       limit = effective_limit_.load(std::memory_order_relaxed);
-      if (seen >= limit) return Permit();
+      if (seen >= limit) return Permit(nullptr, 0, seen, limit);
     } while (!inflight_.compare_exchange_weak(
         seen, seen + 1, std::memory_order_acquire, std::memory_order_relaxed));
     return Permit(this, clock_.now_ns(), seen + 1, limit);
@@ -308,6 +310,13 @@ class BasicAdaptiveConcurrency {
     s.skipped_samples = skipped_samples_.load(std::memory_order_relaxed);
     s.estimate = estimate_;
     return s;
+  }
+
+  // Latency of the most recent success folded in (0 before the first), as
+  // `stats().last_rtt_ns` but one relaxed load, no lock: for hints on a
+  // rejection path (unified admission's retry-after). Thread-safe.
+  int64_t last_rtt_ns() const noexcept {
+    return last_rtt_hint_ns_.load(std::memory_order_relaxed);
   }
 
   // Granted, unsettled leases (one relaxed load). Thread-safe.
@@ -422,6 +431,7 @@ class BasicAdaptiveConcurrency {
     } else {
       ++samples_;
       last_rtt_ns_ = rtt_ns;
+      last_rtt_hint_ns_.store(rtt_ns, std::memory_order_relaxed);
     }
     if (options_.recalibration_interval_ns > 0) {
       if (!pinned_ && now_ns >= next_recalibration_ns_) {
@@ -525,6 +535,8 @@ class BasicAdaptiveConcurrency {
   // Slow path: everything a sample moves, under one lock held for a few
   // tens of ns (no allocation: the window's ring is preallocated).
   alignas(64) mutable SpinLock mu_;
+  // `last_rtt_ns_` published for lock-free readers (written under `mu_`).
+  std::atomic<int64_t> last_rtt_hint_ns_{0};
   WindowedMin window_ ABSL_GUARDED_BY(mu_);
   double estimate_ ABSL_GUARDED_BY(mu_);
   int64_t limit_ ABSL_GUARDED_BY(mu_);

@@ -1,0 +1,390 @@
+// throttlekit/admission/unified_admission.h
+//
+// Provides `UnifiedAdmission<Rate, Cost>`: one `admit()` over the three
+// admission axes of a request (docs/admission.md), with one combined
+// decision and one slot lifecycle:
+//
+//     auto admission = throttlekit::UnifiedAdmission<
+//         throttlekit::RateLimiter<throttlekit::Gcra>,
+//         throttlekit::RateLimiter<throttlekit::TokenBucket>>::create(
+//         {.concurrency = adaptive, .rate = per_tenant, .cost = tokens});
+//     absl::StatusOr<throttlekit::Admission> a =
+//         (*admission)->admit("tenant:acme", /*cost=*/prompt_tokens);
+//     if (!a.ok()) return fail(a.status());
+//     if (!*a) return reply_429(a->decision(), a->binding_axis());
+//     ... serve ...
+//     a->release(throttlekit::PermitOutcome::kSuccess);  // or destruction
+//
+// Design
+// - Axes are evaluated concurrency -> rate -> cost, and the first denial
+//   short-circuits: later axes are not asked (their decisions stay empty)
+//   and spend nothing. The order only sets what a denial costs: the
+//   concurrency axis is in-process and cheapest.
+// - Any axis may be absent: a null engine (or `NoAxis` as its type) is the
+//   identity `kAllowFull`. The rate and cost axes take any `RateEngine`
+//   (memory, strict over Redis or Postgres, cached-deny, leased, two-tier):
+//   the rate axis is asked for cost 1 (one request), the cost axis for the
+//   request's cost, both on the same key and the same `now`.
+// - The concurrency axis is an `AdaptiveConcurrency` (its permit is the
+//   slot) or a fixed ceiling (`max_inflight`). As a decision (the lease
+//   shim): granted -> {allowed, limit, limit - inflight, now, 0}; refused ->
+//   {denied, limit, 0, now, max(1, round(last_rtt_ms))}: a slot frees by an
+//   event, not by the clock, so the hint is one typical request's latency
+//   (Little's law), and reset_at = now lets a rate or cost reset dominate
+//   the combined reset.
+// - The combined decision is `combine` over the evaluated axes (AND, min
+//   limit, min remaining, max reset_at, max retry_after); the binding axis
+//   is the first denying axis in evaluation order (`binding_axis`).
+// - Lifecycle: the slot is taken first. A later axis's denial releases it
+//   at once as kIgnored (the denial is upstream, not an overload, and its
+//   near-zero latency must not reach the latency law) and the handle's
+//   `release` becomes a no-op. An error from a later axis releases it the
+//   same way before the status is returned. On admission the caller holds
+//   the slot in the returned `Admission` until `release(outcome)` or its
+//   destruction (kIgnored). A slot never leaks.
+// - A denial by an earlier axis does not refund a later one, and a denial
+//   by a later axis does not refund an earlier one: the rate axis has
+//   counted a request that the cost axis then denied, exactly as the same
+//   two engines called in sequence (and the fused Redis path, which must
+//   equal it step for step).
+// - Bad input (an empty or oversized key, cost 0, negative, NaN, infinite)
+//   is kInvalidArgument before any axis is asked.
+// - Observation: an optional `DecisionObserver` sees every admission (one
+//   virtual call; swallowed if it throws).
+//
+// Thread-safety: `admit` may be called concurrently from any thread; an
+// `Admission` is used by one thread at a time (like a unique_ptr). The
+// engines are shared and must outlive every admission they decided.
+
+#ifndef THROTTLEKIT_ADMISSION_UNIFIED_ADMISSION_H_
+#define THROTTLEKIT_ADMISSION_UNIFIED_ADMISSION_H_
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "throttlekit/concurrency/adaptive_concurrency.h"
+#include "throttlekit/core/binding_axis.h"
+#include "throttlekit/core/clock.h"
+#include "throttlekit/core/cost.h"
+#include "throttlekit/core/decision.h"
+#include "throttlekit/core/key.h"
+#include "throttlekit/core/rate_engine.h"
+#include "throttlekit/observe/decision_observer.h"
+
+namespace throttlekit {
+
+// An absent rate or cost axis, as a type: `UnifiedAdmission<RateLimiter<
+// Gcra>, NoAxis>` has no cost axis (and no engine to hold for it).
+struct NoAxis {};
+
+// The outcome of one `admit`: the combined decision, each evaluated axis's
+// decision, the binding axis, and (when admitted with a concurrency axis)
+// the slot. Move-only; the slot is released exactly once, by `release` or
+// on destruction (as kIgnored).
+template <NanoClock NC>
+class [[nodiscard]] BasicAdmission {
+ public:
+  using Permit = typename BasicAdaptiveConcurrency<NC>::Permit;
+
+  // User-provided (not `= default`), so that value-initialization (as
+  // StatusOr's in-place construction does) does not zero the whole object
+  // first: the axes stay uninitialized until evaluated.
+  BasicAdmission() noexcept {}
+  BasicAdmission(BasicAdmission&&) noexcept = default;
+  BasicAdmission& operator=(BasicAdmission&&) noexcept = default;
+  BasicAdmission(const BasicAdmission&) = delete;
+  BasicAdmission& operator=(const BasicAdmission&) = delete;
+  ~BasicAdmission() = default;  // the permit releases itself (kIgnored)
+
+  // True iff every evaluated axis (and the policy) admitted.
+  bool allowed() const noexcept { return decision_.allowed; }
+  explicit operator bool() const noexcept { return decision_.allowed; }
+
+  // The combined decision (`combine` over the evaluated axes).
+  const Decision& decision() const noexcept { return decision_; }
+
+  // The first denying axis in evaluation order; nullopt on an admission
+  // and on a policy denial.
+  std::optional<Axis> binding_axis() const noexcept {
+    return binding_ < 0 ? std::nullopt
+                        : std::optional<Axis>(static_cast<Axis>(binding_));
+  }
+
+  // True iff the bid-price policy denied (no axis was asked).
+  bool policy_denied() const noexcept { return policy_denied_; }
+
+  // The decision of one axis; nullopt if it was absent or not evaluated
+  // (a short-circuit after an earlier denial).
+  std::optional<Decision> axis(Axis a) const noexcept {
+    const int i = static_cast<int>(a);
+    return (evaluated_ >> i & 1) ? std::optional<Decision>(axes_[i].d)
+                                 : std::nullopt;
+  }
+  AxisDecisions axes() const noexcept {
+    return AxisDecisions{axis(Axis::kConcurrency), axis(Axis::kRate),
+                         axis(Axis::kCost)};
+  }
+
+  // The `denies_by_axis` lane of a denial ("rate", "concurrency", "cost",
+  // "policy"); nullopt when admitted (observe/decision_observer.h).
+  std::optional<std::string_view> deny_lane() const noexcept {
+    return throttlekit::deny_lane(allowed(), binding_axis(), policy_denied_);
+  }
+
+  // True iff this admission still holds a concurrency slot.
+  bool holds_slot() const noexcept { return static_cast<bool>(permit_); }
+
+  // Releases the slot with `outcome` (kSuccess feeds the request's latency
+  // to the adaptive law; kDropped signals overload; kIgnored frees the
+  // slot only). Idempotent: a no-op without a slot, after a release, and
+  // on every denial (the slot was released when the denial was made).
+  void release(PermitOutcome outcome = PermitOutcome::kSuccess) noexcept {
+    permit_.release(fixed_ceiling_ ? PermitOutcome::kIgnored : outcome);
+  }
+
+ private:
+  template <class, class, EpochClock, NanoClock>
+  friend class BasicUnifiedAdmission;
+
+  void set_axis(Axis a, const Decision& d) noexcept {
+    const int i = static_cast<int>(a);
+    axes_[i].d = d;
+    evaluated_ |= static_cast<uint8_t>(1u << i);
+    if (!d.allowed && binding_ < 0) binding_ = static_cast<int8_t>(i);
+  }
+
+  // An axis's decision, left uninitialized until the axis is evaluated
+  // (`evaluated_`): zeroing all three on every admission measurably costs
+  // the refused-slot path (docs/admission.md, "Benchmark").
+  struct AxisSlot {
+    AxisSlot() noexcept {}
+    union {
+      Decision d;
+    };
+  };
+  static_assert(std::is_trivially_copyable_v<Decision>);
+
+  Permit permit_;
+  Decision decision_ = kAllowFull;
+  AxisSlot axes_[3];
+  uint8_t evaluated_ = 0;  // bit i: axis i was evaluated
+  int8_t binding_ = -1;    // the binding Axis, or -1
+  bool policy_denied_ = false;
+  bool fixed_ceiling_ = false;  // the slot is a fixed ceiling's: no samples
+};
+
+template <class Rate = NoAxis, class Cost = NoAxis, EpochClock C = SystemClock,
+          NanoClock NC = MonotonicClock>
+class BasicUnifiedAdmission {
+  static_assert(std::is_same_v<Rate, NoAxis> || RateEngine<Rate>,
+                "the rate axis must be a RateEngine or NoAxis");
+  static_assert(std::is_same_v<Cost, NoAxis> || RateEngine<Cost>,
+                "the cost axis must be a RateEngine or NoAxis");
+
+ public:
+  using Concurrency = BasicAdaptiveConcurrency<NC>;
+  using Admission = BasicAdmission<NC>;
+
+  struct Options {
+    // The concurrency axis: an adaptive limiter (shared: its stats and
+    // ceiling stay reachable), or a fixed ceiling `max_inflight` in
+    // [1, 2^30] (0: none). At most one of the two.
+    std::shared_ptr<Concurrency> concurrency;
+    int64_t max_inflight = 0;
+    // The rate axis (asked for cost 1) and the cost axis (asked for the
+    // request's cost); null: absent.
+    std::shared_ptr<Rate> rate;
+    std::shared_ptr<Cost> cost;
+    // Sees every admission; null: none.
+    std::shared_ptr<DecisionObserver> observer;
+  };
+
+  // Validates `options`: kInvalidArgument naming "unified_admission.<field>"
+  // for a ceiling out of range, or both an adaptive limiter and a ceiling.
+  static absl::StatusOr<std::unique_ptr<BasicUnifiedAdmission>> create(
+      Options options, C clock = C{}, NC nano_clock = NC{}) {
+    if (options.max_inflight != 0) {
+      if (options.concurrency != nullptr) {
+        return absl::InvalidArgumentError(
+            "unified_admission: set concurrency or max_inflight, not both");
+      }
+      if (options.max_inflight < 1 ||
+          options.max_inflight > kMaxConcurrencyLimit) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "unified_admission.max_inflight must be in [1, 2^30] (0: no "
+            "ceiling); got ",
+            options.max_inflight));
+      }
+      // A fixed ceiling: AIMD pinned at one limit. Its permits are always
+      // released as kIgnored, so the law never runs.
+      AdaptiveConcurrencyOptions fixed;
+      fixed.law = ConcurrencyLaw::kAimd;
+      fixed.initial_limit = fixed.min_limit = fixed.max_limit =
+          options.max_inflight;
+      auto c = Concurrency::create(fixed, nano_clock);
+      if (!c.ok()) return c.status();
+      options.concurrency = std::shared_ptr<Concurrency>(*std::move(c));
+    }
+    return std::unique_ptr<BasicUnifiedAdmission>(new BasicUnifiedAdmission(
+        std::move(options), std::move(clock), std::move(nano_clock)));
+  }
+
+  BasicUnifiedAdmission(const BasicUnifiedAdmission&) = delete;
+  BasicUnifiedAdmission& operator=(const BasicUnifiedAdmission&) = delete;
+
+  // Admits or denies one request of `cost` for `key` now (the clock read
+  // once). Thread-safe.
+  absl::StatusOr<Admission> admit(std::string_view key, double cost = 1) {
+    return admit_at(key, clock_.now_ms(), cost);
+  }
+
+  // As `admit`, at a caller-supplied epoch-ms `now_ms` (every axis decides
+  // at it; the concurrency decision's reset_at is it). Thread-safe.
+  absl::StatusOr<Admission> admit_at(std::string_view key, int64_t now_ms,
+                                     double cost = 1) {
+    if (!is_valid_key(key) || !is_valid_cost(cost)) [[unlikely]] {
+      if (absl::Status s = validate_key(key); !s.ok()) return s;
+      return validate_cost(cost);
+    }
+    if (observer_ == nullptr) [[likely]] {
+      return decide(key, now_ms, cost);
+    }
+    const int64_t t0 = nano_clock_.now_ns();
+    absl::StatusOr<Admission> a = decide(key, now_ms, cost);
+    if (a.ok()) {
+      DecisionEvent e;
+      e.kind = DecisionKind::kAdmit;
+      e.engine = "unified_admission";
+      e.key = key;
+      e.cost = cost;
+      e.decision = a->decision();
+      e.binding_axis = a->binding_axis();
+      e.policy_denied = a->policy_denied();
+      e.duration_ns = nano_clock_.now_ns() - t0;
+      notify(observer_.get(), e);
+    }
+    return a;
+  }
+
+  // The concurrency limiter (the one made for `max_inflight` included);
+  // null without a concurrency axis.
+  const std::shared_ptr<Concurrency>& concurrency() const noexcept {
+    return concurrency_;
+  }
+
+ private:
+  BasicUnifiedAdmission(Options options, C clock, NC nano_clock)
+      : concurrency_(std::move(options.concurrency)),
+        fixed_ceiling_(options.max_inflight != 0),
+        rate_(std::move(options.rate)),
+        cost_(std::move(options.cost)),
+        observer_(std::move(options.observer)),
+        clock_(std::move(clock)),
+        nano_clock_(std::move(nano_clock)) {}
+
+  // The lease shim: the concurrency axis as a decision.
+  static Decision granted(const typename Admission::Permit& p,
+                          int64_t now_ms) noexcept {
+    const int64_t limit = p.limit_at_acquire();
+    return Decision{true, limit,
+                    std::max<int64_t>(0, limit - p.inflight_at_acquire()),
+                    now_ms, 0};
+  }
+  Decision refused(const typename Admission::Permit& p,
+                   int64_t now_ms) const noexcept {
+    const int64_t rtt_ns = concurrency_->last_rtt_ns();
+    // max(1, round(last_rtt_ms)), rounding half up.
+    const int64_t retry = std::max<int64_t>(1, (rtt_ns + 500'000) / 1'000'000);
+    return Decision{false, p.limit_at_acquire(), 0, now_ms, retry};
+  }
+
+  // One axis's check; an error releases the slot (kIgnored) and counts.
+  template <class E>
+  absl::Status ask(E& engine, Axis axis, std::string_view key, int64_t now_ms,
+                   double cost, Admission& a) {
+    absl::StatusOr<Decision> d = engine.check_at(key, now_ms, cost);
+    if (!d.ok()) [[unlikely]] {
+      a.permit_.release(PermitOutcome::kIgnored);
+      return d.status();
+    }
+    a.set_axis(axis, *d);
+    a.decision_ = combine(a.decision_, *d);
+    return absl::OkStatus();
+  }
+
+  // A denial by a later axis: the slot goes back at once (kIgnored).
+  static void give_back_slot(Admission& a) noexcept {
+    a.permit_.release(PermitOutcome::kIgnored);
+  }
+
+  // Built in place in the returned StatusOr (every return returns `out`),
+  // so the ~200-byte admission is never copied: a copy right after its
+  // fields were written costs store-forwarding stalls on the hot path.
+  absl::StatusOr<Admission> decide(std::string_view key, int64_t now_ms,
+                                   double cost) {
+    absl::StatusOr<Admission> out(absl::in_place);
+    Admission& a = *out;
+    a.fixed_ceiling_ = fixed_ceiling_;
+    if (concurrency_ != nullptr) {
+      a.permit_ = concurrency_->acquire();
+      const Decision d =
+          a.permit_ ? granted(a.permit_, now_ms) : refused(a.permit_, now_ms);
+      a.set_axis(Axis::kConcurrency, d);
+      a.decision_ = d;
+      if (!d.allowed) [[unlikely]] {
+        return out;
+      }
+    }
+    if constexpr (!std::is_same_v<Rate, NoAxis>) {
+      if (rate_ != nullptr) {
+        if (absl::Status s = ask(*rate_, Axis::kRate, key, now_ms, 1, a);
+            !s.ok()) {
+          out = std::move(s);
+          return out;
+        }
+        if (!a.decision_.allowed) {
+          give_back_slot(a);
+          return out;
+        }
+      }
+    }
+    if constexpr (!std::is_same_v<Cost, NoAxis>) {
+      if (cost_ != nullptr) {
+        if (absl::Status s = ask(*cost_, Axis::kCost, key, now_ms, cost, a);
+            !s.ok()) {
+          out = std::move(s);
+          return out;
+        }
+        if (!a.decision_.allowed) give_back_slot(a);
+      }
+    }
+    return out;
+  }
+
+  const std::shared_ptr<Concurrency> concurrency_;
+  const bool fixed_ceiling_;
+  const std::shared_ptr<Rate> rate_;
+  const std::shared_ptr<Cost> cost_;
+  const std::shared_ptr<DecisionObserver> observer_;
+  const C clock_;
+  const NC nano_clock_;
+};
+
+// The common case: the system clock, the monotonic clock for slots.
+template <class Rate = NoAxis, class Cost = NoAxis>
+using UnifiedAdmission =
+    BasicUnifiedAdmission<Rate, Cost, SystemClock, MonotonicClock>;
+using Admission = BasicAdmission<MonotonicClock>;
+
+}  // namespace throttlekit
+
+#endif  // THROTTLEKIT_ADMISSION_UNIFIED_ADMISSION_H_
