@@ -64,6 +64,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -143,6 +144,27 @@ class [[nodiscard]] BasicAdmission {
   // True iff this admission still holds a concurrency slot.
   bool holds_slot() const noexcept { return static_cast<bool>(permit_); }
 
+  // Streams actual usage into the cost axis's meter, for an admission made
+  // by `admit_reserved` (kFailedPrecondition otherwise, and after a
+  // denial): `units` are debited by the cost engine's `check(key, units)`
+  // on its own clock. A denied debit is the meter saying the window's
+  // budget is spent: stop the stream (later debits are refused the same
+  // way). Returns the meter's decision. Not thread-safe with itself (one
+  // stream, one thread at a time).
+  absl::StatusOr<Decision> debit(double units) {
+    if (meter_ == nullptr) {
+      return absl::FailedPreconditionError(
+          "admission.debit: only an allowed admit_reserved admission meters");
+    }
+    absl::StatusOr<Decision> d =
+        meter_->debit(meter_->engine, meter_->key, units);
+    if (d.ok()) debited_ += d->allowed ? units : 0;
+    return d;
+  }
+
+  // Units debited so far through `debit` (allowed debits only).
+  double debited() const noexcept { return debited_; }
+
   // Releases the slot with `outcome` (kSuccess feeds the request's latency
   // to the adaptive law; kDropped signals overload; kIgnored frees the
   // slot only). Idempotent: a no-op without a slot, after a release, and
@@ -173,9 +195,20 @@ class [[nodiscard]] BasicAdmission {
   };
   static_assert(std::is_trivially_copyable_v<Decision>);
 
+  // The cost axis of an `admit_reserved` admission: its engine, type-erased,
+  // and the key (owned: the stream outlives the caller's view).
+  struct Meter {
+    void* engine;
+    absl::StatusOr<Decision> (*debit)(void* engine, std::string_view key,
+                                      double units);
+    std::string key;
+  };
+
   Permit permit_;
   Decision decision_ = kAllowFull;
   AxisSlot axes_[3];
+  std::unique_ptr<Meter> meter_;  // null unless admit_reserved admitted
+  double debited_ = 0;
   uint8_t evaluated_ = 0;  // bit i: axis i was evaluated
   int8_t binding_ = -1;    // the binding Axis, or -1
   bool policy_denied_ = false;
@@ -256,23 +289,75 @@ class BasicUnifiedAdmission {
       return validate_cost(cost);
     }
     if (observer_ == nullptr) [[likely]] {
-      return decide(key, now_ms, cost);
+      return decide<true>(key, now_ms, cost);
     }
     const int64_t t0 = nano_clock_.now_ns();
-    absl::StatusOr<Admission> a = decide(key, now_ms, cost);
-    if (a.ok()) {
-      DecisionEvent e;
-      e.kind = DecisionKind::kAdmit;
-      e.engine = "unified_admission";
-      e.key = key;
-      e.cost = cost;
-      e.decision = a->decision();
-      e.binding_axis = a->binding_axis();
-      e.policy_denied = a->policy_denied();
-      e.duration_ns = nano_clock_.now_ns() - t0;
-      notify(observer_.get(), e);
-    }
+    absl::StatusOr<Admission> a = decide<true>(key, now_ms, cost);
+    report(key, cost, a, t0);
     return a;
+  }
+
+  // The cost axis for work whose cost is known only afterwards (an LLM
+  // completion): evaluates concurrency and rate as `admit`, then gates the
+  // cost axis on `reserve <= remaining` WITHOUT debiting: the cost
+  // engine's `peek(key)` (on its own clock) must show at least `reserve`
+  // units left. When admitted, the caller streams actual usage with
+  // `Admission::debit(units)` (the meter's rule, e.g. the token budget's:
+  // the debit that crosses the budget counts in full, later ones are
+  // refused) and feeds the total to its reservation learner. Safety is the
+  // meter's alone: whatever `reserve` is, a window serves at most budget +
+  // largest debit - 1. `reserve` in [1, 2^53 - 1] (a learner's `reserve()`);
+  // kFailedPrecondition without a cost axis. An allowed result allocates
+  // its meter (the key is copied for the stream). Thread-safe.
+  absl::StatusOr<Admission> admit_reserved(std::string_view key,
+                                           double reserve) {
+    if constexpr (std::is_same_v<Cost, NoAxis>) {
+      return absl::FailedPreconditionError(
+          "unified_admission.admit_reserved: no cost axis");
+    } else {
+      if (cost_ == nullptr) {
+        return absl::FailedPreconditionError(
+            "unified_admission.admit_reserved: no cost axis");
+      }
+      if (absl::Status s = validate_key(key); !s.ok()) return s;
+      if (absl::Status s = validate_cost(reserve); !s.ok()) return s;
+      const int64_t now_ms = clock_.now_ms();
+      const int64_t t0 = observer_ == nullptr ? 0 : nano_clock_.now_ns();
+      absl::StatusOr<Admission> out = decide<false>(key, now_ms, reserve);
+      if (!out.ok() || !out->allowed()) {
+        report(key, reserve, out, t0);
+        return out;
+      }
+      Admission& a = *out;
+      absl::StatusOr<Decision> left = cost_->peek(key);
+      if (!left.ok()) {
+        a.permit_.release(PermitOutcome::kIgnored);
+        return left.status();
+      }
+      Decision gate = *left;
+      gate.allowed = static_cast<double>(left->remaining) >= reserve;
+      if (gate.allowed) {
+        gate.retry_after_ms = 0;
+      } else {
+        gate.retry_after_ms = std::max<int64_t>(
+            {int64_t{1}, left->retry_after_ms, left->reset_at_ms - now_ms});
+      }
+      a.set_axis(Axis::kCost, gate);
+      a.decision_ = combine(a.decision_, gate);
+      if (!gate.allowed) {
+        give_back_slot(a);
+      } else {
+        a.meter_ = std::make_unique<typename Admission::Meter>(
+            typename Admission::Meter{
+                cost_.get(),
+                [](void* engine, std::string_view k, double units) {
+                  return static_cast<Cost*>(engine)->check(k, units);
+                },
+                std::string(key)});
+      }
+      report(key, reserve, out, t0);
+      return out;
+    }
   }
 
   // The concurrency limiter (the one made for `max_inflight` included);
@@ -307,7 +392,23 @@ class BasicUnifiedAdmission {
     return Decision{false, p.limit_at_acquire(), 0, now_ms, retry};
   }
 
-  // One axis's check; an error releases the slot (kIgnored) and counts.
+  // Reports an admission to the observer (if any; `t0` its start).
+  void report(std::string_view key, double cost,
+              const absl::StatusOr<Admission>& a, int64_t t0) const noexcept {
+    if (observer_ == nullptr || !a.ok()) return;
+    DecisionEvent e;
+    e.kind = DecisionKind::kAdmit;
+    e.engine = "unified_admission";
+    e.key = key;
+    e.cost = cost;
+    e.decision = a->decision();
+    e.binding_axis = a->binding_axis();
+    e.policy_denied = a->policy_denied();
+    e.duration_ns = nano_clock_.now_ns() - t0;
+    notify(observer_.get(), e);
+  }
+
+  // One axis's check; an error releases the slot (kIgnored).
   template <class E>
   absl::Status ask(E& engine, Axis axis, std::string_view key, int64_t now_ms,
                    double cost, Admission& a) {
@@ -329,6 +430,9 @@ class BasicUnifiedAdmission {
   // Built in place in the returned StatusOr (every return returns `out`),
   // so the ~200-byte admission is never copied: a copy right after its
   // fields were written costs store-forwarding stalls on the hot path.
+  // `kWithCost`: ask the cost axis too (admit); without, stop after the
+  // rate axis (admit_reserved gates the cost axis itself).
+  template <bool kWithCost>
   absl::StatusOr<Admission> decide(std::string_view key, int64_t now_ms,
                                    double cost) {
     absl::StatusOr<Admission> out(absl::in_place);
@@ -357,7 +461,7 @@ class BasicUnifiedAdmission {
         }
       }
     }
-    if constexpr (!std::is_same_v<Cost, NoAxis>) {
+    if constexpr (kWithCost && !std::is_same_v<Cost, NoAxis>) {
       if (cost_ != nullptr) {
         if (absl::Status s = ask(*cost_, Axis::kCost, key, now_ms, cost, a);
             !s.ok()) {
