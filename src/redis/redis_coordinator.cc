@@ -42,6 +42,7 @@ enum Script : int {
   kLeaseScript,
   kGiveBackScript,
   kStateScript,
+  kFusedScript,
   kScriptCount,
 };
 static_assert(std::variant_size_v<AnyStrategy> == kLeaseScript);
@@ -50,15 +51,24 @@ const std::array<std::string, kScriptCount>& script_texts() {
   using namespace redis_scripts;  // NOLINT: generated constants
   static const auto* texts = [] {
     auto* t = new std::array<std::string, kScriptCount>;
-    const std::string_view bodies[kScriptCount] = {
+    const auto av = [](std::string_view v) {
+      return absl::string_view(v.data(), v.size());
+    };
+    const std::string_view bodies[kFusedScript] = {
         kGcraLua,       kTokenBucketLua, kFixedWindowLua, kSlidingWindowLua,
         kSlidingLogLua, kQuotaLua,       kTokenBudgetLua, kLeaseLua,
         kGiveBackLua,   kStateLua};
-    for (int i = 0; i < kScriptCount; ++i) {
-      (*t)[i] = absl::StrCat(
-          absl::string_view(kPreludeLua.data(), kPreludeLua.size()),
-          absl::string_view(bodies[i].data(), bodies[i].size()));
+    for (int i = 0; i < kFusedScript; ++i) {
+      (*t)[i] = absl::StrCat(av(kPreludeLua), av(bodies[i]));
     }
+    // The fused script runs the GCRA and token-bucket scripts unchanged,
+    // each wrapped as a function whose parameters shadow the prelude's
+    // per-call globals and ARGV (fused.lua).
+    constexpr std::string_view kParams = "(tk_key, tk_cost, tk_peek, ARGV)\n";
+    (*t)[kFusedScript] = absl::StrCat(
+        av(kPreludeLua), "local function tk_rate_axis", av(kParams),
+        av(kGcraLua), "\nend\nlocal function tk_cost_axis", av(kParams),
+        av(kTokenBucketLua), "\nend\n", av(kFusedLua));
     return t;
   }();
   return *texts;
@@ -80,6 +90,7 @@ timeval to_timeval(absl::Duration d) { return absl::ToTimeval(d); }
 // written by the leader before it sets `done` and read by the caller after.
 struct Request {
   int script = -1;
+  int keys = 1;  // how many leading argv entries are KEYS (scripts only)
   std::vector<std::string> argv;
   absl::Time deadline;
   bool abandoned = false;        // the caller gave up: do not send it
@@ -266,11 +277,12 @@ class RedisCoordinator::Impl {
       static const std::string kEvalSha = "EVALSHA";
       static const std::string kEval = "EVAL";
       static const std::string kOne = "1";
+      static const std::string kTwo = "2";
       if (r.script >= 0) {
         const bool use_sha = evalsha && !shas_[r.script].empty();
         push(use_sha ? kEvalSha : kEval);
         push(use_sha ? shas_[r.script] : script_texts()[r.script]);
-        push(kOne);
+        push(r.keys == 2 ? kTwo : kOne);
       }
       for (const std::string& a : r.argv) push(a);
       redisAppendCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(),
@@ -466,11 +478,17 @@ RedisCoordinator::~RedisCoordinator() = default;
 
 std::string_view RedisCoordinator::lua_script(std::string_view name) {
   static constexpr std::string_view kNames[kScriptCount] = {
-      Gcra::kName,        TokenBucket::kName,
-      FixedWindow::kName, SlidingWindow::kName,
-      SlidingLog::kName,  Quota::kName,
-      TokenBudget::kName, "lease",
-      "give_back",        "state"};
+      Gcra::kName,
+      TokenBucket::kName,
+      FixedWindow::kName,
+      SlidingWindow::kName,
+      SlidingLog::kName,
+      Quota::kName,
+      TokenBudget::kName,
+      "lease",
+      "give_back",
+      "state",
+      "fused"};
   for (int i = 0; i < kScriptCount; ++i) {
     if (kNames[i] == name) return script_texts()[i];
   }
@@ -538,6 +556,47 @@ absl::StatusOr<Decision> RedisCoordinator::do_check(const AnyStrategy& strategy,
   append_options(strategy, r->argv);
   if (absl::Status s = impl_->call(r); !s.ok()) return s;
   return to_decision(*r);
+}
+
+absl::StatusOr<RedisCoordinator::FusedDecision> RedisCoordinator::fused_check(
+    const Gcra& rate, const TokenBucket& cost, std::string_view rate_key,
+    std::string_view cost_key, int64_t now_ms, double units) {
+  if (absl::Status s = validate_key(rate_key); !s.ok()) return s;
+  if (absl::Status s = validate_key(cost_key); !s.ok()) return s;
+  if (absl::Status s = validate_cost(units); !s.ok()) return s;
+  if (now_ms < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("redis: fused_check: now_ms must be >= 0; got ", now_ms));
+  }
+  auto r = std::make_shared<Request>();
+  r->script = kFusedScript;
+  r->keys = 2;
+  const Gcra::Options& g = rate.options();
+  const TokenBucket::Options& b = cost.options();
+  r->argv = {std::string(rate_key),
+             std::string(cost_key),
+             fmt_int(now_ms),
+             fmt_double(units),
+             "c",
+             fmt_int(impl_->options().ttl_slack_ms),
+             fmt_int(g.limit),
+             fmt_int(g.period_ms),
+             fmt_int(g.burst),
+             fmt_int(b.capacity),
+             fmt_double(b.refill_per_sec)};
+  if (absl::Status s = impl_->call(r); !s.ok()) return s;
+  const std::vector<int64_t>& v = r->reply;
+  if (v.size() != 13) {
+    return absl::InternalError(
+        absl::StrCat("redis: the fused script replied with ", v.size(),
+                     " values; expected 13"));
+  }
+  FusedDecision f;
+  f.combined = Decision{v[0] != 0, v[1], v[2], v[3], v[4]};
+  const int64_t burst = g.burst == 0 ? g.limit : g.burst;
+  f.rate = Decision{v[5] != 0, burst, v[6], v[7], v[8]};
+  if (v[9] >= 0) f.cost = Decision{v[9] != 0, b.capacity, v[10], v[11], v[12]};
+  return f;
 }
 
 absl::StatusOr<Decision> RedisCoordinator::do_peek(const AnyStrategy& strategy,

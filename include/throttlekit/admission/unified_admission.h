@@ -61,6 +61,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <concepts>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -86,6 +87,19 @@ namespace throttlekit {
 // An absent rate or cost axis, as a type: `UnifiedAdmission<RateLimiter<
 // Gcra>, NoAxis>` has no cost axis (and no engine to hold for it).
 struct NoAxis {};
+
+// Rate and cost decided together in one atomic step (the fused Redis path,
+// redis/fused_rate_cost.h): `check_pair(key, now_ms, cost)` returns both
+// axes' decisions, the cost axis empty when the rate axis denied. Put on
+// the rate axis with `NoAxis` as the cost axis.
+template <class F>
+concept FusedAxes = requires(F& f, std::string_view key, int64_t now_ms,
+                             double cost) {
+  { f.check_pair(key, now_ms, cost)->rate } -> std::convertible_to<Decision>;
+  {
+    f.check_pair(key, now_ms, cost)->cost
+    } -> std::convertible_to<std::optional<Decision>>;
+};
 
 // The outcome of one `admit`: the combined decision, each evaluated axis's
 // decision, the binding axis, and (when admitted with a concurrency axis)
@@ -218,8 +232,11 @@ class [[nodiscard]] BasicAdmission {
 template <class Rate = NoAxis, class Cost = NoAxis, EpochClock C = SystemClock,
           NanoClock NC = MonotonicClock>
 class BasicUnifiedAdmission {
-  static_assert(std::is_same_v<Rate, NoAxis> || RateEngine<Rate>,
-                "the rate axis must be a RateEngine or NoAxis");
+  static_assert(std::is_same_v<Rate, NoAxis> || RateEngine<Rate> ||
+                    FusedAxes<Rate>,
+                "the rate axis must be a RateEngine, FusedAxes or NoAxis");
+  static_assert(!FusedAxes<Rate> || std::is_same_v<Cost, NoAxis>,
+                "a fused rate axis decides the cost axis too: Cost = NoAxis");
   static_assert(std::is_same_v<Cost, NoAxis> || RateEngine<Cost>,
                 "the cost axis must be a RateEngine or NoAxis");
 
@@ -448,7 +465,23 @@ class BasicUnifiedAdmission {
         return out;
       }
     }
-    if constexpr (!std::is_same_v<Rate, NoAxis>) {
+    if constexpr (FusedAxes<Rate>) {
+      if (rate_ != nullptr) {
+        auto f = rate_->check_pair(key, now_ms, cost);
+        if (!f.ok()) [[unlikely]] {
+          a.permit_.release(PermitOutcome::kIgnored);
+          out = f.status();
+          return out;
+        }
+        a.set_axis(Axis::kRate, f->rate);
+        a.decision_ = combine(a.decision_, f->rate);
+        if (f->cost) {
+          a.set_axis(Axis::kCost, *f->cost);
+          a.decision_ = combine(a.decision_, *f->cost);
+        }
+        if (!a.decision_.allowed) give_back_slot(a);
+      }
+    } else if constexpr (!std::is_same_v<Rate, NoAxis>) {
       if (rate_ != nullptr) {
         if (absl::Status s = ask(*rate_, Axis::kRate, key, now_ms, 1, a);
             !s.ok()) {

@@ -42,6 +42,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -49,6 +50,8 @@
 #include "absl/time/time.h"
 #include "throttlekit/coordinator/backend_stats.h"
 #include "throttlekit/coordinator/coordinator.h"
+#include "throttlekit/strategy/gcra.h"
+#include "throttlekit/strategy/token_bucket.h"
 
 namespace throttlekit {
 
@@ -98,6 +101,28 @@ class RedisCoordinator final : public Coordinator {
   // who preload scripts and for tools that call them directly (the
   // benchmark runs redis-benchmark on the GCRA script with it).
   static std::string_view lua_script(std::string_view name);
+
+  // The fused admission step (docs/admission.md, "The fused Redis path"):
+  // GCRA `rate` for one request on `rate_key` and, if it admits, the token
+  // bucket `cost` for `units` on `cost_key`, in ONE script: one round trip,
+  // atomic. Each axis runs its strict script unchanged and writes per its
+  // own outcome, so the result and the stored states equal `check(rate,
+  // rate_key, now_ms, 1)` followed (if allowed) by `check(cost, cost_key,
+  // now_ms, units)` step for step
+  // (tests/redis/redis_fused_conformance_test.cc). `now_ms` 0 reads the Redis
+  // clock once for both axes. On a Redis Cluster the two keys must hash to one
+  // slot (a shared {hash tag}). Bad keys or units are kInvalidArgument before
+  // any I/O. Thread-safe.
+  struct FusedDecision {
+    Decision combined;             // combine() over the evaluated axes
+    Decision rate;                 // limit: the GCRA burst
+    std::optional<Decision> cost;  // limit: the capacity; empty if not asked
+  };
+  absl::StatusOr<FusedDecision> fused_check(const Gcra& rate,
+                                            const TokenBucket& cost,
+                                            std::string_view rate_key,
+                                            std::string_view cost_key,
+                                            int64_t now_ms, double units);
 
   // Counters since creation (coordinator/backend_stats.h; for tests,
   // benchmarks and metrics). `reloads` counts EVALSHA answered NOSCRIPT
