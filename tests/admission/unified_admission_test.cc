@@ -430,5 +430,58 @@ TEST(UnifiedAdmissionObserver, AThrowingObserverChangesNothing) {
   EXPECT_EQ(recorder->events.size(), 2u);
 }
 
+// The bid-price policy is asked first: a request below its bid is denied
+// with no binding axis, takes no slot and spends nothing.
+TEST(UnifiedAdmissionPolicy, DeniesBelowTheBidBeforeAnyAxis) {
+  Slots slots(4);
+  auto rate = window(5);
+  auto recorder = std::make_shared<Recorder>();
+  auto policy = std::shared_ptr<BidPricePolicy>(
+      *BidPricePolicy::create({.duals = Duals{.rate = 5, .cost = 1}}));
+  auto adm = Adm::create({.concurrency = slots.limiter,
+                          .rate = rate,
+                          .cost = bucket(100),
+                          .observer = recorder,
+                          .policy = policy},
+                         SystemClock{}, ManualNano(slots.nano));
+  ASSERT_TRUE(adm.ok());
+  // bid = 5 + 1 * cost: value 7 clears cost 2, not cost 3.
+  absl::StatusOr<Adm::Admission> low =
+      (*adm)->admit({.key = "t", .cost = 3, .value = 7, .now_ms = kEpoch});
+  ASSERT_TRUE(low.ok()) << low.status();
+  EXPECT_FALSE(low->allowed());
+  EXPECT_TRUE(low->policy_denied());
+  EXPECT_FALSE(low->binding_axis());
+  EXPECT_EQ(low->deny_lane(), "policy");
+  EXPECT_FALSE(low->axis(Axis::kConcurrency));
+  EXPECT_FALSE(low->axis(Axis::kRate));
+  EXPECT_EQ(low->decision().retry_after_ms, 0);
+  EXPECT_EQ(slots.limiter->inflight(), 0);
+  EXPECT_EQ(rate->peek("t")->remaining, 5);
+  const DecisionEvent& e = recorder->events.back();
+  EXPECT_TRUE(e.policy_denied);
+  EXPECT_EQ(deny_lane(e.decision.allowed, e.binding_axis, e.policy_denied),
+            "policy");
+  EXPECT_FALSE(binding_axis_attribute(e.decision.allowed, e.binding_axis,
+                                      e.policy_denied));
+
+  absl::StatusOr<Adm::Admission> high =
+      (*adm)->admit({.key = "t", .cost = 2, .value = 7, .now_ms = kEpoch});
+  ASSERT_TRUE(high.ok());
+  EXPECT_TRUE(high->allowed());
+  EXPECT_FALSE(high->policy_denied());
+  EXPECT_EQ(rate->peek("t")->remaining, 4);
+  // With a policy every admission needs a value.
+  EXPECT_EQ((*adm)->admit("t", 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*adm)->admit_at("t", kEpoch, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*adm)->admit({.key = "t", .value = std::nan("")}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*adm)->admit({.key = "", .value = 9}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(policy->stats().policy_denied, 1);
+}
+
 }  // namespace
 }  // namespace throttlekit

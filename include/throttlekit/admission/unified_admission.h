@@ -63,6 +63,7 @@
 #include <cmath>
 #include <concepts>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -73,6 +74,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "throttlekit/admission/bid_price_policy.h"
 #include "throttlekit/concurrency/adaptive_concurrency.h"
 #include "throttlekit/core/binding_axis.h"
 #include "throttlekit/core/clock.h"
@@ -83,6 +85,20 @@
 #include "throttlekit/observe/decision_observer.h"
 
 namespace throttlekit {
+
+// One request for `admit`: the key, its cost, and for the bid-price policy
+// its value (revenue if served) and expected hold (seconds in flight).
+struct AdmitRequest {
+  std::string_view key;
+  double cost = 1;
+  // Required (finite) when a policy is set; ignored otherwise.
+  double value = std::numeric_limits<double>::quiet_NaN();
+  // The 3-axis policy's concurrency hold; a non-finite or negative hold
+  // counts as 0 (bid_price_policy.h).
+  double hold_s = 0;
+  // Epoch ms; 0: the admission's clock.
+  int64_t now_ms = 0;
+};
 
 // An absent rate or cost axis, as a type: `UnifiedAdmission<RateLimiter<
 // Gcra>, NoAxis>` has no cost axis (and no engine to hold for it).
@@ -256,6 +272,10 @@ class BasicUnifiedAdmission {
     std::shared_ptr<Cost> cost;
     // Sees every admission; null: none.
     std::shared_ptr<DecisionObserver> observer;
+    // The joint-LP bid-price policy (bid_price_policy.h), asked before any
+    // axis: a request whose value is below its bid is denied with
+    // `policy_denied()` and no binding axis, and spends nothing. Null: none.
+    std::shared_ptr<BidPricePolicy> policy;
   };
 
   // Validates `options`: kInvalidArgument naming "unified_admission.<field>"
@@ -291,27 +311,50 @@ class BasicUnifiedAdmission {
   BasicUnifiedAdmission(const BasicUnifiedAdmission&) = delete;
   BasicUnifiedAdmission& operator=(const BasicUnifiedAdmission&) = delete;
 
+  // Admits or denies `r` (the policy first, when set: kInvalidArgument if
+  // `r.value` is not finite). Thread-safe.
+  absl::StatusOr<Admission> admit(const AdmitRequest& r) {
+    const int64_t now_ms = r.now_ms != 0 ? r.now_ms : clock_.now_ms();
+    if (policy_ != nullptr) {
+      if (!std::isfinite(r.value)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "unified_admission: the bid-price policy needs a finite request "
+            "value; got ",
+            r.value));
+      }
+      if (!is_valid_key(r.key) || !is_valid_cost(r.cost)) [[unlikely]] {
+        if (absl::Status s = validate_key(r.key); !s.ok()) return s;
+        return validate_cost(r.cost);
+      }
+      if (!policy_->admits(r.value, r.cost, r.hold_s)) {
+        absl::StatusOr<Admission> out(absl::in_place);
+        out->policy_denied_ = true;
+        // No axis ran out: nothing to wait for until prices change.
+        out->decision_ =
+            Decision{false, kMaxSafeInteger, kMaxSafeInteger, now_ms, 0};
+        const int64_t t0 = observer_ == nullptr ? 0 : nano_clock_.now_ns();
+        report(r.key, r.cost, out, t0);
+        return out;
+      }
+    }
+    return evaluate(r.key, now_ms, r.cost);
+  }
+
   // Admits or denies one request of `cost` for `key` now (the clock read
-  // once). Thread-safe.
+  // once). With a policy set, use `admit(AdmitRequest)` (this form has no
+  // value: kInvalidArgument). Thread-safe.
   absl::StatusOr<Admission> admit(std::string_view key, double cost = 1) {
-    return admit_at(key, clock_.now_ms(), cost);
+    return admit(AdmitRequest{.key = key, .cost = cost});
   }
 
   // As `admit`, at a caller-supplied epoch-ms `now_ms` (every axis decides
   // at it; the concurrency decision's reset_at is it). Thread-safe.
   absl::StatusOr<Admission> admit_at(std::string_view key, int64_t now_ms,
                                      double cost = 1) {
-    if (!is_valid_key(key) || !is_valid_cost(cost)) [[unlikely]] {
-      if (absl::Status s = validate_key(key); !s.ok()) return s;
-      return validate_cost(cost);
+    if (policy_ != nullptr) [[unlikely]] {
+      return needs_value();
     }
-    if (observer_ == nullptr) [[likely]] {
-      return decide<true>(key, now_ms, cost);
-    }
-    const int64_t t0 = nano_clock_.now_ns();
-    absl::StatusOr<Admission> a = decide<true>(key, now_ms, cost);
-    report(key, cost, a, t0);
-    return a;
+    return evaluate(key, now_ms, cost);
   }
 
   // The cost axis for work whose cost is known only afterwards (an LLM
@@ -336,6 +379,7 @@ class BasicUnifiedAdmission {
         return absl::FailedPreconditionError(
             "unified_admission.admit_reserved: no cost axis");
       }
+      if (policy_ != nullptr) return needs_value();
       if (absl::Status s = validate_key(key); !s.ok()) return s;
       if (absl::Status s = validate_cost(reserve); !s.ok()) return s;
       const int64_t now_ms = clock_.now_ms();
@@ -390,8 +434,31 @@ class BasicUnifiedAdmission {
         rate_(std::move(options.rate)),
         cost_(std::move(options.cost)),
         observer_(std::move(options.observer)),
+        policy_(std::move(options.policy)),
         clock_(std::move(clock)),
         nano_clock_(std::move(nano_clock)) {}
+
+  // admit_at without the policy check (done by the caller).
+  absl::StatusOr<Admission> evaluate(std::string_view key, int64_t now_ms,
+                                     double cost) {
+    if (!is_valid_key(key) || !is_valid_cost(cost)) [[unlikely]] {
+      if (absl::Status s = validate_key(key); !s.ok()) return s;
+      return validate_cost(cost);
+    }
+    if (observer_ == nullptr) [[likely]] {
+      return decide<true>(key, now_ms, cost);
+    }
+    const int64_t t0 = nano_clock_.now_ns();
+    absl::StatusOr<Admission> a = decide<true>(key, now_ms, cost);
+    report(key, cost, a, t0);
+    return a;
+  }
+
+  static absl::Status needs_value() {
+    return absl::InvalidArgumentError(
+        "unified_admission: a bid-price policy is set: admit with an "
+        "AdmitRequest carrying the request's value");
+  }
 
   // The lease shim: the concurrency axis as a decision.
   static Decision granted(const typename Admission::Permit& p,
@@ -512,6 +579,7 @@ class BasicUnifiedAdmission {
   const std::shared_ptr<Rate> rate_;
   const std::shared_ptr<Cost> cost_;
   const std::shared_ptr<DecisionObserver> observer_;
+  const std::shared_ptr<BidPricePolicy> policy_;
   const C clock_;
   const NC nano_clock_;
 };
