@@ -1,0 +1,318 @@
+// Tests of heartbeat_step (coordinator/heartbeat_core.h): the step's rules
+// one by one (upsert, stale beats, eviction with self surviving, min and
+// lower-median aggregates, the equal split with its remainder by id, the
+// occupancy cap, generations and acknowledgements, demand-proportional
+// targets, bad reports), then two properties over random fleets:
+// sum(share) <= L after every step, and with acknowledged handoff the
+// true sum(inflight) <= L at every step under delayed, reordered grant
+// delivery and lagging reports (and without handoff the same search finds
+// an overshoot: the handoff is necessary).
+
+#include "throttlekit/coordinator/heartbeat_core.h"
+
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace throttlekit {
+namespace {
+
+constexpr int64_t kNow = 1'000'000;
+const HeartbeatOptions kOpts{.lease_ttl_ms = 1000};
+
+HeartbeatGrant beat(std::vector<HeartbeatNode>& t, std::string_view id,
+                    int64_t seq, int64_t inflight, int64_t local,
+                    int64_t now = kNow, HeartbeatOptions o = kOpts,
+                    int64_t applied_gen = 0, int64_t demand = 0) {
+  absl::StatusOr<HeartbeatGrant> g = heartbeat_step(t,
+                                                    {.node_id = id,
+                                                     .seq = seq,
+                                                     .applied_gen = applied_gen,
+                                                     .inflight = inflight,
+                                                     .local_limit = local,
+                                                     .demand = demand},
+                                                    now, o);
+  EXPECT_TRUE(g.ok()) << g.status();
+  return g.ok() ? *g : HeartbeatGrant{};
+}
+
+TEST(HeartbeatCore, EqualSplitWithTheRemainderToTheFirstIds) {
+  std::vector<HeartbeatNode> t;
+  EXPECT_EQ(beat(t, "a", 1, 0, 10).share, 10);  // alone: everything
+  // b joins; a still holds 10, so b gets nothing until a gives it back.
+  HeartbeatGrant b = beat(t, "b", 1, 0, 10);
+  EXPECT_EQ(b.share, 0);
+  EXPECT_EQ(b.live_nodes, 2);
+  EXPECT_EQ(b.global_limit, 10);
+  EXPECT_EQ(beat(t, "a", 2, 0, 10).share, 5);  // target 10 / 2
+  EXPECT_EQ(beat(t, "b", 2, 0, 10).share, 5);
+  // 11 over 3 nodes: 4, 4, 3 (the remainder to "a", then "b").
+  beat(t, "c", 1, 0, 11);
+  for (int round = 0; round < 3; ++round) {
+    beat(t, "a", 3 + round, 0, 11);
+    beat(t, "b", 3 + round, 0, 11);
+    beat(t, "c", 2 + round, 0, 11);
+  }
+  std::map<std::string, int64_t> share;
+  for (const HeartbeatNode& n : t) share[n.id] = n.share;
+  EXPECT_EQ(share["a"], 4);
+  EXPECT_EQ(share["b"], 4);
+  EXPECT_EQ(share["c"], 3);
+}
+
+TEST(HeartbeatCore, MinOrLowerMedianNeverASum) {
+  std::vector<HeartbeatNode> t;
+  beat(t, "a", 1, 0, 8);
+  beat(t, "b", 1, 0, 20);
+  EXPECT_EQ(beat(t, "c", 1, 0, 12).global_limit, 8);  // min
+  std::vector<HeartbeatNode> m;
+  const HeartbeatOptions median{.lease_ttl_ms = 1000,
+                                .aggregate = HeartbeatAggregate::kLowerMedian};
+  beat(m, "a", 1, 0, 8, kNow, median);
+  beat(m, "b", 1, 0, 20, kNow, median);
+  EXPECT_EQ(beat(m, "c", 1, 0, 12, kNow, median).global_limit, 12);
+  EXPECT_EQ(beat(m, "d", 1, 0, 30, kNow, median).global_limit,
+            12);  // 8,12,20,30
+}
+
+TEST(HeartbeatCore, TheCapReservesAPeersInflightAboveItsShare) {
+  std::vector<HeartbeatNode> t;
+  beat(t, "a", 1, 0, 10);
+  beat(t, "b", 1, 0, 10);
+  beat(t, "a", 2, 9, 10);  // a's share falls to 5, but 9 are in flight
+  EXPECT_EQ(beat(t, "b", 2, 0, 10).share, 1);  // 10 - max(5, 9)
+  beat(t, "a", 3, 3, 10);                      // a drained to 3
+  EXPECT_EQ(beat(t, "b", 3, 0, 10).share, 5);
+}
+
+TEST(HeartbeatCore, StaleBeatsChangeNothingAndPeersExpireButSelfSurvives) {
+  std::vector<HeartbeatNode> t;
+  beat(t, "a", 5, 0, 10);
+  beat(t, "b", 1, 0, 10, kNow + 10);
+  const std::vector<HeartbeatNode> before = t;
+  HeartbeatGrant old = beat(t, "a", 4, 7, 3, kNow + 20);  // seq 4 < 5
+  EXPECT_TRUE(old.stale);
+  EXPECT_EQ(t[0].inflight, before[0].inflight);
+  EXPECT_EQ(t[0].local_limit, 10);
+  // At kNow + 1000 a's lease (kNow + 1000) has expired: b evicts it.
+  HeartbeatGrant b = beat(t, "b", 2, 0, 10, kNow + 1000);
+  EXPECT_EQ(b.live_nodes, 1);
+  EXPECT_EQ(b.share, 10);
+  ASSERT_EQ(t.size(), 1u);
+  // A lone node whose own lease lapsed still survives its beat.
+  EXPECT_EQ(beat(t, "b", 3, 0, 10, kNow + 99'999).live_nodes, 1);
+}
+
+TEST(HeartbeatCore, GenerationsAndAcknowledgedHandoff) {
+  const HeartbeatOptions h{.lease_ttl_ms = 1000, .handoff = true};
+  std::vector<HeartbeatNode> t;
+  HeartbeatGrant a = beat(t, "a", 1, 0, 10, kNow, h, 0);
+  EXPECT_EQ(a.share, 10);
+  EXPECT_EQ(a.generation, 1);
+  // b joins; a's grant of 10 is unacknowledged, so b is reserved out.
+  EXPECT_EQ(beat(t, "b", 1, 0, 10, kNow, h, 0).share, 0);
+  // a acknowledges gen 1 and is cut to 5 (gen 2, unacknowledged): the
+  // coordinator still reserves 10 for a (acked share) until a applies it.
+  a = beat(t, "a", 2, 0, 10, kNow, h, 1);
+  EXPECT_EQ(a.share, 5);
+  EXPECT_EQ(a.generation, 2);
+  EXPECT_EQ(beat(t, "b", 2, 0, 10, kNow, h, 0).share, 0);
+  // a applies gen 2 and says so: b may have the other 5.
+  beat(t, "a", 3, 0, 10, kNow, h, 2);
+  EXPECT_EQ(beat(t, "b", 3, 0, 10, kNow, h, 0).share, 5);
+  // An unchanged share is not a new generation.
+  EXPECT_EQ(beat(t, "a", 4, 0, 10, kNow, h, 2).generation, 2);
+}
+
+// A node evicted and back reports a generation the table never issued:
+// its next grant is newer still, so the handoff reserve covers it (found
+// by the property below).
+TEST(HeartbeatCore, AReturningNodesGenerationOnlyGrows) {
+  const HeartbeatOptions h{.lease_ttl_ms = 1000, .handoff = true};
+  std::vector<HeartbeatNode> t;
+  beat(t, "b", 1, 0, 10, kNow, h, 0);
+  HeartbeatGrant a = beat(t, "a", 9, 0, 10, kNow + 5000, h, 5);
+  EXPECT_EQ(a.generation, 6);  // "b" expired; "a" is new here
+  EXPECT_EQ(a.share, 10);
+  // Unacknowledged: a newcomer is reserved out.
+  EXPECT_EQ(beat(t, "c", 1, 0, 10, kNow + 5000, h, 0).share, 0);
+}
+
+TEST(HeartbeatCore, DemandProportionalTargetsWithAFloorOfOne) {
+  const HeartbeatOptions d{.lease_ttl_ms = 1000, .demand_proportional = true};
+  std::vector<HeartbeatNode> t;
+  beat(t, "idle", 1, 0, 20, kNow, d, 0, 0);
+  beat(t, "hungry", 1, 0, 20, kNow, d, 0, 50);
+  beat(t, "idle", 2, 0, 20, kNow, d, 0, 0);
+  EXPECT_EQ(beat(t, "hungry", 2, 0, 20, kNow, d, 0, 50).share, 19);
+  EXPECT_EQ(beat(t, "idle", 3, 0, 20, kNow, d, 0, 0).share, 1);
+}
+
+TEST(HeartbeatCore, BadReportsNameTheFieldAndChangeNothing) {
+  std::vector<HeartbeatNode> t;
+  const auto code = [&](HeartbeatReport r, HeartbeatOptions o = kOpts) {
+    return heartbeat_step(t, r, kNow, o).status();
+  };
+  EXPECT_NE(code({.node_id = "", .seq = 1}).message().find("node_id"),
+            std::string::npos);
+  EXPECT_NE(code({.node_id = "a", .seq = 0}).message().find("seq"),
+            std::string::npos);
+  EXPECT_NE(code({.node_id = "a", .seq = 1, .inflight = -1})
+                .message()
+                .find("inflight"),
+            std::string::npos);
+  EXPECT_NE(code({.node_id = "a", .seq = 1, .local_limit = int64_t{1} << 31})
+                .message()
+                .find("local_limit"),
+            std::string::npos);
+  EXPECT_NE(code({.node_id = "a", .seq = 1}, {.lease_ttl_ms = 0})
+                .message()
+                .find("lease_ttl_ms"),
+            std::string::npos);
+  EXPECT_TRUE(t.empty());
+}
+
+// Random fleets with joins, crashes (their leases expire), out-of-order
+// beats and changing in-flight: after every step the live nodes' shares
+// sum to at most L (all nodes report the same local limit L).
+RC_GTEST_PROP(HeartbeatCoreProperty, SharesNeverSumAboveTheLimit, ()) {
+  const int64_t limit = *rc::gen::inRange<int64_t>(1, 40);
+  const bool handoff = *rc::gen::arbitrary<bool>();
+  const HeartbeatOptions o{.lease_ttl_ms = 100, .handoff = handoff};
+  std::vector<HeartbeatNode> t;
+  std::map<int, int64_t> seq, gen;
+  int64_t now = kNow;
+  const int steps = *rc::gen::inRange(1, 200);
+  for (int i = 0; i < steps; ++i) {
+    const int node = *rc::gen::inRange(0, 6);
+    const std::string id = "n" + std::to_string(node);
+    now += *rc::gen::inRange<int64_t>(0, 40);
+    // Sometimes replay an old sequence number (a delayed beat).
+    const int64_t s = *rc::gen::inRange(0, 5) == 0
+                          ? std::max<int64_t>(1, seq[node] - 1)
+                          : ++seq[node];
+    absl::StatusOr<HeartbeatGrant> g =
+        heartbeat_step(t,
+                       {.node_id = id,
+                        .seq = s,
+                        .applied_gen = gen[node],
+                        .inflight = *rc::gen::inRange<int64_t>(0, limit + 3),
+                        .local_limit = limit},
+                       now, o);
+    RC_ASSERT(g.ok());
+    if (*rc::gen::arbitrary<bool>()) gen[node] = g->generation;
+    int64_t live_shares = 0;
+    for (const HeartbeatNode& n : t) {
+      if (n.expires_at_ms > now) live_shares += n.share;
+    }
+    RC_ASSERT(live_shares <= limit);
+  }
+}
+
+// A fleet simulated step by step: nodes acquire only below the share they
+// have applied, grants reach them late and out of order (applied only if
+// newer), reports are atomic snapshots that reach the coordinator late and
+// out of order. Returns the worst true sum(inflight) seen.
+int64_t worst_inflight(uint64_t seed, bool handoff, int64_t limit) {
+  std::mt19937_64 rng(seed);
+  const auto pick = [&](int64_t n) {
+    return static_cast<int64_t>(rng() % static_cast<uint64_t>(n));
+  };
+  const HeartbeatOptions o{.lease_ttl_ms = int64_t{1} << 40,
+                           .handoff = handoff};
+  struct Node {
+    int64_t applied_share = 0, applied_gen = 0, inflight = 0, seq = 0;
+    bool crashed = false;
+  };
+  struct Report {
+    int node;
+    HeartbeatReport r;
+  };
+  struct Grant {
+    int node;
+    int64_t gen, share;
+  };
+  std::vector<Node> nodes(2);
+  std::vector<std::string> ids = {"n0", "n1"};
+  std::vector<Report> reports;
+  std::vector<Grant> grants;
+  std::vector<HeartbeatNode> table;
+  int64_t worst = 0;
+  for (int step = 0; step < 400; ++step) {
+    const int64_t action = pick(10);
+    const int i = static_cast<int>(pick(static_cast<int64_t>(nodes.size())));
+    Node& n = nodes[static_cast<size_t>(i)];
+    if (action < 3 && !n.crashed) {  // acquire below the applied share
+      if (n.inflight < n.applied_share) ++n.inflight;
+    } else if (action < 5 && !n.crashed) {  // release
+      if (n.inflight > 0) --n.inflight;
+    } else if (action < 7 && !n.crashed) {  // snapshot a report
+      reports.push_back({i,
+                         {.node_id = ids[static_cast<size_t>(i)],
+                          .seq = ++n.seq,
+                          .applied_gen = n.applied_gen,
+                          .inflight = n.inflight,
+                          .local_limit = limit}});
+    } else if (action < 8 && !reports.empty()) {  // the coordinator steps
+      const size_t k =
+          static_cast<size_t>(pick(static_cast<int64_t>(reports.size())));
+      const Report rep = reports[k];
+      reports.erase(reports.begin() + static_cast<std::ptrdiff_t>(k));
+      absl::StatusOr<HeartbeatGrant> g = heartbeat_step(table, rep.r, kNow, o);
+      if (g.ok() && !g->stale)
+        grants.push_back({rep.node, g->generation, g->share});
+    } else if (action < 9 && !grants.empty()) {  // a grant arrives
+      const size_t k =
+          static_cast<size_t>(pick(static_cast<int64_t>(grants.size())));
+      const Grant gr = grants[k];
+      grants.erase(grants.begin() + static_cast<std::ptrdiff_t>(k));
+      Node& to = nodes[static_cast<size_t>(gr.node)];
+      if (gr.gen > to.applied_gen) {
+        to.applied_gen = gr.gen;
+        to.applied_share = gr.share;
+      }
+    } else if (nodes.size() < 4) {  // a node joins
+      nodes.push_back({});
+      ids.push_back("n" + std::to_string(nodes.size() - 1));
+    }
+    int64_t sum = 0;
+    for (const Node& x : nodes) sum += x.inflight;
+    worst = std::max(worst, sum);
+  }
+  return worst;
+}
+
+TEST(HeartbeatCoreFleet, HandoffHoldsInflightAtTheLimitUnderLag) {
+  int64_t worst = 0;
+  for (uint64_t seed = 1; seed <= 3000; ++seed) {
+    const int64_t limit = 2 + static_cast<int64_t>(seed % 5);
+    const int64_t w = worst_inflight(seed, /*handoff=*/true, limit);
+    ASSERT_LE(w, limit) << "seed " << seed;
+    worst = std::max(worst, w - limit);
+  }
+  EXPECT_EQ(worst, 0);
+}
+
+// The negative control: the same fleets without handoff overshoot.
+TEST(HeartbeatCoreFleet, WithoutHandoffTheSameLagOvershoots) {
+  int64_t over = 0, runs_over = 0;
+  for (uint64_t seed = 1; seed <= 3000; ++seed) {
+    const int64_t limit = 2 + static_cast<int64_t>(seed % 5);
+    const int64_t w = worst_inflight(seed, /*handoff=*/false, limit);
+    if (w > limit) {
+      ++runs_over;
+      over = std::max(over, w - limit);
+    }
+  }
+  std::printf("without handoff: %lld of 3000 fleets overshoot, by up to %lld\n",
+              static_cast<long long>(runs_over), static_cast<long long>(over));
+  EXPECT_GT(runs_over, 0);
+}
+
+}  // namespace
+}  // namespace throttlekit
