@@ -7,10 +7,12 @@
 #include <limits>
 #include <string>
 
+#include "support/test_time.h"
+
 namespace throttlekit {
 namespace {
 
-constexpr int64_t kEpoch = 1'700'000'000'000;  // a multiple of 1000
+using testing::kEpoch;  // a multiple of 1000
 
 FixedWindow make(int64_t limit, int64_t window_ms) {
   auto f = FixedWindow::create({limit, window_ms});

@@ -4,10 +4,12 @@
 
 #include <cmath>
 
+#include "support/test_time.h"
+
 namespace throttlekit {
 namespace {
 
-constexpr int64_t kEpoch = 1'700'000'000'000;  // large epochs, as in prod
+using testing::kEpoch;  // large epochs, as in prod
 
 Gcra make(int64_t limit, int64_t period_ms, int64_t burst = 0) {
   auto g = Gcra::create({limit, period_ms, burst});

@@ -8,12 +8,13 @@
 
 #include <cmath>
 
+#include "support/test_time.h"
 #include "throttlekit/strategy/leaky_bucket.h"
 
 namespace throttlekit {
 namespace {
 
-constexpr int64_t kEpoch = 1'700'000'000'000;
+using testing::kEpoch;
 
 RC_GTEST_PROP(LeakyBucketProperty, DeparturesAreSpacedByTTimesCost, ()) {
   const double rate = *rc::gen::element(0.5, 1.0, 3.0, 7.0, 10.0, 250.0);

@@ -5,10 +5,12 @@
 #include <limits>
 #include <string>
 
+#include "support/test_time.h"
+
 namespace throttlekit {
 namespace {
 
-constexpr int64_t kEpoch = 1'700'000'000'000;
+using testing::kEpoch;
 
 LeakyBucket make(double rate_per_sec, int64_t max_queue_ms) {
   auto b = LeakyBucket::create({rate_per_sec, max_queue_ms});

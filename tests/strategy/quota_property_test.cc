@@ -1,35 +1,29 @@
 // Quota properties: periods tile the timeline on local calendar boundaries,
 // no period is charged more than `limit`, and a denial never changes state
-// (docs/semantics.md, "Quota").
+// (docs/semantics.md, "Quota"). The contract every strategy shares (a denial
+// never changes state, peek, forecast, expiry) is typed, on richer
+// timelines, in strategy_contract_property_test.cc.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
 #include <map>
 
+#include "support/generators.h"
+#include "support/test_time.h"
 #include "throttlekit/strategy/civil_time.h"
 #include "throttlekit/strategy/quota.h"
 
 namespace throttlekit {
 namespace {
 
-constexpr int64_t kEpoch = 1'700'000'000'000;
+using testing::gen_quota_options;
+using testing::kEpoch;
+
 constexpr int64_t kDay = 86'400'000;
 
-Quota::Options gen_options() {
-  Quota::Options o;
-  o.limit = *rc::gen::inRange<int64_t>(1, 20);
-  o.period = *rc::gen::element(QuotaPeriod::kDay, QuotaPeriod::kWeek,
-                               QuotaPeriod::kMonth, QuotaPeriod::kFixed);
-  o.week_starts_on = *rc::gen::inRange<int64_t>(0, 7);
-  o.offset_minutes = *rc::gen::inRange<int64_t>(-840, 841);
-  o.anchor_ms = kEpoch + *rc::gen::inRange<int64_t>(-10 * kDay, 10 * kDay);
-  o.period_ms = *rc::gen::inRange<int64_t>(1, 3 * kDay);
-  return o;
-}
-
 RC_GTEST_PROP(QuotaProperty, PeriodsTileTheTimelineOnCalendarBoundaries, ()) {
-  const Quota::Options o = gen_options();
+  const Quota::Options o = gen_quota_options();
   const Quota q = *Quota::create(o);
   // Anywhere from ~1900 to ~2100, including before 1970.
   const int64_t now =
@@ -70,7 +64,7 @@ RC_GTEST_PROP(QuotaProperty, PeriodsTileTheTimelineOnCalendarBoundaries, ()) {
 }
 
 RC_GTEST_PROP(QuotaProperty, NeverMoreThanLimitPerPeriod, ()) {
-  const Quota::Options o = gen_options();
+  const Quota::Options o = gen_quota_options();
   const Quota q = *Quota::create(o);
   const bool backward = *rc::gen::arbitrary<bool>();
   const int64_t step = q.policy_window_ms() / 8 + 1;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <string>
 
+#include "support/test_time.h"
 #include "throttlekit/strategy/civil_time.h"
 
 namespace throttlekit {
@@ -14,7 +15,7 @@ using std::chrono::sys_days;
 using std::chrono::year;
 using std::chrono::year_month_day;
 
-constexpr int64_t kEpoch = 1'700'000'000'000;  // 2023-11-14T22:13:20Z
+using testing::kEpoch;  // 2023-11-14T22:13:20Z
 constexpr int64_t kHour = 3'600'000;
 constexpr int64_t kDay = 86'400'000;
 

@@ -6,10 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "support/test_time.h"
+
 namespace throttlekit {
 namespace {
 
-constexpr int64_t kEpoch = 1'700'000'000'000;  // large epochs, as in prod
+using testing::kEpoch;  // large epochs, as in prod
 
 SlidingLog make(int64_t limit, int64_t window_ms) {
   auto s = SlidingLog::create({limit, window_ms});

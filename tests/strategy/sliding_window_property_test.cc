@@ -8,9 +8,11 @@
 // Why: at the last admission in the span, at elapsed e into tick k + S, the
 // check saw ticks k+1 .. k+S in full and tick k at weight 1 - e/w, and e/w
 // < f; if the last admission is in an earlier tick, tick k was counted in
-// full. Also: a denial never changes state (under any clock) and a denial on
-// a cold key allocates nothing; the forecast's next instant admits and the ms
-// before it does not; an expired state decides like a cold one.
+// full. The contract every strategy shares (a denial never changes state and
+// a denial on a cold key allocates nothing; peek; the forecast's next instant
+// admits and the ms before it does not, and at full_at the whole limit fits;
+// an expired state decides like a cold one) is typed in
+// strategy_contract_property_test.cc.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
@@ -21,32 +23,23 @@
 #include <map>
 #include <vector>
 
+#include "support/generators.h"
+#include "support/test_time.h"
 #include "throttlekit/strategy/sliding_window.h"
 
 namespace throttlekit {
 namespace {
 
-constexpr int64_t kEpoch = 1'700'000'000'000;
+using testing::gen_cost;
+using testing::gen_forward_step;
+using testing::gen_sliding_window;
+using testing::kEpoch;
+using testing::step_ms;
 
 struct Admit {
   int64_t at;
   double cost;
 };
-
-SlidingWindow gen_window() {
-  const int64_t window = *rc::gen::inRange<int64_t>(1, 2000);
-  const int64_t buckets =
-      *rc::gen::inRange<int64_t>(1, std::min<int64_t>(window, 20) + 1);
-  return *SlidingWindow::create(
-      {*rc::gen::inRange<int64_t>(1, 30), window, buckets});
-}
-
-double gen_cost() { return *rc::gen::element(1.0, 1.0, 0.5, 2.0, 3.0, 0.25); }
-
-int64_t gen_step(const SlidingWindow& sw) {
-  return *rc::gen::inRange<int64_t>(0,
-                                    static_cast<int64_t>(2 * sw.tick_ms()) + 2);
-}
 
 // The tick of `t`, computed as the strategy does.
 int64_t tick_of(const SlidingWindow& sw, int64_t t) {
@@ -59,7 +52,7 @@ std::vector<Admit> run(const SlidingWindow& sw, SlidingWindow::State& s,
   std::vector<Admit> admitted;
   int64_t now = kEpoch + *rc::gen::inRange<int64_t>(0, 2000);
   for (int i = 0; i < steps; ++i) {
-    now += gen_step(sw);
+    now += gen_forward_step(step_ms(sw));
     const double cost = gen_cost();
     if (sw.check(s, now, cost).allowed) admitted.push_back({now, cost});
   }
@@ -67,7 +60,7 @@ std::vector<Admit> run(const SlidingWindow& sw, SlidingWindow::State& s,
 }
 
 RC_GTEST_PROP(SlidingWindowProperty, AnySConsecutiveTicksAdmitAtMostLimit, ()) {
-  const SlidingWindow sw = gen_window();
+  const SlidingWindow sw = gen_sliding_window();
   const int64_t buckets = sw.options().buckets;
   const double limit = static_cast<double>(sw.options().limit);
   SlidingWindow::State s;
@@ -87,7 +80,7 @@ RC_GTEST_PROP(SlidingWindowProperty, AnySConsecutiveTicksAdmitAtMostLimit, ()) {
 
 RC_GTEST_PROP(SlidingWindowProperty,
               WindowSpanAdmitsAtMostLimitPlusFractionOfFirstTick, ()) {
-  const SlidingWindow sw = gen_window();
+  const SlidingWindow sw = gen_sliding_window();
   const int64_t window = sw.options().window_ms;
   const double limit = static_cast<double>(sw.options().limit);
   const double w = sw.tick_ms();
@@ -111,83 +104,6 @@ RC_GTEST_PROP(SlidingWindowProperty,
       RC_ASSERT(units <= limit + f * x_k + 1e-9);
       RC_ASSERT(units < 2 * limit + 1e-9);
     }
-  }
-}
-
-RC_GTEST_PROP(SlidingWindowProperty, DenialNeverChangesState, ()) {
-  const SlidingWindow sw = gen_window();
-  SlidingWindow::State cold;
-  const Decision first = sw.check(cold, kEpoch, sw.options().limit + 0.5);
-  RC_ASSERT(!first.allowed);
-  RC_ASSERT(cold.slots.capacity() == 0u);  // a cold denial allocates nothing
-  SlidingWindow::State s;
-  int64_t now = kEpoch;
-  for (int i = 0; i < 200; ++i) {
-    now += gen_step(sw) - *rc::gen::inRange<int64_t>(0, 40);  // may go back
-    const SlidingWindow::State before = s;
-    const Decision d = sw.check(s, now, *rc::gen::element(1.0, 2.5, 40.0));
-    RC_ASSERT(d.remaining >= 0);
-    RC_ASSERT(d.reset_at_ms > now);
-    if (d.allowed) {
-      RC_ASSERT(d.retry_after_ms == 0);
-    } else {
-      RC_ASSERT(s == before);
-      RC_ASSERT(d.retry_after_ms >= 1);
-    }
-  }
-}
-
-RC_GTEST_PROP(SlidingWindowProperty, ForecastNextAdmitsAndTheMsBeforeDoesNot,
-              ()) {
-  const SlidingWindow sw = gen_window();
-  SlidingWindow::State s;
-  (void)run(sw, s, *rc::gen::inRange(0, 100));
-  // A `now` after the history (the clock does not move back).
-  int64_t now = kEpoch + 2000;
-  for (const SlidingWindow::Slot& slot : s.slots) {
-    if (slot.tick != SlidingWindow::kNoTick) {
-      now = std::max(now,
-                     static_cast<int64_t>(std::ceil(
-                         static_cast<double>(slot.tick + 1) * sw.tick_ms())));
-    }
-  }
-  now += *rc::gen::inRange<int64_t>(0, 50);
-  const double cost = std::min(static_cast<double>(sw.options().limit),
-                               *rc::gen::element(1.0, 0.3, 2.0, 7.5, 30.0));
-  const SlidingWindow::State before = s;
-  const Forecast f = sw.forecast(s, now, cost);
-  RC_ASSERT(s == before);
-  RC_ASSERT(f.next_replenish_at_ms >= now);
-  RC_ASSERT(f.full_at_ms >= now);
-  SlidingWindow::State at = s;
-  RC_ASSERT(sw.check(at, f.next_replenish_at_ms, cost).allowed);
-  if (f.next_replenish_at_ms > now) {
-    SlidingWindow::State earlier = s;
-    RC_ASSERT(!sw.check(earlier, f.next_replenish_at_ms - 1, cost).allowed);
-  }
-  // Fully replenished means the whole limit fits.
-  SlidingWindow::State full = s;
-  RC_ASSERT(sw.check(full, f.full_at_ms, sw.options().limit).allowed);
-}
-
-RC_GTEST_PROP(SlidingWindowProperty, ExpiredStateDecidesLikeCold, ()) {
-  const SlidingWindow sw = gen_window();
-  SlidingWindow::State warm;
-  int64_t now = kEpoch;
-  const int steps = *rc::gen::inRange(1, 60);
-  for (int i = 0; i < steps; ++i) {
-    now += gen_step(sw) - *rc::gen::inRange<int64_t>(0, 10);
-    (void)sw.check(warm, now, gen_cost());
-  }
-  RC_PRE(warm != SlidingWindow::State{});
-  SlidingWindow::State cold;
-  now = sw.expires_at_ms(warm) + *rc::gen::inRange<int64_t>(0, 3);
-  for (int i = 0; i < 30; ++i) {
-    const double cost = *rc::gen::element(1.0, 0.5, 3.0, 40.0);
-    RC_ASSERT(sw.peek(warm, now) == sw.peek(cold, now));
-    RC_ASSERT(sw.forecast(warm, now, cost) == sw.forecast(cold, now, cost));
-    RC_ASSERT(sw.check(warm, now, cost) == sw.check(cold, now, cost));
-    now += gen_step(sw);
   }
 }
 

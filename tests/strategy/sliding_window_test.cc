@@ -8,10 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "support/test_time.h"
+
 namespace throttlekit {
 namespace {
 
-constexpr int64_t kEpoch = 1'700'000'000'000;  // a multiple of 100 and 1000
+using testing::kEpoch;  // a multiple of 100 and 1000
 
 SlidingWindow make(int64_t limit, int64_t window_ms, int64_t buckets = 10) {
   auto w = SlidingWindow::create({limit, window_ms, buckets});

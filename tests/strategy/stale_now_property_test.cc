@@ -33,6 +33,7 @@
 #include <map>
 #include <vector>
 
+#include "support/test_time.h"
 #include "throttlekit/strategy/fixed_window.h"
 #include "throttlekit/strategy/gcra.h"
 #include "throttlekit/strategy/quota.h"
@@ -43,7 +44,7 @@
 namespace throttlekit {
 namespace {
 
-constexpr int64_t kEpoch = 1'700'000'000'000;
+using testing::kEpoch;
 
 // One call: the caller's `now` and cost, and what the strategy said.
 struct Call {

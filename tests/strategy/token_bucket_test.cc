@@ -7,10 +7,12 @@
 #include <limits>
 #include <string>
 
+#include "support/test_time.h"
+
 namespace throttlekit {
 namespace {
 
-constexpr int64_t kEpoch = 1'700'000'000'000;  // large epochs, as in prod
+using testing::kEpoch;  // large epochs, as in prod
 
 TokenBucket make(int64_t capacity, double refill_per_sec) {
   auto b = TokenBucket::create({capacity, refill_per_sec});

@@ -9,12 +9,13 @@
 #include <algorithm>
 #include <map>
 
+#include "support/test_time.h"
 #include "throttlekit/strategy/token_budget.h"
 
 namespace throttlekit {
 namespace {
 
-constexpr int64_t kEpoch = 1'700'000'000'000;
+using testing::kEpoch;
 
 RC_GTEST_PROP(TokenBudgetProperty, OvershootAtMostLargestDebitMinusOne, ()) {
   const int64_t budget = *rc::gen::inRange<int64_t>(1, 500);

@@ -6,10 +6,12 @@
 #include <limits>
 #include <string>
 
+#include "support/test_time.h"
+
 namespace throttlekit {
 namespace {
 
-constexpr int64_t kEpoch = 1'700'000'000'000;
+using testing::kEpoch;
 constexpr int64_t kMinute = 60'000;
 // floor(kEpoch / 60000) * 60000 and its end.
 constexpr int64_t kStart = 1'699'999'980'000;
