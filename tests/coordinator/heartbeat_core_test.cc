@@ -19,6 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "throttlekit/coordinator/memory_coordinator.h"
+#include "throttlekit/core/clock.h"
+
 namespace throttlekit {
 namespace {
 
@@ -312,6 +315,51 @@ TEST(HeartbeatCoreFleet, WithoutHandoffTheSameLagOvershoots) {
   std::printf("without handoff: %lld of 3000 fleets overshoot, by up to %lld\n",
               static_cast<long long>(runs_over), static_cast<long long>(over));
   EXPECT_GT(runs_over, 0);
+}
+
+// The memory coordinator runs the core under its shard lock on its own
+// clock: the table lives as the key's state and expires with its last
+// node; other keys' states are refused; the other backends say
+// kUnimplemented (tested with their servers later).
+TEST(MemoryCoordinatorHeartbeat, RunsTheCoreOnTheStoreClock) {
+  ManualClock clock(kNow);
+  auto store = *MemoryCoordinator::create(
+      {}, std::make_shared<ClockAdapter<ClockRef<ManualClock>>>(
+              ClockRef<ManualClock>(clock)));
+  const HeartbeatOptions o{.lease_ttl_ms = 100};
+  HeartbeatReport a{.node_id = "a", .seq = 1, .local_limit = 10};
+  HeartbeatReport b{.node_id = "b", .seq = 1, .local_limit = 10};
+  absl::StatusOr<HeartbeatGrant> g = store->heartbeat("k", a, o);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->share, 10);
+  EXPECT_EQ(g->lease_expires_at_ms, kNow + 100);
+  EXPECT_EQ(store->heartbeat("k", b, o)->share, 0);  // a holds all 10
+  a.seq = 2;
+  EXPECT_EQ(store->heartbeat("k", a, o)->share, 5);
+  b.seq = 2;
+  EXPECT_EQ(store->heartbeat("k", b, o)->share, 5);
+  // Every lease lapses: the table expires and starts again.
+  clock.advance_ms(100);
+  a.seq = 3;
+  g = store->heartbeat("k", a, o);
+  EXPECT_EQ(g->live_nodes, 1);
+  EXPECT_EQ(g->share, 10);
+  // Bad input, other state, other backends.
+  EXPECT_EQ(store->heartbeat("", a, o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  HeartbeatReport bad = a;
+  bad.seq = 0;
+  EXPECT_EQ(store->heartbeat("k", bad, o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(
+      store
+          ->check(*make_strategy(Gcra::Options{.limit = 1, .period_ms = 1000}),
+                  "g", 0)
+          .ok());
+  absl::Status other = store->heartbeat("g", a, o).status();
+  EXPECT_EQ(other.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(other.message().find("asked for heartbeat"), std::string::npos)
+      << other;
 }
 
 }  // namespace

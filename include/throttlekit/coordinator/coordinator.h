@@ -17,9 +17,13 @@
 //   `give_back` returns credits to the window they came from, idempotently
 //   per token (lease.h).
 // - Clock: `now_ms`, the store's clock, for skew-proof boundaries.
-// - Reserved for later engines (not yet declared): heartbeats (distributed
-//   concurrency) and fused admission (GCRA + token bucket in one step). They
-//   will be added as further virtual groups with the same conventions.
+// - Heartbeats (distributed concurrency): `heartbeat` runs one coordinator
+//   step (heartbeat_core.h) for a node's report over the key's node table,
+//   on the store's clock. Implemented by `MemoryCoordinator`; Redis and
+//   Postgres answer kUnimplemented until their paths land
+//   (docs/distributed_concurrency.md).
+// - Fused admission (GCRA + token bucket in one step) is Redis-only:
+//   `RedisCoordinator::fused_check` (docs/admission.md).
 //
 // Conventions
 // - Keys are store keys: the caller has already joined its prefix
@@ -48,6 +52,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "throttlekit/coordinator/any_strategy.h"
+#include "throttlekit/coordinator/heartbeat_core.h"
 #include "throttlekit/coordinator/lease.h"
 #include "throttlekit/core/cost.h"
 #include "throttlekit/core/decision.h"
@@ -138,6 +143,20 @@ class Coordinator {
   // The store's clock, epoch ms.
   absl::StatusOr<int64_t> now_ms() { return do_now_ms(); }
 
+  // One distributed-concurrency step (heartbeat_core.h) for `report` over
+  // `key`'s node table, atomically, on the store's clock: returns the
+  // node's grant. Bad reports or options are kInvalidArgument before any
+  // I/O; a key holding other state is kFailedPrecondition.
+  absl::StatusOr<HeartbeatGrant> heartbeat(std::string_view key,
+                                           const HeartbeatReport& report,
+                                           const HeartbeatOptions& options) {
+    if (absl::Status s = validate_key(key); !s.ok()) return s;
+    if (absl::Status s = validate_heartbeat(report, options); !s.ok()) {
+      return s;
+    }
+    return do_heartbeat(key, report, options);
+  }
+
   // "memory", "redis" or "postgres".
   virtual std::string_view backend() const noexcept = 0;
 
@@ -163,6 +182,14 @@ class Coordinator {
                                                int64_t credits,
                                                std::string_view token) = 0;
   virtual absl::StatusOr<int64_t> do_now_ms() = 0;
+  // Backends without a heartbeat path yet answer kUnimplemented.
+  virtual absl::StatusOr<HeartbeatGrant> do_heartbeat(
+      std::string_view /*key*/, const HeartbeatReport& /*report*/,
+      const HeartbeatOptions& /*options*/) {
+    return absl::UnimplementedError(
+        absl::StrCat(absl::string_view(backend().data(), backend().size()),
+                     ": heartbeat is not implemented for this backend yet"));
+  }
 
  private:
   static constexpr bool valid_now(int64_t now_ms) noexcept {

@@ -110,12 +110,10 @@ inline int64_t heartbeat_reserve(const HeartbeatNode& n, bool handoff) {
   return std::max({n.acked_share, n.max_unacked, n.inflight});
 }
 
-// Runs one coordinator step for `report` at `now_ms` over `table` (one
-// key's nodes, kept sorted by id). kInvalidArgument names the field of a
-// bad report or option; the table is then unchanged.
-inline absl::StatusOr<HeartbeatGrant> heartbeat_step(
-    std::vector<HeartbeatNode>& table, const HeartbeatReport& r, int64_t now_ms,
-    const HeartbeatOptions& o) {
+// OK iff `r` and `o` are in range; otherwise kInvalidArgument naming
+// "heartbeat.<field>".
+inline absl::Status validate_heartbeat(const HeartbeatReport& r,
+                                       const HeartbeatOptions& o) {
   constexpr int64_t kMaxSlots = int64_t{1} << 30;
   const auto bad = [](const char* field, int64_t got) {
     return absl::InvalidArgumentError(
@@ -127,8 +125,9 @@ inline absl::StatusOr<HeartbeatGrant> heartbeat_step(
   }
   if (r.seq < 1) return bad("seq", r.seq);
   if (r.applied_gen < 0) return bad("applied_gen", r.applied_gen);
-  if (r.inflight < 0 || r.inflight > kMaxSlots)
+  if (r.inflight < 0 || r.inflight > kMaxSlots) {
     return bad("inflight", r.inflight);
+  }
   if (r.local_limit < 0 || r.local_limit > kMaxSlots) {
     return bad("local_limit", r.local_limit);
   }
@@ -136,6 +135,16 @@ inline absl::StatusOr<HeartbeatGrant> heartbeat_step(
   if (o.lease_ttl_ms < 1 || o.lease_ttl_ms > kMaxSafeInteger) {
     return bad("lease_ttl_ms", o.lease_ttl_ms);
   }
+  return absl::OkStatus();
+}
+
+// Runs one coordinator step for `report` at `now_ms` over `table` (one
+// key's nodes, kept sorted by id). kInvalidArgument names the field of a
+// bad report or option; the table is then unchanged.
+inline absl::StatusOr<HeartbeatGrant> heartbeat_step(
+    std::vector<HeartbeatNode>& table, const HeartbeatReport& r, int64_t now_ms,
+    const HeartbeatOptions& o) {
+  if (absl::Status s = validate_heartbeat(r, o); !s.ok()) return s;
 
   // 1. Upsert self (the table stays sorted by id).
   auto it = std::lower_bound(

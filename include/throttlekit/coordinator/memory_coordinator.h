@@ -226,16 +226,44 @@ class MemoryCoordinator final : public Coordinator {
 
   absl::StatusOr<int64_t> do_now_ms() override { return clock_->now_ms(); }
 
+  // The node table lives as the key's state; it expires when the last
+  // node's lease does (then a beat starts a fresh table).
+  absl::StatusOr<HeartbeatGrant> do_heartbeat(
+      std::string_view key, const HeartbeatReport& report,
+      const HeartbeatOptions& options) override {
+    Shard& shard = shard_for(key);
+    MutexLock lock(shard.mu);
+    const int64_t now = clock_->now_ms();
+    Entry* e = live(shard, key, now);
+    if (e == nullptr) {
+      e = &insert(shard, key, Entry{HeartbeatTable{}, now}, now);
+    }
+    HeartbeatTable* table = std::get_if<HeartbeatTable>(&e->state);
+    if (table == nullptr) return wrong_type("heartbeat", *e);
+    absl::StatusOr<HeartbeatGrant> grant =
+        heartbeat_step(table->nodes, report, now, options);
+    int64_t last = now;
+    for (const HeartbeatNode& n : table->nodes) {
+      last = std::max(last, n.expires_at_ms);
+    }
+    e->expires_at_ms = last;
+    return grant;
+  }
+
  private:
   struct LeaseState {
     int64_t start_ms = 0;
     int64_t count = 0;
     std::vector<std::string> tokens;  // give-back tokens seen this window
   };
+  // One key's distributed-concurrency nodes (heartbeat_core.h).
+  struct HeartbeatTable {
+    std::vector<HeartbeatNode> nodes;
+  };
   using StateVariant =
       std::variant<Gcra::State, TokenBucket::State, FixedWindow::State,
                    SlidingWindow::State, SlidingLog::State, Quota::State,
-                   TokenBudget::State, LeaseState>;
+                   TokenBudget::State, LeaseState, HeartbeatTable>;
   struct Entry {
     StateVariant state;
     int64_t expires_at_ms = 0;
@@ -331,11 +359,12 @@ class MemoryCoordinator final : public Coordinator {
   }
 
   static absl::Status wrong_type(std::string_view asked, const Entry& e) {
-    static constexpr std::array<std::string_view, 8> kNames = {
+    static constexpr std::array<std::string_view, 9> kNames = {
         Gcra::kName,        TokenBucket::kName,
         FixedWindow::kName, SlidingWindow::kName,
         SlidingLog::kName,  Quota::kName,
-        TokenBudget::kName, "lease"};
+        TokenBudget::kName, "lease",
+        "heartbeat"};
     return absl::FailedPreconditionError(
         absl::StrCat("key holds ", av(kNames[e.state.index()]),
                      " state; asked for ", av(asked)));
