@@ -14,6 +14,7 @@
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
+#include <deque>
 #include <map>
 #include <random>
 #include <string>
@@ -241,7 +242,8 @@ int64_t worst_inflight(uint64_t seed, bool handoff, int64_t limit) {
     int64_t gen, share;
   };
   std::vector<Node> nodes(2);
-  std::vector<std::string> ids = {"n0", "n1"};
+  // A deque: the reports' node_id views must survive a node joining.
+  std::deque<std::string> ids = {"n0", "n1"};
   std::vector<Report> reports;
   std::vector<Grant> grants;
   std::vector<HeartbeatNode> table;
