@@ -287,11 +287,15 @@ struct SlidingWindow1x {
     const auto units = [](double x) {
       return std::max<int64_t>(0, static_cast<int64_t>(std::floor(x)));
     };
-    if (estimate + cost <= limit) {
+    // projected = estimate + cost, then limit - projected: the contract's
+    // order (docs/semantics.md), which `limit - estimate - cost` is not in
+    // floating point (it differed by one unit of remaining).
+    const double projected = estimate + cost;
+    if (projected <= limit) {
       ticks[c] += cost;
-      return Decision{true, l, units(limit - estimate - cost), reset, 0};
+      return Decision{true, l, units(limit - projected), reset, 0};
     }
-    const double d = estimate + cost - limit;
+    const double d = projected - limit;
     const double r = (oldest > 0 && d <= oldest * weight)
                          ? std::ceil(d * w / oldest)
                          : std::ceil((cd + 1) * w - now);
