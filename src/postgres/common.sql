@@ -57,7 +57,8 @@ BEGIN
     RAISE EXCEPTION USING ERRCODE = 'TK001', MESSAGE = format(
       'key holds %s state; asked for %s',
       (ARRAY['gcra', 'token_bucket', 'fixed_window', 'sliding_window',
-             'sliding_log', 'quota', 'token_budget', 'lease'])[r.kind + 1],
+             'sliding_log', 'quota', 'token_budget', 'lease',
+             'heartbeat'])[r.kind + 1],
       p_asked);
   END IF;
   RETURN r;

@@ -227,6 +227,10 @@ class PostgresCoordinator::Impl {
 
   const PostgresCoordinatorOptions& options() const { return options_; }
 
+  // Counts a further write of the call `run` is running (a call of more
+  // than one round trip).
+  void count_extra_batch() { detail::BackendCounters::add(counters_.batches); }
+
  private:
   static std::string ddl(const std::string& table) {
     std::string all;
@@ -235,7 +239,8 @@ class PostgresCoordinator::Impl {
           postgres_sql::kGcraSql, postgres_sql::kTokenBucketSql,
           postgres_sql::kFixedWindowSql, postgres_sql::kSlidingWindowSql,
           postgres_sql::kSlidingLogSql, postgres_sql::kQuotaSql,
-          postgres_sql::kTokenBudgetSql, postgres_sql::kLeaseSql}) {
+          postgres_sql::kTokenBudgetSql, postgres_sql::kLeaseSql,
+          postgres_sql::kHeartbeatSql}) {
       absl::StrAppend(&all, av(part), "\n");
     }
     return absl::StrReplaceAll(all, {{"{{t}}", table}});
@@ -599,10 +604,11 @@ absl::StatusOr<Forecast> PostgresCoordinator::do_forecast(
   if (!row.ok()) return row.status();
   if (row->kind >= 0 && row->kind != static_cast<int>(strategy.index())) {
     static constexpr std::string_view kKinds[] = {
-        "gcra",        "token_bucket", "fixed_window", "sliding_window",
-        "sliding_log", "quota",        "token_budget", "lease"};
+        "gcra",           "token_bucket", "fixed_window",
+        "sliding_window", "sliding_log",  "quota",
+        "token_budget",   "lease",        "heartbeat"};
     const std::string_view held =
-        row->kind < 8 ? kKinds[row->kind] : std::string_view("unknown");
+        row->kind < 9 ? kKinds[row->kind] : std::string_view("unknown");
     return absl::FailedPreconditionError(
         absl::StrCat("key holds ", av(held), " state; asked for ",
                      av(strategy_name(strategy))));
@@ -674,6 +680,153 @@ absl::StatusOr<int64_t> PostgresCoordinator::sweep(int64_t max_rows) {
         .at(0)[0]
         .as<int64_t>();
   });
+}
+
+namespace {
+
+// '\x<hex>'::bytea: a literal whose content needs no escaping (with
+// standard_conforming_strings, the default since PostgreSQL 9.1).
+void append_bytea(std::string& sql, std::string_view bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  sql += "'\\x";
+  for (unsigned char c : bytes) {
+    sql += kHex[c >> 4];
+    sql += kHex[c & 15];
+  }
+  sql += "'::bytea";
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+// The node table from {{t}}_heartbeat_load / _read's text columns.
+absl::StatusOr<std::vector<HeartbeatNode>> parse_heartbeat_table(
+    const std::string& ids, const std::string& values) {
+  std::vector<HeartbeatNode> nodes;
+  if (ids.empty()) return nodes;
+  for (size_t at = 0; at <= ids.size();) {
+    size_t end = ids.find(',', at);
+    if (end == std::string::npos) end = ids.size();
+    std::string id;
+    for (size_t i = at; i + 1 < end; i += 2) {
+      const int hi = hex_value(ids[i]), lo = hex_value(ids[i + 1]);
+      if (hi < 0 || lo < 0) {
+        return absl::InternalError("postgres: a heartbeat id is malformed");
+      }
+      id.push_back(static_cast<char>(hi * 16 + lo));
+    }
+    nodes.push_back(HeartbeatNode{.id = std::move(id)});
+    at = end + 1;
+  }
+  const std::vector<int64_t> v =
+      split<int64_t>(values, [](const std::string& x) {
+        return std::strtoll(x.c_str(), nullptr, 10);
+      });
+  if (v.size() != nodes.size() * 9) {
+    return absl::InternalError(absl::StrCat("postgres: a heartbeat table has ",
+                                            nodes.size(), " ids and ", v.size(),
+                                            " values"));
+  }
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    HeartbeatNode& n = nodes[i];
+    const int64_t* x = &v[i * 9];
+    n.local_limit = x[0];
+    n.inflight = x[1];
+    n.expires_at_ms = x[2];
+    n.share = x[3];
+    n.seq = x[4];
+    n.demand = x[5];
+    n.generation = x[6];
+    n.acked_share = x[7];
+    n.max_unacked = x[8];
+  }
+  return nodes;
+}
+
+}  // namespace
+
+absl::StatusOr<HeartbeatGrant> PostgresCoordinator::do_heartbeat(
+    std::string_view key, const HeartbeatReport& report,
+    const HeartbeatOptions& options, int64_t now_ms) {
+  const std::string& t = impl_->options().table;
+  const int64_t slack = impl_->options().ttl_slack_ms;
+  // Literals only (hex bytea and integers): both round trips are simple
+  // queries, so BEGIN and COMMIT ride along with them.
+  std::string load =
+      absl::StrCat("BEGIN; SELECT * FROM ", t, "_heartbeat_load(");
+  append_bytea(load, key);
+  absl::StrAppend(&load, ", ", now_ms, ", ", slack, ")");
+  return impl_->run<HeartbeatGrant>(
+      [&](Session& s) -> absl::StatusOr<HeartbeatGrant> {
+        pqxx::nontransaction tx(*s.conn);
+        try {
+          const pqxx::row row = tx.exec(load).at(0);
+          const int64_t now = row[0].as<int64_t>();
+          absl::StatusOr<std::vector<HeartbeatNode>> table =
+              parse_heartbeat_table(row[1].as<std::string>(),
+                                    row[2].as<std::string>());
+          if (!table.ok()) {
+            tx.exec("ROLLBACK");
+            return table.status();
+          }
+          absl::StatusOr<HeartbeatGrant> grant =
+              heartbeat_step(*table, report, now, options);
+          if (!grant.ok() || grant->stale) {
+            tx.exec("ROLLBACK");  // nothing to write
+            return grant;
+          }
+          int64_t last = now;
+          std::string store = absl::StrCat("SELECT ", t, "_heartbeat_store(");
+          append_bytea(store, key);
+          store += ", ARRAY[";
+          for (size_t i = 0; i < table->size(); ++i) {
+            if (i > 0) store += ", ";
+            append_bytea(store, (*table)[i].id);
+          }
+          store += "]::bytea[], ARRAY[";
+          for (size_t i = 0; i < table->size(); ++i) {
+            const HeartbeatNode& n = (*table)[i];
+            last = std::max(last, n.expires_at_ms);
+            absl::StrAppend(&store, i > 0 ? ", " : "", n.local_limit, ", ",
+                            n.inflight, ", ", n.expires_at_ms, ", ", n.share,
+                            ", ", n.seq, ", ", n.demand, ", ", n.generation,
+                            ", ", n.acked_share, ", ", n.max_unacked);
+          }
+          absl::StrAppend(&store, "]::bigint[], ", last, "); COMMIT");
+          impl_->count_extra_batch();
+          tx.exec(store);
+          return grant;
+        } catch (...) {
+          // The transaction is aborted (or the connection is gone): leave
+          // the session clean for its next user.
+          try {
+            tx.exec("ROLLBACK");
+          } catch (...) {
+          }
+          throw;
+        }
+      });
+}
+
+absl::StatusOr<std::vector<HeartbeatNode>>
+PostgresCoordinator::do_heartbeat_nodes(std::string_view key) {
+  const std::string sql = absl::StrCat("SELECT * FROM ", impl_->options().table,
+                                       "_heartbeat_read($1)");
+  return impl_->run<std::vector<HeartbeatNode>>(
+      [&](Session& s) -> absl::StatusOr<std::vector<HeartbeatNode>> {
+        pqxx::nontransaction tx(*s.conn);
+        const pqxx::row row = tx.exec_params(sql, bytes(key)).at(0);
+        if (!row[0].is_null() && row[0].as<int>() != 8) {
+          return absl::FailedPreconditionError(
+              "postgres: the key holds another strategy's state; asked for "
+              "heartbeat_nodes");
+        }
+        return parse_heartbeat_table(row[1].as<std::string>(),
+                                     row[2].as<std::string>());
+      });
 }
 
 }  // namespace throttlekit

@@ -6,6 +6,7 @@
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -42,6 +43,7 @@ enum Script : int {
   kLeaseScript,
   kGiveBackScript,
   kStateScript,
+  kHeartbeatScript,
   kFusedScript,
   kScriptCount,
 };
@@ -57,7 +59,7 @@ const std::array<std::string, kScriptCount>& script_texts() {
     const std::string_view bodies[kFusedScript] = {
         kGcraLua,       kTokenBucketLua, kFixedWindowLua, kSlidingWindowLua,
         kSlidingLogLua, kQuotaLua,       kTokenBudgetLua, kLeaseLua,
-        kGiveBackLua,   kStateLua};
+        kGiveBackLua,   kStateLua,       kHeartbeatLua};
     for (int i = 0; i < kFusedScript; ++i) {
       (*t)[i] = absl::StrCat(av(kPreludeLua), av(bodies[i]));
     }
@@ -478,17 +480,12 @@ RedisCoordinator::~RedisCoordinator() = default;
 
 std::string_view RedisCoordinator::lua_script(std::string_view name) {
   static constexpr std::string_view kNames[kScriptCount] = {
-      Gcra::kName,
-      TokenBucket::kName,
-      FixedWindow::kName,
-      SlidingWindow::kName,
-      SlidingLog::kName,
-      Quota::kName,
-      TokenBudget::kName,
-      "lease",
-      "give_back",
-      "state",
-      "fused"};
+      Gcra::kName,        TokenBucket::kName,
+      FixedWindow::kName, SlidingWindow::kName,
+      SlidingLog::kName,  Quota::kName,
+      TokenBudget::kName, "lease",
+      "give_back",        "state",
+      "heartbeat",        "fused"};
   for (int i = 0; i < kScriptCount; ++i) {
     if (kNames[i] == name) return script_texts()[i];
   }
@@ -765,6 +762,77 @@ absl::StatusOr<int64_t> RedisCoordinator::do_now_ms() {
     return absl::InternalError("redis: TIME replied badly");
   }
   return r->reply[0] * 1000 + r->reply[1] / 1000;
+}
+
+absl::StatusOr<HeartbeatGrant> RedisCoordinator::do_heartbeat(
+    std::string_view key, const HeartbeatReport& report,
+    const HeartbeatOptions& options, int64_t now_ms) {
+  auto r = std::make_shared<Request>();
+  r->script = kHeartbeatScript;
+  r->argv = {std::string(key),
+             fmt_int(now_ms),
+             std::string(report.node_id),
+             fmt_int(report.seq),
+             fmt_int(report.applied_gen),
+             fmt_int(report.inflight),
+             fmt_int(report.local_limit),
+             fmt_int(report.demand),
+             fmt_int(options.lease_ttl_ms),
+             options.aggregate == HeartbeatAggregate::kMin ? "m" : "l",
+             options.handoff ? "1" : "0",
+             options.demand_proportional ? "1" : "0",
+             fmt_int(impl_->options().ttl_slack_ms)};
+  if (absl::Status s = impl_->call(r); !s.ok()) return s;
+  const std::vector<int64_t>& v = r->reply;
+  if (v.size() != 7) {
+    return absl::InternalError(
+        absl::StrCat("redis: the heartbeat script replied with ", v.size(),
+                     " values; expected 7"));
+  }
+  return HeartbeatGrant{.share = v[0],
+                        .generation = v[1],
+                        .global_limit = v[2],
+                        .live_nodes = v[3],
+                        .lease_expires_at_ms = v[4],
+                        .stale = v[5] != 0};
+}
+
+absl::StatusOr<std::vector<HeartbeatNode>> RedisCoordinator::do_heartbeat_nodes(
+    std::string_view key) {
+  auto r = std::make_shared<Request>();
+  r->script = kStateScript;
+  r->argv = {std::string(key), "0", "h"};
+  if (absl::Status s = impl_->call(r); !s.ok()) return s;
+  // r->text: the field/value pairs (heartbeat.lua's layout); `now`, an
+  // integer, is only in r->reply.
+  std::vector<HeartbeatNode> nodes;
+  for (size_t i = 0; i + 1 < r->text.size(); i += 2) {
+    const std::string& field = r->text[i];
+    if (field.compare(0, 2, "n:") != 0) {
+      return absl::FailedPreconditionError(
+          "redis: the key holds another layout; asked for heartbeat_nodes");
+    }
+    HeartbeatNode n{.id = field.substr(2)};
+    int64_t* const slots[] = {&n.local_limit, &n.inflight,    &n.expires_at_ms,
+                              &n.share,       &n.seq,         &n.demand,
+                              &n.generation,  &n.acked_share, &n.max_unacked};
+    const char* p = r->text[i + 1].c_str();
+    for (int64_t* slot : slots) {
+      char* end = nullptr;
+      *slot = std::strtoll(p, &end, 10);
+      if (end == p) {
+        return absl::InternalError(absl::StrCat(
+            "redis: a heartbeat row is malformed: ", r->text[i + 1]));
+      }
+      p = end;
+    }
+    nodes.push_back(std::move(n));
+  }
+  std::sort(nodes.begin(), nodes.end(),
+            [](const HeartbeatNode& a, const HeartbeatNode& b) {
+              return a.id < b.id;
+            });
+  return nodes;
 }
 
 }  // namespace throttlekit

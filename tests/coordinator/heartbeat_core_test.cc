@@ -147,6 +147,28 @@ TEST(HeartbeatCore, AReturningNodesGenerationOnlyGrows) {
   EXPECT_EQ(beat(t, "c", 1, 0, 10, kNow + 5000, h, 0).share, 0);
 }
 
+// A node that held share 4 under generation 3 of a table since lost (the
+// store restarted) beats into a fresh table whose peers occupy the whole
+// limit: its grant of 0 is a new generation, so the node applies it instead
+// of keeping its old share (which nothing reserves any more).
+TEST(HeartbeatCore, AFreshRowsFirstGrantIsNewEvenWhenZero) {
+  for (const bool handoff : {false, true}) {
+    const HeartbeatOptions o{.lease_ttl_ms = 1000, .handoff = handoff};
+    std::vector<HeartbeatNode> t;
+    EXPECT_EQ(beat(t, "b", 1, 8, 8, kNow, o, 0).share, 8);
+    const HeartbeatGrant a = beat(t, "a", 7, 2, 8, kNow, o, 3);
+    EXPECT_EQ(a.share, 0) << handoff;
+    EXPECT_EQ(a.generation, 4) << handoff;
+    // Its next beat, unchanged, is not a new generation.
+    EXPECT_EQ(beat(t, "a", 8, 2, 8, kNow, o, 4).generation, 4) << handoff;
+    // The same after its lease lapsed while "b" kept beating.
+    EXPECT_EQ(beat(t, "b", 2, 8, 8, kNow + 1500, o, 1).share, 8);
+    const HeartbeatGrant back = beat(t, "a", 9, 0, 8, kNow + 1500, o, 4);
+    EXPECT_EQ(back.share, 0) << handoff;
+    EXPECT_EQ(back.generation, 5) << handoff;
+  }
+}
+
 TEST(HeartbeatCore, DemandProportionalTargetsWithAFloorOfOne) {
   const HeartbeatOptions d{.lease_ttl_ms = 1000, .demand_proportional = true};
   std::vector<HeartbeatNode> t;

@@ -48,6 +48,9 @@ inline constexpr int64_t kMaxRoundSampleNs = int64_t{1} << 46;
 inline constexpr int64_t kNoConcurrencyCeiling =
     std::numeric_limits<int64_t>::max();
 
+// `set_grant_deadline_ns(kNoGrantDeadline)` removes a grant deadline.
+inline constexpr int64_t kNoGrantDeadline = std::numeric_limits<int64_t>::max();
+
 // How a lease ended.
 // - `kSuccess`: the work completed; its latency is a sample.
 // - `kDropped`: the work was dropped, failed from overload or timed out; an
@@ -141,9 +144,12 @@ struct AdaptiveConcurrencyStats {
 // was compared with the limit, so a grant never takes inflight above the
 // effective limit it read. `effective_limit_` is one atomic word the slow
 // path republishes whenever the law, a pin or the ceiling changes it, so the
-// ceiling costs the hot path nothing. Then one clock read. A rejection reads
-// no clock, writes nothing and allocates nothing. Settling a lease is one
-// `fetch_sub` (plus one clock read for a sample).
+// ceiling costs the hot path nothing. Then one clock read, and the limit
+// read again and the grant deadline (two loads; see `acquire` and
+// `set_grant_deadline_ns`). A
+// rejection by the limit reads no clock, writes nothing and allocates
+// nothing. Settling a lease is one `fetch_sub` (plus one clock read for a
+// sample).
 //
 // Slow path (a kSuccess or kDropped settle; kIgnored stops after the
 // `fetch_sub`), under `mu_`:
@@ -262,10 +268,16 @@ class BasicAdaptiveConcurrency {
   BasicAdaptiveConcurrency& operator=(const BasicAdaptiveConcurrency&) = delete;
 
   // Grants a slot iff inflight < effective limit, atomically. Never blocks,
-  // never allocates. An acquire racing a decrease of the limit may be
-  // checked against the limit it read just before the decrease (as with any
-  // limit that is lowered while leases are held, inflight then drains to
-  // the new limit). Thread-safe.
+  // never allocates. The limit is read again after the compare-and-swap
+  // that takes the slot, and the slot given back if the limit has fallen
+  // below it meanwhile (a thread preempted between its read of the limit
+  // and its CAS): the CAS, that second read, the limit's publication and
+  // the in-flight read of `stats()` are sequentially consistent, so a grant
+  // either counts in every `stats().inflight` read after a decrease was
+  // published or sees the decrease. That is what lets a fleet coordinator
+  // trust a node's reported in-flight (DistributedConcurrency). Leases
+  // granted before a decrease are not revoked: inflight drains to the new
+  // limit. Thread-safe.
   [[nodiscard]] Permit acquire() noexcept {
     int64_t seen = inflight_.load(std::memory_order_relaxed);
     int64_t limit;
@@ -273,8 +285,27 @@ class BasicAdaptiveConcurrency {
       limit = effective_limit_.load(std::memory_order_relaxed);
       if (seen >= limit) return Permit(nullptr, 0, seen, limit);
     } while (!inflight_.compare_exchange_weak(
-        seen, seen + 1, std::memory_order_acquire, std::memory_order_relaxed));
-    return Permit(this, clock_.now_ns(), seen + 1, limit);
+        seen, seen + 1, std::memory_order_seq_cst, std::memory_order_relaxed));
+    const int64_t now = clock_.now_ns();
+    const int64_t limit_now = effective_limit_.load(std::memory_order_seq_cst);
+    if (seen >= limit_now ||
+        now >= grant_deadline_ns_.load(std::memory_order_relaxed))
+        [[unlikely]] {
+      inflight_.fetch_sub(1, std::memory_order_release);
+      return Permit(nullptr, 0, seen + 1, seen >= limit_now ? limit_now : 0);
+    }
+    return Permit(this, now, seen + 1, limit);
+  }
+
+  // Grants only while the clock reads before `deadline_ns`
+  // (`kNoGrantDeadline`: always, the default); from then on every acquire
+  // is refused, after its clock read, with `limit_at_acquire()` 0. For a
+  // node whose fleet share is valid only until its lease lapses
+  // (DistributedConcurrency's self-fencing): a process stopped past the
+  // deadline admits nothing when it resumes, before any thread of it has
+  // noticed. Leases already granted are not revoked. Thread-safe.
+  void set_grant_deadline_ns(int64_t deadline_ns) noexcept {
+    grant_deadline_ns_.store(deadline_ns, std::memory_order_relaxed);
   }
 
   // Imposes an external cap: acquire enforces min(ceiling, law's limit).
@@ -290,9 +321,9 @@ class BasicAdaptiveConcurrency {
   // A snapshot taken under the slow-path lock: every field but `inflight`
   // changes only under that lock, so they describe one state between two
   // settles. `inflight` is atomic and moves outside the lock; it is read
-  // inside it (acquire order), so it is the count at one instant during the
-  // snapshot. A settle decrements inflight before it takes the lock, so a
-  // snapshot may show a lease as gone whose sample is not yet folded in.
+  // inside it (sequentially consistent), so it is the count at one instant
+  // during the snapshot. A settle decrements inflight before it takes the lock,
+  // so a snapshot may show a lease as gone whose sample is not yet folded in.
   // Thread-safe.
   [[nodiscard]] Stats stats() const {
     SpinLockHolder hold(mu_);
@@ -300,7 +331,7 @@ class BasicAdaptiveConcurrency {
     s.limit = limit_;
     s.effective_limit = effective_limit_.load(std::memory_order_relaxed);
     s.ceiling = ceiling_;
-    s.inflight = inflight_.load(std::memory_order_acquire);
+    s.inflight = inflight_.load(std::memory_order_seq_cst);  // see acquire
     s.rtt_noload_ns = window_.min();
     s.last_rtt_ns = last_rtt_ns_;
     s.samples = samples_;
@@ -499,7 +530,8 @@ class BasicAdaptiveConcurrency {
 
   void publish_effective_limit() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const int64_t law = pinned_ ? options_.min_limit : limit_;
-    effective_limit_.store(std::min(ceiling_, law), std::memory_order_relaxed);
+    // Sequentially consistent: see `acquire`.
+    effective_limit_.store(std::min(ceiling_, law), std::memory_order_seq_cst);
   }
 
   // recalibration_interval_ns + the next deterministic jitter (splitmix64 of
@@ -529,6 +561,7 @@ class BasicAdaptiveConcurrency {
   // the lock does not bounce the counter's line.
   std::atomic<int64_t> inflight_{0};
   std::atomic<int64_t> effective_limit_{0};
+  std::atomic<int64_t> grant_deadline_ns_{kNoGrantDeadline};
   // Success samples skipped because the slow path was busy (`settle`).
   std::atomic<int64_t> skipped_samples_{0};
 

@@ -19,8 +19,7 @@
 // - Clock: `now_ms`, the store's clock, for skew-proof boundaries.
 // - Heartbeats (distributed concurrency): `heartbeat` runs one coordinator
 //   step (heartbeat_core.h) for a node's report over the key's node table,
-//   on the store's clock. Implemented by `MemoryCoordinator`; Redis and
-//   Postgres answer kUnimplemented until their paths land
+//   on the store's clock; `heartbeat_nodes` reads the table
 //   (docs/distributed_concurrency.md).
 // - Fused admission (GCRA + token bucket in one step) is Redis-only:
 //   `RedisCoordinator::fused_check` (docs/admission.md).
@@ -47,6 +46,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -144,17 +144,34 @@ class Coordinator {
   absl::StatusOr<int64_t> now_ms() { return do_now_ms(); }
 
   // One distributed-concurrency step (heartbeat_core.h) for `report` over
-  // `key`'s node table, atomically, on the store's clock: returns the
-  // node's grant. Bad reports or options are kInvalidArgument before any
-  // I/O; a key holding other state is kFailedPrecondition.
+  // `key`'s node table, atomically: returns the node's grant. `now_ms` 0
+  // (the default, and what a fleet uses) reads the store's clock; a caller
+  // time, in [1, 2^53-1], is for conformance tests and replays. Bad
+  // reports or options are kInvalidArgument before any I/O; a key holding
+  // other state is kFailedPrecondition. The table expires with its last
+  // node's lease (plus the backend's `ttl_slack_ms`): a beat after that
+  // starts a fresh table, the same on every backend.
   absl::StatusOr<HeartbeatGrant> heartbeat(std::string_view key,
                                            const HeartbeatReport& report,
-                                           const HeartbeatOptions& options) {
+                                           const HeartbeatOptions& options,
+                                           int64_t now_ms = 0) {
     if (absl::Status s = validate_key(key); !s.ok()) return s;
     if (absl::Status s = validate_heartbeat(report, options); !s.ok()) {
       return s;
     }
-    return do_heartbeat(key, report, options);
+    if (!valid_now(now_ms)) return invalid_now(now_ms);
+    return do_heartbeat(key, report, options, now_ms);
+  }
+
+  // `key`'s node table as stored, sorted by id (empty for a cold key),
+  // including peers whose lease lapsed but that no beat has evicted yet (a
+  // table whose every lease lapsed may read as it was until the next beat
+  // replaces it or the store collects it). Writes nothing. For operators,
+  // tests and metrics.
+  absl::StatusOr<std::vector<HeartbeatNode>> heartbeat_nodes(
+      std::string_view key) {
+    if (absl::Status s = validate_key(key); !s.ok()) return s;
+    return do_heartbeat_nodes(key);
   }
 
   // "memory", "redis" or "postgres".
@@ -182,13 +199,15 @@ class Coordinator {
                                                int64_t credits,
                                                std::string_view token) = 0;
   virtual absl::StatusOr<int64_t> do_now_ms() = 0;
-  // Backends without a heartbeat path yet answer kUnimplemented.
+  // Backends without a heartbeat path answer kUnimplemented.
   virtual absl::StatusOr<HeartbeatGrant> do_heartbeat(
       std::string_view /*key*/, const HeartbeatReport& /*report*/,
-      const HeartbeatOptions& /*options*/) {
-    return absl::UnimplementedError(
-        absl::StrCat(absl::string_view(backend().data(), backend().size()),
-                     ": heartbeat is not implemented for this backend yet"));
+      const HeartbeatOptions& /*options*/, int64_t /*now_ms*/) {
+    return unimplemented("heartbeat");
+  }
+  virtual absl::StatusOr<std::vector<HeartbeatNode>> do_heartbeat_nodes(
+      std::string_view /*key*/) {
+    return unimplemented("heartbeat_nodes");
   }
 
  private:
@@ -205,6 +224,12 @@ class Coordinator {
     if (absl::Status s = validate_key(key); !s.ok()) return s;
     if (absl::Status s = validate_cost(cost); !s.ok()) return s;
     return invalid_now(now_ms);
+  }
+  [[gnu::cold]] absl::Status unimplemented(std::string_view verb) const {
+    return absl::UnimplementedError(
+        absl::StrCat(absl::string_view(backend().data(), backend().size()),
+                     ": ", absl::string_view(verb.data(), verb.size()),
+                     " is not implemented for this backend"));
   }
   [[gnu::cold]] static absl::Status invalid_now(int64_t now_ms) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -11,9 +11,11 @@
 // with one atomic snapshot of itself: {seq, applied_gen, inflight,
 // L_local}. The step, for the beating node `self`:
 //
-// 1. Upsert self: a new node starts with share 0; a beat whose `seq` is not
-//    newer than the stored one is stale (delayed or reordered) and changes
-//    nothing: it gets the grant already issued.
+// 1. Upsert self: a new node starts with share 0, and so does a node whose
+//    row's lease has lapsed (it re-joins; only its generation is kept); a
+//    beat of a live node whose `seq` is not newer than the stored one is
+//    stale (delayed or reordered) and changes nothing: it gets the grant
+//    already issued.
 // 2. Evict every other node whose lease expired (`expires_at <= now`);
 //    self survives (its lease was just renewed to now + lease_ttl_ms).
 // 3. L_global = min of the live nodes' L_local, or their lower median
@@ -34,10 +36,10 @@
 //    lagging report cannot miss, so sum(inflight) <= L_global holds at
 //    every instant under grant and report lag. Dropping either term, or a
 //    torn report (a fresh applied_gen with a stale inflight), breaks it.
-// 6. A grant whose share differs from the last one issued to the node gets
-//    the node's next generation (generations only grow per node id, also
-//    across an eviction: a returning node's reported generation is the
-//    floor).
+// 6. A grant whose share differs from the last one issued to the node, or
+//    the first grant of a new or re-joined row, gets the node's next
+//    generation (generations only grow per node id, also across an
+//    eviction: a returning node's reported generation is the floor).
 //
 // Thread-safety: a pure function of its arguments; the caller provides the
 // atomicity of one step over the table.
@@ -150,12 +152,20 @@ inline absl::StatusOr<HeartbeatGrant> heartbeat_step(
   auto it = std::lower_bound(
       table.begin(), table.end(), r.node_id,
       [](const HeartbeatNode& n, std::string_view id) { return n.id < id; });
+  bool fresh = true;  // the row is new here (a first grant follows)
   if (it == table.end() || it->id != r.node_id) {
     it = table.insert(it, HeartbeatNode{.id = std::string(r.node_id)});
+  } else if (it->expires_at_ms <= now_ms) {
+    // Its lease lapsed (no peer's beat has evicted it yet): the node is
+    // back, perhaps restarted with its seq starting over, and re-joins as
+    // new; only its generation is kept.
+    *it = HeartbeatNode{.id = it->id, .generation = it->generation};
   } else if (r.seq <= it->seq) {
     return HeartbeatGrant{it->share,         it->generation, 0, 0,
                           it->expires_at_ms,
                           /*stale=*/true};
+  } else {
+    fresh = false;
   }
   // Generations never go back for a node id: a node evicted and back (or
   // a coordinator that lost its table) reports a generation this table
@@ -221,8 +231,11 @@ inline absl::StatusOr<HeartbeatGrant> heartbeat_step(
   const int64_t share =
       std::max<int64_t>(0, std::min(target, global - reserved));
 
-  // 6. A changed share is a new generation.
-  if (share != me.share || me.generation == 0) {
+  // 6. A changed share is a new generation, and so is a fresh row's first
+  // grant: the node may hold a share granted by a table since lost (it
+  // reports that grant's generation), and must apply this one even when
+  // it equals the row's initial 0.
+  if (fresh || share != me.share) {
     me.share = share;
     ++me.generation;
     if (me.generation > r.applied_gen) {

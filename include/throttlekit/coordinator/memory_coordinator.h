@@ -228,12 +228,13 @@ class MemoryCoordinator final : public Coordinator {
 
   // The node table lives as the key's state; it expires when the last
   // node's lease does (then a beat starts a fresh table).
-  absl::StatusOr<HeartbeatGrant> do_heartbeat(
-      std::string_view key, const HeartbeatReport& report,
-      const HeartbeatOptions& options) override {
+  absl::StatusOr<HeartbeatGrant> do_heartbeat(std::string_view key,
+                                              const HeartbeatReport& report,
+                                              const HeartbeatOptions& options,
+                                              int64_t now_ms) override {
     Shard& shard = shard_for(key);
     MutexLock lock(shard.mu);
-    const int64_t now = clock_->now_ms();
+    const int64_t now = now_ms != 0 ? now_ms : clock_->now_ms();
     Entry* e = live(shard, key, now);
     if (e == nullptr) {
       e = &insert(shard, key, Entry{HeartbeatTable{}, now}, now);
@@ -248,6 +249,17 @@ class MemoryCoordinator final : public Coordinator {
     }
     e->expires_at_ms = last;
     return grant;
+  }
+
+  absl::StatusOr<std::vector<HeartbeatNode>> do_heartbeat_nodes(
+      std::string_view key) override {
+    Shard& shard = shard_for(key);
+    MutexLock lock(shard.mu);
+    Entry* e = live(shard, key, clock_->now_ms());
+    if (e == nullptr) return std::vector<HeartbeatNode>{};
+    const HeartbeatTable* table = std::get_if<HeartbeatTable>(&e->state);
+    if (table == nullptr) return wrong_type("heartbeat", *e);
+    return table->nodes;
   }
 
  private:

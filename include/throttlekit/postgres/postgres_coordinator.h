@@ -10,13 +10,14 @@
 // - One row per key in one table (`table`), the key stored as `bytea` and
 //   always sent as a bound binary parameter, so any bytes work and nothing
 //   from a key ever reaches SQL text.
-// - One round trip per call: every strategy is a PL/pgSQL function
-//   (src/postgres/*.sql, embedded at build time) run as a prepared
-//   statement; it locks the key's row (`SELECT ... FOR UPDATE`; a cold key
-//   races through `INSERT ... ON CONFLICT DO NOTHING` and a retry), decides
-//   in IEEE double exactly as the C++ strategy, and writes only when it
-//   allows. The schema is created by the first connection (idempotent DDL
-//   under an advisory lock, so processes may start at once).
+// - One round trip per call (a heartbeat takes two; see `do_heartbeat`):
+//   every strategy is a PL/pgSQL function (src/postgres/*.sql, embedded
+//   at build time) run as a prepared statement; it locks the key's row
+//   (`SELECT ... FOR UPDATE`; a cold key races through `INSERT ... ON
+//   CONFLICT DO NOTHING` and a retry), decides in IEEE double exactly as
+//   the C++ strategy, and writes only when it allows. The schema is created by
+//   the first connection (idempotent DDL under an advisory lock, so processes
+//   may start at once).
 // - Expiry: each row carries `expires_at_ms`, the instant from which its
 //   state decides as a cold key. Rows are never dropped by a decision, so
 //   decisions equal a `MemoryCoordinator` with an unbounded `ttl_slack_ms`;
@@ -103,7 +104,8 @@ class PostgresCoordinator final : public Coordinator {
 
   // Counters since creation (coordinator/backend_stats.h; for tests,
   // benchmarks and metrics). Every call (check, peek, forecast, reset,
-  // lease, give-back, now, sweep) is one request in one batch; `reloads`
+  // lease, give-back, now, sweep, heartbeat, heartbeat_nodes) is one
+  // request in one batch; `reloads`
   // counts the schema found missing (a dropped table or a re-initialised
   // server) and created again by the next connection.
   BackendStats stats() const;
@@ -128,6 +130,15 @@ class PostgresCoordinator final : public Coordinator {
                                        int64_t window_start_ms, int64_t credits,
                                        std::string_view token) override;
   absl::StatusOr<int64_t> do_now_ms() override;
+  // Two round trips in one transaction: lock and read the key's node table,
+  // run heartbeat_step (the C++ core) on it, write it and commit
+  // (docs/distributed_concurrency.md, "Postgres").
+  absl::StatusOr<HeartbeatGrant> do_heartbeat(std::string_view key,
+                                              const HeartbeatReport& report,
+                                              const HeartbeatOptions& options,
+                                              int64_t now_ms) override;
+  absl::StatusOr<std::vector<HeartbeatNode>> do_heartbeat_nodes(
+      std::string_view key) override;
 
  private:
   class Impl;

@@ -97,7 +97,8 @@ class RedisCoordinator final : public Coordinator {
   std::string_view backend() const noexcept override { return "redis"; }
 
   // The full Lua text this coordinator sends for a strategy (`S::kName`)
-  // or for "lease" / "give_back"; empty for an unknown name. For operators
+  // or for "lease", "give_back", "state", "heartbeat" or "fused"; empty for
+  // an unknown name. For operators
   // who preload scripts and for tools that call them directly (the
   // benchmark runs redis-benchmark on the GCRA script with it).
   static std::string_view lua_script(std::string_view name);
@@ -151,6 +152,12 @@ class RedisCoordinator final : public Coordinator {
                                        int64_t window_start_ms, int64_t credits,
                                        std::string_view token) override;
   absl::StatusOr<int64_t> do_now_ms() override;
+  absl::StatusOr<HeartbeatGrant> do_heartbeat(std::string_view key,
+                                              const HeartbeatReport& report,
+                                              const HeartbeatOptions& options,
+                                              int64_t now_ms) override;
+  absl::StatusOr<std::vector<HeartbeatNode>> do_heartbeat_nodes(
+      std::string_view key) override;
 
  private:
   explicit RedisCoordinator(std::unique_ptr<Impl> impl);

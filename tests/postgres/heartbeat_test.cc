@@ -1,0 +1,94 @@
+// The Postgres heartbeat path (the C++ core, heartbeat_core.h, run on the
+// client under the key's row lock: src/postgres/heartbeat.sql) equals
+// MemoryCoordinator step for step on a real Postgres: random timelines
+// under every option set, grants and stored tables compared after every
+// step (tests/support/heartbeat_timeline.h). Also: the store clock, keys of
+// other state and bad reports refused, the step's atomicity while threads
+// beat on separate connections, and two round trips per beat.
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "support/heartbeat_timeline.h"
+#include "support/pg_test_env.h"
+#include "throttlekit/postgres/postgres_coordinator.h"
+
+namespace throttlekit {
+namespace {
+
+// Slack 0, as MemoryCoordinator's default: a table whose last lease lapsed
+// is gone at once on both.
+std::unique_ptr<PostgresCoordinator> make(const char* stem, int connections) {
+  PostgresCoordinatorOptions o =
+      testing::pg_options(testing::unique_table(stem));
+  o.connections = connections;
+  o.ttl_slack_ms = 0;
+  return testing::make_pg(o);
+}
+
+TEST(PostgresHeartbeatConformance, EqualsTheCoreStepForStep) {
+  std::unique_ptr<PostgresCoordinator> pg = make("tk_hb_conf", 1);
+  ASSERT_NE(pg, nullptr);
+  const int steps = testing::expect_heartbeats_match_memory(
+      *pg, "hb-conf:", /*timelines=*/3, /*steps=*/60);
+  EXPECT_EQ(steps, 8 * 3 * 60);
+}
+
+TEST(PostgresHeartbeat, ReadsTheStoreClockInTwoRoundTrips) {
+  std::unique_ptr<PostgresCoordinator> pg = make("tk_hb_clock", 1);
+  ASSERT_NE(pg, nullptr);
+  absl::StatusOr<int64_t> before = pg->now_ms();
+  ASSERT_TRUE(before.ok()) << before.status();
+  const BackendStats stats = pg->stats();
+  absl::StatusOr<HeartbeatGrant> g =
+      pg->heartbeat("k", {.node_id = "a", .seq = 1, .local_limit = 8},
+                    {.lease_ttl_ms = 5000});
+  ASSERT_TRUE(g.ok()) << g.status();
+  // Load under the row lock, then store and commit.
+  EXPECT_EQ(pg->stats().batches, stats.batches + 2);
+  EXPECT_EQ(g->share, 8);
+  EXPECT_GE(g->lease_expires_at_ms, *before + 5000);
+  EXPECT_LE(g->lease_expires_at_ms, *pg->now_ms() + 5000);
+  absl::StatusOr<std::vector<HeartbeatNode>> nodes = pg->heartbeat_nodes("k");
+  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  ASSERT_EQ(nodes->size(), 1u);
+  EXPECT_EQ((*nodes)[0].share, 8);
+  // A stale beat writes nothing and leaves the session usable.
+  g = pg->heartbeat("k", {.node_id = "a", .seq = 1, .local_limit = 3},
+                    {.lease_ttl_ms = 5000});
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_TRUE(g->stale);
+  EXPECT_EQ((*pg->heartbeat_nodes("k"))[0].local_limit, 8);
+}
+
+TEST(PostgresHeartbeat, RefusesOtherStateAndBadInput) {
+  std::unique_ptr<PostgresCoordinator> pg = make("tk_hb_bad", 1);
+  ASSERT_NE(pg, nullptr);
+  const AnyStrategy gcra =
+      *make_strategy(Gcra::Options{.limit = 1, .period_ms = 1000});
+  ASSERT_TRUE(pg->check(gcra, "gcra", 0).ok());
+  ASSERT_TRUE(pg->lease(*LeaseBudget::create({.limit = 5, .window_ms = 1000}),
+                        "lease", 1)
+                  .ok());
+  testing::expect_heartbeat_refuses_bad_input(*pg, "fresh", {"gcra", "lease"});
+  // A refused step rolled its transaction back: the session still works.
+  absl::StatusOr<HeartbeatGrant> g =
+      pg->heartbeat("fresh", {.node_id = "a", .seq = 1, .local_limit = 2},
+                    {.lease_ttl_ms = 5000});
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->share, 2);
+  EXPECT_TRUE(pg->check(gcra, "gcra2", 0).ok());
+}
+
+TEST(PostgresHeartbeat, ConcurrentBeatsNeverOvercommit) {
+  std::unique_ptr<PostgresCoordinator> pg = make("tk_hb_atomic", 4);
+  ASSERT_NE(pg, nullptr);
+  testing::expect_concurrent_beats_never_overcommit(*pg, "hb-atomic:",
+                                                    /*beats_per_thread=*/60);
+}
+
+}  // namespace
+}  // namespace throttlekit
