@@ -2,8 +2,9 @@
 // composition matrix (each axis binding, the slot released on a downstream
 // denial, the short-circuit leaving later axes empty and unspent, an error
 // releasing the slot), the lease shim, absent axes, bad input, a fixed
-// ceiling, equality with the same engines called in sequence, and the
-// observer (one lane function; a throwing observer changes nothing).
+// ceiling, a distributed node's limiter as the concurrency axis, equality
+// with the same engines called in sequence, and the observer (one lane
+// function; a throwing observer changes nothing).
 
 #include "throttlekit/admission/unified_admission.h"
 
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "support/test_time.h"
+#include "throttlekit/concurrency/distributed_concurrency.h"
 #include "throttlekit/concurrency/nano_clock_ref.h"
 #include "throttlekit/coordinator/memory_coordinator.h"
 #include "throttlekit/coordinator/strict_rate_limiter.h"
@@ -124,6 +126,58 @@ TEST(UnifiedAdmission, ConcurrencyBindsAndShortCircuits) {
   // The lease shim: no sample yet, so the hint is the floor of 1 ms.
   EXPECT_EQ(a->decision(), (Decision{false, 1, 0, kEpoch + 7, 1}));
   EXPECT_EQ(slots.limiter->inflight(), 1);
+}
+
+// A DistributedConcurrency node's limiter on the concurrency axis: admit()
+// holds the node's fleet share as its ceiling, and a share lowered by the
+// coordinator binds the next admission.
+TEST(UnifiedAdmission, ADistributedNodeOnTheConcurrencyAxis) {
+  ManualMonotonicClock nano{1'000'000};
+  ManualClock store_clock(kEpoch);
+  std::shared_ptr<Coordinator> store = *MemoryCoordinator::create(
+      {}, std::make_shared<ClockAdapter<ClockRef<ManualClock>>>(
+              ClockRef<ManualClock>(store_clock)));
+  DistributedConcurrencyOptions o;
+  o.node_id = "a";
+  o.key = "fleet";
+  o.local.law = ConcurrencyLaw::kAimd;
+  o.local.initial_limit = o.local.min_limit = o.local.max_limit = 4;
+  auto scheduler = std::make_unique<ManualBeatScheduler>();
+  ManualBeatScheduler* beats = scheduler.get();
+  auto node = *BasicDistributedConcurrency<ManualNano>::create(
+      o, store, ManualNano(nano), std::move(scheduler));
+  beats->run_tick();
+  ASSERT_EQ(node->stats().share, 4);
+  auto adm = *Adm::create({.concurrency = node->limiter(),
+                           .rate = window(100),
+                           .cost = bucket(100)},
+                          SystemClock{}, ManualNano(nano));
+  std::vector<Adm::Admission> held;
+  for (int i = 0; i < 4; ++i) {
+    absl::StatusOr<Adm::Admission> a = adm->admit_at("t", kEpoch, 1);
+    ASSERT_TRUE(a.ok() && a->allowed());
+    held.push_back(*std::move(a));
+  }
+  // A second node joins; the first's next beat halves its share.
+  ASSERT_TRUE(store
+                  ->heartbeat("fleet",
+                              {.node_id = "b", .seq = 1, .local_limit = 4},
+                              {.lease_ttl_ms = 2000})
+                  .ok());
+  held.clear();
+  nano.advance_ns(int64_t{1000} * 1'000'000);
+  store_clock.advance_ms(1000);
+  beats->run_tick();
+  EXPECT_EQ(node->stats().share, 2);
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<Adm::Admission> a = adm->admit_at("t", kEpoch, 1);
+    ASSERT_TRUE(a.ok() && a->allowed());
+    held.push_back(*std::move(a));
+  }
+  absl::StatusOr<Adm::Admission> over = adm->admit_at("t", kEpoch, 1);
+  ASSERT_TRUE(over.ok());
+  EXPECT_FALSE(over->allowed());
+  EXPECT_EQ(over->binding_axis(), Axis::kConcurrency);
 }
 
 TEST(UnifiedAdmission, RefusedSlotHintIsTheLastLatencyRounded) {

@@ -409,6 +409,18 @@ TEST_F(DistributedConcurrencyTest, SelfFencingRefusesAtTheFenceAndFiresOnce) {
   advance_ms(170);
   a.beats->run_tick();
   EXPECT_EQ(fired, 2);
+  // A process stopped past its fence (no tick ran) that resumes and beats
+  // successfully at once: the lapse still fires, once, and the beat lifts
+  // the fence.
+  coordinator_->fail = false;
+  ASSERT_TRUE(a.node->beat_now().ok());
+  advance_ms(500);
+  EXPECT_FALSE(a.node->acquire());
+  a.beats->run_tick();
+  EXPECT_EQ(fired, 3);
+  EXPECT_FALSE(a.node->stats().fenced);
+  EXPECT_EQ(a.node->stats().fences, 3);
+  EXPECT_TRUE(a.node->acquire());
 }
 
 // Eager beats: a newcomer capped below its fair share re-beats after the

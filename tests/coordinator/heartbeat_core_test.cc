@@ -243,7 +243,12 @@ RC_GTEST_PROP(HeartbeatCoreProperty, SharesNeverSumAboveTheLimit, ()) {
 // A fleet simulated step by step: nodes acquire only below the share they
 // have applied, grants reach them late and out of order (applied only if
 // newer), reports are atomic snapshots that reach the coordinator late and
-// out of order. Returns the worst true sum(inflight) seen.
+// out of order; nodes join, leave (stop taking slots, drain and stop
+// beating) and crash (their slots die with them; reports already sent may
+// still arrive); a silent node's row lapses, as when the others have beaten
+// on past its lease, and the next step evicts it; a crashed node restarts
+// under its id with nothing applied and later seqs. Returns the worst true
+// sum(inflight) seen, and checks the live shares never sum above `limit`.
 int64_t worst_inflight(uint64_t seed, bool handoff, int64_t limit) {
   std::mt19937_64 rng(seed);
   const auto pick = [&](int64_t n) {
@@ -253,6 +258,7 @@ int64_t worst_inflight(uint64_t seed, bool handoff, int64_t limit) {
                            .handoff = handoff};
   struct Node {
     int64_t applied_share = 0, applied_gen = 0, inflight = 0, seq = 0;
+    bool leaving = false;  // takes no more slots; silent once drained
     bool crashed = false;
   };
   struct Report {
@@ -271,14 +277,15 @@ int64_t worst_inflight(uint64_t seed, bool handoff, int64_t limit) {
   std::vector<HeartbeatNode> table;
   int64_t worst = 0;
   for (int step = 0; step < 400; ++step) {
-    const int64_t action = pick(10);
+    const int64_t action = pick(13);
     const int i = static_cast<int>(pick(static_cast<int64_t>(nodes.size())));
     Node& n = nodes[static_cast<size_t>(i)];
-    if (action < 3 && !n.crashed) {  // acquire below the applied share
+    const bool silent = n.crashed || (n.leaving && n.inflight == 0);
+    if (action < 3 && !n.crashed && !n.leaving) {  // acquire below the share
       if (n.inflight < n.applied_share) ++n.inflight;
     } else if (action < 5 && !n.crashed) {  // release
       if (n.inflight > 0) --n.inflight;
-    } else if (action < 7 && !n.crashed) {  // snapshot a report
+    } else if (action < 7 && !silent) {  // snapshot a report
       reports.push_back({i,
                          {.node_id = ids[static_cast<size_t>(i)],
                           .seq = ++n.seq,
@@ -299,17 +306,35 @@ int64_t worst_inflight(uint64_t seed, bool handoff, int64_t limit) {
       const Grant gr = grants[k];
       grants.erase(grants.begin() + static_cast<std::ptrdiff_t>(k));
       Node& to = nodes[static_cast<size_t>(gr.node)];
-      if (gr.gen > to.applied_gen) {
+      if (!to.crashed && gr.gen > to.applied_gen) {
         to.applied_gen = gr.gen;
         to.applied_share = gr.share;
       }
-    } else if (nodes.size() < 4) {  // a node joins
+    } else if (action < 10 && nodes.size() < 5) {  // a node joins
       nodes.push_back({});
       ids.push_back("n" + std::to_string(nodes.size() - 1));
+    } else if (action < 11 && !n.crashed) {  // a crash, or a leave
+      if (pick(2) == 0) {
+        n.crashed = true;
+        n.inflight = 0;  // its work dies with it
+      } else {
+        n.leaving = true;
+      }
+    } else if (action < 12 && silent) {  // its row lapses
+      for (HeartbeatNode& row : table) {
+        if (row.id == ids[static_cast<size_t>(i)]) row.expires_at_ms = kNow;
+      }
+    } else if (action < 13 && n.crashed) {  // restarts under its id
+      n = Node{.seq = n.seq + 1000};
     }
     int64_t sum = 0;
     for (const Node& x : nodes) sum += x.inflight;
     worst = std::max(worst, sum);
+    int64_t shares = 0;
+    for (const HeartbeatNode& row : table) {
+      if (row.expires_at_ms > kNow) shares += row.share;
+    }
+    EXPECT_LE(shares, limit) << "seed " << seed << " step " << step;
   }
   return worst;
 }

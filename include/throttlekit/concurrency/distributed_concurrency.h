@@ -218,8 +218,11 @@ class BasicDistributedConcurrency {
     bool fire = false;
     {
       MutexLock lock(beat_mu_);
-      status = beat_locked(/*eager=*/false);
+      // A fence instant that passed while this thread waited (or the
+      // process was stopped) fires even if this beat renews the lease.
       fire = check_deadlines_locked();
+      status = beat_locked(/*eager=*/false);
+      fire = check_deadlines_locked() || fire;
       publish_locked();
     }
     if (fire) fence_callback();
@@ -341,13 +344,17 @@ class BasicDistributedConcurrency {
     bool fire = false;
     {
       MutexLock lock(beat_mu_);
+      // First the deadlines that passed while the scheduler slept (or the
+      // process was stopped): a lapse is a lapse even if this tick's beat
+      // renews the lease at once.
+      fire = check_deadlines_locked();
       const int64_t now = clock_.now_ns();
       if (now >= next_beat_ns_) {
         (void)beat_locked(/*eager=*/false);
       } else if (eager_wanted_locked(now)) {
         (void)beat_locked(/*eager=*/true);
       }
-      fire = check_deadlines_locked();
+      fire = check_deadlines_locked() || fire;
       publish_locked();
       delay_ms = next_delay_ms_locked(clock_.now_ns());
     }
