@@ -154,7 +154,9 @@ int64_t production_share(const Config& c, const State& s, int n) {
   EXPECT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(table.size(), before.size()) << "the step evicted a live node";
   for (size_t i = 0; i < table.size() && i < before.size(); ++i) {
-    if (table[i].id != id(n)) EXPECT_EQ(table[i].share, before[i].share);
+    if (table[i].id != id(n)) {
+      EXPECT_EQ(table[i].share, before[i].share);
+    }
   }
   EXPECT_EQ(g->global_limit, c.limit);
   return g.ok() ? g->share : -1;
