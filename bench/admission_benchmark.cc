@@ -38,8 +38,10 @@ std::shared_ptr<Cost> cost() {
   return std::make_shared<Cost>(
       *Cost::create({.capacity = int64_t{1} << 40, .refill_per_sec = 1e12}));
 }
+// The per-sample law (min_limit 1), as when the figures in docs were taken.
 std::shared_ptr<AdaptiveConcurrency> slots(int64_t limit) {
-  AdaptiveConcurrencyOptions o;
+  AdaptiveConcurrencyOptions o =
+      AdaptiveConcurrencyOptions::per_sample_gradient2();
   o.initial_limit = limit;
   o.max_limit = limit;
   return std::shared_ptr<AdaptiveConcurrency>(*AdaptiveConcurrency::create(o));

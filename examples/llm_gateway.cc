@@ -189,7 +189,11 @@ constexpr double kFractile = 0.8;
 
 // The adaptive concurrency limit of the backend.
 tk::AdaptiveConcurrencyOptions concurrency_options() {
-  tk::AdaptiveConcurrencyOptions o;
+  // From the per-sample configuration (a rolling baseline, no recalibration
+  // pins), the law this example was written with; the defaults would add a
+  // pin to `min_limit` streams about every minute.
+  tk::AdaptiveConcurrencyOptions o =
+      tk::AdaptiveConcurrencyOptions::per_sample_gradient2();
   o.law = tk::ConcurrencyLaw::kGradient2;
   o.initial_limit = 32;
   o.min_limit = 8;

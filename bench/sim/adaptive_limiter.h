@@ -51,10 +51,16 @@ class AdaptiveSimLimiter final : public SimLimiter {
 
   LimitSample sample() const override {
     const AdaptiveConcurrencyStats s = limiter_->stats();
-    return {0, static_cast<double>(s.limit),
-            static_cast<double>(s.effective_limit), s.inflight,
-            static_cast<double>(s.rtt_noload_ns) / 1e6};
+    return {0,
+            static_cast<double>(s.limit),
+            static_cast<double>(s.effective_limit),
+            s.inflight,
+            static_cast<double>(s.rtt_noload_ns) / 1e6,
+            s.recalibrating,
+            s.recalibrations};
   }
+
+  bool pinned() const override { return limiter_->stats().recalibrating; }
 
   const Limiter& limiter() const { return *limiter_; }
 

@@ -12,7 +12,9 @@
 //   `kDropped` at `arrival + timeout` and the backend still serves the request
 //   (wasted work).
 //
-// A request the limiter rejects is load shed (counted, never sent).
+// A request the limiter rejects is load shed (counted, never sent); a
+// rejection while the limiter's recalibration pin is in force is marked as
+// such, so the pins' cost can be told from ordinary shedding.
 //
 // The limiter runs on simulated time: `SimClock::now_ns()` returns the
 // runner's current instant, so latency, windows and recalibration periods are
@@ -59,7 +61,9 @@ struct LimitSample {
   double limit = 0;            // the control law's limit (L_local)
   double effective_limit = 0;  // what acquire enforces (lower while pinned)
   int64_t inflight = 0;
-  double rtt_noload_ms = 0;  // the limiter's baseline (0 if it has none)
+  double rtt_noload_ms = 0;    // the limiter's baseline (0 if it has none)
+  bool recalibrating = false;  // a recalibration pin is in force
+  int64_t recalibrations = 0;  // pins begun so far
 };
 
 // What the runner needs from a limiter: admit or reject a request, settle it
@@ -73,6 +77,9 @@ class SimLimiter {
   virtual void release(int64_t id, bool success) = 0;
   // The limiter's state now (t_ns is filled in by the runner).
   virtual LimitSample sample() const = 0;
+  // True while a recalibration pin is in force (a rejection then is charged
+  // to the pin: `RequestRecord::during_pin`).
+  virtual bool pinned() const { return false; }
 };
 
 // A fixed ceiling: admit while in-flight < limit.
@@ -87,7 +94,7 @@ class StaticLimiter final : public SimLimiter {
   void release(int64_t, bool) override { --inflight_; }
   LimitSample sample() const override {
     const auto l = static_cast<double>(limit_);
-    return {0, l, l, inflight_, 0};
+    return {0, l, l, inflight_, 0, false, 0};
   }
 
  private:
@@ -127,6 +134,7 @@ struct RequestRecord {
   int64_t arrival_ns = 0;
   int64_t settle_ns = 0;  // release time (admitted) or arrival (rejected)
   Settle settle = Settle::kPending;
+  bool during_pin = false;  // rejected while a recalibration pin was in force
 };
 
 struct RunResult {
@@ -187,6 +195,7 @@ inline RunResult run_scenario(
           backend.submit(id, work_ns, e.time_ns);
         } else {
           result.requests.back().settle = Settle::kRejected;
+          result.requests.back().during_pin = limiter->pinned();
         }
         events.schedule(
             e.time_ns +
@@ -237,12 +246,13 @@ inline RunResult run_scenario(
 
 // Metrics over the requests that arrived in [from_s, to_s).
 struct Summary {
-  double goodput_per_s = 0;  // successes settled in the window, per second
-  double p50_ms = 0;         // client-observed latency of admitted requests
-  double p99_ms = 0;         // (a dropped request counts as the timeout)
-  double reject_rate = 0;    // rejected / arrivals
-  double drop_rate = 0;      // dropped / admitted
-  double mean_limit = 0;     // mean of the sampled limit
+  double goodput_per_s = 0;    // successes settled in the window, per second
+  double p50_ms = 0;           // client-observed latency of admitted requests
+  double p99_ms = 0;           // (a dropped request counts as the timeout)
+  double reject_rate = 0;      // rejected / arrivals
+  double pin_reject_rate = 0;  // rejected while pinned / arrivals
+  double drop_rate = 0;        // dropped / admitted
+  double mean_limit = 0;       // mean of the sampled limit
   int64_t arrivals = 0;
 };
 
@@ -260,7 +270,7 @@ inline Summary summarize(const RunResult& r, double from_s, double to_s) {
   const auto from = static_cast<int64_t>(from_s * 1e9);
   const auto to = static_cast<int64_t>(to_s * 1e9);
   Summary s;
-  int64_t rejected = 0, admitted = 0, dropped = 0, good = 0;
+  int64_t rejected = 0, pin_rejected = 0, admitted = 0, dropped = 0, good = 0;
   std::vector<double> lat;
   for (const RequestRecord& q : r.requests) {
     if (q.settle == Settle::kSuccess && q.settle_ns >= from &&
@@ -271,6 +281,7 @@ inline Summary summarize(const RunResult& r, double from_s, double to_s) {
     ++s.arrivals;
     if (q.settle == Settle::kRejected) {
       ++rejected;
+      pin_rejected += q.during_pin ? 1 : 0;
       continue;
     }
     ++admitted;
@@ -284,6 +295,9 @@ inline Summary summarize(const RunResult& r, double from_s, double to_s) {
   s.reject_rate = s.arrivals ? static_cast<double>(rejected) /
                                    static_cast<double>(s.arrivals)
                              : 0;
+  s.pin_reject_rate = s.arrivals ? static_cast<double>(pin_rejected) /
+                                       static_cast<double>(s.arrivals)
+                                 : 0;
   s.drop_rate =
       admitted ? static_cast<double>(dropped) / static_cast<double>(admitted)
                : 0;

@@ -93,7 +93,9 @@ TEST(AdaptiveConcurrencyConcurrency, FixedLimitIsNeverExceeded) {
 
 TEST(AdaptiveConcurrencyConcurrency, ChangingLimitStaysWithinBounds) {
   constexpr int64_t kMax = 12;
-  AdaptiveConcurrencyOptions o;
+  // The per-sample law, so that every success moves the limit.
+  AdaptiveConcurrencyOptions o =
+      AdaptiveConcurrencyOptions::per_sample_gradient2();
   o.initial_limit = 6;
   o.min_limit = 2;
   o.max_limit = kMax;

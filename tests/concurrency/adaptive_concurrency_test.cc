@@ -63,8 +63,12 @@ class Harness {
   std::vector<Limiter::Permit> held;  // destroyed before `limiter`
 };
 
+// The per-sample law (one step per success, rolling window, no pins), which
+// most of these tests pin formula by formula; the defaults have their own
+// tests below ("Defaults").
 AdaptiveConcurrencyOptions gradient2_options(int64_t initial = 20) {
-  AdaptiveConcurrencyOptions o;
+  AdaptiveConcurrencyOptions o =
+      AdaptiveConcurrencyOptions::per_sample_gradient2();
   o.initial_limit = initial;
   o.min_limit = 1;
   o.max_limit = 1000;
@@ -590,13 +594,15 @@ void expect_rejected(const AdaptiveConcurrencyOptions& o,
 }
 
 TEST(AdaptiveConcurrency, BadOptionsAreNamedWithTheirBound) {
-  AdaptiveConcurrencyOptions o;
-  EXPECT_TRUE(AdaptiveConcurrency::create(o).ok());
+  // From the per-sample configuration (no recalibration, so the bounds of
+  // the recalibration fields show one at a time).
   auto with = [](auto edit) {
-    AdaptiveConcurrencyOptions o;
+    AdaptiveConcurrencyOptions o =
+        AdaptiveConcurrencyOptions::per_sample_gradient2();
     edit(o);
     return o;
   };
+  EXPECT_TRUE(AdaptiveConcurrency::create(with([](auto&) {})).ok());
   using O = AdaptiveConcurrencyOptions;
   expect_rejected(with([](O& o) { o.min_limit = 0; }),
                   "adaptive_concurrency.min_limit must be in [1, 1073741824]");
@@ -650,6 +656,136 @@ TEST(AdaptiveConcurrency, BadOptionsAreNamedWithTheirBound) {
   EXPECT_TRUE(AdaptiveConcurrency::create(with([](O& o) {
                 o.recalibration_samples = 0;
               })).ok());
+}
+
+// ---- Defaults -----------------------------------------------------------
+
+// The earlier default law, kept by name, field by field.
+TEST(AdaptiveConcurrency, PerSampleGradient2IsTheEarlierDefaultLaw) {
+  constexpr AdaptiveConcurrencyOptions o =
+      AdaptiveConcurrencyOptions::per_sample_gradient2();
+  static_assert(o.round_samples == 1 && o.recalibration_interval_ns == 0);
+  EXPECT_EQ(o.law, ConcurrencyLaw::kGradient2);
+  EXPECT_EQ(o.initial_limit, 20);
+  EXPECT_EQ(o.min_limit, 1);
+  EXPECT_EQ(o.max_limit, 1000);
+  EXPECT_EQ(o.rtt_window, 100);
+  EXPECT_EQ(o.round_samples, 1);
+  EXPECT_EQ(o.tolerance, 1.5);
+  EXPECT_EQ(o.smoothing, 0.2);
+  EXPECT_EQ(o.backoff_ratio, 0.9);
+  EXPECT_EQ(o.recalibration_interval_ns, 0);
+  EXPECT_EQ(o.recalibration_jitter_ns, 0);
+  EXPECT_EQ(o.recalibration_seed, 0u);
+  EXPECT_EQ(o.recalibration_samples, 20);
+  EXPECT_FALSE(o.freeze_rtt_noload);
+  EXPECT_TRUE(AdaptiveConcurrency::create(o).ok());
+}
+
+// The defaults: Envoy's shape with the interval and pin length the
+// simulator chose (docs/adaptive_concurrency.md).
+TEST(AdaptiveConcurrency, DefaultsAreRoundsAFrozenBaselineAndPinsEveryMinute) {
+  constexpr AdaptiveConcurrencyOptions o{};
+  EXPECT_EQ(o.law, ConcurrencyLaw::kGradient2);
+  EXPECT_EQ(o.initial_limit, 20);
+  EXPECT_EQ(o.min_limit, 3);
+  EXPECT_EQ(o.max_limit, 1000);
+  EXPECT_EQ(o.rtt_window, 512);
+  EXPECT_EQ(o.round_samples, 32);
+  EXPECT_EQ(o.tolerance, 1.0);
+  EXPECT_EQ(o.smoothing, 0.2);
+  EXPECT_EQ(o.backoff_ratio, 0.9);
+  EXPECT_EQ(o.recalibration_interval_ns, 60'000'000'000);
+  EXPECT_EQ(o.recalibration_jitter_ns, 9'000'000'000);
+  EXPECT_EQ(o.recalibration_seed, 0u);
+  EXPECT_EQ(o.recalibration_samples, 128);
+  EXPECT_TRUE(o.freeze_rtt_noload);
+  // The pin's rounds fit in the window, with room to spare.
+  static_assert(o.recalibration_samples <= o.rtt_window * o.round_samples);
+  EXPECT_TRUE(AdaptiveConcurrency::create(o).ok());
+}
+
+TEST(AdaptiveConcurrency, DefaultsValidateTheirCoupledFields) {
+  auto with = [](auto edit) {
+    AdaptiveConcurrencyOptions o;
+    edit(o);
+    return o;
+  };
+  using O = AdaptiveConcurrencyOptions;
+  // The pin's bound is rtt_window * round_samples = 512 * 32.
+  EXPECT_TRUE(AdaptiveConcurrency::create(with([](O& o) {
+                o.recalibration_samples = 16384;
+              })).ok());
+  expect_rejected(with([](O& o) { o.recalibration_samples = 16385; }),
+                  "adaptive_concurrency.recalibration_samples must be in "
+                  "[1, 16384]");
+  // Turning recalibration off needs the frozen baseline off too.
+  expect_rejected(with([](O& o) { o.recalibration_interval_ns = 0; }),
+                  "adaptive_concurrency.freeze_rtt_noload needs "
+                  "recalibration_interval_ns > 0");
+  EXPECT_TRUE(AdaptiveConcurrency::create(with([](O& o) {
+                o.recalibration_interval_ns = 0;
+                o.freeze_rtt_noload = false;
+              })).ok());
+  // min_limit 3 is the floor: a smaller max_limit must lower it too.
+  expect_rejected(with([](O& o) { o.max_limit = 2; }),
+                  "adaptive_concurrency.max_limit must be in [3, ");
+  EXPECT_TRUE(AdaptiveConcurrency::create(with([](O& o) {
+                o.initial_limit = o.min_limit = o.max_limit = 2;
+              })).ok());
+}
+
+// With the defaults on a manual clock: no pin before 60 s, one by 69 s
+// (interval + the most jitter), at min_limit 3 with L_local untouched; it
+// ends after 128 fresh successes, the baseline it measured then holds, and
+// the next pin is due at least 60 s after this one ended.
+TEST(AdaptiveConcurrency, DefaultsPinAfterIntervalPlusJitter) {
+  Harness h(AdaptiveConcurrencyOptions{});
+  constexpr int64_t kStepNs = 100'000'000;  // a sample every 0.1 s
+  constexpr int64_t kRttNs = 1'000'000;
+  int64_t elapsed = 0;
+  while (!h.stats().recalibrating && elapsed < 80'000'000'000) {
+    h.clock.advance_ns(kStepNs);
+    h.sample(kRttNs);
+    elapsed += kStepNs + kRttNs;
+  }
+  ASSERT_TRUE(h.stats().recalibrating);
+  EXPECT_GE(elapsed, 60'000'000'000);
+  EXPECT_LE(elapsed, 69'000'000'000 + kStepNs + kRttNs);
+  Limiter::Stats s = h.stats();
+  EXPECT_EQ(s.recalibrations, 1);
+  EXPECT_EQ(s.effective_limit, 3);
+  EXPECT_EQ(s.limit, 20);  // L_local is not dragged down
+  // The trigger was acquired before the pin: 128 more successes end it.
+  for (int i = 0; i < 127; ++i) h.sample(kRttNs);
+  EXPECT_TRUE(h.stats().recalibrating);
+  h.sample(kRttNs);
+  s = h.stats();
+  EXPECT_FALSE(s.recalibrating);
+  EXPECT_EQ(s.rtt_noload_ns, kRttNs);
+  EXPECT_EQ(s.effective_limit, 20);
+  // Frozen: slower rounds step the law but do not move the baseline.
+  for (int i = 0; i < 64; ++i) h.sample(5 * kRttNs);
+  EXPECT_EQ(h.stats().rtt_noload_ns, kRttNs);
+  EXPECT_LT(h.stats().estimate, 20.0);
+  // No second pin within the interval after the first ended.
+  h.clock.advance_ns(59'000'000'000);
+  h.sample(kRttNs);
+  EXPECT_FALSE(h.stats().recalibrating);
+  EXPECT_EQ(h.stats().recalibrations, 1);
+}
+
+// The defaults' window ring is allocated at `create`: rounds, a pin and the
+// frozen baseline allocate nothing afterwards.
+TEST(AdaptiveConcurrency, DefaultsAllocateNothingAfterCreate) {
+  Harness h(AdaptiveConcurrencyOptions{});
+  const long before = ::throttlekit::testing::allocations();
+  for (int i = 0; i < 2000; ++i) {
+    if (i == 1000) h.clock.advance_ns(70'000'000'000);  // past the first pin
+    h.sample(1000 + i % 7, i % 9 == 0 ? Outcome::kDropped : Outcome::kSuccess);
+  }
+  EXPECT_EQ(::throttlekit::testing::allocations() - before, 0);
+  EXPECT_EQ(h.stats().recalibrations, 1);
 }
 
 }  // namespace

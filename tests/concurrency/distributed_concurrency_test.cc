@@ -257,6 +257,10 @@ TEST_F(DistributedConcurrencyTest, TheFleetSharesOneCeiling) {
   c.beats->run_tick();
   EXPECT_EQ(b.node->stats().share, 4);
   EXPECT_EQ(c.node->stats().share, 4);
+  // Each node pins on its own schedule: its seed comes from its id.
+  EXPECT_NE(a.node->limiter()->options().recalibration_seed,
+            b.node->limiter()->options().recalibration_seed);
+  EXPECT_NE(a.node->limiter()->options().recalibration_seed, 0u);
   std::vector<Node::Permit> held_b = fill(*b.node);
   std::vector<Node::Permit> held_c = fill(*c.node);
   std::vector<Node::Permit> more_a = fill(*a.node);

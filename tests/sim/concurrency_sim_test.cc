@@ -4,7 +4,9 @@
 // on a short overload scenario: a run is deterministic, the backend never
 // does more work than its servers can, goodput stays within capacity, a
 // static limit is never exceeded, and the library limiter driven on
-// simulated time never holds more leases than its effective limit allows.
+// simulated time never holds more leases than its effective limit allows;
+// with the defaults it pins on simulated time, and the rejections during a
+// pin are charged to it.
 
 #include <cstdint>
 #include <memory>
@@ -114,6 +116,45 @@ TEST(ConcurrencySim, AdaptiveLimiterStaysWithinItsLimitsOnSimulatedTime) {
     }
   }
   EXPECT_TRUE(saw_rtt);
+}
+
+// The defaults pin 60-69 s after creation (simulated), and only rejections
+// while a pin is in force count as the pins' cost.
+TEST(ConcurrencySim, DefaultsPinOnSimulatedTimeAndRejectionsAreChargedToIt) {
+  Scenario s = short_overload();
+  s.arrival_rate_per_s = 0.8 * s.capacity_per_s();
+  s.duration_s = 80;
+  const RunResult r = run_scenario(s, gradient2);
+  int64_t pins = 0;
+  bool was_pinned = false;
+  for (const LimitSample& l : r.samples) {
+    if (l.recalibrating && !was_pinned) {
+      ++pins;
+      EXPECT_GE(l.t_ns, 60 * kNsPerSec);
+      EXPECT_LE(l.t_ns, 70 * kNsPerSec);
+      EXPECT_EQ(l.effective_limit, 3);  // min_limit
+    }
+    was_pinned = l.recalibrating;
+  }
+  EXPECT_EQ(pins, 1);
+  EXPECT_EQ(r.samples.back().recalibrations, 1);
+  int64_t charged = 0;
+  for (const RequestRecord& q : r.requests) {
+    if (!q.during_pin) continue;
+    ++charged;
+    EXPECT_EQ(q.settle, Settle::kRejected);
+    EXPECT_GE(q.arrival_ns, 60 * kNsPerSec);
+  }
+  EXPECT_GT(charged, 0);
+  const Summary sum = summarize(r, 5, s.duration_s);
+  EXPECT_GT(sum.pin_reject_rate, 0);
+  EXPECT_LE(sum.pin_reject_rate, sum.reject_rate);
+  // A limiter without pins is never charged.
+  const RunResult st = run_scenario(s, [](SimClock) {
+    return std::unique_ptr<SimLimiter>(new StaticLimiter(3));
+  });
+  EXPECT_EQ(summarize(st, 5, s.duration_s).pin_reject_rate, 0);
+  EXPECT_GT(summarize(st, 5, s.duration_s).reject_rate, 0);
 }
 
 }  // namespace

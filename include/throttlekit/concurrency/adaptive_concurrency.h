@@ -4,10 +4,10 @@
 // inferred from latency instead of a hand-tuned constant
 // (docs/adaptive_concurrency.md). `acquire()` hands out a move-only RAII
 // `Permit`; settling it feeds one sample to the control law (gradient2 by
-// default, `gradient2.h`; AIMD opt-in, `aimd.h`), and an opt-in Envoy-style
-// minRTT recalibration periodically drains the queue to re-measure the
-// no-load latency. There is no background timer: every adjustment happens
-// when a lease settles, on the injected clock.
+// default, `gradient2.h`; AIMD opt-in, `aimd.h`), and an Envoy-style minRTT
+// recalibration (on by default) periodically drains the queue to re-measure
+// the no-load latency. There is no background timer: every adjustment
+// happens when a lease settles, on the injected clock.
 
 #ifndef THROTTLEKIT_CONCURRENCY_ADAPTIVE_CONCURRENCY_H_
 #define THROTTLEKIT_CONCURRENCY_ADAPTIVE_CONCURRENCY_H_
@@ -63,49 +63,106 @@ enum class PermitOutcome { kSuccess, kDropped, kIgnored };
 enum class ConcurrencyLaw { kGradient2, kAimd };
 
 // Options of `BasicAdaptiveConcurrency`. Every field is checked by `create()`.
+//
+// The defaults are gradient2 in the shape of Envoy's gradient controller:
+// the law steps once per round of 32 successes, on their mean latency,
+// against a no-load latency that a pin re-measures every 60 s plus up to
+// 9 s of jitter (128 successes at `min_limit` 3, the queue drained) and that
+// stays frozen between pins; tolerance 1.0 puts the law's fixed point at
+// the backend's knee. docs/adaptive_concurrency.md ("The defaults over
+// 10-minute runs") measures them with pins at this interval and chose the
+// interval and the pin's length from the trade-off it reports: the
+// shortest interval whose pins refuse at most 1% of arrivals at 0.8x load,
+// and the pin that keeps the most goodput at 2x overload with both of the
+// simulator's service-time shapes. Their costs: the pins; a lasting change
+// of the no-load latency reads as a queue until the next pin (up to an
+// interval plus jitter); before the first pin the baseline is a rolling
+// minimum of round means. Give each node of a fleet its own
+// `recalibration_seed`, so that the nodes do not pin in lockstep.
+//
+// `per_sample_gradient2()` is the earlier default law, kept by name.
 struct AdaptiveConcurrencyOptions {
+  // gradient2 stepped by every success against the rolling minimum of its
+  // last 100 latencies, tolerance 1.5, min_limit 1, no recalibration (the
+  // other fields as the defaults). It holds latency near the no-load
+  // latency, but when the service time's own spread is wider than its
+  // tolerance it stalls at a limit set by that spread rather than by
+  // capacity (docs/adaptive_concurrency.md, "Why per-sample gradient2
+  // stalls"). These were the defaults before the Envoy shape.
+  static constexpr AdaptiveConcurrencyOptions per_sample_gradient2() noexcept {
+    AdaptiveConcurrencyOptions o;
+    o.min_limit = 1;
+    o.rtt_window = 100;
+    o.round_samples = 1;
+    o.tolerance = kGradient2DefaultTolerance;
+    o.recalibration_interval_ns = 0;
+    o.recalibration_jitter_ns = 0;
+    o.recalibration_samples = 20;
+    o.freeze_rtt_noload = false;
+    return o;
+  }
+
   ConcurrencyLaw law = ConcurrencyLaw::kGradient2;
   // Limits are whole numbers of in-flight requests, in [1, 2^30].
   int64_t initial_limit = 20;  // in [min_limit, max_limit]
-  int64_t min_limit = 1;
+  // Also the limit a recalibration pin holds: 3 in flight (Envoy's
+  // min_concurrency) measure the no-load latency without a queue and end a
+  // pin of 128 successes in about 43 service times. A `max_limit` below 3
+  // needs `min_limit` lowered too.
+  int64_t min_limit = 3;
   int64_t max_limit = 1000;  // >= min_limit
-  // Samples over which rtt_noload is the rolling minimum, in [1, 2^30].
-  int64_t rtt_window = 100;
-  // Successes averaged into one law sample, in [1, 2^16]. With 1 (the
-  // default) every success steps the law with its own latency. With n > 1
-  // the law steps once per n successes (a "round") with their mean
-  // latency, that mean is what enters the rtt window, and the round may
-  // grow the limit iff at least half its samples were utilized. Averaging
-  // compares like with like: a single sample against the window's minimum
-  // reads the service time's own spread as queueing (see
-  // docs/adaptive_concurrency.md). Drops still step the law one by one.
-  int64_t round_samples = 1;
+  // Law samples (round means, with rounds) over which rtt_noload is the
+  // rolling minimum, in [1, 2^30]; the ring is allocated at `create` (16
+  // bytes a sample). With `freeze_rtt_noload` the window rolls only until
+  // the first pin ends, then holds that pin's rounds. The default, 512
+  // rounds (16 384 successes), is for that first interval: in the
+  // simulator's 2x overload the minimum of 128 rounds crept up with the
+  // queue before the first pin (p99 42.3 ms), that of 512 did not (21.6 ms).
+  int64_t rtt_window = 512;
+  // Successes averaged into one law sample, in [1, 2^16]. With 1 every
+  // success steps the law with its own latency. With n > 1 the law steps
+  // once per n successes (a "round") with their mean latency, that mean is
+  // what enters the rtt window, and the round may grow the limit iff at
+  // least half its samples were utilized. Averaging compares like with
+  // like: a single sample against the window's minimum reads the service
+  // time's own spread as queueing (see docs/adaptive_concurrency.md). Drops
+  // still step the law one by one.
+  int64_t round_samples = 32;
   // gradient2: latency up to tolerance * rtt_noload counts as no queue;
-  // in [1, 100].
-  double tolerance = kGradient2DefaultTolerance;
+  // in [1, 100]. With rounds and a frozen baseline the law settles near
+  // L = tolerance * c + sqrt(L) for c busy servers, so 1.0 is the knee.
+  double tolerance = 1.0;
   // gradient2: EMA weight of each new limit, in (0, 1].
   double smoothing = kGradient2DefaultSmoothing;
   // AIMD: factor applied on a drop, in (0, 1).
   double backoff_ratio = kAimdDefaultBackoffRatio;
-  // minRTT recalibration: 0 disables it; otherwise the ns between the end
-  // of one pin and the start of the next, in [1, 2^53 - 1].
-  int64_t recalibration_interval_ns = 0;
+  // minRTT recalibration: 0 disables it (then `freeze_rtt_noload` must be
+  // false); otherwise the ns between the end of one pin and the start of
+  // the next, in [1, 2^53 - 1]. The default is Envoy's 60 s.
+  int64_t recalibration_interval_ns = int64_t{60'000'000'000};
   // Each interval is lengthened by a deterministic pseudo-random jitter in
   // [0, recalibration_jitter_ns] drawn from `recalibration_seed`, so a fleet
-  // does not recalibrate in lockstep. In [0, 2^53 - 1].
-  int64_t recalibration_jitter_ns = 0;
+  // does not recalibrate in lockstep. In [0, 2^53 - 1]. The default, 9 s,
+  // is 15% of the interval.
+  int64_t recalibration_jitter_ns = int64_t{9'000'000'000};
+  // Any value. Nodes with the same seed and interval pin at the same
+  // offsets from their creation: give each node its own (e.g. a hash of
+  // its node id).
   uint64_t recalibration_seed = 0;
   // Successes (of leases acquired after the pin began) that end a pin, in
   // [1, rtt_window * round_samples] (so the pin's rounds fit in the
-  // window); checked only when recalibration is enabled.
-  int64_t recalibration_samples = 20;
+  // window); checked only when recalibration is enabled. The default is 4
+  // rounds of 32: more rounds measure a steadier baseline, but a lower one
+  // (the minimum of more round means) when latency is widely spread, and
+  // each pin refuses traffic for longer.
+  int64_t recalibration_samples = 128;
   // Envoy's minRTT: once a pin has ended, rtt_noload is that pin's
   // measurement (the minimum of its rounds) and stays fixed until the next
   // pin; samples between pins no longer enter the window, so a standing
   // queue cannot raise the baseline (the upward creep of a rolling
   // minimum). Before the first pin the window rolls. Needs
   // recalibration_interval_ns > 0.
-  bool freeze_rtt_noload = false;
+  bool freeze_rtt_noload = true;
 };
 
 // A snapshot of a limiter (see `BasicAdaptiveConcurrency::stats`).
@@ -165,7 +222,7 @@ struct AdaptiveConcurrencyStats {
 //    the next pin is due recalibration_interval_ns + jitter later. With
 //    `freeze_rtt_noload`, that rtt_noload then stays until the next pin.
 // 2. a success's latency (now - acquire time, floored at 0) joins the
-//    round; a round of `round_samples` (1 by default) is one sample, its
+//    round; a round of `round_samples` (32 by default) is one sample, its
 //    mean latency, and it enters the window (unless frozen); rtt_noload =
 //    the window's minimum, this sample included.
 // 3. the law steps the estimate (`gradient2.h` / `aimd.h`); a success is

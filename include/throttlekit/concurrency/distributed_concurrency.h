@@ -106,7 +106,9 @@ struct DistributedConcurrencyOptions {
   // not call `beat_now`.
   std::function<void()> on_fenced;
   ConcurrencyOutageMode outage = ConcurrencyOutageMode::kFailClosed;
-  // The node's own adaptive limiter.
+  // The node's own adaptive limiter. A `recalibration_seed` of 0 (the
+  // default) is replaced by a hash of `node_id`, so the nodes of a fleet do
+  // not pin in lockstep.
   AdaptiveConcurrencyOptions local;
 };
 
@@ -176,6 +178,10 @@ class BasicDistributedConcurrency {
           "distributed_concurrency: coordinator is null");
     }
     if (absl::Status s = validate(options); !s.ok()) return s;
+    if (options.local.recalibration_seed == 0) {
+      options.local.recalibration_seed =
+          std::hash<std::string>{}(options.node_id) | 1;
+    }
     absl::StatusOr<std::unique_ptr<Limiter>> limiter =
         Limiter::create(options.local, clock);
     if (!limiter.ok()) return limiter.status();
