@@ -42,27 +42,42 @@ constexpr int64_t kTtl = 20;
 constexpr int64_t kBaseMs = 1'700'000'000'000;
 constexpr int64_t kNsPerMs = 1'000'000;
 
-// True iff the node admits or holds a slot at a real ms at which the
-// coordinator has evicted it.
-bool violated(int64_t drift, int64_t hold, int64_t margin) {
-  ManualMonotonicClock node_clock(kBaseMs * kNsPerMs);
-  ManualClock coordinator_clock(kBaseMs);
+// The node's clock and the coordinator's, a memory coordinator on the
+// latter, and one node on the former (beating by hand only): the node with
+// self-fencing at `margin` when `fencing`, without it otherwise.
+struct Partition {
+  ManualMonotonicClock node_clock{kBaseMs * kNsPerMs};
+  ManualClock coordinator_clock{kBaseMs};
   std::shared_ptr<MemoryCoordinator> memory = *MemoryCoordinator::create(
       {}, std::make_shared<ClockAdapter<ClockRef<ManualClock>>>(
               ClockRef<ManualClock>(coordinator_clock)));
-  DistributedConcurrencyOptions o;
-  o.node_id = "node";
-  o.key = "fleet";
-  o.heartbeat_ms = 1;
-  o.lease_ttl_ms = kTtl;
-  o.self_fencing = true;
-  o.fence_safety_margin_ms = margin;
-  o.local.initial_limit = 1000;
-  absl::StatusOr<std::unique_ptr<Node>> node =
-      Node::create(o, memory, NanoClockRef<ManualMonotonicClock>(node_clock),
-                   std::make_unique<ManualBeatScheduler>());
-  EXPECT_TRUE(node.ok()) << node.status();
-  EXPECT_TRUE((*node)->beat_now().ok());
+  std::unique_ptr<Node> node;
+
+  Partition(bool fencing, int64_t margin) {
+    DistributedConcurrencyOptions o;
+    o.node_id = "node";
+    o.key = "fleet";
+    o.heartbeat_ms = 1;
+    o.lease_ttl_ms = kTtl;
+    o.self_fencing = fencing;
+    o.fence_safety_margin_ms = margin;
+    o.local.initial_limit = 1000;
+    absl::StatusOr<std::unique_ptr<Node>> made =
+        Node::create(o, memory, NanoClockRef<ManualMonotonicClock>(node_clock),
+                     std::make_unique<ManualBeatScheduler>());
+    EXPECT_TRUE(made.ok()) << made.status();
+    if (made.ok()) node = *std::move(made);
+  }
+};
+
+// True iff the node admits or holds a slot at a real ms at which the
+// coordinator has evicted it.
+bool violated(int64_t drift, int64_t hold, int64_t margin) {
+  Partition p(/*fencing=*/true, margin);
+  ManualMonotonicClock& node_clock = p.node_clock;
+  ManualClock& coordinator_clock = p.coordinator_clock;
+  const std::shared_ptr<MemoryCoordinator>& memory = p.memory;
+  EXPECT_TRUE(p.node->beat_now().ok());
   // Slots held: the real ms at which each is released.
   std::deque<std::pair<int64_t, Node::Permit>> held;
   bool bad = false;
@@ -71,8 +86,8 @@ bool violated(int64_t drift, int64_t hold, int64_t margin) {
                           node_clock.now_ns());
     coordinator_clock.set_ms(kBaseMs + t * kTtl / (kTtl - drift));
     while (!held.empty() && held.front().first <= t) held.pop_front();
-    Node::Permit p = (*node)->acquire();
-    if (p) held.emplace_back(t + hold, std::move(p));
+    Node::Permit slot = p.node->acquire();
+    if (slot) held.emplace_back(t + hold, std::move(slot));
     // The peer beats (seq t + 1): the node is evicted once its lease has
     // lapsed on the coordinator's clock.
     absl::StatusOr<HeartbeatGrant> peer = memory->heartbeat(
@@ -115,20 +130,11 @@ TEST(SelfFenceModel, TheExactMarginIsDriftPlusHoldMinusOne) {
 // Without self-fencing the partitioned node keeps admitting on its last
 // share after the coordinator handed it on: violated at any drift.
 TEST(SelfFenceModel, WithoutFencingThePartitionedNodeOverlaps) {
-  ManualMonotonicClock node_clock(kBaseMs * kNsPerMs);
-  ManualClock coordinator_clock(kBaseMs);
-  std::shared_ptr<MemoryCoordinator> memory = *MemoryCoordinator::create(
-      {}, std::make_shared<ClockAdapter<ClockRef<ManualClock>>>(
-              ClockRef<ManualClock>(coordinator_clock)));
-  DistributedConcurrencyOptions o;
-  o.node_id = "node";
-  o.key = "fleet";
-  o.heartbeat_ms = 1;
-  o.lease_ttl_ms = kTtl;
-  o.local.initial_limit = 1000;
-  auto node =
-      *Node::create(o, memory, NanoClockRef<ManualMonotonicClock>(node_clock),
-                    std::make_unique<ManualBeatScheduler>());
+  Partition p(/*fencing=*/false, 0);
+  ManualMonotonicClock& node_clock = p.node_clock;
+  ManualClock& coordinator_clock = p.coordinator_clock;
+  const std::shared_ptr<MemoryCoordinator>& memory = p.memory;
+  const std::unique_ptr<Node>& node = p.node;
   ASSERT_TRUE(node->beat_now().ok());
   node_clock.advance_ns(kTtl * kNsPerMs);  // no tick ran: no outage yet
   coordinator_clock.set_ms(kBaseMs + kTtl);

@@ -199,7 +199,8 @@ class Coordinator {
                                                int64_t credits,
                                                std::string_view token) = 0;
   virtual absl::StatusOr<int64_t> do_now_ms() = 0;
-  // Backends without a heartbeat path answer kUnimplemented.
+  // A backend without a heartbeat path (a Coordinator written outside this
+  // library) answers kUnimplemented naming itself and the verb.
   virtual absl::StatusOr<HeartbeatGrant> do_heartbeat(
       std::string_view /*key*/, const HeartbeatReport& /*report*/,
       const HeartbeatOptions& /*options*/, int64_t /*now_ms*/) {
@@ -229,7 +230,7 @@ class Coordinator {
     return absl::UnimplementedError(
         absl::StrCat(absl::string_view(backend().data(), backend().size()),
                      ": ", absl::string_view(verb.data(), verb.size()),
-                     " is not implemented for this backend"));
+                     " is not supported by this backend"));
   }
   [[gnu::cold]] static absl::Status invalid_now(int64_t now_ms) {
     return absl::InvalidArgumentError(absl::StrCat(
