@@ -26,7 +26,7 @@ echo "== thread safety analysis: $(wc -w <<<"$objects") files clean"
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer build (unit, property)"
 cmake --preset asan >/dev/null
-cmake --build --preset asan
+cmake --build --preset asan --target throttlekit_asan_tests
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer tests"
 ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="print_stacktrace=1" \
   ctest --preset asan -j2 -L "unit|property"

@@ -58,7 +58,7 @@ BEGIN
       'key holds %s state; asked for %s',
       (ARRAY['gcra', 'token_bucket', 'fixed_window', 'sliding_window',
              'sliding_log', 'quota', 'token_budget', 'lease',
-             'heartbeat'])[r.kind + 1],
+             'heartbeat', 'federation'])[r.kind + 1],
       p_asked);
   END IF;
   RETURN r;

@@ -158,6 +158,8 @@ constexpr Statement kStatements[] = {
     {"tk_token_budget", "_token_budget", 6},
     {"tk_lease", "_lease", 4},
     {"tk_give_back", "_give_back", 5},
+    {"tk_fed_lease", "_fed_lease", 5},
+    {"tk_fed_reconcile", "_fed_reconcile", 7},
     {"tk_sweep", "_sweep", 2},
 };
 
@@ -240,7 +242,7 @@ class PostgresCoordinator::Impl {
           postgres_sql::kFixedWindowSql, postgres_sql::kSlidingWindowSql,
           postgres_sql::kSlidingLogSql, postgres_sql::kQuotaSql,
           postgres_sql::kTokenBudgetSql, postgres_sql::kLeaseSql,
-          postgres_sql::kHeartbeatSql}) {
+          postgres_sql::kHeartbeatSql, postgres_sql::kFederationSql}) {
       absl::StrAppend(&all, av(part), "\n");
     }
     return absl::StrReplaceAll(all, {{"{{t}}", table}});
@@ -604,11 +606,11 @@ absl::StatusOr<Forecast> PostgresCoordinator::do_forecast(
   if (!row.ok()) return row.status();
   if (row->kind >= 0 && row->kind != static_cast<int>(strategy.index())) {
     static constexpr std::string_view kKinds[] = {
-        "gcra",           "token_bucket", "fixed_window",
-        "sliding_window", "sliding_log",  "quota",
-        "token_budget",   "lease",        "heartbeat"};
+        "gcra",        "token_bucket", "fixed_window", "sliding_window",
+        "sliding_log", "quota",        "token_budget", "lease",
+        "heartbeat",   "federation"};
     const std::string_view held =
-        row->kind < 9 ? kKinds[row->kind] : std::string_view("unknown");
+        row->kind < 10 ? kKinds[row->kind] : std::string_view("unknown");
     return absl::FailedPreconditionError(
         absl::StrCat("key holds ", av(held), " state; asked for ",
                      av(strategy_name(strategy))));
@@ -658,6 +660,45 @@ absl::StatusOr<int64_t> PostgresCoordinator::do_give_back(
         .at(0)[0]
         .as<int64_t>();
   });
+}
+
+absl::StatusOr<LeaseGrant> PostgresCoordinator::do_lease_windowed(
+    const LeaseBudget& budget, std::string_view key, int64_t want,
+    int64_t now_ms) {
+  return impl_->run<LeaseGrant>([&](Session& s) {
+    pqxx::nontransaction tx(*s.conn);
+    const pqxx::row row =
+        tx.exec_prepared("tk_fed_lease", bytes(key), budget.limit(),
+                         budget.window_ms(), want, now_ms)
+            .at(0);
+    return LeaseGrant{row[0].as<int64_t>(), row[1].as<int64_t>(),
+                      row[2].as<int64_t>(), row[3].as<int64_t>(),
+                      row[4].as<int64_t>()};
+  });
+}
+
+absl::StatusOr<int64_t> PostgresCoordinator::do_reconcile(
+    const LeaseBudget& budget, std::string_view key, int64_t window_start_ms,
+    int64_t leftover, std::string_view token, int64_t now_ms) {
+  return impl_->run<int64_t>([&](Session& s) {
+    pqxx::nontransaction tx(*s.conn);
+    return tx
+        .exec_prepared("tk_fed_reconcile", bytes(key), budget.limit(),
+                       budget.window_ms(), window_start_ms, leftover,
+                       bytes(token), now_ms)
+        .at(0)[0]
+        .as<int64_t>();
+  });
+}
+
+absl::Status PostgresCoordinator::do_ping() {
+  return impl_
+      ->run<bool>([&](Session& s) {
+        pqxx::nontransaction tx(*s.conn);
+        tx.exec("SELECT 1");
+        return true;
+      })
+      .status();
 }
 
 absl::StatusOr<int64_t> PostgresCoordinator::do_now_ms() {

@@ -9,7 +9,7 @@
 -- `key` and identified by `id = sha256(key)` (a B-tree entry must stay small;
 -- distinct keys with one SHA-256 are not a practical concern). `kind` is the state's strategy (0 gcra, 1 token_bucket,
 -- 2 fixed_window, 3 sliding_window, 4 sliding_log, 5 quota, 6 token_budget,
--- 7 lease, 8 heartbeat); the generic columns hold each kind's state as documented in
+-- 7 lease, 8 heartbeat, 9 federation); the generic columns hold each kind's state as documented in
 -- docs/postgres.md. `expires_at_ms` is the instant from which the state
 -- decides exactly as a cold key (never earlier); `{{t}}_sweep` deletes rows
 -- past it plus a slack.

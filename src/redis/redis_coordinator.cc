@@ -44,6 +44,8 @@ enum Script : int {
   kGiveBackScript,
   kStateScript,
   kHeartbeatScript,
+  kFedLeaseScript,
+  kFedReconcileScript,
   kFusedScript,
   kScriptCount,
 };
@@ -57,9 +59,10 @@ const std::array<std::string, kScriptCount>& script_texts() {
       return absl::string_view(v.data(), v.size());
     };
     const std::string_view bodies[kFusedScript] = {
-        kGcraLua,       kTokenBucketLua, kFixedWindowLua, kSlidingWindowLua,
-        kSlidingLogLua, kQuotaLua,       kTokenBudgetLua, kLeaseLua,
-        kGiveBackLua,   kStateLua,       kHeartbeatLua};
+        kGcraLua,        kTokenBucketLua, kFixedWindowLua, kSlidingWindowLua,
+        kSlidingLogLua,  kQuotaLua,       kTokenBudgetLua, kLeaseLua,
+        kGiveBackLua,    kStateLua,       kHeartbeatLua,   kFedLeaseLua,
+        kFedReconcileLua};
     for (int i = 0; i < kFusedScript; ++i) {
       (*t)[i] = absl::StrCat(av(kPreludeLua), av(bodies[i]));
     }
@@ -485,7 +488,8 @@ std::string_view RedisCoordinator::lua_script(std::string_view name) {
       SlidingLog::kName,  Quota::kName,
       TokenBudget::kName, "lease",
       "give_back",        "state",
-      "heartbeat",        "fused"};
+      "heartbeat",        "fed_lease",
+      "fed_reconcile",    "fused"};
   for (int i = 0; i < kScriptCount; ++i) {
     if (kNames[i] == name) return script_texts()[i];
   }
@@ -752,6 +756,47 @@ absl::StatusOr<int64_t> RedisCoordinator::do_give_back(
     return absl::InternalError("redis: the give-back script replied badly");
   }
   return r->reply[0];
+}
+
+absl::StatusOr<LeaseGrant> RedisCoordinator::do_lease_windowed(
+    const LeaseBudget& budget, std::string_view key, int64_t want,
+    int64_t now_ms) {
+  auto r = std::make_shared<Request>();
+  r->script = kFedLeaseScript;
+  r->argv = {std::string(key),
+             fmt_int(now_ms),
+             fmt_int(want),
+             fmt_int(budget.limit()),
+             fmt_int(budget.window_ms()),
+             fmt_int(impl_->options().ttl_slack_ms)};
+  if (absl::Status s = impl_->call(r); !s.ok()) return s;
+  if (r->reply.size() != 5) {
+    return absl::InternalError("redis: the fed_lease script replied badly");
+  }
+  return LeaseGrant{r->reply[0], r->reply[1], r->reply[2], r->reply[3],
+                    r->reply[4]};
+}
+
+absl::StatusOr<int64_t> RedisCoordinator::do_reconcile(
+    const LeaseBudget& budget, std::string_view key, int64_t window_start_ms,
+    int64_t leftover, std::string_view token, int64_t now_ms) {
+  auto r = std::make_shared<Request>();
+  r->script = kFedReconcileScript;
+  r->argv = {std::string(key),           fmt_int(now_ms),
+             fmt_int(window_start_ms),   fmt_int(leftover),
+             std::string(token),         fmt_int(budget.limit()),
+             fmt_int(budget.window_ms())};
+  if (absl::Status s = impl_->call(r); !s.ok()) return s;
+  if (r->reply.size() != 1) {
+    return absl::InternalError("redis: the fed_reconcile script replied badly");
+  }
+  return r->reply[0];
+}
+
+absl::Status RedisCoordinator::do_ping() {
+  auto r = std::make_shared<Request>();
+  r->argv = {"PING"};
+  return impl_->call(r);
 }
 
 absl::StatusOr<int64_t> RedisCoordinator::do_now_ms() {

@@ -16,7 +16,14 @@
 //   of a `LeaseBudget`, with the window read on the store's clock;
 //   `give_back` returns credits to the window they came from, idempotently
 //   per token (lease.h).
+// - Federation (docs/federation.md): `lease_windowed` takes credits from
+//   the current window of a per-key budget and returns the store-clock
+//   window end with the grant, atomically; `reconcile` gives a window's
+//   leftover back once per (window, token) and forfeits the leftover of a
+//   rolled window (federation_core.h; the layout of the original, so other
+//   languages' fleets can share it).
 // - Clock: `now_ms`, the store's clock, for skew-proof boundaries.
+// - Health: `ping` (and `is_healthy`), one cheap round trip.
 // - Heartbeats (distributed concurrency): `heartbeat` runs one coordinator
 //   step (heartbeat_core.h) for a node's report over the key's node table,
 //   on the store's clock; `heartbeat_nodes` reads the table
@@ -52,6 +59,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "throttlekit/coordinator/any_strategy.h"
+#include "throttlekit/coordinator/federation_core.h"
 #include "throttlekit/coordinator/heartbeat_core.h"
 #include "throttlekit/coordinator/lease.h"
 #include "throttlekit/core/cost.h"
@@ -140,8 +148,57 @@ class Coordinator {
     return do_give_back(budget, key, window_start_ms, credits, token);
   }
 
+  // Federation's lease (federation_core.h): takes min(want, credits left)
+  // from the current window of `budget` on `key` and returns the grant with
+  // its window's start and end, the window read on the store's clock
+  // (`now_ms` 0, the default; a caller time in [1, 2^53-1] is for
+  // conformance tests and replays). `want` in [1, 2^53-1]. A key holding
+  // other state is kFailedPrecondition.
+  absl::StatusOr<LeaseGrant> lease_windowed(const LeaseBudget& budget,
+                                            std::string_view key, int64_t want,
+                                            int64_t now_ms = 0) {
+    if (absl::Status s = validate_key(key); !s.ok()) return s;
+    if (want < 1 || want > kMaxSafeInteger) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "lease_windowed: want must be in [1, 2^53-1]; got ", want));
+    }
+    if (!valid_now(now_ms)) return invalid_now(now_ms);
+    return do_lease_windowed(budget, key, want, now_ms);
+  }
+
+  // Gives `leftover` credits of the window that started at
+  // `window_start_ms` (from a `lease_windowed` grant) back to `key`'s
+  // budget, capped at `budget.limit()`. Returns the credits restored: 0 if
+  // that window is not the current one (leftover of a rolled window is
+  // forfeited), or if this (window, `token`) was reconciled before (so a
+  // retry is applied once; "" is a token too). `leftover` in [0, 2^53-1];
+  // `token` at most kMaxLeaseTokenBytes; `now_ms` as for `lease_windowed`.
+  absl::StatusOr<int64_t> reconcile(const LeaseBudget& budget,
+                                    std::string_view key,
+                                    int64_t window_start_ms, int64_t leftover,
+                                    std::string_view token = {},
+                                    int64_t now_ms = 0) {
+    if (absl::Status s = validate_key(key); !s.ok()) return s;
+    if (leftover < 0 || leftover > kMaxSafeInteger) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "reconcile: leftover must be in [0, 2^53-1]; got ", leftover));
+    }
+    if (token.size() > kMaxLeaseTokenBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("reconcile: token is ", token.size(),
+                       " bytes; the maximum is ", kMaxLeaseTokenBytes));
+    }
+    if (!valid_now(now_ms)) return invalid_now(now_ms);
+    return do_reconcile(budget, key, window_start_ms, leftover, token, now_ms);
+  }
+
   // The store's clock, epoch ms.
   absl::StatusOr<int64_t> now_ms() { return do_now_ms(); }
+
+  // One cheap round trip (Redis PING, Postgres SELECT 1): OK, or why the
+  // store cannot be reached, within the backend's command deadline.
+  absl::Status ping() { return do_ping(); }
+  bool is_healthy() { return ping().ok(); }
 
   // One distributed-concurrency step (heartbeat_core.h) for `report` over
   // `key`'s node table, atomically: returns the node's grant. `now_ms` 0
@@ -199,6 +256,22 @@ class Coordinator {
                                                int64_t credits,
                                                std::string_view token) = 0;
   virtual absl::StatusOr<int64_t> do_now_ms() = 0;
+  // A backend without a federation path answers kUnimplemented.
+  virtual absl::StatusOr<LeaseGrant> do_lease_windowed(
+      const LeaseBudget& /*budget*/, std::string_view /*key*/, int64_t /*want*/,
+      int64_t /*now_ms*/) {
+    return unimplemented("lease_windowed");
+  }
+  virtual absl::StatusOr<int64_t> do_reconcile(const LeaseBudget& /*budget*/,
+                                               std::string_view /*key*/,
+                                               int64_t /*window_start_ms*/,
+                                               int64_t /*leftover*/,
+                                               std::string_view /*token*/,
+                                               int64_t /*now_ms*/) {
+    return unimplemented("reconcile");
+  }
+  // By default the store's clock is the probe.
+  virtual absl::Status do_ping() { return do_now_ms().status(); }
   // A backend without a heartbeat path (a Coordinator written outside this
   // library) answers kUnimplemented naming itself and the verb.
   virtual absl::StatusOr<HeartbeatGrant> do_heartbeat(

@@ -225,6 +225,48 @@ class MemoryCoordinator final : public Coordinator {
   }
 
   absl::StatusOr<int64_t> do_now_ms() override { return clock_->now_ms(); }
+  absl::Status do_ping() override { return absl::OkStatus(); }
+
+  // Federation (federation_core.h): the state expires with its window.
+  absl::StatusOr<LeaseGrant> do_lease_windowed(const LeaseBudget& budget,
+                                               std::string_view key,
+                                               int64_t want,
+                                               int64_t now_ms) override {
+    Shard& shard = shard_for(key);
+    MutexLock lock(shard.mu);
+    const int64_t now = resolve(now_ms);
+    Entry* e = live(shard, key, now);
+    FederationState cold;
+    FederationState* state = &cold;
+    if (e != nullptr) {
+      state = std::get_if<FederationState>(&e->state);
+      if (state == nullptr) return wrong_type("federation", *e);
+    }
+    const LeaseGrant grant = federation_lease(*state, budget, want, now);
+    if (grant.granted > 0) {
+      if (e == nullptr) {
+        e = &insert(shard, key, Entry{std::move(cold), 0}, now);
+      }
+      e->expires_at_ms = grant.expires_at_ms;
+    }
+    return grant;
+  }
+
+  absl::StatusOr<int64_t> do_reconcile(const LeaseBudget& budget,
+                                       std::string_view key,
+                                       int64_t window_start_ms,
+                                       int64_t leftover, std::string_view token,
+                                       int64_t now_ms) override {
+    Shard& shard = shard_for(key);
+    MutexLock lock(shard.mu);
+    const int64_t now = resolve(now_ms);
+    Entry* e = live(shard, key, now);
+    if (e == nullptr) return 0;
+    FederationState* state = std::get_if<FederationState>(&e->state);
+    if (state == nullptr) return wrong_type("federation", *e);
+    return federation_reconcile(*state, budget, window_start_ms, leftover,
+                                token, now);
+  }
 
   // The node table lives as the key's state; it expires when the last
   // node's lease does (then a beat starts a fresh table).
@@ -275,7 +317,8 @@ class MemoryCoordinator final : public Coordinator {
   using StateVariant =
       std::variant<Gcra::State, TokenBucket::State, FixedWindow::State,
                    SlidingWindow::State, SlidingLog::State, Quota::State,
-                   TokenBudget::State, LeaseState, HeartbeatTable>;
+                   TokenBudget::State, LeaseState, HeartbeatTable,
+                   FederationState>;
   struct Entry {
     StateVariant state;
     int64_t expires_at_ms = 0;
@@ -371,12 +414,12 @@ class MemoryCoordinator final : public Coordinator {
   }
 
   static absl::Status wrong_type(std::string_view asked, const Entry& e) {
-    static constexpr std::array<std::string_view, 9> kNames = {
+    static constexpr std::array<std::string_view, 10> kNames = {
         Gcra::kName,        TokenBucket::kName,
         FixedWindow::kName, SlidingWindow::kName,
         SlidingLog::kName,  Quota::kName,
         TokenBudget::kName, "lease",
-        "heartbeat"};
+        "heartbeat",        "federation"};
     return absl::FailedPreconditionError(
         absl::StrCat("key holds ", av(kNames[e.state.index()]),
                      " state; asked for ", av(asked)));

@@ -130,6 +130,16 @@ class PostgresCoordinator final : public Coordinator {
                                        int64_t window_start_ms, int64_t credits,
                                        std::string_view token) override;
   absl::StatusOr<int64_t> do_now_ms() override;
+  absl::StatusOr<LeaseGrant> do_lease_windowed(const LeaseBudget& budget,
+                                               std::string_view key,
+                                               int64_t want,
+                                               int64_t now_ms) override;
+  absl::StatusOr<int64_t> do_reconcile(const LeaseBudget& budget,
+                                       std::string_view key,
+                                       int64_t window_start_ms,
+                                       int64_t leftover, std::string_view token,
+                                       int64_t now_ms) override;
+  absl::Status do_ping() override;
   // Two round trips in one transaction: lock and read the key's node table,
   // run heartbeat_step (the C++ core) on it, write it and commit
   // (docs/distributed_concurrency.md, "Postgres").

@@ -44,6 +44,22 @@ local function tk_pexpire(key, ms, slack)
   redis.call('PEXPIRE', key, tk_int(math.max(1, ms) + slack))
 end
 
+-- Federation (coordinator/federation_core.h): the key's budget left and
+-- window end (nil for a cold key) and the current window's start at `now`
+-- (the stored window when the clock is behind it); nil and an error reply
+-- for a key of another layout.
+local function tk_fed_load(key, now, window)
+  local st = redis.call('HMGET', key, 'budget', 'expiresAt')
+  local stored = st[2] and tonumber(st[2])
+  if not stored and redis.call('EXISTS', key) == 1 then
+    return nil, redis.error_reply(
+      'WRONGTYPE the key holds another layout; asked for federation')
+  end
+  local start = tk_floor_div(now, window) * window
+  if stored and stored - window > start then start = stored - window end
+  return {budget = tonumber(st[1]), stored = stored, start = start}
+end
+
 local tk_key = KEYS[1]
 local tk_cost = tonumber(ARGV[2])
 local tk_peek = ARGV[3] == 'p'
