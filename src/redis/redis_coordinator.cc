@@ -46,6 +46,7 @@ enum Script : int {
   kHeartbeatScript,
   kFedLeaseScript,
   kFedReconcileScript,
+  kEscrowScript,
   kFusedScript,
   kScriptCount,
 };
@@ -58,11 +59,14 @@ const std::array<std::string, kScriptCount>& script_texts() {
     const auto av = [](std::string_view v) {
       return absl::string_view(v.data(), v.size());
     };
-    const std::string_view bodies[kFusedScript] = {
-        kGcraLua,        kTokenBucketLua, kFixedWindowLua, kSlidingWindowLua,
-        kSlidingLogLua,  kQuotaLua,       kTokenBudgetLua, kLeaseLua,
-        kGiveBackLua,    kStateLua,       kHeartbeatLua,   kFedLeaseLua,
-        kFedReconcileLua};
+    // Every script but the fused one, in `Script` order (a missing entry
+    // fails to compile).
+    const std::array bodies = {
+        kGcraLua,         kTokenBucketLua, kFixedWindowLua, kSlidingWindowLua,
+        kSlidingLogLua,   kQuotaLua,       kTokenBudgetLua, kLeaseLua,
+        kGiveBackLua,     kStateLua,       kHeartbeatLua,   kFedLeaseLua,
+        kFedReconcileLua, kEscrowLua};
+    static_assert(bodies.size() == kFusedScript);
     for (int i = 0; i < kFusedScript; ++i) {
       (*t)[i] = absl::StrCat(av(kPreludeLua), av(bodies[i]));
     }
@@ -483,13 +487,21 @@ RedisCoordinator::~RedisCoordinator() = default;
 
 std::string_view RedisCoordinator::lua_script(std::string_view name) {
   static constexpr std::string_view kNames[kScriptCount] = {
-      Gcra::kName,        TokenBucket::kName,
-      FixedWindow::kName, SlidingWindow::kName,
-      SlidingLog::kName,  Quota::kName,
-      TokenBudget::kName, "lease",
-      "give_back",        "state",
-      "heartbeat",        "fed_lease",
-      "fed_reconcile",    "fused"};
+      Gcra::kName,
+      TokenBucket::kName,
+      FixedWindow::kName,
+      SlidingWindow::kName,
+      SlidingLog::kName,
+      Quota::kName,
+      TokenBudget::kName,
+      "lease",
+      "give_back",
+      "state",
+      "heartbeat",
+      "fed_lease",
+      "fed_reconcile",
+      "escrow",
+      "fused"};
   for (int i = 0; i < kScriptCount; ++i) {
     if (kNames[i] == name) return script_texts()[i];
   }
@@ -789,6 +801,59 @@ absl::StatusOr<int64_t> RedisCoordinator::do_reconcile(
   if (absl::Status s = impl_->call(r); !s.ok()) return s;
   if (r->reply.size() != 1) {
     return absl::InternalError("redis: the fed_reconcile script replied badly");
+  }
+  return r->reply[0];
+}
+
+namespace {
+
+// One escrow.lua call: op and its three arguments.
+std::shared_ptr<Request> escrow_request(std::string_view key, int64_t now_ms,
+                                        const char* op, int64_t a, int64_t b,
+                                        int64_t c, int64_t slack) {
+  auto r = std::make_shared<Request>();
+  r->script = kEscrowScript;
+  r->argv = {std::string(key), fmt_int(now_ms), op, fmt_int(a), fmt_int(b),
+             fmt_int(c),       fmt_int(slack)};
+  return r;
+}
+
+}  // namespace
+
+absl::StatusOr<LeaseGrant> RedisCoordinator::do_escrow_take(
+    std::string_view key, int64_t want, int64_t now_ms) {
+  auto r = escrow_request(key, now_ms, "t", want, 0, 0,
+                          impl_->options().ttl_slack_ms);
+  if (absl::Status s = impl_->call(r); !s.ok()) return s;
+  if (r->reply.size() != 5) {
+    return absl::InternalError(absl::StrCat(
+        "redis: the escrow script replied with ", r->reply.size(), " values"));
+  }
+  return LeaseGrant{r->reply[0], r->reply[1], r->reply[2], r->reply[3],
+                    r->reply[4]};
+}
+
+absl::StatusOr<int64_t> RedisCoordinator::do_escrow_refill(
+    std::string_view key, int64_t granted, int64_t window_start_ms,
+    int64_t expires_at_ms, int64_t now_ms) {
+  auto r = escrow_request(key, now_ms, "r", granted, window_start_ms,
+                          expires_at_ms, impl_->options().ttl_slack_ms);
+  if (absl::Status s = impl_->call(r); !s.ok()) return s;
+  if (r->reply.size() != 1) {
+    return absl::InternalError(absl::StrCat(
+        "redis: the escrow script replied with ", r->reply.size(), " values"));
+  }
+  return r->reply[0];
+}
+
+absl::StatusOr<int64_t> RedisCoordinator::do_escrow_release(
+    std::string_view key, int64_t window_start_ms, int64_t now_ms) {
+  auto r = escrow_request(key, now_ms, "x", window_start_ms, 0, 0,
+                          impl_->options().ttl_slack_ms);
+  if (absl::Status s = impl_->call(r); !s.ok()) return s;
+  if (r->reply.size() != 1) {
+    return absl::InternalError(absl::StrCat(
+        "redis: the escrow script replied with ", r->reply.size(), " values"));
   }
   return r->reply[0];
 }

@@ -67,6 +67,26 @@ TEST(FederationCore, ReconcileOfAWindowNeverLeasedRestoresNothing) {
   EXPECT_EQ(s, FederationState{});
 }
 
+TEST(EscrowCore, TakesRefillsAndReleasesOneWindow) {
+  EscrowState s;
+  EXPECT_EQ(escrow_take(s, 3, 100).granted, 0);
+  EXPECT_EQ(escrow_refill(s, 5, 0, 1000, 100), 5);
+  EXPECT_EQ(escrow_refill(s, 2, 0, 1000, 200), 7);
+  EXPECT_EQ(escrow_take(s, 3, 300), (LeaseGrant{3, 4, 0, 1000, 300}));
+  // A grant of a finished window is dropped; of an older one too.
+  EXPECT_EQ(escrow_refill(s, 9, -1000, 0, 300), 4);
+  // A newer window replaces: the old credits died with their window.
+  EXPECT_EQ(escrow_refill(s, 6, 1000, 2000, 999), 6);
+  EXPECT_EQ(escrow_refill(s, 9, 0, 1000, 999), 6);
+  EXPECT_EQ(escrow_release(s, 0, 1500), 0);
+  EXPECT_EQ(escrow_release(s, 1000, 1500), 6);
+  EXPECT_EQ(escrow_release(s, 1000, 1500), 0);  // the first releaser won
+  EXPECT_EQ(s, EscrowState{});
+  // A dead balance gives nothing.
+  EXPECT_EQ(escrow_refill(s, 4, 2000, 3000, 2500), 4);
+  EXPECT_EQ(escrow_take(s, 1, 3000).granted, 0);
+}
+
 std::unique_ptr<MemoryCoordinator> memory() {
   // A slack longer than any timeline: the state lives as long as the core's.
   return *MemoryCoordinator::create({.ttl_slack_ms = int64_t{1} << 40});
@@ -76,6 +96,11 @@ TEST(MemoryFederation, EqualsTheCoreStepForStep) {
   std::unique_ptr<MemoryCoordinator> m = memory();
   EXPECT_EQ(testing::expect_federation_matches_core(*m, "fed:", 6, 200),
             2 * 6 * 200);
+}
+
+TEST(MemoryFederation, EscrowEqualsTheCoreStepForStep) {
+  std::unique_ptr<MemoryCoordinator> m = memory();
+  EXPECT_EQ(testing::expect_escrow_matches_core(*m, "l2:", 6, 300), 6 * 300);
 }
 
 TEST(MemoryFederation, RefusesOtherStateAndBadInput) {

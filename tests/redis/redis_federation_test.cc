@@ -59,6 +59,13 @@ TEST(RedisFederationConformance, ScriptsEqualTheCoreStepForStep) {
             2 * 4 * 200);
 }
 
+TEST(RedisFederationConformance, EscrowScriptEqualsTheCoreStepForStep) {
+  std::unique_ptr<RedisCoordinator> r = redis();
+  EXPECT_EQ(
+      testing::expect_escrow_matches_core(*r, run_prefix("fed-l2"), 4, 300),
+      4 * 300);
+}
+
 TEST(RedisFederation, KeepsTheOriginalsLayoutOnTheRedisClock) {
   std::unique_ptr<RedisCoordinator> r = redis();
   const std::string key = run_prefix("fed-layout") + "k";

@@ -34,6 +34,7 @@
 
 #include "support/run_threads.h"
 #include "throttlekit/coordinator/coordinator.h"
+#include "throttlekit/coordinator/escrow_core.h"
 #include "throttlekit/coordinator/federation_core.h"
 
 namespace throttlekit::testing {
@@ -107,6 +108,75 @@ inline int expect_federation_matches_core(Coordinator& backend,
   return compared;
 }
 
+// Runs `timelines` random timelines of `steps` regional-escrow calls
+// (escrow_core.h) on fresh keys `<prefix>e<n>`: takes, refills for the
+// current, the next, an older and a finished window, releases of the live
+// window and of others, time moving forward and back; every reply compared
+// with the pure core's. Returns the steps compared.
+inline int expect_escrow_matches_core(Coordinator& backend,
+                                      const std::string& prefix, int timelines,
+                                      int steps) {
+  int compared = 0;
+  for (int t = 0; t < timelines; ++t) {
+    const std::string k = prefix + "e" + std::to_string(t);
+    std::mt19937_64 rng(0xe5c + static_cast<uint64_t>(t));
+    const auto pick = [&rng](int64_t n) {
+      return static_cast<int64_t>(rng() % static_cast<uint64_t>(n));
+    };
+    constexpr int64_t kWindow = 1000;
+    EscrowState model;
+    int64_t now = 1'700'000'000'000 + pick(kWindow);
+    for (int i = 0; i < steps; ++i) {
+      const int64_t time_kind = pick(100);
+      if (time_kind < 60) {
+        now += pick(80);
+      } else if (time_kind < 85) {
+        now += kWindow / 2 + pick(2 * kWindow);
+      } else {
+        now -= 1 + pick(kWindow);
+      }
+      const int64_t ws = (now / kWindow + pick(4) - 2) * kWindow;
+      const std::string where =
+          k + " step " + std::to_string(i) + " at " + std::to_string(now);
+      const int64_t op = pick(3);
+      if (op == 0) {
+        const int64_t want = 1 + pick(12);
+        const LeaseGrant expect = escrow_take(model, want, now);
+        absl::StatusOr<LeaseGrant> got = backend.escrow_take(k, want, now);
+        if (!got.ok()) {
+          ADD_FAILURE() << where << ": " << got.status();
+          return compared;
+        }
+        EXPECT_EQ(*got, expect) << where << " take " << want;
+      } else if (op == 1) {
+        const int64_t granted = pick(10);
+        const int64_t expect =
+            escrow_refill(model, granted, ws, ws + kWindow, now);
+        absl::StatusOr<int64_t> got =
+            backend.escrow_refill(k, granted, ws, ws + kWindow, now);
+        if (!got.ok()) {
+          ADD_FAILURE() << where << ": " << got.status();
+          return compared;
+        }
+        EXPECT_EQ(*got, expect) << where << " refill " << granted << " @" << ws;
+      } else {
+        const int64_t release_ws = pick(2) == 0 ? model.window_start_ms : ws;
+        const int64_t expect = escrow_release(model, release_ws, now);
+        absl::StatusOr<int64_t> got =
+            backend.escrow_release(k, release_ws, now);
+        if (!got.ok()) {
+          ADD_FAILURE() << where << ": " << got.status();
+          return compared;
+        }
+        EXPECT_EQ(*got, expect) << where << " release @" << release_ws;
+      }
+      if (::testing::Test::HasFailure()) return compared;
+      ++compared;
+    }
+  }
+  return compared;
+}
+
 // Keys holding a strategy's state (`strategy_keys`) are refused with
 // kFailedPrecondition; bad wants, leftovers, tokens, times and keys are
 // kInvalidArgument; none of them wrote: `key` (fresh) then grants a whole
@@ -137,6 +207,10 @@ inline void expect_federation_refuses_bad_input(
                 .code(),
             bad);
   EXPECT_EQ(backend.reconcile(budget, key, 0, 1, "", -7).status().code(), bad);
+  EXPECT_EQ(backend.escrow_take(key, 0).status().code(), bad);
+  EXPECT_EQ(backend.escrow_refill(key, -1, 0, 1000).status().code(), bad);
+  EXPECT_EQ(backend.escrow_refill(key, 1, 1000, 1000).status().code(), bad);
+  EXPECT_EQ(backend.escrow_release("", 0).status().code(), bad);
   absl::StatusOr<LeaseGrant> g = backend.lease_windowed(budget, key, 100);
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(g->granted, 5);

@@ -22,6 +22,9 @@
 //   leftover back once per (window, token) and forfeits the leftover of a
 //   rolled window (federation_core.h; the layout of the original, so other
 //   languages' fleets can share it).
+// - Regional escrow (federation's L2, escrow_core.h): `escrow_take`,
+//   `escrow_refill`, `escrow_release` over one region's balance of a key,
+//   on the store's clock (memory and Redis).
 // - Clock: `now_ms`, the store's clock, for skew-proof boundaries.
 // - Health: `ping` (and `is_healthy`), one cheap round trip.
 // - Heartbeats (distributed concurrency): `heartbeat` runs one coordinator
@@ -59,6 +62,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "throttlekit/coordinator/any_strategy.h"
+#include "throttlekit/coordinator/escrow_core.h"
 #include "throttlekit/coordinator/federation_core.h"
 #include "throttlekit/coordinator/heartbeat_core.h"
 #include "throttlekit/coordinator/lease.h"
@@ -192,6 +196,59 @@ class Coordinator {
     return do_reconcile(budget, key, window_start_ms, leftover, token, now_ms);
   }
 
+  // Regional escrow (escrow_core.h): takes min(want, balance) of `key`'s
+  // live regional balance; the grant names the balance's window (granted 0
+  // when none is live). `want` in [1, 2^53-1]; `now_ms` 0 (the store's
+  // clock) or a caller time in [1, 2^53-1].
+  absl::StatusOr<LeaseGrant> escrow_take(std::string_view key, int64_t want,
+                                         int64_t now_ms = 0) {
+    if (absl::Status s = validate_key(key); !s.ok()) return s;
+    if (want < 1 || want > kMaxSafeInteger) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("escrow_take: want must be in [1, 2^53-1]; got ", want));
+    }
+    if (!valid_now(now_ms)) return invalid_now(now_ms);
+    return do_escrow_take(key, want, now_ms);
+  }
+
+  // Deposits `granted` credits of the coordinator window
+  // [window_start_ms, expires_at_ms) into `key`'s regional balance (dropped
+  // if that window is over or older than the balance's; replacing the
+  // balance of an older window; else added). Returns the balance after.
+  // `granted` in [0, 2^53-1]; window_start_ms < expires_at_ms, both in
+  // [0, 2^53-1].
+  absl::StatusOr<int64_t> escrow_refill(std::string_view key, int64_t granted,
+                                        int64_t window_start_ms,
+                                        int64_t expires_at_ms,
+                                        int64_t now_ms = 0) {
+    if (absl::Status s = validate_key(key); !s.ok()) return s;
+    if (granted < 0 || granted > kMaxSafeInteger) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "escrow_refill: granted must be in [0, 2^53-1]; got ", granted));
+    }
+    if (window_start_ms < 0 || expires_at_ms > kMaxSafeInteger ||
+        window_start_ms >= expires_at_ms) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "escrow_refill: the window must satisfy 0 <= start < end <= "
+          "2^53-1; got [",
+          window_start_ms, ", ", expires_at_ms, ")"));
+    }
+    if (!valid_now(now_ms)) return invalid_now(now_ms);
+    return do_escrow_refill(key, granted, window_start_ms, expires_at_ms,
+                            now_ms);
+  }
+
+  // Takes the whole live balance of `key` if it belongs to the window
+  // starting at `window_start_ms`, and clears it: the first releaser gets
+  // the credits, the next 0.
+  absl::StatusOr<int64_t> escrow_release(std::string_view key,
+                                         int64_t window_start_ms,
+                                         int64_t now_ms = 0) {
+    if (absl::Status s = validate_key(key); !s.ok()) return s;
+    if (!valid_now(now_ms)) return invalid_now(now_ms);
+    return do_escrow_release(key, window_start_ms, now_ms);
+  }
+
   // The store's clock, epoch ms.
   absl::StatusOr<int64_t> now_ms() { return do_now_ms(); }
 
@@ -269,6 +326,24 @@ class Coordinator {
                                                std::string_view /*token*/,
                                                int64_t /*now_ms*/) {
     return unimplemented("reconcile");
+  }
+  // A backend without a regional escrow answers kUnimplemented.
+  virtual absl::StatusOr<LeaseGrant> do_escrow_take(std::string_view /*key*/,
+                                                    int64_t /*want*/,
+                                                    int64_t /*now_ms*/) {
+    return unimplemented("escrow_take");
+  }
+  virtual absl::StatusOr<int64_t> do_escrow_refill(std::string_view /*key*/,
+                                                   int64_t /*granted*/,
+                                                   int64_t /*window_start_ms*/,
+                                                   int64_t /*expires_at_ms*/,
+                                                   int64_t /*now_ms*/) {
+    return unimplemented("escrow_refill");
+  }
+  virtual absl::StatusOr<int64_t> do_escrow_release(std::string_view /*key*/,
+                                                    int64_t /*window_start_ms*/,
+                                                    int64_t /*now_ms*/) {
+    return unimplemented("escrow_release");
   }
   // By default the store's clock is the probe.
   virtual absl::Status do_ping() { return do_now_ms().status(); }

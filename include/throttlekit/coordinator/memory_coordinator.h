@@ -252,6 +252,32 @@ class MemoryCoordinator final : public Coordinator {
     return grant;
   }
 
+  // Regional escrow (escrow_core.h): the state expires with its window.
+  absl::StatusOr<LeaseGrant> do_escrow_take(std::string_view key, int64_t want,
+                                            int64_t now_ms) override {
+    return escrow_step<LeaseGrant>(
+        key, now_ms, [&](EscrowState& s, int64_t now) {
+          return ::throttlekit::escrow_take(s, want, now);
+        });
+  }
+  absl::StatusOr<int64_t> do_escrow_refill(std::string_view key,
+                                           int64_t granted,
+                                           int64_t window_start_ms,
+                                           int64_t expires_at_ms,
+                                           int64_t now_ms) override {
+    return escrow_step<int64_t>(key, now_ms, [&](EscrowState& s, int64_t now) {
+      return ::throttlekit::escrow_refill(s, granted, window_start_ms,
+                                          expires_at_ms, now);
+    });
+  }
+  absl::StatusOr<int64_t> do_escrow_release(std::string_view key,
+                                            int64_t window_start_ms,
+                                            int64_t now_ms) override {
+    return escrow_step<int64_t>(key, now_ms, [&](EscrowState& s, int64_t now) {
+      return ::throttlekit::escrow_release(s, window_start_ms, now);
+    });
+  }
+
   absl::StatusOr<int64_t> do_reconcile(const LeaseBudget& budget,
                                        std::string_view key,
                                        int64_t window_start_ms,
@@ -318,7 +344,7 @@ class MemoryCoordinator final : public Coordinator {
       std::variant<Gcra::State, TokenBucket::State, FixedWindow::State,
                    SlidingWindow::State, SlidingLog::State, Quota::State,
                    TokenBudget::State, LeaseState, HeartbeatTable,
-                   FederationState>;
+                   FederationState, EscrowState>;
   struct Entry {
     StateVariant state;
     int64_t expires_at_ms = 0;
@@ -377,6 +403,37 @@ class MemoryCoordinator final : public Coordinator {
         strategy);
   }
 
+  // `step(state, now)` on `key`'s escrow state (cold if absent) under the
+  // shard lock; the entry is stored while it holds a balance and lives as
+  // long as its window.
+  template <class R, class Step>
+  absl::StatusOr<R> escrow_step(std::string_view key, int64_t now_ms,
+                                Step step) {
+    Shard& shard = shard_for(key);
+    MutexLock lock(shard.mu);
+    const int64_t now = resolve(now_ms);
+    Entry* e = live(shard, key, now);
+    EscrowState cold;
+    EscrowState* state = &cold;
+    if (e != nullptr) {
+      state = std::get_if<EscrowState>(&e->state);
+      if (state == nullptr) return wrong_type("escrow", *e);
+    }
+    R out = step(*state, now);
+    if (e == nullptr && cold.expires_at_ms != 0) {
+      e = &insert(shard, key, Entry{cold, 0}, now);
+      state = &std::get<EscrowState>(e->state);
+    }
+    if (e != nullptr) {
+      if (state->expires_at_ms == 0) {
+        shard.map.erase(av(key));
+      } else {
+        e->expires_at_ms = state->expires_at_ms;
+      }
+    }
+    return out;
+  }
+
   // The entry of `key` unless absent or expired. Writers (`kDrop`) erase an
   // expired entry, as a store's physical TTL would; readers leave it.
   enum class Expired { kKeep, kDrop };
@@ -414,12 +471,18 @@ class MemoryCoordinator final : public Coordinator {
   }
 
   static absl::Status wrong_type(std::string_view asked, const Entry& e) {
-    static constexpr std::array<std::string_view, 10> kNames = {
-        Gcra::kName,        TokenBucket::kName,
-        FixedWindow::kName, SlidingWindow::kName,
-        SlidingLog::kName,  Quota::kName,
-        TokenBudget::kName, "lease",
-        "heartbeat",        "federation"};
+    static constexpr std::array<std::string_view, 11> kNames = {
+        Gcra::kName,
+        TokenBucket::kName,
+        FixedWindow::kName,
+        SlidingWindow::kName,
+        SlidingLog::kName,
+        Quota::kName,
+        TokenBudget::kName,
+        "lease",
+        "heartbeat",
+        "federation",
+        "escrow"};
     return absl::FailedPreconditionError(
         absl::StrCat("key holds ", av(kNames[e.state.index()]),
                      " state; asked for ", av(asked)));

@@ -162,6 +162,16 @@ class RedisCoordinator final : public Coordinator {
                                        int64_t leftover, std::string_view token,
                                        int64_t now_ms) override;
   absl::Status do_ping() override;
+  absl::StatusOr<LeaseGrant> do_escrow_take(std::string_view key, int64_t want,
+                                            int64_t now_ms) override;
+  absl::StatusOr<int64_t> do_escrow_refill(std::string_view key,
+                                           int64_t granted,
+                                           int64_t window_start_ms,
+                                           int64_t expires_at_ms,
+                                           int64_t now_ms) override;
+  absl::StatusOr<int64_t> do_escrow_release(std::string_view key,
+                                            int64_t window_start_ms,
+                                            int64_t now_ms) override;
   absl::StatusOr<HeartbeatGrant> do_heartbeat(std::string_view key,
                                               const HeartbeatReport& report,
                                               const HeartbeatOptions& options,
