@@ -20,6 +20,8 @@
 // ceil(cost))` and spend from the grant. When the window has nothing left the
 // store's answer is returned as a denial
 // (`retry_after_ms` until the window's end); the node never invents one.
+// A grant that leaves the window empty marks the key spent until the
+// window's end: later shortfalls are denied without a round trip.
 //
 // Bounds (docs/semantics.md, "Leasing and the fleet"): window-coupled
 // (default) credits die at the end of the window that granted them, so a
@@ -95,6 +97,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -116,12 +119,16 @@
 #include "throttlekit/store/internal/sharded_map.h"
 #include "throttlekit/store/memory_store.h"
 #include "throttlekit/strategy/fixed_window.h"
+#include "throttlekit/twotier/internal/credit_source.h"
 #include "throttlekit/twotier/internal/local_credits.h"
 #include "throttlekit/twotier/lease_sizer.h"
 #include "throttlekit/twotier/lease_spender.h"
 #include "throttlekit/twotier/predictive_lease_sizer.h"
 
 namespace throttlekit {
+
+template <EpochClock C>
+class BasicFederatedLimiter;
 
 // How a leased limiter picks the batch of each lease.
 enum class LeaseSizing {
@@ -176,12 +183,40 @@ class BasicLeasedLimiter {
     int64_t background_refills = 0;  // low-water leases
     int64_t idle_returns = 0;        // keys dropped for idleness
     int64_t returned_credits = 0;    // credits given back (idle, close)
+    // Denials of a window the store said was spent, without a round trip.
+    int64_t spent_denials = 0;
   };
 
   // Validates `options`; errors name the field and its bound.
   static absl::StatusOr<std::unique_ptr<BasicLeasedLimiter>> create(
       LeasedLimiterOptions options, std::shared_ptr<Coordinator> coordinator,
       C clock = C{}) {
+    if (coordinator == nullptr) {
+      return absl::InvalidArgumentError("leased_limiter: coordinator is null");
+    }
+    absl::StatusOr<LeaseBudget> budget =
+        LeaseBudget::create({options.limit, options.window_ms});
+    if (!budget.ok()) return budget.status();
+    auto source = std::make_shared<detail::CoordinatorCreditSource>(
+        std::move(coordinator), *budget, options.prefix);
+    return create_on(std::move(options), std::move(source), std::move(clock));
+  }
+
+  ~BasicLeasedLimiter() { stop_worker(); }
+
+  // Admits or denies `cost` units for `key` now (this node's clock).
+  absl::StatusOr<Decision> check(std::string_view key, double cost = 1) {
+    return check_at(key, clock_.now_ms(), cost);
+  }
+
+ private:
+  template <EpochClock>
+  friend class BasicFederatedLimiter;
+
+  // `create` over any credit source (federation's, federated_limiter.h).
+  static absl::StatusOr<std::unique_ptr<BasicLeasedLimiter>> create_on(
+      LeasedLimiterOptions options,
+      std::shared_ptr<detail::CreditSource> source, C clock) {
     absl::StatusOr<LeaseBudget> budget =
         LeaseBudget::create({options.limit, options.window_ms});
     if (!budget.ok()) return budget.status();
@@ -233,20 +268,11 @@ class BasicLeasedLimiter {
             "LeaseSizing::kPredictive");
       }
     }
-    if (coordinator == nullptr) {
-      return absl::InvalidArgumentError("leased_limiter: coordinator is null");
-    }
     return std::unique_ptr<BasicLeasedLimiter>(new BasicLeasedLimiter(
-        std::move(options), *budget, std::move(coordinator), std::move(clock)));
+        std::move(options), *budget, std::move(source), std::move(clock)));
   }
 
-  ~BasicLeasedLimiter() { stop_worker(); }
-
-  // Admits or denies `cost` units for `key` now (this node's clock).
-  absl::StatusOr<Decision> check(std::string_view key, double cost = 1) {
-    return check_at(key, clock_.now_ms(), cost);
-  }
-
+ public:
   // As `check`, at a caller-supplied epoch-ms `now_ms`.
   THROTTLEKIT_ALWAYS_INLINE absl::StatusOr<Decision> check_at(
       std::string_view key, int64_t now_ms, double cost = 1) {
@@ -310,10 +336,10 @@ class BasicLeasedLimiter {
     if (absl::Status s = validate_key(key); !s.ok()) return s;
     credits_->update(key, clock_.now_ms(), [](CreditState& s) {
       s.credits = 0;
+      s.spent = false;
       return 0;
     });
-    return coordinator_->reset(budget_strategy_,
-                               join_key(options_.prefix, key));
+    return source_->reset(key);
   }
 
   // Runs what the background worker would: pending low-water refills, then
@@ -353,7 +379,8 @@ class BasicLeasedLimiter {
                  outages_.load(std::memory_order_relaxed),
                  background_refills_.load(std::memory_order_relaxed),
                  idle_returns_.load(std::memory_order_relaxed),
-                 returned_credits_.load(std::memory_order_relaxed)};
+                 returned_credits_.load(std::memory_order_relaxed),
+                 spent_denials_.load(std::memory_order_relaxed)};
   }
   const LeasedLimiterOptions& options() const noexcept { return options_; }
 
@@ -408,17 +435,15 @@ class BasicLeasedLimiter {
   using EntryTable = typename EntryMap::Map;
 
   BasicLeasedLimiter(LeasedLimiterOptions options, LeaseBudget budget,
-                     std::shared_ptr<Coordinator> coordinator, C clock)
+                     std::shared_ptr<detail::CreditSource> source, C clock)
       : options_(std::move(options)),
         budget_(budget),
-        coordinator_(std::move(coordinator)),
+        source_(std::move(source)),
         clock_(std::move(clock)),
         credits_(*Credits::create(
             *detail::LocalCredits::create(
                 {options_.limit, options_.window_coupled, options_.window_ms}),
             {.max_keys = static_cast<size_t>(options_.max_keys)})),
-        budget_strategy_(*make_strategy(
-            FixedWindow::Options{options_.limit, options_.window_ms})),
         refill_at_(options_.low_water > 0 ? options_.low_water : -1),
         idle_ms_(options_.return_idle_after_ms) {
     if (options_.background_worker && (refill_at_ > 0 || idle_ms_ > 0)) {
@@ -496,6 +521,22 @@ class BasicLeasedLimiter {
     // A concurrent miss (or a background refill) may have refilled while
     // this one waited.
     if (Decision d = credits_->check(key, now_ms, cost); d.allowed) return d;
+    // The window's last grant left the store with nothing: deny until the
+    // window ends without asking again (credits given back to it later by
+    // other nodes go unused by this one: under-use, never over-admission).
+    if (const auto [spent, expires, held] = credits_->read(
+            key,
+            [&](const CreditState& s) {
+              return std::tuple{s.spent, s.expires_at_ms,
+                                credits_->strategy().live_credits(s, now_ms)};
+            });
+        spent && now_ms < expires) {
+      spent_denials_.fetch_add(1, std::memory_order_relaxed);
+      denials_.fetch_add(1, std::memory_order_relaxed);
+      return Decision{false, options_.limit,
+                      static_cast<int64_t>(std::floor(held)), expires,
+                      std::max<int64_t>(1, expires - now_ms)};
+    }
     const int64_t want = std::max<int64_t>(
         e.next_batch(options_.batch), static_cast<int64_t>(std::ceil(cost)));
     Decision spent;
@@ -521,8 +562,7 @@ class BasicLeasedLimiter {
   absl::StatusOr<LeaseGrant> lease(Entry& e, std::string_view key, int64_t want,
                                    int64_t now_ms, double cost = 0,
                                    Decision* spend = nullptr) {
-    absl::StatusOr<LeaseGrant> grant =
-        coordinator_->lease(budget_, join_key(options_.prefix, key), want);
+    absl::StatusOr<LeaseGrant> grant = source_->take(key, want);
     if (!grant.ok()) return grant;
     leases_.fetch_add(1, std::memory_order_relaxed);
     leased_credits_.fetch_add(grant->granted, std::memory_order_relaxed);
@@ -533,6 +573,7 @@ class BasicLeasedLimiter {
       s.expires_at_ms = grant->expires_at_ms;
       s.last_used_ms = now_ms;
       s.refill_queued = false;
+      s.spent = grant->window_remaining == 0;
       if (spend != nullptr)
         *spend = credits_->strategy().check(s, now_ms, cost);
       return held;
@@ -622,9 +663,8 @@ class BasicLeasedLimiter {
         });
     const auto whole = static_cast<int64_t>(std::floor(live));
     if (whole <= 0) return absl::OkStatus();
-    absl::StatusOr<int64_t> back = coordinator_->give_back(
-        budget_, join_key(options_.prefix, key), expires - budget_.window_ms(),
-        whole,
+    absl::StatusOr<int64_t> back = source_->give_back(
+        key, expires - budget_.window_ms(), whole,
         // Unique per give-back: this limiter's random nonce (processes
         // forked from one parent share addresses) and a sequence number.
         absl::StrCat(absl::string_view(why.data(), why.size()), ":", nonce_,
@@ -670,12 +710,12 @@ class BasicLeasedLimiter {
 
   const LeasedLimiterOptions options_;
   const LeaseBudget budget_;
-  const std::shared_ptr<Coordinator> coordinator_;
+  // Where credits come from: the coordinator's lease (leased mode) or
+  // federation's escrow and global lease.
+  const std::shared_ptr<detail::CreditSource> source_;
   const C clock_;
   // Every key's credits: the hit path touches nothing else.
   const std::unique_ptr<Credits> credits_;
-  // The budget as a strategy, for `Coordinator::reset` of the budget key.
-  const AnyStrategy budget_strategy_;
   // A spend leaving `remaining <= refill_at_` queues a refill (-1: off).
   const int64_t refill_at_;
   const int64_t idle_ms_;
@@ -684,7 +724,8 @@ class BasicLeasedLimiter {
   std::atomic<int64_t> give_back_seq_{0};
   EntryMap entries_{static_cast<size_t>(options_.max_keys)};
   std::atomic<int64_t> leases_{0}, leased_credits_{0}, denials_{0}, outages_{0},
-      background_refills_{0}, idle_returns_{0}, returned_credits_{0};
+      background_refills_{0}, idle_returns_{0}, returned_credits_{0},
+      spent_denials_{0};
   Mutex worker_mu_;
   std::condition_variable_any worker_cv_;
   std::deque<std::string> refills_ ABSL_GUARDED_BY(worker_mu_);

@@ -1,0 +1,256 @@
+// throttlekit/federation/internal/federation_source.h
+//
+// Provides `detail::FederationSource`: the `CreditSource` of a federated
+// limiter (federated_limiter.h, docs/federation.md). A miss takes credits
+// from the region's escrow (L2) first, else crosses to the global
+// coordinator with ONE `lease_windowed` (of `escrow_batch` when the region
+// pools credits, the excess refilling the escrow; else of what the miss
+// needs). Grants are window-coupled: the limiter spends them only before the
+// coordinator's window end.
+//
+// Health: an outage of the global coordinator marks it unhealthy; until
+// `health_check_ms` has passed no miss crosses to it (a miss then fails at
+// once with kUnavailable, which the limiter's fail policy turns into a
+// denial), and the first miss after that is the probe. While unhealthy,
+// `kRegionalOnly` still serves the escrow; `kFailClosed` serves only the
+// credits the process holds. An escrow that fails is skipped (the global
+// coordinator still answers) and counted.
+//
+// Give-backs (close, idle) reconcile to the global coordinator, once per
+// (window, token), the token prefixed by the region.
+//
+// Thread-safety: every method is safe to call concurrently.
+
+#ifndef THROTTLEKIT_FEDERATION_INTERNAL_FEDERATION_SOURCE_H_
+#define THROTTLEKIT_FEDERATION_INTERNAL_FEDERATION_SOURCE_H_
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "throttlekit/coordinator/any_strategy.h"
+#include "throttlekit/coordinator/coordinator.h"
+#include "throttlekit/coordinator/fail_policy.h"
+#include "throttlekit/coordinator/lease.h"
+#include "throttlekit/core/key.h"
+#include "throttlekit/core/mutex.h"
+#include "throttlekit/twotier/internal/credit_source.h"
+
+namespace throttlekit::detail {
+
+class FederationSource final : public CreditSource {
+ public:
+  struct Config {
+    LeaseBudget budget;
+    std::string prefix;         // global keys: prefix:key
+    std::string escrow_prefix;  // escrow keys: escrow_prefix:key
+    std::string region;
+    std::shared_ptr<Coordinator> global;
+    std::shared_ptr<Coordinator> escrow;  // null: no L2
+    int64_t escrow_batch = 0;
+    bool regional_only = false;
+    int64_t health_check_ms = 5000;
+    std::function<int64_t()> now_ms;  // this process's clock
+  };
+  struct Counters {
+    int64_t global_leases = 0;      // lease_windowed round trips
+    int64_t global_credits = 0;     // credits they granted
+    int64_t escrow_takes = 0;       // escrow round trips of a take
+    int64_t escrow_credits = 0;     // credits taken from the escrow
+    int64_t escrow_refills = 0;     // grants' excess put in the escrow
+    int64_t escrow_errors = 0;      // escrow calls that failed (skipped)
+    int64_t global_outages = 0;     // global calls that failed: outage
+    int64_t fast_failures = 0;      // misses refused while unhealthy
+    int64_t forfeited_credits = 0;  // escrow credits of an older window
+    int64_t reconciled_credits = 0;
+  };
+
+  explicit FederationSource(Config c)
+      : c_(std::move(c)),
+        reset_strategy_(*make_strategy(
+            FixedWindow::Options{c_.budget.limit(), c_.budget.window_ms()})) {}
+
+  absl::StatusOr<LeaseGrant> take(std::string_view key, int64_t want) override {
+    const int64_t now = c_.now_ms();
+    const bool healthy = healthy_.load(std::memory_order_acquire);
+    const bool try_global =
+        healthy || now >= reprobe_at_.load(std::memory_order_acquire);
+    LeaseGrant from_escrow{};
+    if (c_.escrow != nullptr && (healthy || c_.regional_only)) {
+      absl::StatusOr<LeaseGrant> t =
+          c_.escrow->escrow_take(join_key(c_.escrow_prefix, key), want);
+      if (t.ok()) {
+        add(escrow_takes_, 1);
+        add(escrow_credits_, t->granted);
+        from_escrow = *t;
+      } else {
+        add(escrow_errors_, 1);
+      }
+    }
+    const int64_t got = from_escrow.granted;
+    // What the escrow still holds after this take; a grant served by the
+    // escrow alone cannot say what the global window holds, so it never
+    // reads as spent (window_remaining 0 tells the limiter to stop asking).
+    const int64_t escrow_left = from_escrow.window_remaining;
+    from_escrow.window_remaining = kMaxSafeInteger;
+    if (got >= want) return from_escrow;
+    if (!try_global) {
+      if (got > 0) return from_escrow;
+      add(fast_failures_, 1);
+      MutexLock lock(mu_);
+      return absl::UnavailableError(absl::StrCat(
+          "federation: the global coordinator is unhealthy (", last_error_,
+          "); the next probe is due in ",
+          reprobe_at_.load(std::memory_order_relaxed) - now, " ms"));
+    }
+    const int64_t need = want - got;
+    const int64_t ask =
+        c_.escrow != nullptr ? std::max(c_.escrow_batch, need) : need;
+    const std::string global_key = join_key(c_.prefix, key);
+    absl::StatusOr<LeaseGrant> g =
+        c_.global->lease_windowed(c_.budget, global_key, ask);
+    if (!g.ok()) {
+      if (is_outage(g.status())) mark_unhealthy(now, g.status());
+      if (got > 0) return from_escrow;
+      return g.status();
+    }
+    healthy_.store(true, std::memory_order_release);
+    add(global_leases_, 1);
+    add(global_credits_, g->granted);
+    const int64_t keep = std::min(g->granted, need);
+    const int64_t excess = g->granted - keep;
+    if (excess > 0) park(key, global_key, *g, excess);
+    int64_t total = keep;
+    if (got > 0) {
+      if (from_escrow.expires_at_ms == g->expires_at_ms) {
+        total += got;
+      } else {
+        add(forfeited_credits_, got);  // an older window's: dead
+      }
+    }
+    // The window is spent for this process when neither the coordinator
+    // nor the region's escrow holds anything more.
+    return LeaseGrant{total, g->window_remaining + escrow_left + excess,
+                      g->window_start_ms, g->expires_at_ms, g->now_ms};
+  }
+
+  absl::StatusOr<int64_t> give_back(std::string_view key,
+                                    int64_t window_start_ms, int64_t credits,
+                                    std::string_view token) override {
+    absl::StatusOr<int64_t> back =
+        c_.global->reconcile(c_.budget, join_key(c_.prefix, key),
+                             window_start_ms, credits, region_token(token));
+    if (back.ok()) add(reconciled_credits_, *back);
+    return back;
+  }
+
+  absl::Status reset(std::string_view key) override {
+    if (c_.escrow != nullptr) {
+      if (absl::Status s = c_.escrow->reset(reset_strategy_,
+                                            join_key(c_.escrow_prefix, key));
+          !s.ok()) {
+        return s;
+      }
+    }
+    return c_.global->reset(reset_strategy_, join_key(c_.prefix, key));
+  }
+
+  // Takes the region's escrow balance of `key` for the window starting at
+  // `window_start_ms` and reconciles it to the global coordinator (the
+  // first releaser of a window wins). Returns the credits restored.
+  absl::StatusOr<int64_t> release_escrow(std::string_view key,
+                                         int64_t window_start_ms) {
+    if (c_.escrow == nullptr) return 0;
+    absl::StatusOr<int64_t> out = c_.escrow->escrow_release(
+        join_key(c_.escrow_prefix, key), window_start_ms);
+    if (!out.ok() || *out == 0) return out;
+    return give_back(key, window_start_ms, *out,
+                     absl::StrCat("l2-release:", window_start_ms));
+  }
+
+  bool healthy() const noexcept {
+    return healthy_.load(std::memory_order_acquire);
+  }
+
+  Counters counters() const noexcept {
+    return Counters{get(global_leases_),     get(global_credits_),
+                    get(escrow_takes_),      get(escrow_credits_),
+                    get(escrow_refills_),    get(escrow_errors_),
+                    get(global_outages_),    get(fast_failures_),
+                    get(forfeited_credits_), get(reconciled_credits_)};
+  }
+
+ private:
+  static void add(std::atomic<int64_t>& a, int64_t v) noexcept {
+    a.fetch_add(v, std::memory_order_relaxed);
+  }
+  static int64_t get(const std::atomic<int64_t>& a) noexcept {
+    return a.load(std::memory_order_relaxed);
+  }
+
+  std::string region_token(std::string_view token) const {
+    return absl::StrCat(c_.region, ":",
+                        absl::string_view(token.data(), token.size()));
+  }
+
+  // Puts a grant's excess in the region's escrow; if the escrow cannot take
+  // it, gives it back to the global window rather than strand it.
+  void park(std::string_view key, const std::string& global_key,
+            const LeaseGrant& g, int64_t excess) {
+    absl::StatusOr<int64_t> r =
+        c_.escrow->escrow_refill(join_key(c_.escrow_prefix, key), excess,
+                                 g.window_start_ms, g.expires_at_ms);
+    if (r.ok()) {
+      add(escrow_refills_, 1);
+      return;
+    }
+    add(escrow_errors_, 1);
+    absl::StatusOr<int64_t> back = c_.global->reconcile(
+        c_.budget, global_key, g.window_start_ms, excess,
+        region_token(
+            absl::StrCat("park:", nonce_, ":", park_seq_.fetch_add(1))));
+    if (back.ok()) add(reconciled_credits_, *back);
+  }
+
+  void mark_unhealthy(int64_t now, const absl::Status& error) {
+    add(global_outages_, 1);
+    {
+      MutexLock lock(mu_);
+      last_error_ = std::string(error.message());
+    }
+    reprobe_at_.store(now + c_.health_check_ms, std::memory_order_release);
+    healthy_.store(false, std::memory_order_release);
+  }
+
+  const Config c_;
+  // A fixed-window strategy, only to name the keys `Coordinator::reset`
+  // deletes.
+  const AnyStrategy reset_strategy_;
+  std::atomic<bool> healthy_{true};
+  std::atomic<int64_t> reprobe_at_{0};
+  // Unique park tokens: a random nonce (processes forked from one parent
+  // share addresses) and a sequence number.
+  const uint64_t nonce_ =
+      std::random_device{}() * 0x100000001ull ^ std::random_device{}();
+  std::atomic<int64_t> park_seq_{0};
+  Mutex mu_;
+  std::string last_error_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int64_t> global_leases_{0}, global_credits_{0}, escrow_takes_{0},
+      escrow_credits_{0}, escrow_refills_{0}, escrow_errors_{0},
+      global_outages_{0}, fast_failures_{0}, forfeited_credits_{0},
+      reconciled_credits_{0};
+};
+
+}  // namespace throttlekit::detail
+
+#endif  // THROTTLEKIT_FEDERATION_INTERNAL_FEDERATION_SOURCE_H_

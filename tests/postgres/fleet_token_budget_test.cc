@@ -1,0 +1,66 @@
+// FleetTokenBudget on a real Postgres: C in {1, 2, 8, 32} gateway threads
+// and {2, 8} gateway processes debiting one shared key on the store's
+// clock: no window serves more than budget + largest debit - 1, and
+// per-token debits never overspend at all.
+
+#include "throttlekit/federation/fleet_token_budget.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "support/fleet_budget_run.h"
+#include "support/pg_test_env.h"
+#include "throttlekit/postgres/postgres_coordinator.h"
+
+namespace throttlekit {
+namespace {
+
+constexpr int64_t kBudget = 200;
+constexpr int64_t kWindowMs = 100;
+
+TEST(FleetTokenBudgetPostgres, GatewaysNeverOverspend) {
+  PostgresCoordinatorOptions o =
+      testing::pg_options(testing::unique_table("tk_ftb"));
+  o.connections = 8;
+  std::shared_ptr<PostgresCoordinator> pg = testing::make_pg(o);
+  ASSERT_NE(pg, nullptr);
+  auto budget =
+      FleetTokenBudget::create({.budget = kBudget, .window_ms = kWindowMs}, pg);
+  ASSERT_TRUE(budget.ok());
+  for (const int gateways : {1, 2, 8, 32}) {
+    const std::string p = "threads:" + std::to_string(gateways);
+    EXPECT_EQ(
+        testing::check_budget_bound(
+            testing::run_gateway_threads(**budget, p + ":token", gateways, 800,
+                                         {1}),
+            kBudget,
+            "postgres, " + std::to_string(gateways) + " threads, per token"),
+        0);
+    testing::check_budget_bound(
+        testing::run_gateway_threads(**budget, p + ":chunks", gateways, 800,
+                                     {1, 7, 40, 3}),
+        kBudget, "postgres, " + std::to_string(gateways) + " threads, chunks");
+  }
+  for (const int gateways : {2, 8}) {
+    const auto make = [&] {
+      std::shared_ptr<PostgresCoordinator> c = testing::make_pg(o);
+      if (c == nullptr) return std::unique_ptr<FleetTokenBudget>();
+      auto b = FleetTokenBudget::create(
+          {.budget = kBudget, .window_ms = kWindowMs}, c);
+      return b.ok() ? *std::move(b) : nullptr;
+    };
+    EXPECT_EQ(
+        testing::check_budget_bound(
+            testing::run_gateway_processes(make,
+                                           "procs:" + std::to_string(gateways),
+                                           gateways, kWindowMs, 10, {1}),
+            kBudget,
+            "postgres, " + std::to_string(gateways) + " processes, per token"),
+        0);
+  }
+}
+
+}  // namespace
+}  // namespace throttlekit

@@ -1,0 +1,93 @@
+// FleetTokenBudget on a real Redis: one round trip per debit on the Redis
+// clock, and C in {1, 2, 8, 32} gateways as threads and as OS processes
+// debiting one shared key: no window serves more than budget + largest
+// debit - 1, and per-token debits never overspend at all.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+
+#include "support/fleet_budget_run.h"
+#include "support/redis_test_server.h"
+#include "throttlekit/federation/fleet_token_budget.h"
+#include "throttlekit/redis/redis_coordinator.h"
+
+namespace throttlekit {
+namespace {
+
+constexpr int64_t kBudget = 300;
+constexpr int64_t kWindowMs = 50;
+
+std::string run_prefix(const char* stem) {
+  return std::string(stem) + ":" + std::to_string(getpid()) + ":";
+}
+
+std::shared_ptr<RedisCoordinator> redis(int connections) {
+  RedisCoordinatorOptions o;
+  o.connections = connections;
+  return testing::redis_coordinator(o);
+}
+
+TEST(FleetTokenBudgetRedis, OneRoundTripPerDebitOnTheRedisClock) {
+  std::shared_ptr<RedisCoordinator> r = redis(1);
+  auto budget =
+      FleetTokenBudget::create({.budget = 50, .window_ms = 600'000}, r);
+  ASSERT_TRUE(budget.ok());
+  const std::string key = run_prefix("ftb-rtt") + "k";
+  const int64_t before = r->stats().requests;
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE((*budget)->debit(key, 5)->allowed);
+  EXPECT_EQ(r->stats().requests, before + 10);
+  absl::StatusOr<Decision> d = (*budget)->debit(key, 1);
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->allowed);
+  absl::StatusOr<int64_t> now = r->now_ms();
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(d->reset_at_ms, (*now / 600'000 + 1) * 600'000);
+  EXPECT_EQ(*(*budget)->remaining(key), 0);
+}
+
+TEST(FleetTokenBudgetRedis, GatewayThreadsNeverOverspend) {
+  std::shared_ptr<RedisCoordinator> r = redis(4);
+  auto budget =
+      FleetTokenBudget::create({.budget = kBudget, .window_ms = kWindowMs}, r);
+  ASSERT_TRUE(budget.ok());
+  for (const int gateways : {1, 2, 8, 32}) {
+    const std::string p = run_prefix("ftb-threads") + std::to_string(gateways);
+    EXPECT_EQ(testing::check_budget_bound(
+                  testing::run_gateway_threads(**budget, p + ":token", gateways,
+                                               600, {1}),
+                  kBudget,
+                  "redis, " + std::to_string(gateways) + " threads, per token"),
+              0);
+    testing::check_budget_bound(
+        testing::run_gateway_threads(**budget, p + ":chunks", gateways, 600,
+                                     {1, 7, 40, 3}),
+        kBudget, "redis, " + std::to_string(gateways) + " threads, chunks");
+  }
+}
+
+TEST(FleetTokenBudgetRedis, GatewayProcessesNeverOverspend) {
+  for (const int gateways : {1, 2, 8, 32}) {
+    const std::string key = run_prefix("ftb-procs") + std::to_string(gateways);
+    const auto make = [] {
+      auto r = RedisCoordinator::create({.port = testing::redis_port()});
+      if (!r.ok()) return std::unique_ptr<FleetTokenBudget>();
+      auto b =
+          FleetTokenBudget::create({.budget = kBudget, .window_ms = kWindowMs},
+                                   std::shared_ptr<Coordinator>(*std::move(r)));
+      return b.ok() ? *std::move(b) : nullptr;
+    };
+    EXPECT_EQ(
+        testing::check_budget_bound(
+            testing::run_gateway_processes(make, key, gateways, kWindowMs, 12,
+                                           {1}),
+            kBudget,
+            "redis, " + std::to_string(gateways) + " processes, per token"),
+        0);
+  }
+}
+
+}  // namespace
+}  // namespace throttlekit

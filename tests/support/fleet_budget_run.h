@@ -1,0 +1,141 @@
+// tests/support/fleet_budget_run.h
+//
+// Provides the gateway runs of the fleet token budget tests (one place for
+// the memory, Redis and Postgres tests): C gateways debit one key of a
+// `FleetTokenBudget` as fast as they can for a while, as threads
+// (`run_gateway_threads`) or as forked OS processes each with its own
+// coordinator (`run_gateway_processes`); every allowed debit is counted in
+// the window its decision names (`reset_at_ms`, the store clock's window
+// end), and `check_budget_bound` asserts the bound of every window:
+// served <= budget + largest debit - 1 (exactly budget when debiting per
+// token).
+
+#ifndef THROTTLEKIT_TESTS_SUPPORT_FLEET_BUDGET_RUN_H_
+#define THROTTLEKIT_TESTS_SUPPORT_FLEET_BUDGET_RUN_H_
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "support/forked_fleet.h"
+#include "support/run_threads.h"
+#include "throttlekit/federation/fleet_token_budget.h"
+
+namespace throttlekit::testing {
+
+struct BudgetRun {
+  std::map<int64_t, int64_t> served;  // window end -> tokens
+  int64_t largest = 0;                // the largest debit sent
+  int64_t errors = 0;
+};
+
+// Debit size of a gateway's n-th debit: cycles through `sizes`.
+inline int64_t debit_size(const std::vector<int64_t>& sizes, int gateway,
+                          int64_t n) {
+  return sizes[static_cast<size_t>(gateway + n) % sizes.size()];
+}
+
+inline BudgetRun run_gateway_threads(FleetTokenBudget& budget,
+                                     const std::string& key, int gateways,
+                                     int64_t run_ms,
+                                     const std::vector<int64_t>& sizes) {
+  BudgetRun out;
+  out.largest = *std::max_element(sizes.begin(), sizes.end());
+  std::mutex mu;
+  const int64_t end = wall_ms() + run_ms;
+  run_threads(gateways, [&](int g) {
+    std::map<int64_t, int64_t> mine;
+    int64_t errors = 0;
+    for (int64_t n = 0; wall_ms() < end; ++n) {
+      const int64_t tokens = debit_size(sizes, g, n);
+      absl::StatusOr<Decision> d = budget.debit(key, tokens);
+      if (!d.ok()) {
+        ++errors;
+      } else if (d->allowed) {
+        mine[d->reset_at_ms] += tokens;
+      }
+    }
+    std::lock_guard lock(mu);
+    for (const auto& [w, t] : mine) out.served[w] += t;
+    out.errors += errors;
+  });
+  return out;
+}
+
+// As threads, with each gateway a forked process that builds its own
+// budget with `make()` (after the fork). Windows are counted relative to
+// a schedule of `window_ms` windows starting soon.
+inline BudgetRun run_gateway_processes(
+    const std::function<std::unique_ptr<FleetTokenBudget>()>& make,
+    const std::string& key, int gateways, int64_t window_ms, int windows,
+    const std::vector<int64_t>& sizes) {
+  constexpr int kMax = 64;
+  struct Report {
+    int64_t served[kMax] = {};
+    int64_t errors = 0;
+  };
+  const FleetSchedule run = FleetSchedule::starting_soon(window_ms, windows);
+  const std::vector<Report> reports =
+      run_forked<Report>(gateways, run.start_ms, [&](int g) {
+        Report r;
+        std::unique_ptr<FleetTokenBudget> budget = make();
+        if (budget == nullptr) {
+          r.errors = 1;
+          return r;
+        }
+        for (int64_t n = 0; wall_ms() < run.end_ms; ++n) {
+          const int64_t tokens = debit_size(sizes, g, n);
+          absl::StatusOr<Decision> d = budget->debit(key, tokens);
+          if (!d.ok()) {
+            ++r.errors;
+          } else if (d->allowed) {
+            const int64_t w = d->reset_at_ms / window_ms - 1 - run.first_window;
+            if (w >= 0 && w < kMax) r.served[w] += tokens;
+          }
+        }
+        return r;
+      });
+  BudgetRun out;
+  out.largest = *std::max_element(sizes.begin(), sizes.end());
+  EXPECT_EQ(reports.size(), static_cast<size_t>(gateways));
+  for (const Report& r : reports) {
+    for (int w = 0; w < kMax; ++w) {
+      if (r.served[w] > 0) out.served[w] += r.served[w];
+    }
+    out.errors += r.errors;
+  }
+  return out;
+}
+
+// Every window within budget + largest - 1; returns the worst window's
+// overshoot (served - budget, 0 if none) and prints the run.
+inline int64_t check_budget_bound(const BudgetRun& run, int64_t budget,
+                                  const std::string& what) {
+  EXPECT_EQ(run.errors, 0) << what;
+  EXPECT_GE(run.served.size(), 3u) << what;
+  int64_t worst = 0;
+  for (const auto& [w, served] : run.served) {
+    EXPECT_LE(served, budget + run.largest - 1) << what << " window " << w;
+    worst = std::max(worst, served);
+  }
+  std::printf(
+      "%s: %zu windows, worst window %lld tokens (budget %lld, "
+      "largest debit %lld, overshoot %lld)\n",
+      what.c_str(), run.served.size(), static_cast<long long>(worst),
+      static_cast<long long>(budget), static_cast<long long>(run.largest),
+      static_cast<long long>(std::max<int64_t>(0, worst - budget)));
+  return std::max<int64_t>(0, worst - budget);
+}
+
+}  // namespace throttlekit::testing
+
+#endif  // THROTTLEKIT_TESTS_SUPPORT_FLEET_BUDGET_RUN_H_
