@@ -189,6 +189,26 @@ TEST(FederatedLimiter, CreditsDieWithTheCoordinatorsWindow) {
   EXPECT_EQ(eu->stats().global_leases, 2);
 }
 
+TEST(FederatedLimiter, ALateLeaseAsksOnlyForWhatThePaceWillSpend) {
+  Fleet f;
+  auto eu = f.region("eu", {.batch = 10}, 1000);
+  // 10 spent over the first 900 ms of the window ...
+  for (int i = 0; i < 10; ++i) {
+    f.clock.set_ms(kEpoch + 90 * i);
+    ASSERT_TRUE(eu->check("k")->allowed);
+  }
+  EXPECT_EQ(eu->stats().global_credits, 10);
+  // ... so with 100 ms left the pace spends ceil(10 * 100 / 900) = 2.
+  f.clock.set_ms(kEpoch + 900);
+  ASSERT_TRUE(eu->check("k")->allowed);
+  EXPECT_EQ(eu->stats().global_credits, 12);
+  EXPECT_EQ(eu->credits("k"), 1);
+  // A new window has no pace yet: a whole batch.
+  f.clock.set_ms(kEpoch + 1000);
+  ASSERT_TRUE(eu->check("k")->allowed);
+  EXPECT_EQ(eu->stats().global_credits, 22);
+}
+
 TEST(FederatedLimiter, ACostAboveTheBatchLeasesWhatItNeeds) {
   Fleet f;
   auto eu = f.region("eu", {.batch = 2}, 10);
@@ -214,25 +234,30 @@ TEST(FederatedLimiter, ARegionalEscrowPoolsCreditsAcrossTheRegionsProcesses) {
         "eu", {.batch = 2, .regional_escrow = l2, .escrow_batch = 12}, 100));
   }
   int admitted = 0;
-  for (int i = 0; i < 60; ++i) admitted += eu[i % 3]->check("k")->allowed;
+  for (int i = 0; i < 60; ++i) {
+    f.clock.set_ms(kEpoch + 1 + i);
+    admitted += eu[i % 3]->check("k")->allowed;
+  }
   EXPECT_EQ(admitted, 60);
   int64_t global = 0, escrow_credits = 0;
   for (const auto& p : eu) {
     global += p->stats().global_leases;
     escrow_credits += p->stats().escrow_credits;
   }
-  // 60 admissions cross to the global coordinator once per 12 credits.
-  EXPECT_EQ(global, 5);
-  EXPECT_EQ(escrow_credits, 60 - 5 * 2);
-  // Another region sees what the region did not take.
+  // Each process's first lease of the window is its own (no pace yet, so
+  // nothing is parked: 3 x 2); then the region crosses once per 12
+  // credits, keeping 2 and parking 10 for its peers (5 x 12).
+  EXPECT_EQ(global, 3 + 5);
+  EXPECT_EQ(escrow_credits, 4 * 10 + 4);
+  // 6 are left in the escrow: returned to the window once.
+  EXPECT_EQ(*eu[0]->release_escrow("k"), 6);
+  EXPECT_EQ(*eu[1]->release_escrow("k"), 0);
+  // Another region sees what the region did not spend: 100 - 60.
   auto us = f.region("us", {.batch = 100}, 100);
   absl::StatusOr<Decision> d = us->check("k", 40);
   ASSERT_TRUE(d.ok());
   EXPECT_TRUE(d->allowed);
-  EXPECT_FALSE(us->check("k")->allowed);  // 60 + 40 = the window's 100
-  // The escrow's leftover goes back to the window once.
-  for (const auto& p : eu) p->close().IgnoreError();
-  EXPECT_EQ(*eu[0]->release_escrow("k"), 0);  // nothing left: all spent
+  EXPECT_FALSE(us->check("k")->allowed);
 }
 
 TEST(FederatedLimiter, CloseReconcilesLeftoverToItsWindowForOtherRegions) {
@@ -294,7 +319,12 @@ TEST(FederatedLimiter, RegionalOnlyServesTheEscrowWhileTheCoordinatorIsOut) {
                       .health_check_ms = 1000};
   auto a = f.region("eu", o, 100);
   auto b = f.region("eu", o, 100);
-  ASSERT_TRUE(a->check("k")->allowed);  // a holds 1, the escrow 8
+  // a's first lease is its own; once it has a pace, a crossing parks.
+  for (int i = 1; i <= 3; ++i) {
+    f.clock.set_ms(kEpoch + i);
+    ASSERT_TRUE(a->check("k")->allowed);
+  }
+  EXPECT_EQ(a->credits("k"), 1);  // and the escrow holds 8
   sw->down = true;
   int served = 0;
   for (int i = 0; i < 20; ++i) served += b->check("k")->allowed;

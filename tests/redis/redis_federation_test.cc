@@ -25,26 +25,6 @@ std::string run_prefix(const char* stem) {
   return std::string(stem) + ":" + std::to_string(getpid()) + ":";
 }
 
-// The reply lines of `redis-cli` running `command` (no quoting needed:
-// the test's keys are letters, digits, ':' and '-').
-std::vector<std::string> cli(const std::string& command) {
-  const std::string cmd =
-      "redis-cli -p " + std::to_string(testing::redis_port()) + " " + command;
-  std::vector<std::string> lines;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return lines;
-  char buf[512];
-  while (std::fgets(buf, sizeof buf, p) != nullptr) {
-    std::string line(buf);
-    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) {
-      line.pop_back();
-    }
-    lines.push_back(line);
-  }
-  pclose(p);
-  return lines;
-}
-
 std::unique_ptr<RedisCoordinator> redis(int connections = 1) {
   RedisCoordinatorOptions o;
   o.connections = connections;
@@ -80,10 +60,10 @@ TEST(RedisFederation, KeepsTheOriginalsLayoutOnTheRedisClock) {
   EXPECT_EQ(g->expires_at_ms, g->window_start_ms + 60'000);
   ASSERT_EQ(*r->reconcile(b, key, g->window_start_ms, 5, "eu"), 5);
   // Any other Redis client (here redis-cli) reads the same fields.
-  const std::vector<std::string> hash = cli("HGETALL " + key);
+  const std::vector<std::string> hash = testing::redis_cli("HGETALL " + key);
   std::map<std::string, std::string> fields;
   for (size_t i = 0; i + 1 < hash.size(); i += 2) fields[hash[i]] = hash[i + 1];
-  const std::vector<std::string> pttl = cli("PTTL " + key);
+  const std::vector<std::string> pttl = testing::redis_cli("PTTL " + key);
   ASSERT_EQ(pttl.size(), 1u);
   const long long ttl = std::atoll(pttl[0].c_str());
   EXPECT_EQ(fields["budget"], "39");

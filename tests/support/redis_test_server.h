@@ -6,10 +6,12 @@
 
 #include <signal.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "throttlekit/redis/redis_coordinator.h"
@@ -33,6 +35,27 @@ inline std::unique_ptr<RedisCoordinator> redis_coordinator(
   auto c = RedisCoordinator::create(options);
   if (!c.ok()) std::abort();
   return *std::move(c);
+}
+
+// The reply lines of `redis-cli` against the fixture server running
+// `command` (any Redis client sees what the scripts wrote). Arguments are
+// split by the shell: keep them to letters, digits, ':' and '-'.
+inline std::vector<std::string> redis_cli(const std::string& command) {
+  const std::string cmd =
+      "redis-cli -p " + std::to_string(redis_port()) + " " + command;
+  std::vector<std::string> lines;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return lines;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, p) != nullptr) {
+    std::string line(buf);
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) {
+      line.pop_back();
+    }
+    lines.push_back(line);
+  }
+  pclose(p);
+  return lines;
 }
 
 // A private redis-server on `port`, started and stopped by the fixture

@@ -18,7 +18,9 @@
 // to. A check spends from the balance; a shortfall takes the key's lease
 // lock (misses on one key share ONE lease in flight, re-checking the
 // balance after the wait), takes from the region's escrow when there is one,
-// else leases `max(batch, ceil(cost))` with `Coordinator::lease_windowed`.
+// else leases `max(batch, ceil(cost))` with `Coordinator::lease_windowed`
+// (`size_to_demand`: only what the key's pace will spend before the window
+// ends, credits left at the end being stranded).
 // A grant carries the coordinator's window end: credits die there
 // (window-coupled), a grant that lands after its window rolled is never
 // spendable, and the leftover of a window that rolled is forfeited (the
@@ -119,6 +121,11 @@ struct FederationOptions {
   // `background_worker = false`).
   int64_t return_idle_after_ms = 0;
   bool background_worker = true;
+  // Lease what the key's pace will spend before the window ends rather than
+  // a whole batch (credits left at the end are stranded): its pace in the
+  // window, or what it spent in the window before. Safety never depends on
+  // it.
+  bool size_to_demand = true;
 };
 
 // The budget a windowed strategy federates: its limit per window.
@@ -246,6 +253,7 @@ class BasicFederatedLimiter {
             .region = options.region,
             .global = std::move(coordinator),
             .escrow = options.regional_escrow,
+            .batch = options.batch,
             .escrow_batch = options.escrow_batch,
             .regional_only =
                 options.on_outage == FederationOutage::kRegionalOnly,
@@ -263,7 +271,8 @@ class BasicFederatedLimiter {
             .return_idle_after_ms = options.return_idle_after_ms,
             .background_worker = options.background_worker,
             .max_keys = options.max_keys,
-            .fail_policy = {FailPolicy::kClosed, options.health_check_ms}},
+            .fail_policy = {FailPolicy::kClosed, options.health_check_ms},
+            .size_to_window_end = options.size_to_demand},
         source, clock);
     if (!inner.ok()) return inner.status();
     return std::unique_ptr<BasicFederatedLimiter>(

@@ -170,6 +170,11 @@ struct LeasedLimiterOptions {
   int64_t max_keys = int64_t{1} << 16;
   // What an outage becomes (fail_policy.h).
   FailPolicy fail_policy = FailPolicy::kPropagate;
+  // A lease asks only for what the key's pace will spend before its
+  // window ends (window-coupled credits left at the end are stranded): its
+  // pace in the window, or at the window's first lease what it spent in the
+  // window before. Off by default (federation turns it on).
+  bool size_to_window_end = false;
 };
 
 template <EpochClock C = SystemClock>
@@ -537,11 +542,16 @@ class BasicLeasedLimiter {
                       static_cast<int64_t>(std::floor(held)), expires,
                       std::max<int64_t>(1, expires - now_ms)};
     }
-    const int64_t want = std::max<int64_t>(
-        e.next_batch(options_.batch), static_cast<int64_t>(std::ceil(cost)));
+    int64_t want = std::max<int64_t>(e.next_batch(options_.batch),
+                                     static_cast<int64_t>(std::ceil(cost)));
+    // Whether the key has a pace in this window (it has spent in it).
+    bool paced = false;
+    if (options_.size_to_window_end) {
+      want = sized_to_window_end(e, key, now_ms, want, cost, &paced);
+    }
     Decision spent;
     absl::StatusOr<LeaseGrant> grant =
-        lease(e, key, want, now_ms, cost, &spent);
+        lease(e, key, want, now_ms, cost, &spent, paced);
     if (!grant.ok()) return fail(grant.status(), now_ms);
     if (spent.allowed) return spent;
     // The grant fell short of this cost (it holds at least `want >= cost`
@@ -561,8 +571,9 @@ class BasicLeasedLimiter {
   // fall short of `cost`, nothing spent). Requires `e.lease_mu`.
   absl::StatusOr<LeaseGrant> lease(Entry& e, std::string_view key, int64_t want,
                                    int64_t now_ms, double cost = 0,
-                                   Decision* spend = nullptr) {
-    absl::StatusOr<LeaseGrant> grant = source_->take(key, want);
+                                   Decision* spend = nullptr,
+                                   bool paced = false) {
+    absl::StatusOr<LeaseGrant> grant = source_->take(key, want, paced);
     if (!grant.ok()) return grant;
     leases_.fetch_add(1, std::memory_order_relaxed);
     leased_credits_.fetch_add(grant->granted, std::memory_order_relaxed);
@@ -596,6 +607,48 @@ class BasicLeasedLimiter {
     }
     e.window_granted += grant->granted;
     return grant;
+  }
+
+  // `want` capped at what the key's pace in this window will spend before
+  // the window ends: the credits it spent since the window began (granted
+  // less still held) over the time elapsed, times the time left; at a
+  // window's first lease, at what it spent in the window just before;
+  // never below `cost` (nor 1). `*paced` says whether the key has a pace in
+  // this window. Requires `e.lease_mu`.
+  int64_t sized_to_window_end(const Entry& e, std::string_view key,
+                              int64_t now_ms, int64_t want, double cost,
+                              bool* paced) {
+    *paced = false;
+    if (now_ms >= e.window_end_ms) {
+      // A new window has no pace yet: the first lease asks for what the
+      // key spent in the window just before (granted less left over), if
+      // that was less than the batch.
+      if (e.window_end_ms == std::numeric_limits<int64_t>::min() ||
+          e.window_granted <= 0 ||
+          now_ms >= e.window_end_ms + options_.window_ms) {
+        return want;
+      }
+      const double left_over =
+          credits_->read(key, [](const CreditState& s) { return s.credits; });
+      const double served = static_cast<double>(e.window_granted) - left_over;
+      const auto floor = static_cast<int64_t>(std::ceil(cost));
+      return std::clamp<int64_t>(
+          static_cast<int64_t>(std::min(std::ceil(std::max(served, 1.0)),
+                                        static_cast<double>(want))),
+          floor, std::max(floor, want));
+    }
+    const int64_t start = e.window_end_ms - options_.window_ms;
+    const double held = credits(key);
+    const double spent = static_cast<double>(e.window_granted) - held;
+    const int64_t elapsed = now_ms - start;
+    if (spent <= 0 || elapsed <= 0) return want;
+    *paced = true;
+    const double expect = std::ceil(
+        spent * static_cast<double>(e.window_end_ms - now_ms) / elapsed);
+    const auto floor = static_cast<int64_t>(std::ceil(cost));
+    return std::clamp<int64_t>(
+        static_cast<int64_t>(std::min(expect, static_cast<double>(want))),
+        floor, std::max(floor, want));
   }
 
   // A spend left `key` at or below `low_water`: queue one refill unless

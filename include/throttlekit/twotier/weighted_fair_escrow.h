@@ -43,11 +43,16 @@
 // and a multi-process admission's `reset_at_ms` is the end of the store
 // window that paid for it.
 //
+// The accounting and the rule live in `detail::FairShareLedger`
+// (twotier/internal/fair_share_ledger.h), which `FederatedFairEscrow`
+// shares.
+//
 // Locking: one `Mutex` (core/mutex.h), `mu_`, guards all the accounting
-// (tenants' use, the window, the credits held, the stats; each field is
-// ABSL_GUARDED_BY it and clang checks every access). It is held across a
-// lease or give-back round trip (quanta make those rare); no other lock of
-// this class exists, so there is no order to keep and no try_lock.
+// (the ledger of tenants' use, the window, the credits held, the stats;
+// each field is ABSL_GUARDED_BY it and clang checks every access). It is
+// held across a lease or give-back round trip (quanta make those rare); no
+// other lock of this class exists, so there is no order to keep and no
+// try_lock.
 //
 // Thread-safety: every method is safe to call concurrently. The coordinator
 // must outlive the escrow.
@@ -80,6 +85,7 @@
 #include "throttlekit/core/decision.h"
 #include "throttlekit/core/key.h"
 #include "throttlekit/core/mutex.h"
+#include "throttlekit/twotier/internal/fair_share_ledger.h"
 #include "throttlekit/twotier/water_filling.h"
 
 namespace throttlekit {
@@ -238,7 +244,7 @@ class BasicWeightedFairEscrow {
     absl::StatusOr<size_t> i = tenant_index(tenant);
     if (!i.ok()) return i.status();
     MutexLock lock(mu_);
-    return tenants_[*i].used;
+    return ledger_.used(*i);
   }
 
   Stats stats() const {
@@ -266,11 +272,7 @@ class BasicWeightedFairEscrow {
 
  private:
   static constexpr int64_t kNever = std::numeric_limits<int64_t>::min();
-
-  struct TenantState {
-    double used = 0;               // admitted in the current window
-    int64_t last_window = kNever;  // the last window it called in
-  };
+  using Ledger = detail::FairShareLedger;
 
   BasicWeightedFairEscrow(WeightedFairEscrowOptions options, LeaseBudget budget,
                           absl::flat_hash_map<std::string, size_t> index,
@@ -278,9 +280,16 @@ class BasicWeightedFairEscrow {
       : options_(std::move(options)),
         budget_(budget),
         index_(std::move(index)),
-        shares_(std::move(shares)),
+        shares_(shares),
         clock_(std::move(clock)),
-        tenants_(options_.tenants.size()) {}
+        ledger_(std::move(shares), hard_caps(options_)) {}
+
+  static std::vector<int64_t> hard_caps(const WeightedFairEscrowOptions& o) {
+    std::vector<int64_t> caps;
+    caps.reserve(o.tenants.size());
+    for (const auto& t : o.tenants) caps.push_back(t.hard_cap);
+    return caps;
+  }
 
   absl::StatusOr<size_t> tenant_index(std::string_view tenant) const {
     auto it = index_.find(absl::string_view(tenant.data(), tenant.size()));
@@ -293,28 +302,14 @@ class BasicWeightedFairEscrow {
     return it->second;
   }
 
-  double own_reservation(size_t i) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return std::max(0.0, static_cast<double>(shares_[i]) - tenants_[i].used);
-  }
-  bool active(size_t i) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return tenants_[i].last_window != kNever &&
-           tenants_[i].last_window >= window_ - 1;
-  }
-
   // Moves to the window of `now_ms` if it is newer: usage restarts and the
   // reservations of the tenants still active are recomputed.
   void roll(int64_t now_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (now_ms < window_end_ms_) [[likely]]
       return;  // this window (or older)
     const int64_t start = budget_.window_start(now_ms);
-    window_ = start / budget_.window_ms();
     window_end_ms_ = start + budget_.window_ms();
-    total_ = 0;
-    reserved_ = 0;
-    for (size_t i = 0; i < tenants_.size(); ++i) {
-      tenants_[i].used = 0;
-      if (active(i)) reserved_ += own_reservation(i);
-    }
+    ledger_.roll(start / budget_.window_ms());
   }
 
   Decision deny(size_t i, int64_t now_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -330,31 +325,24 @@ class BasicWeightedFairEscrow {
 
   // What tenant i could still be admitted in this window (whole credits).
   int64_t room(size_t i) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    const double others = reserved_ - (active(i) ? own_reservation(i) : 0.0);
-    double r = static_cast<double>(options_.limit) - total_ - others;
-    const int64_t cap = options_.tenants[i].hard_cap;
-    if (cap > 0) r = std::min(r, static_cast<double>(cap) - tenants_[i].used);
-    return std::max<int64_t>(0, static_cast<int64_t>(std::floor(r)));
+    return ledger_.room(i, static_cast<double>(options_.limit));
   }
 
   absl::StatusOr<Decision> admit_locked(size_t i, int64_t now_ms, double cost)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     roll(now_ms);
-    TenantState& t = tenants_[i];
-    if (!active(i)) reserved_ += own_reservation(i);
-    t.last_window = window_;
-    const int64_t cap = options_.tenants[i].hard_cap;
-    if (cap > 0 && t.used + cost > static_cast<double>(cap)) {
+    ledger_.touch(i);
+    const Ledger::Verdict verdict =
+        ledger_.decide(i, cost, static_cast<double>(options_.limit));
+    if (verdict == Ledger::Verdict::kHardCap) {
       ++stats_.denied_hard_cap;
       return deny(i, now_ms);
     }
-    const double mine = own_reservation(i);
-    const double others = reserved_ - mine;
-    if (total_ + cost > static_cast<double>(options_.limit) - others) {
+    if (verdict == Ledger::Verdict::kBudget) {
       ++stats_.denied_budget;
       return deny(i, now_ms);
     }
-    const bool in_share = t.used + cost <= static_cast<double>(shares_[i]);
+    const bool in_share = verdict == Ledger::Verdict::kInShare;
     if (options_.coordinator != nullptr) {
       absl::StatusOr<bool> held = hold(cost, in_share, now_ms);
       if (!held.ok()) return held.status();
@@ -366,9 +354,7 @@ class BasicWeightedFairEscrow {
       }
       held_ -= cost;
     }
-    t.used += cost;
-    total_ += cost;
-    reserved_ += own_reservation(i) - mine;
+    ledger_.commit(i, cost);
     ++(in_share ? stats_.admitted_in_share : stats_.admitted_borrowed);
     // Multi-process: the window of the credits spent (the store's).
     const int64_t reset_at =
@@ -406,13 +392,10 @@ class BasicWeightedFairEscrow {
       std::random_device{}() * 0x100000001ull ^ std::random_device{}();
 
   mutable Mutex mu_;
-  std::vector<TenantState> tenants_ ABSL_GUARDED_BY(mu_);
-  int64_t window_ ABSL_GUARDED_BY(mu_) = kNever;
+  // Tenants' use and reservations in the current window.
+  Ledger ledger_ ABSL_GUARDED_BY(mu_);
   // The current window's end (epoch ms); kNever before the first call.
   int64_t window_end_ms_ ABSL_GUARDED_BY(mu_) = kNever;
-  double total_ ABSL_GUARDED_BY(mu_) = 0;
-  // Sum of the unused shares of the active tenants.
-  double reserved_ ABSL_GUARDED_BY(mu_) = 0;
   // Multi-process: credits held and the end of their window (store clock).
   double held_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t held_expires_ms_ ABSL_GUARDED_BY(mu_) = kNever;

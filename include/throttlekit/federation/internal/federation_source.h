@@ -3,10 +3,11 @@
 // Provides `detail::FederationSource`: the `CreditSource` of a federated
 // limiter (federated_limiter.h, docs/federation.md). A miss takes credits
 // from the region's escrow (L2) first, else crosses to the global
-// coordinator with ONE `lease_windowed` (of `escrow_batch` when the region
-// pools credits, the excess refilling the escrow; else of what the miss
-// needs). Grants are window-coupled: the limiter spends them only before the
-// coordinator's window end.
+// coordinator with ONE `lease_windowed` (of `escrow_batch` per batch when
+// the region pools credits and the key has a pace in this window, the
+// excess refilling the escrow; else of what the miss needs). Grants are
+// window-coupled: the limiter spends them only before the coordinator's window
+// end.
 //
 // Health: an outage of the global coordinator marks it unhealthy; until
 // `health_check_ms` has passed no miss crosses to it (a miss then fails at
@@ -26,6 +27,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -57,7 +59,8 @@ class FederationSource final : public CreditSource {
     std::string region;
     std::shared_ptr<Coordinator> global;
     std::shared_ptr<Coordinator> escrow;  // null: no L2
-    int64_t escrow_batch = 0;
+    int64_t batch = 1;                    // the limiter's batch
+    int64_t escrow_batch = 0;             // >= batch
     bool regional_only = false;
     int64_t health_check_ms = 5000;
     std::function<int64_t()> now_ms;  // this process's clock
@@ -80,7 +83,8 @@ class FederationSource final : public CreditSource {
         reset_strategy_(*make_strategy(
             FixedWindow::Options{c_.budget.limit(), c_.budget.window_ms()})) {}
 
-  absl::StatusOr<LeaseGrant> take(std::string_view key, int64_t want) override {
+  absl::StatusOr<LeaseGrant> take(std::string_view key, int64_t want,
+                                  bool paced) override {
     const int64_t now = c_.now_ms();
     const bool healthy = healthy_.load(std::memory_order_acquire);
     const bool try_global =
@@ -114,8 +118,21 @@ class FederationSource final : public CreditSource {
           reprobe_at_.load(std::memory_order_relaxed) - now, " ms"));
     }
     const int64_t need = want - got;
+    // With an escrow the region leases `escrow_batch` per batch the
+    // limiter asks for (proportionally less when the limiter sized its ask
+    // down to the window's end), parking the excess. Not at a key's first
+    // lease of a window: processes crossing together at the window's start
+    // would each park a batch, and what a quiet region parks beyond its
+    // demand is stranded when the window ends.
     const int64_t ask =
-        c_.escrow != nullptr ? std::max(c_.escrow_batch, need) : need;
+        c_.escrow != nullptr && paced
+            ? std::max(need, need >= c_.batch
+                                 ? c_.escrow_batch
+                                 : static_cast<int64_t>(std::ceil(
+                                       static_cast<double>(c_.escrow_batch) *
+                                       static_cast<double>(need) /
+                                       static_cast<double>(c_.batch))))
+            : need;
     const std::string global_key = join_key(c_.prefix, key);
     absl::StatusOr<LeaseGrant> g =
         c_.global->lease_windowed(c_.budget, global_key, ask);

@@ -33,9 +33,12 @@ class CreditSource {
  public:
   virtual ~CreditSource() = default;
   // Up to `want` (>= 1) credits for `key` (the caller's key, not joined),
-  // with the window they belong to. A grant of 0 means the window is spent.
-  virtual absl::StatusOr<LeaseGrant> take(std::string_view key,
-                                          int64_t want) = 0;
+  // with the window they belong to; `window_remaining` 0 tells the limiter
+  // the window is spent. `paced`: the key has spent in this window already
+  // (`want` was sized to its pace), so a source that pools may lease ahead
+  // for its peers; false at a window's first lease.
+  virtual absl::StatusOr<LeaseGrant> take(std::string_view key, int64_t want,
+                                          bool paced) = 0;
   // Gives `credits` (>= 1) of the window starting at `window_start_ms`
   // back, idempotently per `token`; returns the credits restored.
   virtual absl::StatusOr<int64_t> give_back(std::string_view key,
@@ -58,7 +61,8 @@ class CoordinatorCreditSource final : public CreditSource {
         budget_strategy_(*make_strategy(
             FixedWindow::Options{budget.limit(), budget.window_ms()})) {}
 
-  absl::StatusOr<LeaseGrant> take(std::string_view key, int64_t want) override {
+  absl::StatusOr<LeaseGrant> take(std::string_view key, int64_t want,
+                                  bool /*paced*/) override {
     return coordinator_->lease(budget_, join_key(prefix_, key), want);
   }
   absl::StatusOr<int64_t> give_back(std::string_view key,
