@@ -28,6 +28,7 @@
 #include <memory>
 #include <string>
 
+#include "bench_redis.h"
 #include "throttlekit/concurrency/adaptive_concurrency.h"
 #include "throttlekit/concurrency/distributed_concurrency.h"
 #include "throttlekit/coordinator/memory_coordinator.h"
@@ -131,17 +132,6 @@ void BM_Beat_Memory(benchmark::State& state) {
 }
 BENCHMARK(BM_Beat_Memory)->Threads(1)->UseRealTime();
 
-RedisCoordinator* redis() {
-  static RedisCoordinator* r = []() -> RedisCoordinator* {
-    const char* port = std::getenv("THROTTLEKIT_REDIS_PORT");
-    if (port == nullptr) return nullptr;
-    auto c =
-        RedisCoordinator::create({.port = std::atoi(port), .connections = 8});
-    return c.ok() ? c->release() : nullptr;
-  }();
-  return r;
-}
-
 PostgresCoordinator* postgres() {
   static PostgresCoordinator* p = []() -> PostgresCoordinator* {
     const char* port = std::getenv("THROTTLEKIT_BENCH_PG_PORT");
@@ -168,22 +158,13 @@ void count_round_trips(benchmark::State& state, Store& store,
 }
 
 void BM_Floor_RedisTime(benchmark::State& state) {
-  RedisCoordinator* r = redis();
-  if (r == nullptr) {
-    state.SkipWithError("THROTTLEKIT_REDIS_PORT is not set (or no server)");
-    return;
-  }
-  for (auto _ : state) benchmark::DoNotOptimize(r->now_ms());
-  state.SetItemsProcessed(state.iterations());
+  bench::floor_redis_time(state);
 }
 BENCHMARK(BM_Floor_RedisTime)->Threads(1)->Threads(8)->UseRealTime();
 
 void BM_Beat_Redis(benchmark::State& state) {
-  RedisCoordinator* r = redis();
-  if (r == nullptr) {
-    state.SkipWithError("THROTTLEKIT_REDIS_PORT is not set (or no server)");
-    return;
-  }
+  if (bench::skip_without_redis(state)) return;
+  RedisCoordinator* r = bench::bench_redis();
   const BackendStats before = r->stats();
   beat_loop(state, *r);
   count_round_trips(state, *r, before);

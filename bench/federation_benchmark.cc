@@ -29,7 +29,8 @@
 #include <memory>
 #include <string>
 
-#include "absl/container/flat_hash_map.h"
+#include "bench_floors.h"
+#include "bench_redis.h"
 #include "throttlekit/coordinator/memory_coordinator.h"
 #include "throttlekit/federation/federated_limiter.h"
 #include "throttlekit/federation/fleet_token_budget.h"
@@ -43,17 +44,7 @@ constexpr int64_t kNow = 1'700'000'000'123;
 constexpr int64_t kHuge = int64_t{1} << 52;
 
 void BM_Floor_LookupPlusCas(benchmark::State& state) {
-  absl::flat_hash_map<std::string, int64_t> map;
-  for (int i = 0; i < 1000; ++i) map["tenant:" + std::to_string(10000 + i)] = i;
-  const std::string key = "tenant:10042";
-  alignas(64) std::atomic<int64_t> word{0};
-  for (auto _ : state) {
-    benchmark::DoNotOptimize(key);
-    auto it = map.find(key);
-    int64_t seen = word.load(std::memory_order_relaxed);
-    word.compare_exchange_strong(seen, seen + it->second,
-                                 std::memory_order_acq_rel);
-  }
+  bench::floor_lookup_plus_cas(state);
 }
 BENCHMARK(BM_Floor_LookupPlusCas);
 
@@ -106,40 +97,21 @@ void BM_Federated_RoundTripsPerAdmission(benchmark::State& state) {
 }
 BENCHMARK(BM_Federated_RoundTripsPerAdmission)->Iterations(16 * 100'000);
 
-RedisCoordinator* redis() {
-  static RedisCoordinator* r = []() -> RedisCoordinator* {
-    const char* port = std::getenv("THROTTLEKIT_REDIS_PORT");
-    if (port == nullptr) return nullptr;
-    auto c =
-        RedisCoordinator::create({.port = std::atoi(port), .connections = 8});
-    return c.ok() ? c->release() : nullptr;
-  }();
-  return r;
-}
-
 std::shared_ptr<Coordinator> shared_redis() {
   static auto* s = new std::shared_ptr<Coordinator>(
-      redis(), [](Coordinator*) {});  // the static coordinator lives on
+      bench::bench_redis(),
+      [](Coordinator*) {});  // the static coordinator lives on
   return *s;
 }
 
 void BM_Floor_RedisTime(benchmark::State& state) {
-  RedisCoordinator* r = redis();
-  if (r == nullptr) {
-    state.SkipWithError("THROTTLEKIT_REDIS_PORT is not set (or no server)");
-    return;
-  }
-  for (auto _ : state) benchmark::DoNotOptimize(r->now_ms());
-  state.SetItemsProcessed(state.iterations());
+  bench::floor_redis_time(state);
 }
 BENCHMARK(BM_Floor_RedisTime)->Threads(1)->Threads(8)->UseRealTime();
 
 void BM_FleetBudget_DebitRedis(benchmark::State& state) {
-  RedisCoordinator* r = redis();
-  if (r == nullptr) {
-    state.SkipWithError("THROTTLEKIT_REDIS_PORT is not set (or no server)");
-    return;
-  }
+  if (bench::skip_without_redis(state)) return;
+  RedisCoordinator* r = bench::bench_redis();
   static FleetTokenBudget* b =
       FleetTokenBudget::create({.budget = kHuge, .window_ms = 60'000},
                                shared_redis())
@@ -156,11 +128,8 @@ void BM_FleetBudget_DebitRedis(benchmark::State& state) {
 BENCHMARK(BM_FleetBudget_DebitRedis)->Threads(1)->Threads(8)->UseRealTime();
 
 void BM_Federated_LeaseWindowedRedis(benchmark::State& state) {
-  RedisCoordinator* r = redis();
-  if (r == nullptr) {
-    state.SkipWithError("THROTTLEKIT_REDIS_PORT is not set (or no server)");
-    return;
-  }
+  if (bench::skip_without_redis(state)) return;
+  RedisCoordinator* r = bench::bench_redis();
   const LeaseBudget budget = *LeaseBudget::create({kHuge, 60'000});
   for (auto _ : state) {
     benchmark::DoNotOptimize(r->lease_windowed(budget, "bench:fed", 16));

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <string>
 
-#include "absl/container/flat_hash_map.h"
+#include "bench_floors.h"
 #include "throttlekit/coordinator/memory_coordinator.h"
 #include "throttlekit/core/clock.h"
 #include "throttlekit/twotier/lease_spender.h"
@@ -83,17 +83,7 @@ BENCHMARK(BM_LeaseSpender_SpendShared)->Threads(1)->Threads(2)->UseRealTime();
 // The keyed floor: one absl::flat_hash_map lookup of a 12-byte key plus one
 // uncontended compare-and-swap.
 void BM_Floor_LookupPlusCas(benchmark::State& state) {
-  absl::flat_hash_map<std::string, int64_t> map;
-  for (int i = 0; i < 1000; ++i) map["tenant:" + std::to_string(10000 + i)] = i;
-  const std::string key = "tenant:10042";
-  alignas(64) std::atomic<int64_t> word{0};
-  for (auto _ : state) {
-    benchmark::DoNotOptimize(key);
-    auto it = map.find(key);
-    int64_t seen = word.load(std::memory_order_relaxed);
-    word.compare_exchange_strong(seen, seen + it->second,
-                                 std::memory_order_acq_rel);
-  }
+  bench::floor_lookup_plus_cas(state);
 }
 BENCHMARK(BM_Floor_LookupPlusCas);
 

@@ -133,6 +133,7 @@
 #include "throttlekit/core/mutex.h"
 #include "throttlekit/federation/region_pool.h"
 #include "throttlekit/twotier/internal/fair_share_ledger.h"
+#include "throttlekit/twotier/internal/tenant_table.h"
 #include "throttlekit/twotier/water_filling.h"
 #include "throttlekit/twotier/weighted_fair_escrow.h"
 
@@ -188,30 +189,12 @@ class BasicFederatedFairEscrow {
           "federated_fair_escrow.tenants must hold 1 .. 2^16 tenants; got ",
           options.tenants.size()));
     }
-    absl::flat_hash_map<std::string, size_t> index;
+    absl::StatusOr<detail::TenantIndex> index =
+        detail::index_tenants("federated_fair_escrow", options.tenants,
+                              options.limit, detail::TenantWeights::kInteger);
+    if (!index.ok()) return index.status();
     int64_t total_weight = 0;
-    for (size_t i = 0; i < options.tenants.size(); ++i) {
-      const auto& t = options.tenants[i];
-      const std::string where =
-          absl::StrCat("federated_fair_escrow.tenants[", i, "]");
-      if (absl::Status s = validate_key(t.name); !s.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ".name: ", s.message()));
-      }
-      if (!(t.weight >= 1 && t.weight <= 1e9) ||
-          t.weight != std::floor(t.weight)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, ".weight must be an integer in [1, 1e9]; got ", t.weight));
-      }
-      if (t.hard_cap < 0 || t.hard_cap > options.limit) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ".hard_cap must be 0 (none) or in [1, limit = ",
-                         options.limit, "]; got ", t.hard_cap));
-      }
-      if (!index.emplace(t.name, i).second) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ".name \"", t.name, "\" is a duplicate"));
-      }
+    for (const auto& t : options.tenants) {
       total_weight += static_cast<int64_t>(t.weight);
     }
     if (total_weight > kMaxRegionWeight) {
@@ -239,7 +222,7 @@ class BasicFederatedFairEscrow {
     }
     return std::unique_ptr<BasicFederatedFairEscrow>(
         new BasicFederatedFairEscrow(std::move(options), *budget,
-                                     std::move(index), std::move(clock)));
+                                     *std::move(index), std::move(clock)));
   }
 
   // Admits or denies `cost` credits for `tenant` now (this escrow's clock).
@@ -320,24 +303,10 @@ class BasicFederatedFairEscrow {
         index_(std::move(index)),
         clock_(std::move(clock)),
         ledger_(std::vector<int64_t>(options_.tenants.size(), 0),
-                hard_caps(options_)) {}
-
-  static std::vector<int64_t> hard_caps(const FederatedFairEscrowOptions& o) {
-    std::vector<int64_t> caps;
-    caps.reserve(o.tenants.size());
-    for (const auto& t : o.tenants) caps.push_back(t.hard_cap);
-    return caps;
-  }
+                detail::tenant_hard_caps(options_.tenants)) {}
 
   absl::StatusOr<size_t> tenant_index(std::string_view tenant) const {
-    auto it = index_.find(absl::string_view(tenant.data(), tenant.size()));
-    if (it == index_.end()) {
-      if (absl::Status s = validate_key(tenant); !s.ok()) return s;
-      return absl::NotFoundError(
-          absl::StrCat("federated_fair_escrow: unknown tenant \"",
-                       absl::string_view(tenant.data(), tenant.size()), "\""));
-    }
-    return it->second;
+    return detail::find_tenant(index_, "federated_fair_escrow", tenant);
   }
 
   int64_t weight_of(size_t i) const {

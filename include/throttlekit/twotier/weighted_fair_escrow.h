@@ -86,6 +86,7 @@
 #include "throttlekit/core/key.h"
 #include "throttlekit/core/mutex.h"
 #include "throttlekit/twotier/internal/fair_share_ledger.h"
+#include "throttlekit/twotier/internal/tenant_table.h"
 #include "throttlekit/twotier/water_filling.h"
 
 namespace throttlekit {
@@ -137,29 +138,12 @@ class BasicWeightedFairEscrow {
           "weighted_fair_escrow.tenants must hold 1 .. 2^20 tenants; got ",
           options.tenants.size()));
     }
-    absl::flat_hash_map<std::string, size_t> index;
+    absl::StatusOr<detail::TenantIndex> index =
+        detail::index_tenants("weighted_fair_escrow", options.tenants,
+                              options.limit, detail::TenantWeights::kPositive);
+    if (!index.ok()) return index.status();
     std::vector<WaterClaim> claims;
-    for (size_t i = 0; i < options.tenants.size(); ++i) {
-      const auto& t = options.tenants[i];
-      const std::string where =
-          absl::StrCat("weighted_fair_escrow.tenants[", i, "]");
-      if (absl::Status s = validate_key(t.name); !s.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ".name: ", s.message()));
-      }
-      if (!(t.weight > 0 && t.weight <= 1e9)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, ".weight must be finite and in (0, 1e9]; got ", t.weight));
-      }
-      if (t.hard_cap < 0 || t.hard_cap > options.limit) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ".hard_cap must be 0 (none) or in [1, limit = ",
-                         options.limit, "]; got ", t.hard_cap));
-      }
-      if (!index.emplace(t.name, i).second) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ".name \"", t.name, "\" is a duplicate"));
-      }
+    for (const auto& t : options.tenants) {
       claims.push_back({t.weight, t.hard_cap > 0 ? t.hard_cap : options.limit});
     }
     if (options.coordinator != nullptr) {
@@ -177,7 +161,7 @@ class BasicWeightedFairEscrow {
         water_fill(options.limit, claims);
     if (!shares.ok()) return shares.status();
     return std::unique_ptr<BasicWeightedFairEscrow>(new BasicWeightedFairEscrow(
-        std::move(options), *budget, std::move(index), *std::move(shares),
+        std::move(options), *budget, *std::move(index), *std::move(shares),
         std::move(clock)));
   }
 
@@ -282,24 +266,11 @@ class BasicWeightedFairEscrow {
         index_(std::move(index)),
         shares_(shares),
         clock_(std::move(clock)),
-        ledger_(std::move(shares), hard_caps(options_)) {}
-
-  static std::vector<int64_t> hard_caps(const WeightedFairEscrowOptions& o) {
-    std::vector<int64_t> caps;
-    caps.reserve(o.tenants.size());
-    for (const auto& t : o.tenants) caps.push_back(t.hard_cap);
-    return caps;
+        ledger_(std::move(shares), detail::tenant_hard_caps(options_.tenants)) {
   }
 
   absl::StatusOr<size_t> tenant_index(std::string_view tenant) const {
-    auto it = index_.find(absl::string_view(tenant.data(), tenant.size()));
-    if (it == index_.end()) {
-      if (absl::Status s = validate_key(tenant); !s.ok()) return s;
-      return absl::NotFoundError(
-          absl::StrCat("weighted_fair_escrow: unknown tenant \"",
-                       absl::string_view(tenant.data(), tenant.size()), "\""));
-    }
-    return it->second;
+    return detail::find_tenant(index_, "weighted_fair_escrow", tenant);
   }
 
   // Moves to the window of `now_ms` if it is newer: usage restarts and the
