@@ -232,31 +232,17 @@ class MemoryCoordinator final : public Coordinator {
                                                std::string_view key,
                                                int64_t want,
                                                int64_t now_ms) override {
-    Shard& shard = shard_for(key);
-    MutexLock lock(shard.mu);
-    const int64_t now = resolve(now_ms);
-    Entry* e = live(shard, key, now);
-    FederationState cold;
-    FederationState* state = &cold;
-    if (e != nullptr) {
-      state = std::get_if<FederationState>(&e->state);
-      if (state == nullptr) return wrong_type("federation", *e);
-    }
-    const LeaseGrant grant = federation_lease(*state, budget, want, now);
-    if (grant.granted > 0) {
-      if (e == nullptr) {
-        e = &insert(shard, key, Entry{std::move(cold), 0}, now);
-      }
-      e->expires_at_ms = grant.expires_at_ms;
-    }
-    return grant;
+    return window_step<FederationState, LeaseGrant>(
+        key, now_ms, "federation", [&](FederationState& s, int64_t now) {
+          return federation_lease(s, budget, want, now);
+        });
   }
 
   // Regional escrow (escrow_core.h): the state expires with its window.
   absl::StatusOr<LeaseGrant> do_escrow_take(std::string_view key, int64_t want,
                                             int64_t now_ms) override {
-    return escrow_step<LeaseGrant>(
-        key, now_ms, [&](EscrowState& s, int64_t now) {
+    return window_step<EscrowState, LeaseGrant>(
+        key, now_ms, "escrow", [&](EscrowState& s, int64_t now) {
           return ::throttlekit::escrow_take(s, want, now);
         });
   }
@@ -265,17 +251,19 @@ class MemoryCoordinator final : public Coordinator {
                                            int64_t window_start_ms,
                                            int64_t expires_at_ms,
                                            int64_t now_ms) override {
-    return escrow_step<int64_t>(key, now_ms, [&](EscrowState& s, int64_t now) {
-      return ::throttlekit::escrow_refill(s, granted, window_start_ms,
-                                          expires_at_ms, now);
-    });
+    return window_step<EscrowState, int64_t>(
+        key, now_ms, "escrow", [&](EscrowState& s, int64_t now) {
+          return ::throttlekit::escrow_refill(s, granted, window_start_ms,
+                                              expires_at_ms, now);
+        });
   }
   absl::StatusOr<int64_t> do_escrow_release(std::string_view key,
                                             int64_t window_start_ms,
                                             int64_t now_ms) override {
-    return escrow_step<int64_t>(key, now_ms, [&](EscrowState& s, int64_t now) {
-      return ::throttlekit::escrow_release(s, window_start_ms, now);
-    });
+    return window_step<EscrowState, int64_t>(
+        key, now_ms, "escrow", [&](EscrowState& s, int64_t now) {
+          return ::throttlekit::escrow_release(s, window_start_ms, now);
+        });
   }
 
   absl::StatusOr<int64_t> do_reconcile(const LeaseBudget& budget,
@@ -283,15 +271,11 @@ class MemoryCoordinator final : public Coordinator {
                                        int64_t window_start_ms,
                                        int64_t leftover, std::string_view token,
                                        int64_t now_ms) override {
-    Shard& shard = shard_for(key);
-    MutexLock lock(shard.mu);
-    const int64_t now = resolve(now_ms);
-    Entry* e = live(shard, key, now);
-    if (e == nullptr) return 0;
-    FederationState* state = std::get_if<FederationState>(&e->state);
-    if (state == nullptr) return wrong_type("federation", *e);
-    return federation_reconcile(*state, budget, window_start_ms, leftover,
-                                token, now);
+    return window_step<FederationState, int64_t>(
+        key, now_ms, "federation", [&](FederationState& s, int64_t now) {
+          return federation_reconcile(s, budget, window_start_ms, leftover,
+                                      token, now);
+        });
   }
 
   // The node table lives as the key's state; it expires when the last
@@ -403,26 +387,28 @@ class MemoryCoordinator final : public Coordinator {
         strategy);
   }
 
-  // `step(state, now)` on `key`'s escrow state (cold if absent) under the
-  // shard lock; the entry is stored while it holds a balance and lives as
-  // long as its window.
-  template <class R, class Step>
-  absl::StatusOr<R> escrow_step(std::string_view key, int64_t now_ms,
-                                Step step) {
+  // `step(state, now)` on `key`'s state of a windowed kind (federation,
+  // escrow: a `State` with `expires_at_ms`, 0 when cold), cold if absent,
+  // under the shard lock; `kind` names it in a wrong-type error. The entry
+  // is stored while the state is not cold, lives as long as its window
+  // (`expires_at_ms`), and is dropped when the step leaves it cold.
+  template <class State, class R, class Step>
+  absl::StatusOr<R> window_step(std::string_view key, int64_t now_ms,
+                                std::string_view kind, Step step) {
     Shard& shard = shard_for(key);
     MutexLock lock(shard.mu);
     const int64_t now = resolve(now_ms);
     Entry* e = live(shard, key, now);
-    EscrowState cold;
-    EscrowState* state = &cold;
+    State cold;
+    State* state = &cold;
     if (e != nullptr) {
-      state = std::get_if<EscrowState>(&e->state);
-      if (state == nullptr) return wrong_type("escrow", *e);
+      state = std::get_if<State>(&e->state);
+      if (state == nullptr) return wrong_type(kind, *e);
     }
     R out = step(*state, now);
     if (e == nullptr && cold.expires_at_ms != 0) {
-      e = &insert(shard, key, Entry{cold, 0}, now);
-      state = &std::get<EscrowState>(e->state);
+      e = &insert(shard, key, Entry{std::move(cold), 0}, now);
+      state = &std::get<State>(e->state);
     }
     if (e != nullptr) {
       if (state->expires_at_ms == 0) {
