@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # Installs the Debian packages ThrottleKit needs that this machine lacks.
-# Usage: scripts/install-deps.sh demo|test
+# Usage: scripts/install-deps.sh demo|server|test
 # Runs apt-get only when something is missing; needs root (or sudo).
 set -euo pipefail
 
 profile="${1:-test}"
 packages=(cmake ninja-build g++ libabsl-dev)
+# throttlekit-server: gRPC and protobuf (with their code generators) and
+# yaml-cpp for its configuration.
+server_packages=(libgrpc++-dev libprotobuf-dev protobuf-compiler
+                 protobuf-compiler-grpc libyaml-cpp-dev)
+if [[ "$profile" == "server" ]]; then
+  packages+=("${server_packages[@]}")
+fi
 if [[ "$profile" == "test" ]]; then
+  packages+=("${server_packages[@]}")
   # The distributed backends' client libraries, the real servers the
   # integration, conformance and fault tests start on loopback, and the
   # spin model checker of the `model` tests.

@@ -1,0 +1,592 @@
+// src/server/config.cc: the YAML configuration (config.h).
+
+#include "config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <initializer_list>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "throttlekit/core/decision.h"
+#include "throttlekit/core/key.h"
+
+namespace throttlekit::server {
+namespace {
+
+absl::string_view sv(std::string_view s) { return {s.data(), s.size()}; }
+
+// Where in the document a node sits, for errors: `limiters.api.limit`.
+std::string child(std::string_view path, std::string_view key) {
+  return path.empty() ? std::string(key) : absl::StrCat(sv(path), ".", sv(key));
+}
+
+// Builds errors naming the source and the path.
+class Errors {
+ public:
+  explicit Errors(std::string_view source) : source_(source) {}
+
+  absl::Status at(std::string_view path, std::string_view problem) const {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source_, ": ", path.empty() ? "(document)" : sv(path),
+                     ": ", sv(problem)));
+  }
+
+ private:
+  std::string source_;
+};
+
+// What a scalar said, quoted for an error.
+std::string quoted(const YAML::Node& n) {
+  if (!n.IsScalar()) return n.IsMap() ? "a mapping" : "a sequence";
+  return absl::StrCat("\"", n.Scalar(), "\"");
+}
+
+// A mapping whose keys are consumed one by one; `unknown` reports the first
+// key nobody asked for.
+class Map {
+ public:
+  Map(YAML::Node node, std::string path, const Errors& errors)
+      : node_(std::move(node)), path_(std::move(path)), errors_(errors) {}
+
+  const std::string& path() const { return path_; }
+  const Errors& errors() const { return errors_; }
+
+  // The value under `key`, or an undefined node; marks `key` as known.
+  YAML::Node get(std::string_view key) {
+    known_.insert(std::string(key));
+    return node_[std::string(key)];
+  }
+  bool has(std::string_view key) const {
+    return node_[std::string(key)].IsDefined();
+  }
+
+  // kInvalidArgument naming the first key nobody asked for, with the keys
+  // this mapping accepts.
+  absl::Status unknown() const {
+    for (const auto& kv : node_) {
+      const std::string key = kv.first.Scalar();
+      if (!known_.contains(key)) {
+        return errors_.at(child(path_, key),
+                          absl::StrCat("unknown key; expected one of ",
+                                       absl::StrJoin(known_, ", ")));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  YAML::Node node_;
+  std::string path_;
+  const Errors& errors_;
+  std::set<std::string> known_;
+};
+
+// Refuses documents nested deeper than kMaxConfigDepth and keys that are
+// not plain strings.
+absl::Status check_shape(const YAML::Node& n, const std::string& path,
+                         int depth, const Errors& errors) {
+  if (depth > kMaxConfigDepth) {
+    return errors.at(
+        path, absl::StrCat("nested deeper than ", kMaxConfigDepth, " levels"));
+  }
+  if (n.IsMap()) {
+    for (const auto& kv : n) {
+      if (!kv.first.IsScalar()) {
+        return errors.at(path, "a mapping key must be a plain string");
+      }
+      if (absl::Status s = check_shape(
+              kv.second, child(path, kv.first.Scalar()), depth + 1, errors);
+          !s.ok()) {
+        return s;
+      }
+    }
+  } else if (n.IsSequence()) {
+    for (size_t i = 0; i < n.size(); ++i) {
+      if (absl::Status s = check_shape(n[i], absl::StrCat(path, "[", i, "]"),
+                                       depth + 1, errors);
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// An integer in [lo, hi].
+absl::StatusOr<int64_t> integer(const YAML::Node& n, const std::string& path,
+                                int64_t lo, int64_t hi, const Errors& errors,
+                                std::string_view bounds) {
+  int64_t v = 0;
+  if (!n.IsScalar() || !absl::SimpleAtoi(n.Scalar(), &v) || v < lo || v > hi) {
+    return errors.at(path, absl::StrCat("must be an integer in ", sv(bounds),
+                                        "; got ", quoted(n)));
+  }
+  return v;
+}
+
+absl::StatusOr<int64_t> count(const YAML::Node& n, const std::string& path,
+                              const Errors& errors) {
+  return integer(n, path, 1, kMaxSafeInteger, errors, "[1, 2^53-1]");
+}
+
+// A finite number > 0.
+absl::StatusOr<double> positive(const YAML::Node& n, const std::string& path,
+                                const Errors& errors) {
+  double v = 0;
+  if (!n.IsScalar() || !absl::SimpleAtod(n.Scalar(), &v) || !std::isfinite(v) ||
+      v <= 0) {
+    return errors.at(
+        path, absl::StrCat("must be a finite number > 0; got ", quoted(n)));
+  }
+  return v;
+}
+
+// Milliseconds: an integer, or a string with a unit (ms, s, m, h, d).
+absl::StatusOr<int64_t> duration(const YAML::Node& n, const std::string& path,
+                                 const Errors& errors) {
+  const auto bad = [&] {
+    return errors.at(
+        path, absl::StrCat("must be a duration in [1 ms, 2^53-1 ms]: an "
+                           "integer of milliseconds or a number with a unit "
+                           "(ms, s, m, h, d); got ",
+                           quoted(n)));
+  };
+  if (!n.IsScalar()) return bad();
+  const std::string& s = n.Scalar();
+  size_t digits = 0;
+  while (digits < s.size() && s[digits] >= '0' && s[digits] <= '9') ++digits;
+  int64_t value = 0;
+  if (digits == 0 || digits > 16 ||
+      !absl::SimpleAtoi(absl::string_view(s.data(), digits), &value)) {
+    return bad();
+  }
+  const std::string_view unit = std::string_view(s).substr(digits);
+  int64_t scale = 0;
+  if (unit.empty() || unit == "ms") {
+    scale = 1;
+  } else if (unit == "s") {
+    scale = 1000;
+  } else if (unit == "m") {
+    scale = 60'000;
+  } else if (unit == "h") {
+    scale = 3'600'000;
+  } else if (unit == "d") {
+    scale = 86'400'000;
+  } else {
+    return bad();
+  }
+  if (value < 1 || value > kMaxSafeInteger / scale) return bad();
+  return value * scale;
+}
+
+// The window of a windowed strategy: exactly one of `period`, `window`
+// (durations), `periodMs`, `windowMs` (milliseconds).
+absl::StatusOr<int64_t> window(Map& m) {
+  std::optional<int64_t> out;
+  for (const std::string_view key :
+       {"period", "window", "periodMs", "windowMs"}) {
+    const YAML::Node n = m.get(key);
+    if (!n.IsDefined()) continue;
+    if (out.has_value()) {
+      return m.errors().at(
+          m.path(),
+          "give the window once (period, window, periodMs or windowMs)");
+    }
+    absl::StatusOr<int64_t> ms = duration(n, child(m.path(), key), m.errors());
+    if (!ms.ok()) return ms.status();
+    out = *ms;
+  }
+  if (!out.has_value()) {
+    return m.errors().at(m.path(), "missing the window (period: e.g. 1m)");
+  }
+  return *out;
+}
+
+absl::StatusOr<int64_t> required_count(Map& m, std::string_view key) {
+  const YAML::Node n = m.get(key);
+  if (!n.IsDefined()) {
+    return m.errors().at(m.path(), absl::StrCat("missing `", sv(key), "`"));
+  }
+  return count(n, child(m.path(), key), m.errors());
+}
+
+#define TK_ASSIGN(lhs, expr)              \
+  do {                                    \
+    auto tk_v = (expr);                   \
+    if (!tk_v.ok()) return tk_v.status(); \
+    lhs = *tk_v;                          \
+  } while (0)
+
+// The strategy named by `m`'s `strategy` key with its options.
+absl::StatusOr<StrategySpec> strategy(Map& m) {
+  const YAML::Node kind = m.get("strategy");
+  const std::string kind_path = child(m.path(), "strategy");
+  if (!kind.IsDefined()) return m.errors().at(m.path(), "missing `strategy`");
+  if (!kind.IsScalar()) {
+    return m.errors().at(kind_path, "must be a strategy name");
+  }
+  StrategySpec spec;
+  spec.name = kind.Scalar();
+  const std::string& k = spec.name;
+  if (k == "gcra") {
+    Gcra::Options o;
+    TK_ASSIGN(o.limit, required_count(m, "limit"));
+    TK_ASSIGN(o.period_ms, window(m));
+    if (const YAML::Node b = m.get("burst"); b.IsDefined()) {
+      TK_ASSIGN(o.burst, count(b, child(m.path(), "burst"), m.errors()));
+    }
+    spec.options = o;
+  } else if (k == "tokenBucket") {
+    TokenBucket::Options o;
+    TK_ASSIGN(o.capacity, required_count(m, "capacity"));
+    const YAML::Node r = m.get("refillPerSec");
+    if (!r.IsDefined())
+      return m.errors().at(m.path(), "missing `refillPerSec`");
+    TK_ASSIGN(o.refill_per_sec,
+              positive(r, child(m.path(), "refillPerSec"), m.errors()));
+    spec.options = o;
+  } else if (k == "fixedWindow") {
+    FixedWindow::Options o;
+    TK_ASSIGN(o.limit, required_count(m, "limit"));
+    TK_ASSIGN(o.window_ms, window(m));
+    spec.options = o;
+  } else if (k == "slidingWindow") {
+    SlidingWindow::Options o;
+    TK_ASSIGN(o.limit, required_count(m, "limit"));
+    TK_ASSIGN(o.window_ms, window(m));
+    if (const YAML::Node b = m.get("buckets"); b.IsDefined()) {
+      TK_ASSIGN(o.buckets, count(b, child(m.path(), "buckets"), m.errors()));
+    }
+    spec.options = o;
+  } else if (k == "slidingLog" || k == "slidingWindowLog") {
+    SlidingLog::Options o;
+    TK_ASSIGN(o.limit, required_count(m, "limit"));
+    TK_ASSIGN(o.window_ms, window(m));
+    spec.options = o;
+  } else if (k == "quota") {
+    Quota::Options o;
+    TK_ASSIGN(o.limit, required_count(m, "limit"));
+    const YAML::Node p = m.get("period");
+    const std::string p_path = child(m.path(), "period");
+    if (!p.IsDefined()) {
+      return m.errors().at(m.path(),
+                           "missing `period` (day, week, month or a duration)");
+    }
+    if (p.IsScalar() && p.Scalar() == "day") {
+      o.period = QuotaPeriod::kDay;
+    } else if (p.IsScalar() && p.Scalar() == "week") {
+      o.period = QuotaPeriod::kWeek;
+    } else if (p.IsScalar() && p.Scalar() == "month") {
+      o.period = QuotaPeriod::kMonth;
+    } else {
+      o.period = QuotaPeriod::kFixed;
+      TK_ASSIGN(o.period_ms, duration(p, p_path, m.errors()));
+    }
+    if (const YAML::Node n = m.get("weekStartsOn"); n.IsDefined()) {
+      TK_ASSIGN(o.week_starts_on, integer(n, child(m.path(), "weekStartsOn"), 0,
+                                          6, m.errors(), "[0, 6]"));
+    }
+    if (const YAML::Node n = m.get("offsetMinutes"); n.IsDefined()) {
+      TK_ASSIGN(o.offset_minutes,
+                integer(n, child(m.path(), "offsetMinutes"), -840, 840,
+                        m.errors(), "[-840, 840]"));
+    }
+    if (const YAML::Node n = m.get("anchorMs"); n.IsDefined()) {
+      TK_ASSIGN(o.anchor_ms,
+                integer(n, child(m.path(), "anchorMs"), -kMaxSafeInteger,
+                        kMaxSafeInteger, m.errors(), "[-(2^53-1), 2^53-1]"));
+    }
+    spec.options = o;
+  } else if (k == "tokenBudget") {
+    TokenBudget::Options o;
+    TK_ASSIGN(o.budget, required_count(m, "budget"));
+    TK_ASSIGN(o.window_ms, window(m));
+    spec.options = o;
+  } else if (k == "leakyBucket") {
+    return m.errors().at(kind_path,
+                         "leakyBucket shapes traffic (it delays, it does not "
+                         "decide) and is not served by the server");
+  } else {
+    return m.errors().at(
+        kind_path,
+        absl::StrCat("unknown strategy ", quoted(kind),
+                     "; expected gcra, tokenBucket, fixedWindow, "
+                     "slidingWindow, slidingLog, quota or tokenBudget"));
+  }
+  if (absl::Status s = m.unknown(); !s.ok()) return s;
+  // The strategy's own validation (bounds between fields, e.g. buckets).
+  if (absl::StatusOr<AnyStrategy> v = make_strategy(spec.options); !v.ok()) {
+    return m.errors().at(m.path(), std::string(v.status().message()));
+  }
+  return spec;
+}
+
+absl::StatusOr<Map> mapping(const YAML::Node& n, const std::string& path,
+                            const Errors& errors) {
+  if (!n.IsMap()) {
+    return errors.at(path, absl::StrCat("must be a mapping; got ", quoted(n)));
+  }
+  return Map(n, path, errors);
+}
+
+absl::StatusOr<ConcurrencySpec> concurrency(const YAML::Node& n,
+                                            const std::string& path,
+                                            const Errors& errors) {
+  absl::StatusOr<Map> m = mapping(n, path, errors);
+  if (!m.ok()) return m.status();
+  ConcurrencySpec spec;
+  if (const YAML::Node f = m->get("maxInflight"); f.IsDefined()) {
+    TK_ASSIGN(spec.max_inflight,
+              integer(f, child(path, "maxInflight"), 1, kMaxConcurrencyLimit,
+                      errors, "[1, 2^30]"));
+  }
+  const YAML::Node law = m->get("adaptive");
+  if (law.IsDefined()) {
+    if (spec.max_inflight != 0) {
+      return errors.at(path,
+                       "give maxInflight (a fixed ceiling) or adaptive, "
+                       "not both");
+    }
+    AdaptiveConcurrencyOptions o;
+    if (law.IsScalar() && law.Scalar() == "gradient2") {
+      o.law = ConcurrencyLaw::kGradient2;
+    } else if (law.IsScalar() && law.Scalar() == "aimd") {
+      o.law = ConcurrencyLaw::kAimd;
+    } else {
+      return errors.at(
+          child(path, "adaptive"),
+          absl::StrCat("must be gradient2 or aimd; got ", quoted(law)));
+    }
+    const auto limit = [&](std::string_view key,
+                           int64_t& field) -> absl::Status {
+      const YAML::Node v = m->get(key);
+      if (!v.IsDefined()) return absl::OkStatus();
+      absl::StatusOr<int64_t> x = integer(
+          v, child(path, key), 1, kMaxConcurrencyLimit, errors, "[1, 2^30]");
+      if (!x.ok()) return x.status();
+      field = *x;
+      return absl::OkStatus();
+    };
+    if (absl::Status s = limit("minLimit", o.min_limit); !s.ok()) return s;
+    if (absl::Status s = limit("maxLimit", o.max_limit); !s.ok()) return s;
+    if (absl::Status s = limit("initialLimit", o.initial_limit); !s.ok()) {
+      return s;
+    }
+    if (!m->has("initialLimit")) {
+      o.initial_limit = std::clamp(o.initial_limit, o.min_limit, o.max_limit);
+    }
+    if (auto c = AdaptiveConcurrency::create(o); !c.ok()) {
+      return errors.at(path, std::string(c.status().message()));
+    }
+    spec.adaptive = o;
+  } else if (spec.max_inflight == 0) {
+    return errors.at(path,
+                     "needs maxInflight (a fixed ceiling) or adaptive "
+                     "(gradient2 or aimd)");
+  }
+  if (absl::Status s = m->unknown(); !s.ok()) return s;
+  return spec;
+}
+
+absl::StatusOr<AdmissionPolicy> admission(const YAML::Node& n,
+                                          const std::string& path,
+                                          const Errors& errors) {
+  absl::StatusOr<Map> m = mapping(n, path, errors);
+  if (!m.ok()) return m.status();
+  AdmissionPolicy p;
+  if (const YAML::Node c = m->get("concurrency"); c.IsDefined()) {
+    TK_ASSIGN(p.concurrency,
+              concurrency(c, child(path, "concurrency"), errors));
+  }
+  for (const std::string_view axis : {"rate", "cost"}) {
+    const YAML::Node a = m->get(axis);
+    if (!a.IsDefined()) continue;
+    absl::StatusOr<Map> am = mapping(a, child(path, axis), errors);
+    if (!am.ok()) return am.status();
+    absl::StatusOr<StrategySpec> s = strategy(*am);
+    if (!s.ok()) return s.status();
+    (axis == "rate" ? p.rate : p.cost) = *std::move(s);
+  }
+  // A misspelt axis is reported as unknown, not as a missing one.
+  if (absl::Status s = m->unknown(); !s.ok()) return s;
+  if (!p.concurrency && !p.rate && !p.cost) {
+    return errors.at(path,
+                     "needs at least one axis: concurrency, rate or cost");
+  }
+  return p;
+}
+
+absl::StatusOr<FleetBudgetPolicy> fleet_budget(const YAML::Node& n,
+                                               const std::string& path,
+                                               const Errors& errors) {
+  absl::StatusOr<Map> m = mapping(n, path, errors);
+  if (!m.ok()) return m.status();
+  FleetBudgetPolicy p;
+  TK_ASSIGN(p.budget, required_count(*m, "budget"));
+  TK_ASSIGN(p.window_ms, window(*m));
+  if (absl::Status s = m->unknown(); !s.ok()) return s;
+  return p;
+}
+
+absl::StatusOr<FederatedSpec> federated(const YAML::Node& n,
+                                        const std::string& path,
+                                        const Errors& errors) {
+  absl::StatusOr<Map> m = mapping(n, path, errors);
+  if (!m.ok()) return m.status();
+  FederatedSpec spec;
+  if (const YAML::Node b = m->get("batch"); b.IsDefined()) {
+    TK_ASSIGN(spec.batch, integer(b, child(path, "batch"), 1, int64_t{1} << 20,
+                                  errors, "[1, 2^20]"));
+  }
+  if (const YAML::Node r = m->get("region"); r.IsDefined()) {
+    if (!r.IsScalar()) {
+      return errors.at(child(path, "region"), "must be a region name");
+    }
+    spec.region = r.Scalar();
+  }
+  if (absl::Status s = m->unknown(); !s.ok()) return s;
+  return spec;
+}
+
+absl::StatusOr<PolicySpec> policy(const std::string& name, const YAML::Node& n,
+                                  const std::string& path,
+                                  const Errors& errors) {
+  absl::StatusOr<Map> m = mapping(n, path, errors);
+  if (!m.ok()) return m.status();
+  PolicySpec spec;
+  spec.name = name;
+  for (const std::string_view later :
+       {"distributedConcurrency", "federatedFairEscrow", "fairEscrow"}) {
+    if (m->has(later)) {
+      return errors.at(child(path, later),
+                       "not served by this server yet (docs/server.md lists "
+                       "the policies it serves)");
+    }
+  }
+  const int kinds = int{m->has("strategy")} + int{m->has("admission")} +
+                    int{m->has("fleetBudget")};
+  if (kinds != 1) {
+    return errors.at(path,
+                     "needs exactly one of strategy (a limiter), "
+                     "admission or fleetBudget");
+  }
+  if (m->has("admission")) {
+    absl::StatusOr<AdmissionPolicy> a =
+        admission(m->get("admission"), child(path, "admission"), errors);
+    if (!a.ok()) return a.status();
+    spec.body = *std::move(a);
+    if (absl::Status s = m->unknown(); !s.ok()) return s;
+  } else if (m->has("fleetBudget")) {
+    absl::StatusOr<FleetBudgetPolicy> f =
+        fleet_budget(m->get("fleetBudget"), child(path, "fleetBudget"), errors);
+    if (!f.ok()) return f.status();
+    spec.body = *f;
+    if (absl::Status s = m->unknown(); !s.ok()) return s;
+  } else {
+    LimiterPolicy limiter;
+    if (const YAML::Node f = m->get("federated"); f.IsDefined()) {
+      absl::StatusOr<FederatedSpec> fed =
+          federated(f, child(path, "federated"), errors);
+      if (!fed.ok()) return fed.status();
+      limiter.federated = *std::move(fed);
+    }
+    absl::StatusOr<StrategySpec> s = strategy(*m);  // checks unknown keys
+    if (!s.ok()) return s.status();
+    limiter.strategy = *std::move(s);
+    spec.body = std::move(limiter);
+  }
+  return spec;
+}
+
+absl::StatusOr<ServerConfig> parse_document(const YAML::Node& doc,
+                                            const Errors& errors) {
+  if (absl::Status s = check_shape(doc, "", 1, errors); !s.ok()) return s;
+  absl::StatusOr<Map> top = mapping(doc, "", errors);
+  if (!top.ok()) return top.status();
+  ServerConfig config;
+  const YAML::Node version = top->get("version");
+  if (!version.IsDefined()) return errors.at("", "missing `version: 1`");
+  if (!version.IsScalar() || version.Scalar() != "1") {
+    return errors.at("version",
+                     absl::StrCat("must be 1; got ", quoted(version)));
+  }
+  if (const YAML::Node n = top->get("leaseTtl"); n.IsDefined()) {
+    TK_ASSIGN(config.lease_ttl_ms, duration(n, "leaseTtl", errors));
+  }
+  if (const YAML::Node n = top->get("maxKeyBytes"); n.IsDefined()) {
+    TK_ASSIGN(config.max_key_bytes,
+              integer(n, "maxKeyBytes", 1, static_cast<int64_t>(kMaxKeyBytes),
+                      errors, "[1, 2^20]"));
+  }
+  if (const YAML::Node n = top->get("maxBatch"); n.IsDefined()) {
+    TK_ASSIGN(config.max_batch,
+              integer(n, "maxBatch", 1, 1'000'000, errors, "[1, 10^6]"));
+  }
+  const YAML::Node limiters = top->get("limiters");
+  if (!limiters.IsDefined()) return errors.at("", "missing `limiters`");
+  if (!limiters.IsMap() || limiters.size() == 0) {
+    return errors.at("limiters",
+                     "must be a non-empty mapping of names to "
+                     "policies");
+  }
+  std::set<std::string> names;
+  for (const auto& kv : limiters) {
+    const std::string name = kv.first.Scalar();
+    const std::string path = child("limiters", name);
+    if (name.empty()) return errors.at(path, "a policy name must not be empty");
+    if (!names.insert(name).second) {
+      return errors.at(path, "defined twice");
+    }
+    absl::StatusOr<PolicySpec> p = policy(name, kv.second, path, errors);
+    if (!p.ok()) return p.status();
+    config.policies.push_back(*std::move(p));
+  }
+  if (absl::Status s = top->unknown(); !s.ok()) return s;
+  return config;
+}
+
+#undef TK_ASSIGN
+
+}  // namespace
+
+absl::StatusOr<ServerConfig> parse_config(std::string_view yaml,
+                                          std::string_view source) {
+  const Errors errors(source);
+  YAML::Node doc;
+  try {
+    doc = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    // yaml-cpp reports 0-based positions.
+    return absl::InvalidArgumentError(
+        absl::StrCat(sv(source), ": line ", e.mark.line + 1, ", column ",
+                     e.mark.column + 1, ": not valid YAML: ", e.msg));
+  }
+  try {
+    return parse_document(doc, errors);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(sv(source), ": line ", e.mark.line + 1, ": ", e.msg));
+  }
+}
+
+absl::StatusOr<ServerConfig> load_config(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot read the configuration file ", path));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_config(text.str(), path);
+}
+
+}  // namespace throttlekit::server

@@ -1,0 +1,119 @@
+// src/server/config.h
+//
+// Provides the server's configuration: `parse_config` turns a YAML document
+// (docs/server.md, "Configuration") into a `ServerConfig` of named policies,
+// validating everything at load. Every error is kInvalidArgument and reads
+// `<source>: <path in the document>: <problem>`, e.g.
+//
+//     server.yaml: limiters.api.limit: must be an integer in [1, 2^53-1];
+//     got "ten"
+//
+//     version: 1
+//     leaseTtl: 30s            # Admit slots unrenewed this long are reclaimed
+//     limiters:
+//       api:      {strategy: gcra, limit: 100, period: 1m, burst: 20}
+//       tokens:   {strategy: tokenBudget, budget: 100000, period: 1m}
+//       checkout:
+//         admission:
+//           concurrency: {maxInflight: 8}
+//           rate: {strategy: gcra, limit: 50, period: 1s}
+//       completions:
+//         fleetBudget: {budget: 1000000, windowMs: 60000}
+//       global:
+//         federated: {batch: 16, region: eu-west}
+//         strategy: fixedWindow
+//         limit: 10000
+//         period: 1m
+//
+// Durations are integers (milliseconds) or strings with a unit: `250ms`,
+// `1s`, `5m`, `1h`, `1d`. Unknown keys are errors (a misspelt option must
+// not silently fall back to a default). Nesting deeper than 64 levels is
+// refused. Thread-safety: the functions are pure.
+
+#ifndef THROTTLEKIT_SRC_SERVER_CONFIG_H_
+#define THROTTLEKIT_SRC_SERVER_CONFIG_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "throttlekit/concurrency/adaptive_concurrency.h"
+#include "throttlekit/coordinator/any_strategy.h"
+
+namespace throttlekit::server {
+
+// The deepest YAML nesting a configuration may have.
+inline constexpr int kMaxConfigDepth = 64;
+
+// A rate strategy and its options (validated by the strategy's `create`).
+struct StrategySpec {
+  std::string name;  // as written: "gcra", "tokenBucket", ...
+  StrategyOptions options;
+};
+
+// A windowed limiter federated across every server on the shared store
+// (`federated: {batch: 16, region: eu}`): one global budget per window,
+// spent from leased batches (docs/federation.md); Fleet.Reserve leases
+// from the same budget.
+struct FederatedSpec {
+  int64_t batch = 16;
+  std::string region = "default";  // 1 .. 64 bytes
+};
+
+// A limiter: Check, CheckMany, Peek, Forecast (and Debit for tokenBudget).
+struct LimiterPolicy {
+  StrategySpec strategy;
+  std::optional<FederatedSpec> federated;
+};
+
+// The concurrency axis of an admission: a fixed ceiling or an adaptive
+// limit.
+struct ConcurrencySpec {
+  int64_t max_inflight = 0;  // > 0: a fixed ceiling
+  std::optional<AdaptiveConcurrencyOptions> adaptive;
+};
+
+// A unified admission (Admit, Release, Heartbeat): any of its axes may be
+// absent, not all.
+struct AdmissionPolicy {
+  std::optional<ConcurrencySpec> concurrency;
+  std::optional<StrategySpec> rate;
+  std::optional<StrategySpec> cost;
+};
+
+// One token budget across the fleet (Debit), on the shared store.
+struct FleetBudgetPolicy {
+  int64_t budget = 0;
+  int64_t window_ms = 0;
+};
+
+struct PolicySpec {
+  std::string name;
+  std::variant<LimiterPolicy, AdmissionPolicy, FleetBudgetPolicy> body;
+};
+
+struct ServerConfig {
+  std::vector<PolicySpec> policies;  // in document order; names unique
+  // An Admit slot not renewed (Heartbeat) for this long is reclaimed.
+  int64_t lease_ttl_ms = 30'000;
+  // Keys longer than this are refused (kInvalidArgument).
+  int64_t max_key_bytes = 4096;
+  // CheckMany and Heartbeat refuse more entries than this.
+  int64_t max_batch = 1000;
+};
+
+// Parses and validates `yaml`; `source` names it in errors (a file name).
+absl::StatusOr<ServerConfig> parse_config(std::string_view yaml,
+                                          std::string_view source);
+
+// Reads the file at `path` and parses it; an unreadable file is
+// kNotFound naming the path.
+absl::StatusOr<ServerConfig> load_config(const std::string& path);
+
+}  // namespace throttlekit::server
+
+#endif  // THROTTLEKIT_SRC_SERVER_CONFIG_H_

@@ -1,0 +1,102 @@
+// src/server/engine.h
+//
+// Provides `Engine`: a rate engine behind one virtual interface, so the
+// server picks a strategy and a store from its configuration at run time and
+// composes them (a limiter, the axes of an admission) as the library does at
+// compile time. `Engine` satisfies the `RateEngine` concept
+// (include/throttlekit/core/rate_engine.h); `make_engine` wraps any concrete
+// engine.
+//
+// Thread-safety: as the wrapped engine (every library engine is thread-safe).
+
+#ifndef THROTTLEKIT_SRC_SERVER_ENGINE_H_
+#define THROTTLEKIT_SRC_SERVER_ENGINE_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "throttlekit/core/decision.h"
+#include "throttlekit/core/rate_engine.h"
+
+namespace throttlekit::server {
+
+class Engine {
+ public:
+  struct Stats {};
+
+  virtual ~Engine() = default;
+
+  virtual absl::StatusOr<Decision> check(std::string_view key,
+                                         double cost = 1) = 0;
+  virtual absl::StatusOr<Decision> check_at(std::string_view key,
+                                            int64_t now_ms,
+                                            double cost = 1) = 0;
+  virtual absl::Status check_many(std::span<const std::string_view> keys,
+                                  std::span<Decision> out, double cost = 1) = 0;
+  absl::StatusOr<std::vector<Decision>> check_many(
+      std::span<const std::string_view> keys, double cost = 1) {
+    return check_many_vector(*this, keys, cost);
+  }
+  virtual absl::StatusOr<Decision> peek(std::string_view key) = 0;
+  virtual absl::StatusOr<Forecast> forecast(std::string_view key,
+                                            double cost = 1) = 0;
+  virtual absl::Status reset(std::string_view key) = 0;
+  Stats stats() const { return {}; }
+};
+
+static_assert(RateEngine<Engine>);
+
+namespace detail {
+
+template <RateEngine E>
+class EngineOf final : public Engine {
+ public:
+  explicit EngineOf(std::shared_ptr<E> engine) : engine_(std::move(engine)) {}
+
+  absl::StatusOr<Decision> check(std::string_view key, double cost) override {
+    return engine_->check(key, cost);
+  }
+  absl::StatusOr<Decision> check_at(std::string_view key, int64_t now_ms,
+                                    double cost) override {
+    return engine_->check_at(key, now_ms, cost);
+  }
+  absl::Status check_many(std::span<const std::string_view> keys,
+                          std::span<Decision> out, double cost) override {
+    return engine_->check_many(keys, out, cost);
+  }
+  absl::StatusOr<Decision> peek(std::string_view key) override {
+    return engine_->peek(key);
+  }
+  absl::StatusOr<Forecast> forecast(std::string_view key,
+                                    double cost) override {
+    return engine_->forecast(key, cost);
+  }
+  absl::Status reset(std::string_view key) override {
+    return engine_->reset(key);
+  }
+
+ private:
+  std::shared_ptr<E> engine_;
+};
+
+}  // namespace detail
+
+// Wraps `engine` behind the virtual interface.
+template <RateEngine E>
+std::shared_ptr<Engine> make_engine(std::shared_ptr<E> engine) {
+  return std::make_shared<detail::EngineOf<E>>(std::move(engine));
+}
+template <RateEngine E>
+std::shared_ptr<Engine> make_engine(std::unique_ptr<E> engine) {
+  return make_engine(std::shared_ptr<E>(std::move(engine)));
+}
+
+}  // namespace throttlekit::server
+
+#endif  // THROTTLEKIT_SRC_SERVER_ENGINE_H_

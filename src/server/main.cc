@@ -1,0 +1,212 @@
+// throttlekit-server: the library's decisions over gRPC (docs/server.md).
+//
+//     throttlekit-server --config server.yaml [--listen 127.0.0.1:50051]
+//                        [--redis HOST:PORT | --postgres HOST:PORT
+//                         [--postgres-db NAME] [--postgres-user NAME]]
+//                        [--fleet-secret SECRET]
+//
+// The fleet door (Fleet.Reserve) answers loopback callers only unless a
+// secret is given (--fleet-secret, or THROTTLEKIT_FLEET_SECRET in the
+// environment, which keeps it out of `ps`); callers then send it as
+// `x-fleet-secret` metadata.
+//
+// Without --redis or --postgres the policies live in the embedded memory
+// store (one process). SIGINT or SIGTERM stops it: RPCs in flight finish,
+// new ones are refused. Exit status: 0 after a signal, 2 for bad arguments
+// or configuration (the message names the problem), 1 when it cannot
+// start (a store that does not answer, a port in use).
+
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "config.h"
+#include "policies.h"
+#include "server.h"
+
+#ifdef THROTTLEKIT_SERVER_REDIS
+#include "throttlekit/redis/redis_coordinator.h"
+#endif
+#ifdef THROTTLEKIT_SERVER_POSTGRES
+#include "throttlekit/postgres/postgres_coordinator.h"
+#endif
+
+namespace {
+
+struct Args {
+  std::string config;
+  std::string listen = "127.0.0.1:50051";
+  std::string redis;
+  std::string postgres;
+  std::string postgres_db = "postgres";
+  std::string postgres_user = "postgres";
+  std::string fleet_secret;
+};
+
+constexpr const char* kUsage =
+    "usage: throttlekit-server --config FILE [--listen HOST:PORT]\n"
+    "       [--redis HOST:PORT | --postgres HOST:PORT [--postgres-db NAME]\n"
+    "        [--postgres-user NAME]] [--fleet-secret SECRET]\n";
+
+int usage(const std::string& problem) {
+  std::fprintf(stderr, "throttlekit-server: %s\n%s", problem.c_str(), kUsage);
+  return 2;
+}
+
+// Splits HOST:PORT; false if it is not that.
+bool host_port(const std::string& s, std::string& host, int& port) {
+  const size_t colon = s.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  host = s.substr(0, colon);
+  return absl::SimpleAtoi(s.substr(colon + 1), &port) && port > 0 &&
+         port < 65536;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (i + 1 >= argc) return usage(std::string(flag) + " needs a value");
+    const std::string value = argv[++i];
+    if (flag == "--config") {
+      args.config = value;
+    } else if (flag == "--listen") {
+      args.listen = value;
+    } else if (flag == "--redis") {
+      args.redis = value;
+    } else if (flag == "--postgres") {
+      args.postgres = value;
+    } else if (flag == "--postgres-db") {
+      args.postgres_db = value;
+    } else if (flag == "--postgres-user") {
+      args.postgres_user = value;
+    } else if (flag == "--fleet-secret") {
+      args.fleet_secret = value;
+    } else {
+      return usage("unknown flag " + std::string(flag));
+    }
+  }
+  if (args.config.empty()) return usage("--config is required");
+  if (const char* env = std::getenv("THROTTLEKIT_FLEET_SECRET");
+      args.fleet_secret.empty() && env != nullptr) {
+    args.fleet_secret = env;
+  }
+  if (!args.redis.empty() && !args.postgres.empty()) {
+    return usage("give one store: --redis or --postgres, not both");
+  }
+
+  absl::StatusOr<throttlekit::server::ServerConfig> config =
+      throttlekit::server::load_config(args.config);
+  if (!config.ok()) {
+    std::fprintf(stderr, "throttlekit-server: %s\n",
+                 std::string(config.status().message()).c_str());
+    return 2;
+  }
+
+  std::shared_ptr<throttlekit::Coordinator> store;
+  std::string host;
+  int port = 0;
+  if (!args.redis.empty()) {
+    if (!host_port(args.redis, host, port)) {
+      return usage("--redis wants HOST:PORT; got " + args.redis);
+    }
+#ifdef THROTTLEKIT_SERVER_REDIS
+    throttlekit::RedisCoordinatorOptions o;
+    o.host = host;
+    o.port = port;
+    auto c = throttlekit::RedisCoordinator::create(o);
+    if (!c.ok()) {
+      std::fprintf(stderr, "throttlekit-server: redis %s: %s\n",
+                   args.redis.c_str(),
+                   std::string(c.status().message()).c_str());
+      return 1;
+    }
+    store = std::shared_ptr<throttlekit::Coordinator>(*std::move(c));
+#else
+    return usage("this build has no Redis backend (hiredis was not found)");
+#endif
+  } else if (!args.postgres.empty()) {
+    if (!host_port(args.postgres, host, port)) {
+      return usage("--postgres wants HOST:PORT; got " + args.postgres);
+    }
+#ifdef THROTTLEKIT_SERVER_POSTGRES
+    throttlekit::PostgresCoordinatorOptions o;
+    o.host = host;
+    o.port = port;
+    o.dbname = args.postgres_db;
+    o.user = args.postgres_user;
+    auto c = throttlekit::PostgresCoordinator::create(o);
+    if (!c.ok()) {
+      std::fprintf(stderr, "throttlekit-server: postgres %s: %s\n",
+                   args.postgres.c_str(),
+                   std::string(c.status().message()).c_str());
+      return 1;
+    }
+    store = std::shared_ptr<throttlekit::Coordinator>(*std::move(c));
+#else
+    return usage("this build has no Postgres backend (libpqxx was not found)");
+#endif
+  }
+
+  if (store != nullptr) {
+    if (absl::Status s = store->ping(); !s.ok()) {
+      std::fprintf(stderr,
+                   "throttlekit-server: the %s store does not answer: %s\n",
+                   std::string(store->backend()).c_str(),
+                   std::string(s.message()).c_str());
+      return 1;
+    }
+  }
+  auto policies = throttlekit::server::Policies::create(*config, store);
+  if (!policies.ok()) {
+    std::fprintf(stderr, "throttlekit-server: %s: %s\n", args.config.c_str(),
+                 std::string(policies.status().message()).c_str());
+    return 2;
+  }
+
+  // Signals are taken by one thread with sigwait; every other thread
+  // (gRPC's included) inherits the blocked mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  auto server = throttlekit::server::Server::start(
+      *std::move(policies),
+      {.listen = args.listen, .fleet_secret = args.fleet_secret});
+  if (!server.ok()) {
+    std::fprintf(stderr, "throttlekit-server: %s\n",
+                 std::string(server.status().message()).c_str());
+    return 1;
+  }
+  std::printf(
+      "throttlekit-server: listening on port %d, store %s, %zu "
+      "policies\n",
+      (*server)->port(),
+      std::string((*server)->policies().store_name()).c_str(),
+      (*server)->policies().all().size());
+  std::fflush(stdout);
+
+  std::thread stopper([&] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    (*server)->shutdown();
+  });
+  (*server)->wait();
+  stopper.join();
+  return 0;
+}

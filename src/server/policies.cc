@@ -1,0 +1,160 @@
+// src/server/policies.cc: the configured policies over one store
+// (policies.h).
+
+#include "policies.h"
+
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "throttlekit/coordinator/strict_rate_limiter.h"
+#include "throttlekit/store/rate_limiter.h"
+
+namespace throttlekit::server {
+namespace {
+
+absl::Status named(std::string_view policy, const absl::Status& s) {
+  return absl::Status(
+      s.code(),
+      absl::StrCat("policy ", absl::string_view(policy.data(), policy.size()),
+                   ": ", s.message()));
+}
+
+// The engine of `spec`: the embedded store's limiter, or the strict limiter
+// over `store`, with keys under `prefix`.
+absl::StatusOr<std::shared_ptr<Engine>> engine(
+    const StrategySpec& spec, const std::shared_ptr<Coordinator>& store,
+    const std::string& prefix, ServerClock clock) {
+  return std::visit(
+      [&](const auto& options) -> absl::StatusOr<std::shared_ptr<Engine>> {
+        using O = std::decay_t<decltype(options)>;
+        using S = std::variant_alternative_t<
+            ::throttlekit::detail::VariantIndex<O, StrategyOptions>::value,
+            AnyStrategy>;
+        if (store == nullptr) {
+          auto l = RateLimiter<S, ServerClock>::create(
+              options, RateLimiterOptions{.prefix = prefix}, clock);
+          if (!l.ok()) return l.status();
+          return make_engine(
+              std::make_unique<RateLimiter<S, ServerClock>>(*std::move(l)));
+        }
+        auto l = StrictRateLimiter<S, ServerClock>::create(
+            options, store, StrictRateLimiterOptions{.prefix = prefix}, clock);
+        if (!l.ok()) return l.status();
+        return make_engine(*std::move(l));
+      },
+      spec.options);
+}
+
+absl::StatusOr<std::unique_ptr<ServerAdmission>> admission(
+    const std::string& name, const AdmissionPolicy& a,
+    const std::shared_ptr<Coordinator>& store, ServerClock clock) {
+  ServerAdmission::Options o;
+  if (a.concurrency.has_value()) {
+    if (a.concurrency->adaptive.has_value()) {
+      auto c = AdaptiveConcurrency::create(*a.concurrency->adaptive);
+      if (!c.ok()) return c.status();
+      o.concurrency = std::shared_ptr<AdaptiveConcurrency>(*std::move(c));
+    } else {
+      o.max_inflight = a.concurrency->max_inflight;
+    }
+  }
+  if (a.rate.has_value()) {
+    auto e = engine(*a.rate, store, absl::StrCat("throttlekit:", name, ":rate"),
+                    clock);
+    if (!e.ok()) return e.status();
+    o.rate = *std::move(e);
+  }
+  if (a.cost.has_value()) {
+    auto e = engine(*a.cost, store, absl::StrCat("throttlekit:", name, ":cost"),
+                    clock);
+    if (!e.ok()) return e.status();
+    o.cost = *std::move(e);
+  }
+  return ServerAdmission::create(std::move(o), clock);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Policies>> Policies::create(
+    const ServerConfig& config, std::shared_ptr<Coordinator> store,
+    ServerClock clock) {
+  std::unique_ptr<Policies> out(new Policies());
+  out->config_ = config;
+  out->store_name_ = store == nullptr ? "memory" : store->backend();
+  for (const PolicySpec& spec : config.policies) {
+    auto p = std::make_unique<Policy>();
+    p->name = spec.name;
+    const std::string prefix = absl::StrCat("throttlekit:", spec.name);
+    const auto* l = std::get_if<LimiterPolicy>(&spec.body);
+    if (l != nullptr && l->federated.has_value()) {
+      p->kind = "limiter";
+      p->strategy = l->strategy.name;
+      if (store == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "policy ", spec.name,
+            ": federated needs a store the fleet shares (--redis or "
+            "--postgres); the embedded memory store cannot coordinate"));
+      }
+      absl::StatusOr<AnyStrategy> s = make_strategy(l->strategy.options);
+      if (!s.ok()) return named(spec.name, s.status());
+      absl::StatusOr<FederatedBudget> b = federated_budget(*s);
+      if (!b.ok()) return named(spec.name, b.status());
+      auto budget = LeaseBudget::create({b->limit, b->window_ms});
+      if (!budget.ok()) return named(spec.name, budget.status());
+      FederationOptions o;
+      o.region = l->federated->region;
+      o.prefix = prefix;
+      o.batch = l->federated->batch;
+      auto f = federate(*s, store, std::move(o), clock);
+      if (!f.ok()) return named(spec.name, f.status());
+      p->federated = std::shared_ptr<ServerFederatedLimiter>(*std::move(f));
+      p->limiter = make_engine(p->federated);
+      p->lease_budget = *budget;
+      p->store = store;
+    } else if (l != nullptr) {
+      p->kind = "limiter";
+      p->strategy = l->strategy.name;
+      p->debits =
+          std::holds_alternative<TokenBudget::Options>(l->strategy.options);
+      auto e = engine(l->strategy, store, prefix, clock);
+      if (!e.ok()) return named(spec.name, e.status());
+      p->limiter = *std::move(e);
+    } else if (const auto* a = std::get_if<AdmissionPolicy>(&spec.body)) {
+      p->kind = "admitter";
+      auto u = admission(spec.name, *a, store, clock);
+      if (!u.ok()) return named(spec.name, u.status());
+      p->admission = *std::move(u);
+    } else {
+      const auto& f = std::get<FleetBudgetPolicy>(spec.body);
+      p->kind = "budget";
+      p->strategy = "tokenBudget";
+      if (store == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "policy ", spec.name,
+            ": fleetBudget needs a store the fleet shares (--redis or "
+            "--postgres); the embedded memory store cannot coordinate"));
+      }
+      auto b = FleetTokenBudget::create(
+          {.budget = f.budget, .window_ms = f.window_ms, .prefix = prefix},
+          store);
+      if (!b.ok()) return named(spec.name, b.status());
+      p->fleet_budget = *std::move(b);
+    }
+    out->order_.push_back(p.get());
+    out->by_name_.emplace(spec.name, std::move(p));
+  }
+  return out;
+}
+
+absl::Status Policies::close() {
+  absl::Status first;
+  for (Policy* p : order_) {
+    if (p->federated != nullptr) first.Update(p->federated->close());
+  }
+  return first;
+}
+
+}  // namespace throttlekit::server

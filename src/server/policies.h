@@ -1,0 +1,115 @@
+// src/server/policies.h
+//
+// Provides `Policies`: the configured policies (config.h) built into the
+// library's engines over one store, and `ServerClock`, the clock they read.
+//
+//   - a limiter (`strategy:`) is `RateLimiter<S>` on the embedded store, or
+//     `StrictRateLimiter<S>` over the Redis or Postgres coordinator (one
+//     round trip per check, the store's clock deciding);
+//   - an admission (`admission:`) is `UnifiedAdmission` over those engines;
+//   - a fleet budget (`fleetBudget:`) is `FleetTokenBudget` on the shared
+//     store (a memory store cannot coordinate a fleet: refused at load);
+//   - a federated limiter (`federated:`) is `federate()` over the shared
+//     store: one budget per window across every server; Fleet.Reserve
+//     leases from the same budget (`lease_budget`, `lease_key`).
+//
+// Store keys are `throttlekit:<policy>[:rate|:cost]:<key>`, so servers
+// sharing a store and a configuration share their budgets.
+//
+// Thread-safety: every method is safe to call concurrently.
+
+#ifndef THROTTLEKIT_SRC_SERVER_POLICIES_H_
+#define THROTTLEKIT_SRC_SERVER_POLICIES_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "config.h"
+#include "engine.h"
+#include "throttlekit/admission/unified_admission.h"
+#include "throttlekit/coordinator/coordinator.h"
+#include "throttlekit/coordinator/lease.h"
+#include "throttlekit/core/clock.h"
+#include "throttlekit/federation/federated_limiter.h"
+#include "throttlekit/federation/fleet_token_budget.h"
+
+namespace throttlekit::server {
+
+// The wall clock, or a manual one a test moves. Thread-safe.
+struct ServerClock {
+  const ManualClock* manual = nullptr;  // null: the system clock
+  int64_t now_ms() const noexcept {
+    return manual != nullptr ? manual->now_ms() : SystemClock{}.now_ms();
+  }
+};
+
+using ServerAdmission = BasicUnifiedAdmission<Engine, Engine, ServerClock>;
+using ServerFederatedLimiter = BasicFederatedLimiter<ServerClock>;
+
+// One configured policy. Exactly one of `limiter`, `admission`,
+// `fleet_budget` is set.
+struct Policy {
+  std::string name;
+  // "limiter", "admitter" or "budget" (the Monitor's kinds).
+  std::string_view kind;
+  // The strategy's name, for a limiter.
+  std::string strategy;
+  // A limiter's engine; `debits` says Debit may use it (tokenBudget).
+  std::shared_ptr<Engine> limiter;
+  bool debits = false;
+  std::unique_ptr<ServerAdmission> admission;
+  std::unique_ptr<FleetTokenBudget> fleet_budget;
+  // A federated limiter (also `limiter`): its global budget, where Tier-2
+  // leases come from, and the store it lives on.
+  std::shared_ptr<ServerFederatedLimiter> federated;
+  std::optional<LeaseBudget> lease_budget;
+  std::shared_ptr<Coordinator> store;
+
+  // The store key of `domain`'s global budget: the key a federated Check
+  // of `domain` spends from.
+  std::string lease_key(std::string_view domain) const {
+    return join_key(absl::StrCat("throttlekit:", name), domain);
+  }
+};
+
+class Policies {
+ public:
+  // Builds every policy of `config` over `store` (null: the embedded
+  // memory store). kInvalidArgument naming the policy when the store cannot
+  // serve it (a fleet budget without a shared store).
+  static absl::StatusOr<std::unique_ptr<Policies>> create(
+      const ServerConfig& config, std::shared_ptr<Coordinator> store,
+      ServerClock clock = {});
+
+  // The policy named `name`, or null.
+  Policy* find(std::string_view name) const {
+    auto it = by_name_.find(absl::string_view(name.data(), name.size()));
+    return it == by_name_.end() ? nullptr : it->second.get();
+  }
+
+  const std::vector<Policy*>& all() const { return order_; }
+
+  // Gives back the credits every federated limiter holds (reconcile);
+  // returns the first error. The server calls it at shutdown.
+  absl::Status close();
+  const ServerConfig& config() const { return config_; }
+  // "memory", "redis" or "postgres".
+  std::string_view store_name() const { return store_name_; }
+
+ private:
+  Policies() = default;
+
+  ServerConfig config_;
+  std::string_view store_name_;
+  absl::flat_hash_map<std::string, std::unique_ptr<Policy>> by_name_;
+  std::vector<Policy*> order_;
+};
+
+}  // namespace throttlekit::server
+
+#endif  // THROTTLEKIT_SRC_SERVER_POLICIES_H_

@@ -1,0 +1,395 @@
+// src/server/server.cc: the gRPC door (server.h).
+
+#include "server.h"
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <algorithm>
+#include <atomic>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "throttlekit/concurrency/beat_scheduler.h"
+#include "throttlekit/core/binding_axis.h"
+#include "throttlekit/v1/throttlekit.grpc.pb.h"
+
+namespace throttlekit::server {
+namespace {
+
+namespace v1 = ::throttlekit::v1;
+
+absl::string_view sv(std::string_view s) { return {s.data(), s.size()}; }
+
+// absl and gRPC share the canonical status codes.
+grpc::Status to_grpc(const absl::Status& s) {
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
+                      std::string(s.message()));
+}
+
+void to_wire(const Decision& d, v1::Decision* out) {
+  out->set_allowed(d.allowed);
+  out->set_limit(d.limit);
+  out->set_remaining(d.remaining);
+  out->set_reset_at(d.reset_at_ms);
+  out->set_retry_after_ms(d.retry_after_ms);
+}
+
+// proto3's default 0 means 1; anything else goes to the library, which
+// refuses what is not a valid cost (negative, above 2^53-1).
+double units(int64_t wire) {
+  return wire == 0 ? 1.0 : static_cast<double>(wire);
+}
+
+// Compares without an early exit, so timing does not reveal how much of a
+// guess was right.
+bool same_secret(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  }
+  return diff == 0;
+}
+
+class FleetService final : public v1::Fleet::Service {
+ public:
+  FleetService(Policies& policies, std::string secret)
+      : policies_(policies), secret_(std::move(secret)) {}
+
+  grpc::Status Reserve(grpc::ServerContext* ctx, const v1::ReserveRequest* req,
+                       v1::ReserveResponse* resp) override {
+    if (absl::Status s = admitted(*ctx); !s.ok()) return to_grpc(s);
+    Policy* p = policies_.find(req->policy());
+    if (p == nullptr) {
+      return to_grpc(absl::NotFoundError(
+          absl::StrCat("unknown policy \"", req->policy(), "\"")));
+    }
+    if (req->axis() == v1::AXIS_CONCURRENCY) {
+      return to_grpc(absl::UnimplementedError(
+          "Reserve: concurrency slots are not leasable; Admit holds them"));
+    }
+    if (p->federated == nullptr) {
+      return to_grpc(absl::NotFoundError(
+          absl::StrCat("Reserve: policy \"", p->name,
+                       "\" is not leasable (only a federated: policy is)")));
+    }
+    const int64_t wants = req->wants() == 0 ? 1 : req->wants();
+    if (wants < 1 || wants > kMaxSafeInteger) {
+      return to_grpc(absl::InvalidArgumentError(absl::StrCat(
+          "Reserve: wants must be in [1, 2^53-1] (0 means 1); got ", wants)));
+    }
+    const std::string& domain = req->caller().domain();
+    if (static_cast<int64_t>(domain.size()) >
+        policies_.config().max_key_bytes) {
+      return to_grpc(absl::InvalidArgumentError(
+          absl::StrCat("Reserve: caller.domain is ", domain.size(),
+                       " bytes; the server's limit is ",
+                       policies_.config().max_key_bytes, " (maxKeyBytes)")));
+    }
+    absl::StatusOr<LeaseGrant> g = p->store->lease_windowed(
+        *p->lease_budget, p->lease_key(domain.empty() ? "*" : domain), wants);
+    if (!g.ok()) return to_grpc(g.status());
+    const int64_t left_ms = std::max<int64_t>(0, g->expires_at_ms - g->now_ms);
+    v1::Lease* lease = resp->mutable_lease();
+    lease->set_capacity(g->granted);
+    lease->set_expiry_ms(g->expires_at_ms);
+    lease->set_refresh_interval_ms(left_ms);
+    lease->set_safe_capacity(g->granted);
+    lease->set_retry_after_ms(g->granted == 0 ? std::max<int64_t>(1, left_ms)
+                                              : 0);
+    lease->set_limit(p->lease_budget->limit());
+    return grpc::Status::OK;
+  }
+
+ private:
+  // Loopback callers, or any caller presenting the fleet secret.
+  absl::Status admitted(const grpc::ServerContext& ctx) const {
+    if (!secret_.empty()) {
+      const auto& md = ctx.client_metadata();
+      auto it = md.find("x-fleet-secret");
+      if (it != md.end() &&
+          same_secret(std::string_view(it->second.data(), it->second.size()),
+                      secret_)) {
+        return absl::OkStatus();
+      }
+    }
+    if (is_loopback_peer(ctx.peer())) return absl::OkStatus();
+    return absl::PermissionDeniedError(
+        secret_.empty()
+            ? "Reserve: the fleet door answers loopback callers only (start "
+              "the server with --fleet-secret to admit others)"
+            : "Reserve: a caller off loopback must send the fleet secret as "
+              "x-fleet-secret");
+  }
+
+  Policies& policies_;
+  const std::string secret_;
+};
+
+class RateLimiterService final : public v1::RateLimiter::Service {
+ public:
+  RateLimiterService(Policies& policies, SlotLeases& leases)
+      : policies_(policies), leases_(leases) {}
+
+  grpc::Status Check(grpc::ServerContext*, const v1::CheckRequest* req,
+                     v1::CheckResponse* resp) override {
+    absl::StatusOr<Policy*> p = limiter(req->policy(), "Check");
+    if (!p.ok()) return to_grpc(p.status());
+    if (absl::Status s = key_fits(req->key()); !s.ok()) return to_grpc(s);
+    absl::StatusOr<Decision> d =
+        (*p)->limiter->check(req->key(), units(req->cost()));
+    if (!d.ok()) return to_grpc(d.status());
+    to_wire(*d, resp->mutable_decision());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status CheckMany(grpc::ServerContext*, const v1::CheckManyRequest* req,
+                         v1::CheckManyResponse* resp) override {
+    absl::StatusOr<Policy*> p = limiter(req->policy(), "CheckMany");
+    if (!p.ok()) return to_grpc(p.status());
+    const int64_t n = req->keys_size();
+    if (n > policies_.config().max_batch) {
+      return to_grpc(absl::InvalidArgumentError(
+          absl::StrCat("CheckMany: ", n, " keys; the server's limit is ",
+                       policies_.config().max_batch, " (maxBatch)")));
+    }
+    std::vector<std::string_view> keys;
+    keys.reserve(static_cast<size_t>(n));
+    for (const std::string& k : req->keys()) {
+      if (absl::Status s = key_fits(k); !s.ok()) return to_grpc(s);
+      keys.push_back(k);
+    }
+    std::vector<Decision> out(keys.size());
+    if (absl::Status s =
+            (*p)->limiter->check_many(keys, out, units(req->cost()));
+        !s.ok()) {
+      return to_grpc(s);
+    }
+    for (const Decision& d : out) to_wire(d, resp->add_decisions());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Peek(grpc::ServerContext*, const v1::PeekRequest* req,
+                    v1::PeekResponse* resp) override {
+    absl::StatusOr<Policy*> p = limiter(req->policy(), "Peek");
+    if (!p.ok()) return to_grpc(p.status());
+    if (absl::Status s = key_fits(req->key()); !s.ok()) return to_grpc(s);
+    absl::StatusOr<Decision> d = (*p)->limiter->peek(req->key());
+    if (!d.ok()) return to_grpc(d.status());
+    to_wire(*d, resp->mutable_decision());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Forecast(grpc::ServerContext*, const v1::ForecastRequest* req,
+                        v1::ForecastResponse* resp) override {
+    absl::StatusOr<Policy*> p = limiter(req->policy(), "Forecast");
+    if (!p.ok()) return to_grpc(p.status());
+    if (absl::Status s = key_fits(req->key()); !s.ok()) return to_grpc(s);
+    absl::StatusOr<throttlekit::Forecast> f =
+        (*p)->limiter->forecast(req->key(), units(req->cost()));
+    if (!f.ok()) return to_grpc(f.status());
+    v1::Forecast* out = resp->mutable_forecast();
+    out->set_spendable_now(f->spendable_now);
+    out->set_next_replenish_at(f->next_replenish_at_ms);
+    out->set_full_at(f->full_at_ms);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Debit(grpc::ServerContext*, const v1::DebitRequest* req,
+                     v1::DebitResponse* resp) override {
+    absl::StatusOr<Policy*> p = find(req->policy());
+    if (!p.ok()) return to_grpc(p.status());
+    if (absl::Status s = key_fits(req->key()); !s.ok()) return to_grpc(s);
+    const int64_t tokens = req->tokens() == 0 ? 1 : req->tokens();
+    absl::StatusOr<Decision> d;
+    if ((*p)->fleet_budget != nullptr) {
+      d = (*p)->fleet_budget->debit(req->key(), tokens);
+    } else if ((*p)->limiter != nullptr && (*p)->debits) {
+      d = (*p)->limiter->check(req->key(), static_cast<double>(tokens));
+    } else {
+      return to_grpc(wrong_kind(**p, "Debit"));
+    }
+    if (!d.ok()) return to_grpc(d.status());
+    to_wire(*d, resp->mutable_decision());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Admit(grpc::ServerContext*, const v1::AdmitRequest* req,
+                     v1::AdmitResponse* resp) override {
+    absl::StatusOr<Policy*> p = find(req->policy());
+    if (!p.ok()) return to_grpc(p.status());
+    if ((*p)->admission == nullptr) return to_grpc(wrong_kind(**p, "Admit"));
+    if (absl::Status s = key_fits(req->key()); !s.ok()) return to_grpc(s);
+    AdmitRequest r;
+    r.key = req->key();
+    r.cost = units(req->cost());
+    r.value = req->value() == 0 ? 1.0 : static_cast<double>(req->value());
+    r.hold_s = static_cast<double>(req->hold());
+    absl::StatusOr<SlotLeases::Admission> a = (*p)->admission->admit(r);
+    if (!a.ok()) return to_grpc(a.status());
+    to_wire(a->decision(), resp->mutable_decision());
+    if (std::optional<Axis> axis = a->binding_axis()) {
+      resp->set_binding_axis(std::string(axis_name(*axis)));
+    }
+    resp->set_policy_denied(a->policy_denied());
+    if (a->holds_slot()) {
+      auto [id, expires_at] = leases_.hold(*std::move(a));
+      resp->set_lease_id(std::move(id));
+      resp->set_lease_expires_at(expires_at);
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Release(grpc::ServerContext*, const v1::ReleaseRequest* req,
+                       v1::ReleaseResponse*) override {
+    leases_.release(req->lease_id(), req->dropped());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* req,
+                         v1::HeartbeatResponse* resp) override {
+    if (req->lease_ids_size() > policies_.config().max_batch) {
+      return to_grpc(absl::InvalidArgumentError(
+          absl::StrCat("Heartbeat: ", req->lease_ids_size(),
+                       " lease ids; the server's limit is ",
+                       policies_.config().max_batch, " (maxBatch)")));
+    }
+    const std::vector<std::string> ids(req->lease_ids().begin(),
+                                       req->lease_ids().end());
+    SlotLeases::Renewal r = leases_.renew(ids);
+    for (std::string& id : r.live) resp->add_live_ids(std::move(id));
+    for (std::string& id : r.reclaimed) resp->add_reclaimed_ids(std::move(id));
+    resp->set_next_deadline(r.next_deadline);
+    return grpc::Status::OK;
+  }
+
+ private:
+  absl::StatusOr<Policy*> find(const std::string& name) const {
+    Policy* p = policies_.find(name);
+    if (p == nullptr) {
+      return absl::NotFoundError(absl::StrCat("unknown policy \"", name,
+                                              "\" (the configuration names ",
+                                              policies_.all().size(), ")"));
+    }
+    return p;
+  }
+
+  // The policy, if it is a limiter (the rate RPCs serve only limiters).
+  absl::StatusOr<Policy*> limiter(const std::string& name,
+                                  std::string_view rpc) const {
+    absl::StatusOr<Policy*> p = find(name);
+    if (p.ok() && (*p)->limiter == nullptr) return wrong_kind(**p, rpc);
+    return p;
+  }
+
+  static absl::Status wrong_kind(const Policy& p, std::string_view rpc) {
+    std::string_view serves = "Check, CheckMany, Peek and Forecast";
+    if (p.debits) serves = "Check, CheckMany, Peek, Forecast and Debit";
+    if (p.admission != nullptr) serves = "Admit, Release and Heartbeat";
+    if (p.fleet_budget != nullptr) serves = "Debit";
+    return absl::UnimplementedError(absl::StrCat(sv(rpc), ": policy \"", p.name,
+                                                 "\" is a ", sv(p.kind),
+                                                 " and serves ", sv(serves)));
+  }
+
+  absl::Status key_fits(const std::string& key) const {
+    const int64_t limit = policies_.config().max_key_bytes;
+    if (static_cast<int64_t>(key.size()) > limit) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("key is ", key.size(), " bytes; the server's limit is ",
+                       limit, " (maxKeyBytes)"));
+    }
+    return absl::OkStatus();
+  }
+
+  Policies& policies_;
+  SlotLeases& leases_;
+};
+
+}  // namespace
+
+bool is_loopback_peer(std::string_view peer) {
+  const auto starts = [&](std::string_view p) {
+    return peer.substr(0, p.size()) == p;
+  };
+  return starts("ipv4:127.") || starts("ipv6:[::1]:") ||
+         starts("ipv6:[::ffff:127.") || starts("unix:");
+}
+
+struct Server::Impl {
+  std::unique_ptr<Policies> policies;
+  std::unique_ptr<SlotLeases> leases;
+  std::unique_ptr<RateLimiterService> service;
+  std::unique_ptr<FleetService> fleet;
+  std::unique_ptr<grpc::Server> grpc_server;
+  int port = 0;
+  // Reclaims expired slots (null when the options turned it off).
+  std::unique_ptr<ThreadBeatScheduler> reaper;
+  std::atomic<bool> shut_down{false};
+};
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+absl::StatusOr<std::unique_ptr<Server>> Server::start(
+    std::unique_ptr<Policies> policies, ServerOptions options) {
+  if (policies == nullptr) {
+    return absl::InvalidArgumentError("server: policies are null");
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->leases = std::make_unique<SlotLeases>(policies->config().lease_ttl_ms,
+                                              options.clock);
+  impl->policies = std::move(policies);
+  impl->service =
+      std::make_unique<RateLimiterService>(*impl->policies, *impl->leases);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  // One server per port: a second one on a port in use must fail, not
+  // share it (gRPC sets SO_REUSEPORT unless told not to).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(),
+                           &impl->port);
+  builder.RegisterService(impl->service.get());
+  impl->fleet = std::make_unique<FleetService>(*impl->policies,
+                                               std::move(options.fleet_secret));
+  builder.RegisterService(impl->fleet.get());
+  impl->grpc_server = builder.BuildAndStart();
+  if (impl->grpc_server == nullptr || impl->port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("server: cannot listen on ", options.listen));
+  }
+  if (options.reaper) {
+    // Expired slots are reclaimed within a quarter of the lease TTL (at
+    // most a second late).
+    SlotLeases* leases = impl->leases.get();
+    const int64_t period_ms =
+        std::clamp<int64_t>(leases->ttl_ms() / 4, 5, 1000);
+    impl->reaper = std::make_unique<ThreadBeatScheduler>();
+    impl->reaper->start([leases, period_ms] {
+      leases->reclaim_expired();
+      return period_ms;
+    });
+  }
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+Server::~Server() { shutdown(); }
+
+int Server::port() const { return impl_->port; }
+
+void Server::shutdown() {
+  if (impl_->shut_down.exchange(true)) return;
+  if (impl_->reaper != nullptr) impl_->reaper->stop();
+  impl_->grpc_server->Shutdown();
+  // Credits federated limiters hold go back to their windows.
+  impl_->policies->close().IgnoreError();
+}
+
+void Server::wait() { impl_->grpc_server->Wait(); }
+
+Policies& Server::policies() { return *impl_->policies; }
+SlotLeases& Server::leases() { return *impl_->leases; }
+
+}  // namespace throttlekit::server

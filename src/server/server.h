@@ -1,0 +1,84 @@
+// src/server/server.h
+//
+// Provides `Server`: throttlekit-server's gRPC door (docs/server.md). It
+// serves `throttlekit.v1.RateLimiter` (proto/throttlekit/v1/throttlekit.proto)
+// over the configured `Policies`, `throttlekit.v1.Fleet` (Tier-2 leases of
+// federated policies) and the standard gRPC health service.
+//
+//     auto policies = Policies::create(*config, store);
+//     auto server = Server::start(*std::move(policies), {.listen =
+//     "127.0.0.1:0"}); int port = (*server)->port();
+//     ...
+//     (*server)->shutdown();
+//
+// Statuses: an unknown policy is NOT_FOUND; an RPC the policy does not
+// serve is UNIMPLEMENTED (naming what it serves); a bad argument (empty or
+// oversized key, negative or absurd cost, too many keys) is
+// INVALID_ARGUMENT; a store outage is UNAVAILABLE or DEADLINE_EXCEEDED as
+// the library reports it. A cost or tokens of 0 means 1 (proto3's default).
+//
+// Thread-safety: every method is safe to call concurrently; RPCs run on
+// gRPC's threads.
+
+#ifndef THROTTLEKIT_SRC_SERVER_SERVER_H_
+#define THROTTLEKIT_SRC_SERVER_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "policies.h"
+#include "slot_leases.h"
+
+namespace throttlekit::server {
+
+struct ServerOptions {
+  // host:port to listen on; port 0 picks a free one (see `port()`).
+  std::string listen = "127.0.0.1:50051";
+  // The clock of the Admit slot leases (policies carry their own).
+  ServerClock clock;
+  // Reclaims expired Admit slots on a background thread; tests that move a
+  // manual clock call `leases().reclaim_expired()` instead.
+  bool reaper = true;
+  // Fleet.Reserve hands out budget, so it answers loopback callers only,
+  // unless this secret is set and the caller sends it as `x-fleet-secret`
+  // call metadata (pair it with TLS in front of the server: over plain TCP
+  // the secret travels in clear).
+  std::string fleet_secret;
+};
+
+// True for a gRPC peer string (`ServerContext::peer()`) on the loopback
+// interface: `ipv4:127.x.y.z:port`, `ipv6:[::1]:port`, an IPv4-mapped
+// `ipv6:[::ffff:127.x.y.z]:port`, or a `unix:` socket.
+bool is_loopback_peer(std::string_view peer);
+
+class Server {
+ public:
+  // Listens and serves; kUnavailable naming the address if it cannot bind.
+  static absl::StatusOr<std::unique_ptr<Server>> start(
+      std::unique_ptr<Policies> policies, ServerOptions options);
+
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // The port it listens on.
+  int port() const;
+  // Stops accepting RPCs, finishes those in flight and stops the reaper.
+  // Idempotent.
+  void shutdown();
+  // Blocks until `shutdown()`.
+  void wait();
+
+  Policies& policies();
+  SlotLeases& leases();
+
+ private:
+  struct Impl;
+  explicit Server(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace throttlekit::server
+
+#endif  // THROTTLEKIT_SRC_SERVER_SERVER_H_

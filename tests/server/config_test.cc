@@ -1,0 +1,256 @@
+// The server's YAML configuration (src/server/config.h): what loads, and
+// every refusal naming the source, the path in the document and the
+// problem.
+
+#include "config.h"
+
+#include <string>
+#include <variant>
+
+#include "gtest/gtest.h"
+
+namespace throttlekit::server {
+namespace {
+
+// The error of parsing `yaml` (the test fails if it parses).
+std::string error_of(const std::string& yaml) {
+  absl::StatusOr<ServerConfig> c = parse_config(yaml, "bad.yaml");
+  EXPECT_FALSE(c.ok()) << yaml;
+  if (c.ok()) return "";
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  return std::string(c.status().message());
+}
+
+bool has(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+TEST(ServerConfig, LoadsEveryPolicyKind) {
+  absl::StatusOr<ServerConfig> c = parse_config(R"(
+version: 1
+leaseTtl: 2s
+maxKeyBytes: 256
+limiters:
+  api: {strategy: gcra, limit: 100, period: 1m, burst: 20}
+  bucket: {strategy: tokenBucket, capacity: 10, refillPerSec: 2.5}
+  fixed: {strategy: fixedWindow, limit: 5, windowMs: 1000}
+  sliding: {strategy: slidingWindow, limit: 50, period: 10s, buckets: 5}
+  log: {strategy: slidingLog, limit: 3, period: 500ms}
+  daily: {strategy: quota, limit: 1000, period: day, offsetMinutes: -300}
+  fixedQuota: {strategy: quota, limit: 7, period: 1h, anchorMs: 0}
+  tokens: {strategy: tokenBudget, budget: 100000, period: 1h}
+  checkout:
+    admission:
+      concurrency: {maxInflight: 8}
+      rate: {strategy: gcra, limit: 50, period: 1s}
+      cost: {strategy: tokenBucket, capacity: 1000, refillPerSec: 100}
+  adaptive:
+    admission:
+      concurrency: {adaptive: aimd, minLimit: 2, maxLimit: 40}
+  completions:
+    fleetBudget: {budget: 1000000, windowMs: 60000}
+)",
+                                                "good.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->lease_ttl_ms, 2000);
+  EXPECT_EQ(c->max_key_bytes, 256);
+  ASSERT_EQ(c->policies.size(), 11u);
+  EXPECT_EQ(c->policies[0].name, "api");
+  const auto& api = std::get<LimiterPolicy>(c->policies[0].body);
+  const auto& gcra = std::get<Gcra::Options>(api.strategy.options);
+  EXPECT_EQ(gcra.limit, 100);
+  EXPECT_EQ(gcra.period_ms, 60'000);
+  EXPECT_EQ(gcra.burst, 20);
+  const auto& bucket = std::get<TokenBucket::Options>(
+      std::get<LimiterPolicy>(c->policies[1].body).strategy.options);
+  EXPECT_EQ(bucket.refill_per_sec, 2.5);
+  EXPECT_EQ(std::get<SlidingLog::Options>(
+                std::get<LimiterPolicy>(c->policies[4].body).strategy.options)
+                .window_ms,
+            500);
+  const auto& daily = std::get<Quota::Options>(
+      std::get<LimiterPolicy>(c->policies[5].body).strategy.options);
+  EXPECT_EQ(daily.period, QuotaPeriod::kDay);
+  EXPECT_EQ(daily.offset_minutes, -300);
+  const auto& fixed_quota = std::get<Quota::Options>(
+      std::get<LimiterPolicy>(c->policies[6].body).strategy.options);
+  EXPECT_EQ(fixed_quota.period, QuotaPeriod::kFixed);
+  EXPECT_EQ(fixed_quota.period_ms, 3'600'000);
+  const auto& checkout = std::get<AdmissionPolicy>(c->policies[8].body);
+  ASSERT_TRUE(checkout.concurrency.has_value());
+  EXPECT_EQ(checkout.concurrency->max_inflight, 8);
+  ASSERT_TRUE(checkout.rate.has_value());
+  ASSERT_TRUE(checkout.cost.has_value());
+  const auto& adaptive = std::get<AdmissionPolicy>(c->policies[9].body);
+  ASSERT_TRUE(adaptive.concurrency->adaptive.has_value());
+  EXPECT_EQ(adaptive.concurrency->adaptive->law, ConcurrencyLaw::kAimd);
+  EXPECT_EQ(adaptive.concurrency->adaptive->max_limit, 40);
+  EXPECT_FALSE(adaptive.rate.has_value());
+  const auto& budget = std::get<FleetBudgetPolicy>(c->policies[10].body);
+  EXPECT_EQ(budget.budget, 1'000'000);
+  EXPECT_EQ(budget.window_ms, 60'000);
+}
+
+TEST(ServerConfig, LoadsAFederatedLimiter) {
+  absl::StatusOr<ServerConfig> c = parse_config(R"(
+version: 1
+limiters:
+  global:
+    federated: {batch: 32, region: eu-west}
+    strategy: fixedWindow
+    limit: 10000
+    period: 1m
+  plain: {strategy: fixedWindow, limit: 5, period: 1s}
+)",
+                                                "fed.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const auto& global = std::get<LimiterPolicy>(c->policies[0].body);
+  ASSERT_TRUE(global.federated.has_value());
+  EXPECT_EQ(global.federated->batch, 32);
+  EXPECT_EQ(global.federated->region, "eu-west");
+  EXPECT_EQ(std::get<FixedWindow::Options>(global.strategy.options).limit,
+            10000);
+  EXPECT_FALSE(std::get<LimiterPolicy>(c->policies[1].body).federated);
+}
+
+TEST(ServerConfig, ErrorsNameTheSourceThePathAndTheProblem) {
+  const std::string e = error_of(R"(
+version: 1
+limiters:
+  api: {strategy: gcra, limit: ten, period: 1m}
+)");
+  EXPECT_TRUE(has(e,
+                  "bad.yaml: limiters.api.limit: must be an integer in "
+                  "[1, 2^53-1]; got \"ten\""))
+      << e;
+}
+
+TEST(ServerConfig, RefusesEachBadDocument) {
+  struct Case {
+    const char* yaml;
+    const char* expect;  // a substring of the error
+  };
+  const Case cases[] = {
+      {"limiters: {a: {strategy: gcra, limit: 1, period: 1s}}",
+       "(document): missing `version: 1`"},
+      {"version: 2\nlimiters: {a: {strategy: gcra, limit: 1, period: 1s}}",
+       "version: must be 1; got \"2\""},
+      {"version: 1", "missing `limiters`"},
+      {"version: 1\nlimiters: {}", "limiters: must be a non-empty mapping"},
+      {"- 1\n- 2", "(document): must be a mapping"},
+      {"version: 1\nlimiters: {a: {strategy: gcra, limit: 1, period: 1s}}\n"
+       "extra: 1",
+       "extra: unknown key"},
+      {"version: 1\nlimiters: {a: {strategy: gcra, limit: 1, period: 1s, "
+       "brust: 3}}",
+       "limiters.a.brust: unknown key; expected one of"},
+      {"version: 1\nlimiters: {a: {strategy: gcrb, limit: 1, period: 1s}}",
+       "limiters.a.strategy: unknown strategy \"gcrb\""},
+      {"version: 1\nlimiters: {a: {strategy: gcra, limit: 1}}",
+       "limiters.a: missing the window"},
+      {"version: 1\nlimiters: {a: {strategy: gcra, limit: 1, period: 1s, "
+       "periodMs: 1000}}",
+       "limiters.a: give the window once"},
+      {"version: 1\nlimiters: {a: {strategy: gcra, limit: 1, period: 1w}}",
+       "limiters.a.period: must be a duration"},
+      {"version: 1\nlimiters: {a: {strategy: gcra, limit: 1, period: -5}}",
+       "limiters.a.period: must be a duration"},
+      {"version: 1\nlimiters: {a: {strategy: gcra, limit: 1, period: "
+       "99999999999999999d}}",
+       "limiters.a.period: must be a duration"},
+      {"version: 1\nlimiters: {a: {strategy: gcra, limit: 0, period: 1s}}",
+       "limiters.a.limit: must be an integer in [1, 2^53-1]; got \"0\""},
+      {"version: 1\nlimiters: {a: {strategy: gcra, limit: 1.5, period: 1s}}",
+       "got \"1.5\""},
+      {"version: 1\nlimiters: {a: {strategy: tokenBucket, capacity: 1, "
+       "refillPerSec: .nan}}",
+       "limiters.a.refillPerSec: must be a finite number > 0"},
+      {"version: 1\nlimiters: {a: {strategy: tokenBucket, capacity: 1}}",
+       "limiters.a: missing `refillPerSec`"},
+      {"version: 1\nlimiters: {a: {strategy: leakyBucket}}",
+       "leakyBucket shapes traffic"},
+      {"version: 1\nlimiters: {a: {limit: 1}}",
+       "limiters.a: needs exactly one of strategy"},
+      {"version: 1\nlimiters: {a: {strategy: gcra, limit: 1, period: 1s, "
+       "fleetBudget: {budget: 1, windowMs: 1}}}",
+       "limiters.a: needs exactly one of strategy"},
+      {"version: 1\nlimiters: {a: {admission: {}}}",
+       "limiters.a.admission: needs at least one axis"},
+      {"version: 1\nlimiters: {a: {admission: {concurrency: {}}}}",
+       "limiters.a.admission.concurrency: needs maxInflight"},
+      {"version: 1\nlimiters: {a: {admission: {concurrency: {maxInflight: 2, "
+       "adaptive: aimd}}}}",
+       "not both"},
+      {"version: 1\nlimiters: {a: {admission: {concurrency: {adaptive: "
+       "vegas}}}}",
+       "limiters.a.admission.concurrency.adaptive: must be gradient2 or aimd"},
+      {"version: 1\nlimiters: {a: {admission: {concurrency: {adaptive: aimd, "
+       "minLimit: 50, maxLimit: 10}}}}",
+       "limiters.a.admission.concurrency: adaptive_concurrency"},
+      {"version: 1\nlimiters: {a: {admission: {rate: {strategy: gcra, "
+       "limit: 1}}}}",
+       "limiters.a.admission.rate: missing the window"},
+      {"version: 1\nlimiters: {a: {admission: {speed: 1}}}",
+       "limiters.a.admission.speed: unknown key"},
+      {"version: 1\nlimiters: {a: {fleetBudget: {budget: 5}}}",
+       "limiters.a.fleetBudget: missing the window"},
+      {"version: 1\nlimiters: {a: {distributedConcurrency: {minLimit: 2}}}",
+       "limiters.a.distributedConcurrency: not served by this server yet"},
+      {"version: 1\nlimiters: {a: {federated: {batch: 16}}}",
+       "limiters.a: needs exactly one of strategy"},
+      {"version: 1\nlimiters: {a: {federated: {batch: 0}, strategy: "
+       "fixedWindow, limit: 5, period: 1s}}",
+       "limiters.a.federated.batch: must be an integer in [1, 2^20]"},
+      {"version: 1\nlimiters: {a: {federated: {bacth: 3}, strategy: "
+       "fixedWindow, limit: 5, period: 1s}}",
+       "limiters.a.federated.bacth: unknown key"},
+      {"version: 1\nlimiters: {a: {strategy: slidingWindow, limit: 10, "
+       "period: 1s, buckets: 3000}}",
+       "limiters.a: sliding_window"},
+      {"version: 1\nmaxKeyBytes: 0\nlimiters: {a: {strategy: gcra, limit: "
+       "1, period: 1s}}",
+       "maxKeyBytes: must be an integer in [1, 2^20]"},
+      {"version: 1\nleaseTtl: 0\nlimiters: {a: {strategy: gcra, limit: 1, "
+       "period: 1s}}",
+       "leaseTtl: must be a duration"},
+      {"version: 1\nlimiters: {a: [1, 2]}", "limiters.a: must be a mapping"},
+      {"version: 1\nlimiters: {? [x]\n: {strategy: gcra}}",
+       "a mapping key must be a plain string"},
+      {"version: 1\nlimiters: {a: {strategy: gcra, limit: 1, period: 1s\n",
+       "bad.yaml: line"},
+      {"version: 1\nlimiters:\n  a: {strategy: gcra, limit: 1, period: 1s}\n"
+       "  a: {strategy: gcra, limit: 2, period: 1s}\n",
+       "limiters.a: defined twice"},
+  };
+  for (const Case& c : cases) {
+    const std::string e = error_of(c.yaml);
+    EXPECT_TRUE(has(e, c.expect))
+        << "yaml:\n"
+        << c.yaml << "\nerror: " << e << "\nexpected: " << c.expect;
+  }
+}
+
+TEST(ServerConfig, NestingIsCapped) {
+  // 70 levels of flow sequences under an unknown-to-be key: refused for
+  // depth before anything reads it.
+  std::string deep = "version: 1\nx: ";
+  for (int i = 0; i < 70; ++i) deep += "[";
+  for (int i = 0; i < 70; ++i) deep += "]";
+  const std::string e = error_of(deep);
+  EXPECT_TRUE(has(e, "nested deeper than 64 levels")) << e;
+  // Far deeper: the parser's own guard or ours, never a crash.
+  std::string deeper = "version: 1\nx: ";
+  for (int i = 0; i < 20'000; ++i) deeper += "[";
+  EXPECT_TRUE(has(error_of(deeper), "bad.yaml"));
+}
+
+TEST(ServerConfig, AnUnreadableFileIsNotFound) {
+  absl::StatusOr<ServerConfig> c = load_config("/nonexistent/server.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(
+      has(std::string(c.status().message()), "/nonexistent/server.yaml"));
+}
+
+}  // namespace
+}  // namespace throttlekit::server

@@ -1,0 +1,352 @@
+// throttlekit-server over a shared store (Redis or Postgres, chosen at
+// build time by THROTTLEKIT_SERVER_TEST_REDIS / _POSTGRES), against the real
+// server the ctest fixture started. The server's policies are the library's
+// engines on the store's keys, so a library client and the server share one
+// budget; two servers on one store hold one limit per window with clients
+// spread across both (real clock, windows counted by their end).
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "config.h"
+#include "fleet_lease_client.h"
+#include "gtest/gtest.h"
+#include "policies.h"
+#include "server.h"
+#include "support/forked_fleet.h"
+#include "throttlekit/coordinator/strict_rate_limiter.h"
+#include "throttlekit/federation/fleet_token_budget.h"
+#include "throttlekit/v1/throttlekit.grpc.pb.h"
+
+#ifdef THROTTLEKIT_SERVER_TEST_REDIS
+#include "support/redis_test_server.h"
+#else
+#include "support/pg_test_env.h"
+#endif
+
+namespace throttlekit::server {
+namespace {
+
+namespace v1 = ::throttlekit::v1;
+
+std::shared_ptr<Coordinator> store() {
+#ifdef THROTTLEKIT_SERVER_TEST_REDIS
+  return testing::redis_coordinator();
+#else
+  static const std::string table = testing::unique_table("server_store");
+  return testing::make_pg(testing::pg_options(table));
+#endif
+}
+
+// Keys unique to this run (the store outlives it).
+std::string fresh(std::string_view stem) {
+  static const int64_t run = testing::wall_ms();
+  return absl::StrCat(absl::string_view(stem.data(), stem.size()), "-",
+                      getpid(), "-", run);
+}
+
+constexpr const char* kConfig = R"(
+version: 1
+limiters:
+  fixed: {strategy: fixedWindow, limit: 10, period: 1h}
+  fleet: {strategy: fixedWindow, limit: 50, period: 400ms}
+  budget: {fleetBudget: {budget: 30, windowMs: 3600000}}
+  checkout:
+    admission:
+      concurrency: {maxInflight: 4}
+      rate: {strategy: fixedWindow, limit: 3, period: 1h}
+  global:
+    federated: {batch: 8}
+    strategy: fixedWindow
+    limit: 50
+    period: 400ms
+  leased:
+    federated: {batch: 4}
+    strategy: fixedWindow
+    limit: 50
+    period: 1h
+)";
+
+struct Running {
+  std::unique_ptr<Server> server;
+  std::unique_ptr<v1::RateLimiter::Stub> stub;
+};
+
+Running start(const std::shared_ptr<Coordinator>& coordinator) {
+  absl::StatusOr<ServerConfig> config = parse_config(kConfig, "store.yaml");
+  EXPECT_TRUE(config.ok()) << config.status();
+  auto policies = Policies::create(*config, coordinator);
+  EXPECT_TRUE(policies.ok()) << policies.status();
+  auto server = Server::start(*std::move(policies), {.listen = "127.0.0.1:0"});
+  EXPECT_TRUE(server.ok()) << server.status();
+  Running r;
+  r.server = *std::move(server);
+  r.stub = v1::RateLimiter::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", r.server->port()),
+                          grpc::InsecureChannelCredentials()));
+  return r;
+}
+
+v1::Decision check(v1::RateLimiter::Stub& stub, const std::string& policy,
+                   const std::string& key) {
+  v1::CheckRequest req;
+  req.set_policy(policy);
+  req.set_key(key);
+  v1::CheckResponse resp;
+  grpc::ClientContext ctx;
+  const grpc::Status s = stub.Check(&ctx, req, &resp);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  return resp.decision();
+}
+
+TEST(ServerStore, TheServerAndALibraryClientShareOneBudget) {
+  std::shared_ptr<Coordinator> coordinator = store();
+  Running door = start(coordinator);
+  EXPECT_EQ(door.server->policies().store_name(), coordinator->backend());
+  // The library's engine on the keys the server uses.
+  auto lib = StrictRateLimiter<FixedWindow>::create(
+      {10, 3'600'000}, coordinator, {.prefix = "throttlekit:fixed"});
+  ASSERT_TRUE(lib.ok());
+  const std::string key = fresh("shared");
+  for (int i = 0; i < 14; ++i) {
+    bool allowed = false;
+    int64_t remaining = -1;
+    if (i % 2 == 0) {
+      const v1::Decision d = check(*door.stub, "fixed", key);
+      allowed = d.allowed();
+      remaining = d.remaining();
+    } else {
+      absl::StatusOr<Decision> d = (*lib)->check(key);
+      ASSERT_TRUE(d.ok()) << d.status();
+      allowed = d->allowed;
+      remaining = d->remaining;
+    }
+    EXPECT_EQ(allowed, i < 10) << "call " << i;
+    EXPECT_EQ(remaining, i < 10 ? 9 - i : 0) << "call " << i;
+  }
+}
+
+TEST(ServerStore, DebitSharesTheFleetBudget) {
+  std::shared_ptr<Coordinator> coordinator = store();
+  Running door = start(coordinator);
+  auto lib = FleetTokenBudget::create(
+      {.budget = 30, .window_ms = 3'600'000, .prefix = "throttlekit:budget"},
+      coordinator);
+  ASSERT_TRUE(lib.ok());
+  const std::string key = fresh("tokens");
+  int64_t spent = 0;
+  for (int i = 0; i < 8; ++i) {
+    bool allowed = false;
+    if (i % 2 == 0) {
+      v1::DebitRequest req;
+      req.set_policy("budget");
+      req.set_key(key);
+      req.set_tokens(7);
+      v1::DebitResponse resp;
+      grpc::ClientContext ctx;
+      ASSERT_TRUE(door.stub->Debit(&ctx, req, &resp).ok());
+      allowed = resp.decision().allowed();
+    } else {
+      absl::StatusOr<Decision> d = (*lib)->debit(key, 7);
+      ASSERT_TRUE(d.ok()) << d.status();
+      allowed = d->allowed;
+    }
+    // Allowed while anything is left before the debit: 0, 7, 14, 21, 28.
+    EXPECT_EQ(allowed, spent < 30) << "debit " << i;
+    spent += allowed ? 7 : 0;
+  }
+  EXPECT_EQ(spent, 35);  // the crossing debit counts in full
+}
+
+TEST(ServerStore, AdmitComposesTheStoreRateAxis) {
+  Running door = start(store());
+  const std::string key = fresh("admit");
+  std::vector<std::string> held;
+  for (int i = 0; i < 4; ++i) {
+    v1::AdmitRequest req;
+    req.set_policy("checkout");
+    req.set_key(key);
+    v1::AdmitResponse resp;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(door.stub->Admit(&ctx, req, &resp).ok());
+    EXPECT_EQ(resp.decision().allowed(), i < 3) << i;
+    EXPECT_EQ(resp.binding_axis(), i < 3 ? "" : "rate") << i;
+    if (!resp.lease_id().empty()) held.push_back(resp.lease_id());
+  }
+  EXPECT_EQ(held.size(), 3u);
+  EXPECT_EQ(door.server->leases().held(), 3);
+}
+
+// Two servers on one store, 6 clients alternating between them on one key
+// of `policy` (a limit of 50 per 400 ms window) for 8 windows; each
+// admission is counted in the window its decision names (reset_at is the
+// window's end). Returns the number of windows where demand exceeded the
+// limit.
+void expect_one_limit_per_window(const std::string& policy,
+                                 int64_t min_in_full_window) {
+  std::shared_ptr<Coordinator> coordinator = store();
+  Running a = start(coordinator);
+  Running b = start(store());  // its own connections to the same store
+  const std::string key = fresh(policy);
+  // 6 clients, each alternating between the two servers, for 8 windows of
+  // 400 ms; each admission is counted in the window its decision names
+  // (reset_at is the window's end).
+  std::mutex mu;
+  std::map<int64_t, int64_t> admitted;
+  std::map<int64_t, int64_t> asked;
+  const int64_t end = testing::wall_ms() + 8 * 400;
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 6; ++c) {
+    clients.emplace_back([&, c] {
+      int i = c;
+      while (testing::wall_ms() < end) {
+        const v1::Decision d =
+            check(*((i++ % 2 == 0) ? a.stub : b.stub), policy, key);
+        std::lock_guard lock(mu);
+        ++asked[d.reset_at()];
+        admitted[d.reset_at()] += d.allowed() ? 1 : 0;
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  ASSERT_GE(admitted.size(), 6u);
+  int64_t full = 0;
+  for (const auto& [window_end, n] : admitted) {
+    EXPECT_LE(n, 50) << "window ending " << window_end;
+    if (asked[window_end] >= 100) {
+      EXPECT_GE(n, min_in_full_window)
+          << policy << ": window ending " << window_end << " asked "
+          << asked[window_end];
+      ++full;
+    }
+  }
+  EXPECT_GE(full, 4) << policy;  // demand exceeded the limit in most windows
+}
+
+TEST(ServerStore, TwoServersHoldOneLimitPerWindow) {
+  // Strict: every check is one round trip, exact.
+  expect_one_limit_per_window("fleet", 50);
+}
+
+TEST(ServerStore, TwoFederatedServersHoldOneLimitPerWindow) {
+  // Federated: credits leased in batches of 8 and spent locally; a server's
+  // leftover at the window's end is stranded, never carried, so a full
+  // window admits at most 50 and at least 50 minus what two servers can
+  // strand (under a batch each).
+  expect_one_limit_per_window("global", 50 - 2 * 8);
+}
+
+TEST(ServerStore, ReserveLeasesFromTheFederatedBudget) {
+  Running door = start(store());
+  auto fleet = v1::Fleet::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", door.server->port()),
+                          grpc::InsecureChannelCredentials()));
+  const std::string domain = fresh("tenant");
+  const auto reserve = [&](const std::string& policy, int64_t wants,
+                           v1::Axis axis, v1::Lease* lease) {
+    v1::ReserveRequest req;
+    req.set_policy(policy);
+    req.mutable_caller()->set_domain(domain);
+    req.set_wants(wants);
+    req.set_axis(axis);
+    v1::ReserveResponse resp;
+    grpc::ClientContext ctx;
+    grpc::Status s = fleet->Reserve(&ctx, req, &resp);
+    *lease = resp.lease();
+    return s.error_code();
+  };
+  v1::Lease l;
+  ASSERT_EQ(reserve("leased", 30, v1::AXIS_RATE, &l), grpc::StatusCode::OK);
+  EXPECT_EQ(l.capacity(), 30);
+  EXPECT_EQ(l.safe_capacity(), 30);
+  EXPECT_EQ(l.limit(), 50);
+  EXPECT_EQ(l.expiry_ms() % 3'600'000, 0);  // the window's end, store clock
+  EXPECT_GT(l.expiry_ms(), testing::wall_ms() - 1000);
+  EXPECT_GT(l.refresh_interval_ms(), 0);
+  EXPECT_EQ(l.retry_after_ms(), 0);
+  const int64_t expiry = l.expiry_ms();
+  // A partial grant, then a refusal with the time until the window ends.
+  ASSERT_EQ(reserve("leased", 30, v1::AXIS_UNSPECIFIED, &l),
+            grpc::StatusCode::OK);
+  EXPECT_EQ(l.capacity(), 20);
+  ASSERT_EQ(reserve("leased", 1, v1::AXIS_RATE, &l), grpc::StatusCode::OK);
+  EXPECT_EQ(l.capacity(), 0);
+  EXPECT_GE(l.retry_after_ms(), 1);
+  EXPECT_EQ(l.expiry_ms(), expiry);
+  // Tier 1 spends the same budget: the leases took it all.
+  const v1::Decision d = check(*door.stub, "leased", domain);
+  EXPECT_FALSE(d.allowed());
+  EXPECT_EQ(d.limit(), 50);
+  // What Reserve refuses.
+  EXPECT_EQ(reserve("nope", 1, v1::AXIS_RATE, &l), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(reserve("fixed", 1, v1::AXIS_RATE, &l),
+            grpc::StatusCode::NOT_FOUND);  // not leasable
+  EXPECT_EQ(reserve("leased", 1, v1::AXIS_CONCURRENCY, &l),
+            grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_EQ(reserve("leased", -4, v1::AXIS_RATE, &l),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  // Peek and Forecast are not answerable under federation.
+  v1::PeekRequest peek;
+  peek.set_policy("leased");
+  peek.set_key(domain);
+  v1::PeekResponse peeked;
+  grpc::ClientContext ctx;
+  EXPECT_EQ(door.stub->Peek(&ctx, peek, &peeked).error_code(),
+            grpc::StatusCode::UNIMPLEMENTED);
+}
+
+TEST(ServerStore, ATier2ClientSpendsLocallyWithinTheSameBudget) {
+  Running door = start(store());
+  auto channel =
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", door.server->port()),
+                          grpc::InsecureChannelCredentials());
+  const std::string domain = fresh("tier2");
+  auto client = FleetLeaseClient::create(
+      channel, {.policy = "leased", .domain = domain, .batch = 10});
+  ASSERT_TRUE(client.ok()) << client.status();
+  // 30 local admissions cost 3 Reserves of 10.
+  for (int i = 0; i < 30; ++i) {
+    absl::StatusOr<Decision> d = (*client)->check();
+    ASSERT_TRUE(d.ok()) << d.status();
+    EXPECT_TRUE(d->allowed) << i;
+    EXPECT_EQ(d->limit, 50);
+    EXPECT_EQ(d->reset_at_ms % 3'600'000, 0);
+  }
+  EXPECT_EQ((*client)->stats().reserves, 3);
+  EXPECT_EQ((*client)->credits(), 0);
+  // Tier 1 spends the rest of the same window: 20, then denials.
+  int64_t tier1 = 0;
+  for (int i = 0; i < 30; ++i) {
+    tier1 += check(*door.stub, "leased", domain).allowed() ? 1 : 0;
+  }
+  EXPECT_EQ(tier1, 20);
+  // The client's next check learns the window is spent (one Reserve), and
+  // repeats that verdict locally until the window ends.
+  for (int i = 0; i < 5; ++i) {
+    absl::StatusOr<Decision> d = (*client)->check();
+    ASSERT_TRUE(d.ok());
+    EXPECT_FALSE(d->allowed);
+    EXPECT_GE(d->retry_after_ms, 1);
+  }
+  EXPECT_EQ((*client)->stats().reserves, 4);
+  // Bad input and a policy that is not leasable.
+  EXPECT_FALSE((*client)->check(0).ok());
+  auto wrong = FleetLeaseClient::create(channel, {.policy = "fixed"});
+  ASSERT_TRUE(wrong.ok());
+  absl::StatusOr<Decision> refused = (*wrong)->check();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_FALSE(FleetLeaseClient::create(channel, {.policy = ""}).ok());
+  EXPECT_FALSE(
+      FleetLeaseClient::create(channel, {.policy = "leased", .batch = 0}).ok());
+}
+
+}  // namespace
+}  // namespace throttlekit::server

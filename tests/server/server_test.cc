@@ -1,0 +1,480 @@
+// throttlekit-server's gRPC door in process (src/server/server.h): a real
+// gRPC server on loopback and a real client. Decisions equal the library's
+// for the same configuration and traffic on one manual clock; bad requests
+// get the right status and change nothing; the Admit slot lifecycle
+// (Release, Heartbeat, reclaim at expiry).
+
+#include "server.h"
+
+#include <arpa/inet.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+
+#include <future>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "config.h"
+#include "gtest/gtest.h"
+#include "policies.h"
+#include "support/test_time.h"
+#include "throttlekit/store/rate_limiter.h"
+#include "throttlekit/v1/throttlekit.grpc.pb.h"
+
+namespace throttlekit::server {
+namespace {
+
+namespace v1 = ::throttlekit::v1;
+using testing::kEpoch;
+
+// A server over the embedded store on a manual clock, and a client.
+class Door {
+ public:
+  explicit Door(const std::string& yaml) : clock_(kEpoch) {
+    absl::StatusOr<ServerConfig> config = parse_config(yaml, "test.yaml");
+    EXPECT_TRUE(config.ok()) << config.status();
+    auto policies = Policies::create(*config, nullptr, ServerClock{&clock_});
+    EXPECT_TRUE(policies.ok()) << policies.status();
+    auto server =
+        Server::start(*std::move(policies), {.listen = "127.0.0.1:0",
+                                             .clock = ServerClock{&clock_},
+                                             .reaper = false});
+    EXPECT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    stub_ = v1::RateLimiter::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
+                            grpc::InsecureChannelCredentials()));
+  }
+
+  ManualClock& clock() { return clock_; }
+  Server& server() { return *server_; }
+  v1::RateLimiter::Stub& stub() { return *stub_; }
+
+  grpc::Status check(const std::string& policy, const std::string& key,
+                     int64_t cost, Decision& out) {
+    v1::CheckRequest req;
+    req.set_policy(policy);
+    req.set_key(key);
+    req.set_cost(cost);
+    v1::CheckResponse resp;
+    grpc::ClientContext ctx;
+    grpc::Status s = stub_->Check(&ctx, req, &resp);
+    out = from_wire(resp.decision());
+    return s;
+  }
+
+  grpc::Status peek(const std::string& policy, const std::string& key,
+                    Decision& out) {
+    v1::PeekRequest req;
+    req.set_policy(policy);
+    req.set_key(key);
+    v1::PeekResponse resp;
+    grpc::ClientContext ctx;
+    grpc::Status s = stub_->Peek(&ctx, req, &resp);
+    out = from_wire(resp.decision());
+    return s;
+  }
+
+  grpc::Status debit(const std::string& policy, const std::string& key,
+                     int64_t tokens, Decision& out) {
+    v1::DebitRequest req;
+    req.set_policy(policy);
+    req.set_key(key);
+    req.set_tokens(tokens);
+    v1::DebitResponse resp;
+    grpc::ClientContext ctx;
+    grpc::Status s = stub_->Debit(&ctx, req, &resp);
+    out = from_wire(resp.decision());
+    return s;
+  }
+
+  grpc::Status admit(const std::string& policy, const std::string& key,
+                     v1::AdmitResponse& resp) {
+    v1::AdmitRequest req;
+    req.set_policy(policy);
+    req.set_key(key);
+    grpc::ClientContext ctx;
+    return stub_->Admit(&ctx, req, &resp);
+  }
+
+  grpc::Status release(const std::string& id, bool dropped) {
+    v1::ReleaseRequest req;
+    req.set_lease_id(id);
+    req.set_dropped(dropped);
+    v1::ReleaseResponse resp;
+    grpc::ClientContext ctx;
+    return stub_->Release(&ctx, req, &resp);
+  }
+
+  static Decision from_wire(const v1::Decision& d) {
+    return Decision{.allowed = d.allowed(),
+                    .limit = d.limit(),
+                    .remaining = d.remaining(),
+                    .reset_at_ms = d.reset_at(),
+                    .retry_after_ms = d.retry_after_ms()};
+  }
+
+ private:
+  ManualClock clock_;
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<v1::RateLimiter::Stub> stub_;
+};
+
+constexpr const char* kConfig = R"(
+version: 1
+leaseTtl: 1s
+maxKeyBytes: 64
+maxBatch: 8
+limiters:
+  gcra: {strategy: gcra, limit: 10, period: 1s, burst: 4}
+  bucket: {strategy: tokenBucket, capacity: 5, refillPerSec: 3}
+  fixed: {strategy: fixedWindow, limit: 6, period: 1s}
+  sliding: {strategy: slidingWindow, limit: 6, period: 1s, buckets: 4}
+  log: {strategy: slidingLog, limit: 4, period: 700ms}
+  quota: {strategy: quota, limit: 9, period: 2s, anchorMs: 0}
+  tokens: {strategy: tokenBudget, budget: 20, period: 1s}
+  checkout:
+    admission:
+      concurrency: {maxInflight: 2}
+      rate: {strategy: fixedWindow, limit: 100, period: 1s}
+)";
+
+// Drives `policy` through the door and `S`'s library limiter (same options,
+// same clock) over one random timeline; every field of every decision, and
+// peeks and forecasts along the way, must be equal.
+template <class S>
+void expect_same_as_library(Door& door, const std::string& policy,
+                            const typename S::Options& options, uint32_t seed) {
+  auto lib = RateLimiter<S, ServerClock>::create(options, {},
+                                                 ServerClock{&door.clock()});
+  ASSERT_TRUE(lib.ok()) << lib.status();
+  std::mt19937 rng(seed);
+  const std::vector<std::string> keys = {"alice", "bob", "carol"};
+  for (int step = 0; step < 300; ++step) {
+    door.clock().advance_ms(static_cast<int64_t>(rng() % 120));
+    const std::string& key = keys[rng() % keys.size()];
+    const int64_t cost = 1 + static_cast<int64_t>(rng() % 3);
+    Decision got;
+    ASSERT_TRUE(door.check(policy, key, cost, got).ok());
+    absl::StatusOr<Decision> want = lib->check(key, static_cast<double>(cost));
+    ASSERT_TRUE(want.ok());
+    ASSERT_EQ(got, *want) << policy << " step " << step;
+    if (step % 5 == 0) {
+      Decision peeked;
+      ASSERT_TRUE(door.peek(policy, key, peeked).ok());
+      ASSERT_EQ(peeked, *lib->peek(key)) << policy << " peek, step " << step;
+      v1::ForecastRequest req;
+      req.set_policy(policy);
+      req.set_key(key);
+      req.set_cost(2);
+      v1::ForecastResponse resp;
+      grpc::ClientContext ctx;
+      ASSERT_TRUE(door.stub().Forecast(&ctx, req, &resp).ok());
+      absl::StatusOr<Forecast> f = lib->forecast(key, 2);
+      ASSERT_TRUE(f.ok());
+      EXPECT_EQ(resp.forecast().spendable_now(), f->spendable_now);
+      EXPECT_EQ(resp.forecast().next_replenish_at(), f->next_replenish_at_ms);
+      EXPECT_EQ(resp.forecast().full_at(), f->full_at_ms);
+    }
+    if (step % 11 == 0) {
+      v1::CheckManyRequest req;
+      req.set_policy(policy);
+      for (const std::string& k : keys) req.add_keys(k);
+      v1::CheckManyResponse resp;
+      grpc::ClientContext ctx;
+      ASSERT_TRUE(door.stub().CheckMany(&ctx, req, &resp).ok());
+      std::vector<std::string_view> views(keys.begin(), keys.end());
+      absl::StatusOr<std::vector<Decision>> many = lib->check_many(views);
+      ASSERT_TRUE(many.ok());
+      ASSERT_EQ(resp.decisions_size(), 3);
+      for (int i = 0; i < 3; ++i) {
+        ASSERT_EQ(Door::from_wire(resp.decisions(i)), (*many)[i])
+            << policy << " check_many, step " << step;
+      }
+    }
+  }
+}
+
+TEST(ServerDoor, DecisionsEqualTheLibrarys) {
+  Door door(kConfig);
+  expect_same_as_library<Gcra>(door, "gcra", {10, 1000, 4}, 1);
+  expect_same_as_library<TokenBucket>(door, "bucket", {5, 3}, 2);
+  expect_same_as_library<FixedWindow>(door, "fixed", {6, 1000}, 3);
+  expect_same_as_library<SlidingWindow>(door, "sliding", {6, 1000, 4}, 4);
+  expect_same_as_library<SlidingLog>(door, "log", {4, 700}, 5);
+  Quota::Options quota;
+  quota.limit = 9;
+  quota.period = QuotaPeriod::kFixed;
+  quota.period_ms = 2000;
+  expect_same_as_library<Quota>(door, "quota", quota, 6);
+}
+
+TEST(ServerDoor, DebitEqualsTheLibrarysTokenBudget) {
+  Door door(kConfig);
+  auto lib = RateLimiter<TokenBudget, ServerClock>::create(
+      {20, 1000}, {}, ServerClock{&door.clock()});
+  ASSERT_TRUE(lib.ok());
+  std::mt19937 rng(7);
+  int denied = 0;
+  for (int step = 0; step < 200; ++step) {
+    door.clock().advance_ms(static_cast<int64_t>(rng() % 90));
+    const int64_t tokens = 1 + static_cast<int64_t>(rng() % 9);
+    Decision got;
+    ASSERT_TRUE(door.debit("tokens", "t", tokens, got).ok());
+    absl::StatusOr<Decision> want =
+        lib->check("t", static_cast<double>(tokens));
+    ASSERT_TRUE(want.ok());
+    ASSERT_EQ(got, *want) << "step " << step;
+    denied += got.allowed ? 0 : 1;
+  }
+  EXPECT_GT(denied, 0);  // the timeline crossed the budget
+  // A token budget answers Check with the same arithmetic.
+  Decision d;
+  EXPECT_TRUE(door.check("tokens", "u", 3, d).ok());
+}
+
+TEST(ServerDoor, ZeroCostMeansOne) {
+  Door door(kConfig);
+  Decision a, b;
+  ASSERT_TRUE(door.check("fixed", "k", 0, a).ok());
+  ASSERT_TRUE(door.check("fixed", "k", 1, b).ok());
+  EXPECT_EQ(a.remaining, 5);
+  EXPECT_EQ(b.remaining, 4);
+}
+
+TEST(ServerDoor, BadRequestsGetTheirStatusAndChangeNothing) {
+  Door door(kConfig);
+  Decision before;
+  ASSERT_TRUE(door.check("fixed", "k", 2, before).ok());
+  Decision d;
+  const auto code = [](const grpc::Status& s) { return s.error_code(); };
+  EXPECT_EQ(code(door.check("nope", "k", 1, d)), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(code(door.check("fixed", "", 1, d)),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(code(door.check("fixed", std::string(65, 'k'), 1, d)),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(code(door.check("fixed", "k", -1, d)),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(code(door.check("fixed", "k", int64_t{1} << 60, d)),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  const grpc::Status debit = door.debit("fixed", "k", 1, d);
+  EXPECT_EQ(code(debit), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_NE(debit.error_message().find("fixed"), std::string::npos)
+      << debit.error_message();
+  EXPECT_EQ(code(door.check("checkout", "k", 1, d)),
+            grpc::StatusCode::UNIMPLEMENTED);
+  v1::AdmitResponse admitted;
+  EXPECT_EQ(code(door.admit("fixed", "k", admitted)),
+            grpc::StatusCode::UNIMPLEMENTED);
+  {
+    v1::CheckManyRequest req;
+    req.set_policy("fixed");
+    for (int i = 0; i < 9; ++i) req.add_keys("k");
+    v1::CheckManyResponse resp;
+    grpc::ClientContext ctx;
+    EXPECT_EQ(code(door.stub().CheckMany(&ctx, req, &resp)),
+              grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  {
+    v1::CheckManyRequest req;
+    req.set_policy("fixed");
+    req.add_keys("k");
+    req.add_keys("");
+    v1::CheckManyResponse resp;
+    grpc::ClientContext ctx;
+    EXPECT_EQ(code(door.stub().CheckMany(&ctx, req, &resp)),
+              grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  // Nothing was spent by any of them.
+  Decision after;
+  ASSERT_TRUE(door.peek("fixed", "k", after).ok());
+  EXPECT_EQ(after.remaining, before.remaining);
+}
+
+TEST(ServerDoor, AdmitHoldsSlotsUntilReleaseOrExpiry) {
+  Door door(kConfig);
+  v1::AdmitResponse a, b, c;
+  ASSERT_TRUE(door.admit("checkout", "k", a).ok());
+  ASSERT_TRUE(door.admit("checkout", "k", b).ok());
+  EXPECT_TRUE(a.decision().allowed());
+  EXPECT_TRUE(b.decision().allowed());
+  EXPECT_FALSE(a.lease_id().empty());
+  EXPECT_NE(a.lease_id(), b.lease_id());
+  EXPECT_EQ(a.lease_expires_at(), kEpoch + 1000);
+  // The ceiling of 2 is full: the third is denied on the concurrency axis
+  // and holds nothing.
+  ASSERT_TRUE(door.admit("checkout", "k", c).ok());
+  EXPECT_FALSE(c.decision().allowed());
+  EXPECT_EQ(c.binding_axis(), "concurrency");
+  EXPECT_TRUE(c.lease_id().empty());
+  EXPECT_EQ(door.server().leases().held(), 2);
+
+  // Release frees one; a second Release of it, and of an unknown id, do
+  // nothing.
+  ASSERT_TRUE(door.release(a.lease_id(), false).ok());
+  ASSERT_TRUE(door.release(a.lease_id(), false).ok());
+  ASSERT_TRUE(door.release("not-a-lease", true).ok());
+  EXPECT_EQ(door.server().leases().held(), 1);
+  ASSERT_TRUE(door.admit("checkout", "k", c).ok());
+  EXPECT_TRUE(c.decision().allowed());
+
+  // Heartbeat renews b and c; a is reported reclaimed (not held).
+  door.clock().advance_ms(800);
+  v1::HeartbeatRequest beat;
+  beat.add_lease_ids(b.lease_id());
+  beat.add_lease_ids(a.lease_id());
+  v1::HeartbeatResponse renewed;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(door.stub().Heartbeat(&ctx, beat, &renewed).ok());
+  }
+  ASSERT_EQ(renewed.live_ids_size(), 1);
+  EXPECT_EQ(renewed.live_ids(0), b.lease_id());
+  ASSERT_EQ(renewed.reclaimed_ids_size(), 1);
+  EXPECT_EQ(renewed.reclaimed_ids(0), a.lease_id());
+  EXPECT_EQ(renewed.next_deadline(), kEpoch + 800 + 1000);
+
+  // c was not renewed: at its expiry it is reclaimed; b lives on.
+  door.clock().advance_ms(200);
+  EXPECT_EQ(door.server().leases().reclaim_expired(), 1);
+  EXPECT_EQ(door.server().leases().held(), 1);
+  v1::AdmitResponse d;
+  ASSERT_TRUE(door.admit("checkout", "k", d).ok());
+  EXPECT_TRUE(d.decision().allowed());
+  // Past b's renewed deadline both go.
+  door.clock().advance_ms(1000);
+  EXPECT_EQ(door.server().leases().reclaim_expired(), 2);
+  EXPECT_EQ(door.server().leases().held(), 0);
+  EXPECT_EQ(door.server().leases().reclaimed_total(), 3);
+}
+
+TEST(ServerDoor, TheHealthServiceSaysServing) {
+  Door door(kConfig);
+  // grpc.health.v1.Health/Check with an empty request (service ""),
+  // called without generated stubs; the reply's field 1 (status) must be
+  // SERVING (1): the bytes 0x08 0x01.
+  grpc::GenericStub generic(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", door.server().port()),
+                          grpc::InsecureChannelCredentials()));
+  grpc::Slice empty("");
+  grpc::ByteBuffer request(&empty, 1);
+  grpc::ByteBuffer response;
+  grpc::ClientContext ctx;
+  std::promise<grpc::Status> done;
+  generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
+                    &request, &response,
+                    [&](grpc::Status s) { done.set_value(std::move(s)); });
+  const grpc::Status s = done.get_future().get();
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (const grpc::Slice& slice : slices) {
+    bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  }
+  EXPECT_EQ(bytes, std::string("\x08\x01", 2));
+}
+
+TEST(ServerDoor, LoopbackPeers) {
+  EXPECT_TRUE(is_loopback_peer("ipv4:127.0.0.1:5000"));
+  EXPECT_TRUE(is_loopback_peer("ipv4:127.3.2.1:1"));
+  EXPECT_TRUE(is_loopback_peer("ipv6:[::1]:443"));
+  EXPECT_TRUE(is_loopback_peer("ipv6:[::ffff:127.0.0.1]:80"));
+  EXPECT_TRUE(is_loopback_peer("unix:/tmp/sock"));
+  EXPECT_FALSE(is_loopback_peer("ipv4:10.0.0.5:5000"));
+  EXPECT_FALSE(is_loopback_peer("ipv4:1127.0.0.1:5000"));
+  EXPECT_FALSE(is_loopback_peer("ipv6:[::1a]:5000"));
+  EXPECT_FALSE(is_loopback_peer("ipv6:[::ffff:10.0.0.1]:80"));
+  EXPECT_FALSE(is_loopback_peer(""));
+}
+
+// This machine's first IPv4 address off loopback, or "".
+std::string non_loopback_ipv4() {
+  ifaddrs* all = nullptr;
+  if (getifaddrs(&all) != 0) return "";
+  std::string found;
+  for (ifaddrs* i = all; i != nullptr && found.empty(); i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+    char text[INET_ADDRSTRLEN];
+    const auto* in = reinterpret_cast<const sockaddr_in*>(i->ifa_addr);
+    if (inet_ntop(AF_INET, &in->sin_addr, text, sizeof text) == nullptr) {
+      continue;
+    }
+    if (std::string(text).rfind("127.", 0) != 0) found = text;
+  }
+  freeifaddrs(all);
+  return found;
+}
+
+grpc::Status reserve_from(const std::string& address,
+                          const std::string& secret) {
+  auto fleet = v1::Fleet::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  v1::ReserveRequest req;
+  req.set_policy("fixed");
+  req.set_wants(5);
+  v1::ReserveResponse resp;
+  grpc::ClientContext ctx;
+  if (!secret.empty()) ctx.AddMetadata("x-fleet-secret", secret);
+  return fleet->Reserve(&ctx, req, &resp);
+}
+
+TEST(ServerDoor, TheFleetDoorRefusesOffLoopbackCallersWithoutTheSecret) {
+  const std::string ip = non_loopback_ipv4();
+  if (ip.empty())
+    GTEST_SKIP() << "this machine has no IPv4 address off loopback";
+  for (const std::string secret : {"", "s3cret"}) {
+    absl::StatusOr<ServerConfig> config = parse_config(kConfig, "t.yaml");
+    ASSERT_TRUE(config.ok());
+    auto policies = Policies::create(*config, nullptr);
+    ASSERT_TRUE(policies.ok());
+    auto server = Server::start(
+        *std::move(policies), {.listen = "0.0.0.0:0", .fleet_secret = secret});
+    ASSERT_TRUE(server.ok()) << server.status();
+    const std::string off = absl::StrCat(ip, ":", (*server)->port());
+    const std::string on = absl::StrCat("127.0.0.1:", (*server)->port());
+    // Off loopback without (or with a wrong) secret: refused.
+    EXPECT_EQ(reserve_from(off, "").error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+    EXPECT_EQ(reserve_from(off, "wrong").error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+    // Past the door, the request itself is judged: "fixed" is not leasable.
+    EXPECT_EQ(reserve_from(on, "").error_code(), grpc::StatusCode::NOT_FOUND);
+    if (!secret.empty()) {
+      EXPECT_EQ(reserve_from(off, secret).error_code(),
+                grpc::StatusCode::NOT_FOUND);
+    }
+  }
+}
+
+TEST(ServerDoor, AFleetBudgetNeedsASharedStore) {
+  absl::StatusOr<ServerConfig> config = parse_config(
+      "version: 1\nlimiters: {b: {fleetBudget: {budget: 5, windowMs: 1000}}}",
+      "t.yaml");
+  ASSERT_TRUE(config.ok());
+  auto policies = Policies::create(*config, nullptr);
+  ASSERT_FALSE(policies.ok());
+  EXPECT_NE(std::string(policies.status().message()).find("--redis"),
+            std::string::npos);
+}
+
+TEST(ServerDoor, APortInUseIsUnavailable) {
+  Door first(kConfig);
+  absl::StatusOr<ServerConfig> config = parse_config(kConfig, "t.yaml");
+  ASSERT_TRUE(config.ok());
+  auto policies = Policies::create(*config, nullptr);
+  ASSERT_TRUE(policies.ok());
+  auto second = Server::start(
+      *std::move(policies),
+      {.listen = absl::StrCat("127.0.0.1:", first.server().port())});
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace throttlekit::server
