@@ -5,9 +5,11 @@
 // that is not held: the same service, the same stub machinery, one lookup
 // in an empty table. Check/no-op throughput is the figure to read: the
 // door should cost the decision, not the RPC, at least 0.8x the no-op.
-// Each run also reports the client-observed p50 and p99 latency.
+// Each run also reports the client-observed p50 and p99 latency. With a
+// Redis server (THROTTLEKIT_REDIS_PORT), Tier-1 Checks of a federated
+// policy are set beside Tier-2 local spends at batch 10, 100 and 1000.
 //
-//     build/release/bench/server_benchmark
+//     scripts/bench_server.sh   (or build/release/bench/server_benchmark)
 
 #include <grpcpp/grpcpp.h>
 
@@ -20,8 +22,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "bench_redis.h"
 #include "benchmark/benchmark.h"
 #include "config.h"
+#include "fleet_lease_client.h"
 #include "policies.h"
 #include "server.h"
 #include "throttlekit/v1/throttlekit.grpc.pb.h"
@@ -135,8 +139,75 @@ void BM_NoOpRelease(benchmark::State& state) {
   });
 }
 
+// Tier 1 against Tier 2 on a federated policy over Redis (needs
+// THROTTLEKIT_REDIS_PORT: scripts/bench_server.sh starts a private server):
+// a gRPC Check per decision, against FleetLeaseClient spending leases of
+// 10, 100 and 1000 locally (one Reserve per batch).
+Server* redis_server() {
+  static Server* s = []() -> Server* {
+    throttlekit::RedisCoordinator* redis = throttlekit::bench::bench_redis();
+    if (redis == nullptr) return nullptr;
+    auto config = throttlekit::server::parse_config(R"(
+version: 1
+limiters:
+  global:
+    federated: {batch: 16}
+    strategy: fixedWindow
+    limit: 1000000000000
+    period: 1h
+)",
+                                                    "bench.yaml");
+    auto policies =
+        Policies::create(*config, std::shared_ptr<throttlekit::Coordinator>(
+                                      redis, [](throttlekit::Coordinator*) {}));
+    if (!policies.ok()) return nullptr;
+    auto server =
+        Server::start(*std::move(policies), {.listen = "127.0.0.1:0"});
+    return server.ok() ? server->release() : nullptr;
+  }();
+  return s;
+}
+
+void BM_Tier1FederatedCheck(benchmark::State& state) {
+  if (throttlekit::bench::skip_without_redis(state)) return;
+  auto stub = v1::RateLimiter::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", redis_server()->port()),
+                          grpc::InsecureChannelCredentials()));
+  for (auto _ : state) {
+    v1::CheckRequest req;
+    req.set_policy("global");
+    req.set_key("tier1");
+    v1::CheckResponse resp;
+    grpc::ClientContext ctx;
+    if (!stub->Check(&ctx, req, &resp).ok() || !resp.decision().allowed()) {
+      state.SkipWithError("Check failed");
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_Tier2Spend(benchmark::State& state) {
+  if (throttlekit::bench::skip_without_redis(state)) return;
+  auto client = throttlekit::server::FleetLeaseClient::create(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", redis_server()->port()),
+                          grpc::InsecureChannelCredentials()),
+      {.policy = "global", .domain = "tier2", .batch = state.range(0)});
+  for (auto _ : state) {
+    absl::StatusOr<throttlekit::Decision> d = (*client)->check();
+    if (!d.ok() || !d->allowed) {
+      state.SkipWithError("spend failed");
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["reserves"] = static_cast<double>((*client)->stats().reserves);
+}
+
 BENCHMARK(BM_NoOpRelease)->Threads(1)->Threads(32)->UseRealTime();
 BENCHMARK(BM_Check)->Threads(1)->Threads(32)->UseRealTime();
+BENCHMARK(BM_Tier1FederatedCheck)->UseRealTime();
+BENCHMARK(BM_Tier2Spend)->Arg(10)->Arg(100)->Arg(1000)->UseRealTime();
 
 }  // namespace
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages ThrottleKit needs that this machine lacks.
-# Usage: scripts/install-deps.sh demo|server|test
+# Usage: scripts/install-deps.sh demo|server|test|bench-http
 # Runs apt-get only when something is missing; needs root (or sudo).
 set -euo pipefail
 
@@ -13,8 +13,13 @@ server_packages=(libgrpc++-dev libprotobuf-dev protobuf-compiler
 if [[ "$profile" == "server" ]]; then
   packages+=("${server_packages[@]}")
 fi
+# scripts/bench_http.sh: the example server, throttlekit-server and wrk.
+if [[ "$profile" == "bench-http" ]]; then
+  packages+=("${server_packages[@]}" libcpp-httplib-dev wrk pkg-config)
+fi
 if [[ "$profile" == "test" ]]; then
-  packages+=("${server_packages[@]}")
+  # The HTTP middleware example and its test (cpp-httplib).
+  packages+=("${server_packages[@]}" libcpp-httplib-dev)
   # The distributed backends' client libraries, the real servers the
   # integration, conformance and fault tests start on loopback, and the
   # spin model checker of the `model` tests.

@@ -3,7 +3,11 @@
 //     throttlekit-server --config server.yaml [--listen 127.0.0.1:50051]
 //                        [--redis HOST:PORT | --postgres HOST:PORT
 //                         [--postgres-db NAME] [--postgres-user NAME]]
-//                        [--fleet-secret SECRET]
+//                        [--fleet-secret SECRET] [--monitor-secret SECRET]
+//                        [--metrics-listen 127.0.0.1:PORT]
+//
+// --metrics-listen serves GET /metrics (Prometheus) and GET /healthz on a
+// loopback HTTP port (port 0 picks one; the second stdout line names it).
 //
 // The fleet door (Fleet.Reserve) answers loopback callers only unless a
 // secret is given (--fleet-secret, or THROTTLEKIT_FLEET_SECRET in the
@@ -31,6 +35,10 @@
 #include "policies.h"
 #include "server.h"
 
+#ifdef THROTTLEKIT_SERVER_HTTP
+#include "http_door.h"
+#endif
+
 #ifdef THROTTLEKIT_SERVER_REDIS
 #include "throttlekit/redis/redis_coordinator.h"
 #endif
@@ -48,12 +56,15 @@ struct Args {
   std::string postgres_db = "postgres";
   std::string postgres_user = "postgres";
   std::string fleet_secret;
+  std::string monitor_secret;
+  std::string metrics_listen;
 };
 
 constexpr const char* kUsage =
     "usage: throttlekit-server --config FILE [--listen HOST:PORT]\n"
     "       [--redis HOST:PORT | --postgres HOST:PORT [--postgres-db NAME]\n"
-    "        [--postgres-user NAME]] [--fleet-secret SECRET]\n";
+    "        [--postgres-user NAME]] [--fleet-secret SECRET]\n"
+    "       [--monitor-secret SECRET] [--metrics-listen 127.0.0.1:PORT]\n";
 
 int usage(const std::string& problem) {
   std::fprintf(stderr, "throttlekit-server: %s\n%s", problem.c_str(), kUsage);
@@ -72,6 +83,15 @@ bool host_port(const std::string& s, std::string& host, int& port) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // SIGINT and SIGTERM are blocked before any thread exists (gRPC's, the
+  // store's, the server's workers all inherit the mask) and taken by one
+  // thread with sigwait, which stops the server; one sent during start-up
+  // waits for it.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   Args args;
   for (int i = 1; i < argc; ++i) {
     const std::string_view flag = argv[i];
@@ -95,6 +115,10 @@ int main(int argc, char** argv) {
       args.postgres_user = value;
     } else if (flag == "--fleet-secret") {
       args.fleet_secret = value;
+    } else if (flag == "--monitor-secret") {
+      args.monitor_secret = value;
+    } else if (flag == "--metrics-listen") {
+      args.metrics_listen = value;
     } else {
       return usage("unknown flag " + std::string(flag));
     }
@@ -103,6 +127,26 @@ int main(int argc, char** argv) {
   if (const char* env = std::getenv("THROTTLEKIT_FLEET_SECRET");
       args.fleet_secret.empty() && env != nullptr) {
     args.fleet_secret = env;
+  }
+  if (const char* env = std::getenv("THROTTLEKIT_MONITOR_SECRET");
+      args.monitor_secret.empty() && env != nullptr) {
+    args.monitor_secret = env;
+  }
+  std::string metrics_host;
+  int metrics_port = -1;
+  if (!args.metrics_listen.empty()) {
+#ifndef THROTTLEKIT_SERVER_HTTP
+    return usage("this build has no HTTP door (cpp-httplib was not found)");
+#endif
+    const size_t colon = args.metrics_listen.rfind(':');
+    if (colon == std::string::npos ||
+        !absl::SimpleAtoi(args.metrics_listen.substr(colon + 1),
+                          &metrics_port) ||
+        metrics_port < 0 || metrics_port > 65535) {
+      return usage("--metrics-listen wants HOST:PORT; got " +
+                   args.metrics_listen);
+    }
+    metrics_host = args.metrics_listen.substr(0, colon);
   }
   if (!args.redis.empty() && !args.postgres.empty()) {
     return usage("give one store: --redis or --postgres, not both");
@@ -177,17 +221,10 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  // Signals are taken by one thread with sigwait; every other thread
-  // (gRPC's included) inherits the blocked mask.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-
   auto server = throttlekit::server::Server::start(
-      *std::move(policies),
-      {.listen = args.listen, .fleet_secret = args.fleet_secret});
+      *std::move(policies), {.listen = args.listen,
+                             .fleet_secret = args.fleet_secret,
+                             .monitor_secret = args.monitor_secret});
   if (!server.ok()) {
     std::fprintf(stderr, "throttlekit-server: %s\n",
                  std::string(server.status().message()).c_str());
@@ -200,6 +237,22 @@ int main(int argc, char** argv) {
       std::string((*server)->policies().store_name()).c_str(),
       (*server)->policies().all().size());
   std::fflush(stdout);
+#ifdef THROTTLEKIT_SERVER_HTTP
+  std::unique_ptr<throttlekit::server::HttpDoor> http;
+  if (metrics_port >= 0) {
+    auto door = throttlekit::server::HttpDoor::start(metrics_host, metrics_port,
+                                                     **server);
+    if (!door.ok()) {
+      std::fprintf(stderr, "throttlekit-server: %s\n",
+                   std::string(door.status().message()).c_str());
+      return 1;
+    }
+    http = *std::move(door);
+    std::printf("throttlekit-server: metrics on http://%s:%d/metrics\n",
+                metrics_host.c_str(), http->port());
+    std::fflush(stdout);
+  }
+#endif
 
   std::thread stopper([&] {
     int sig = 0;

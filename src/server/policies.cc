@@ -50,8 +50,10 @@ absl::StatusOr<std::shared_ptr<Engine>> engine(
 
 absl::StatusOr<std::unique_ptr<ServerAdmission>> admission(
     const std::string& name, const AdmissionPolicy& a,
-    const std::shared_ptr<Coordinator>& store, ServerClock clock) {
+    const std::shared_ptr<Coordinator>& store, ServerClock clock,
+    std::shared_ptr<DecisionObserver> observer) {
   ServerAdmission::Options o;
+  o.observer = std::move(observer);
   if (a.concurrency.has_value()) {
     if (a.concurrency->adaptive.has_value()) {
       auto c = AdaptiveConcurrency::create(*a.concurrency->adaptive);
@@ -84,6 +86,7 @@ absl::StatusOr<std::unique_ptr<Policies>> Policies::create(
   std::unique_ptr<Policies> out(new Policies());
   out->config_ = config;
   out->store_name_ = store == nullptr ? "memory" : store->backend();
+  out->store_ = store;
   for (const PolicySpec& spec : config.policies) {
     auto p = std::make_unique<Policy>();
     p->name = spec.name;
@@ -124,7 +127,7 @@ absl::StatusOr<std::unique_ptr<Policies>> Policies::create(
       p->limiter = *std::move(e);
     } else if (const auto* a = std::get_if<AdmissionPolicy>(&spec.body)) {
       p->kind = "admitter";
-      auto u = admission(spec.name, *a, store, clock);
+      auto u = admission(spec.name, *a, store, clock, p->metrics);
       if (!u.ok()) return named(spec.name, u.status());
       p->admission = *std::move(u);
     } else {

@@ -31,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "config.h"
 #include "engine.h"
+#include "metrics.h"
 #include "throttlekit/admission/unified_admission.h"
 #include "throttlekit/coordinator/coordinator.h"
 #include "throttlekit/coordinator/lease.h"
@@ -69,6 +70,9 @@ struct Policy {
   std::shared_ptr<ServerFederatedLimiter> federated;
   std::optional<LeaseBudget> lease_budget;
   std::shared_ptr<Coordinator> store;
+  // What the policy decided (never null): the admission reports to it as
+  // its observer, the RPC handlers for limiters and budgets.
+  std::shared_ptr<PolicyMetrics> metrics = std::make_shared<PolicyMetrics>();
 
   // The store key of `domain`'s global budget: the key a federated Check
   // of `domain` spends from.
@@ -100,12 +104,15 @@ class Policies {
   const ServerConfig& config() const { return config_; }
   // "memory", "redis" or "postgres".
   std::string_view store_name() const { return store_name_; }
+  // The shared store; null for the embedded one.
+  const std::shared_ptr<Coordinator>& store() const { return store_; }
 
  private:
   Policies() = default;
 
   ServerConfig config_;
   std::string_view store_name_;
+  std::shared_ptr<Coordinator> store_;
   absl::flat_hash_map<std::string, std::unique_ptr<Policy>> by_name_;
   std::vector<Policy*> order_;
 };

@@ -7,12 +7,15 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "throttlekit/concurrency/beat_scheduler.h"
 #include "throttlekit/core/binding_axis.h"
+#include "throttlekit/observe/decision_observer.h"
 #include "throttlekit/v1/throttlekit.grpc.pb.h"
 
 namespace throttlekit::server {
@@ -36,6 +39,23 @@ void to_wire(const Decision& d, v1::Decision* out) {
   out->set_retry_after_ms(d.retry_after_ms);
 }
 
+using SteadyClock = std::chrono::steady_clock;
+
+// Reports a limiter's or a budget's decision to its policy's metrics (an
+// admission reports its own, as the library's observer).
+void observe(const Policy& p, std::string_view key, double cost,
+             const Decision& d, SteadyClock::duration took) {
+  DecisionEvent e;
+  e.kind = DecisionKind::kCheck;
+  e.engine = p.strategy;
+  e.key = key;
+  e.cost = cost;
+  e.decision = d;
+  e.duration_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(took).count();
+  notify(p.metrics.get(), e);
+}
+
 // proto3's default 0 means 1; anything else goes to the library, which
 // refuses what is not a valid cost (negative, above 2^53-1).
 double units(int64_t wire) {
@@ -51,6 +71,27 @@ bool same_secret(std::string_view a, std::string_view b) {
     diff |= static_cast<unsigned char>(a[i] ^ b[i]);
   }
   return diff == 0;
+}
+
+// Loopback callers, or any caller presenting `secret` as `header` metadata.
+absl::Status door_admits(const grpc::ServerContext& ctx,
+                         const std::string& secret, std::string_view header,
+                         std::string_view door) {
+  if (!secret.empty()) {
+    const auto& md = ctx.client_metadata();
+    auto it = md.find(grpc::string_ref(header.data(), header.size()));
+    if (it != md.end() &&
+        same_secret(std::string_view(it->second.data(), it->second.size()),
+                    secret)) {
+      return absl::OkStatus();
+    }
+  }
+  if (is_loopback_peer(ctx.peer())) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat(
+      sv(door), ": answers loopback callers only",
+      secret.empty()
+          ? " (this server has no secret for others)"
+          : absl::StrCat("; others must send the secret as ", sv(header))));
 }
 
 class FleetService final : public v1::Fleet::Service {
@@ -106,25 +147,101 @@ class FleetService final : public v1::Fleet::Service {
  private:
   // Loopback callers, or any caller presenting the fleet secret.
   absl::Status admitted(const grpc::ServerContext& ctx) const {
-    if (!secret_.empty()) {
-      const auto& md = ctx.client_metadata();
-      auto it = md.find("x-fleet-secret");
-      if (it != md.end() &&
-          same_secret(std::string_view(it->second.data(), it->second.size()),
-                      secret_)) {
-        return absl::OkStatus();
-      }
-    }
-    if (is_loopback_peer(ctx.peer())) return absl::OkStatus();
-    return absl::PermissionDeniedError(
-        secret_.empty()
-            ? "Reserve: the fleet door answers loopback callers only (start "
-              "the server with --fleet-secret to admit others)"
-            : "Reserve: a caller off loopback must send the fleet secret as "
-              "x-fleet-secret");
+    return door_admits(ctx, secret_, "x-fleet-secret", "Fleet.Reserve");
   }
 
   Policies& policies_;
+  const std::string secret_;
+};
+
+class MonitorService final : public v1::Monitor::Service {
+ public:
+  MonitorService(Policies& policies, SlotLeases& leases, std::string secret)
+      : policies_(policies), leases_(leases), secret_(std::move(secret)) {}
+
+  grpc::Status GetSnapshot(grpc::ServerContext* ctx,
+                           const v1::GetSnapshotRequest*,
+                           v1::GetSnapshotResponse* resp) override {
+    if (absl::Status s =
+            door_admits(*ctx, secret_, "x-monitor-secret", "Monitor");
+        !s.ok()) {
+      return to_grpc(s);
+    }
+    v1::Snapshot* snap = resp->mutable_snapshot();
+    v1::MonitorMeta* meta = snap->mutable_meta();
+    meta->set_generated_at(SystemClock{}.now_ms());
+    meta->set_mode("process");
+    meta->set_lens_version("throttlekit-server 0.1");
+    std::string json = "{\"policies\":[";
+    bool first = true;
+    for (const Policy* p : policies_.all()) {
+      const PolicyMetrics::Snapshot m = p->metrics->snapshot();
+      v1::PolicySummary* ps = snap->add_policies();
+      ps->set_name(p->name);
+      ps->set_kind(p->admission != nullptr ? "admitter" : "limiter");
+      ps->set_strategy(p->strategy);
+      ps->set_allowed(m.allowed);
+      ps->set_denied(m.denied);
+      ps->set_limit(m.limit);
+      v1::LatencySummary* l = ps->mutable_latency();
+      l->set_avg_ms(m.latency.avg_ms);
+      l->set_p50_ms(m.latency.p50_ms);
+      l->set_p99_ms(m.latency.p99_ms);
+      l->set_max_ms(m.latency.max_ms);
+      l->set_n(m.latency.n);
+      absl::StrAppend(&json, first ? "" : ",", "{\"name\":\"",
+                      json_escape(p->name), "\",\"kind\":\"", ps->kind(),
+                      "\",\"allowed\":", m.allowed, ",\"denied\":", m.denied,
+                      ",\"limit\":", m.limit, "}");
+      first = false;
+      if (p->admission != nullptr && p->admission->concurrency() != nullptr) {
+        const AdaptiveConcurrencyStats c = p->admission->concurrency()->stats();
+        v1::GuardSummary* g = snap->add_guards();
+        g->set_name(p->name);
+        g->set_limit(c.effective_limit);
+        g->set_inflight(c.inflight);
+      }
+      for (const PolicyMetrics::Denial& d : p->metrics->recent_denials()) {
+        v1::DenialEvent* e = snap->add_recent_denials();
+        e->set_at(d.at_ms);
+        e->set_policy(p->name);
+        e->set_key(d.key);
+        e->set_axis(d.axis);
+        e->set_limit(d.limit);
+        e->set_remaining(d.remaining);
+        e->set_retry_after_ms(d.retry_after_ms);
+      }
+    }
+    absl::StrAppend(&json, "],\"slots_held\":", leases_.held(),
+                    ",\"slots_reclaimed\":", leases_.reclaimed_total(), "}");
+    snap->set_raw_json(std::move(json));
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Watch(grpc::ServerContext*, const v1::WatchRequest*,
+                     grpc::ServerWriter<v1::WatchResponse>*) override {
+    return to_grpc(absl::UnimplementedError(
+        "Monitor.Watch: not served yet; poll GetSnapshot (recent_denials)"));
+  }
+
+ private:
+  static std::string json_escape(std::string_view s) {
+    std::string out;
+    for (const char c : s) {
+      if (c == '"' || c == '\\') {
+        out += '\\';
+        out += c;
+      } else if (static_cast<unsigned char>(c) < 0x20) {
+        out += absl::StrFormat("\\u%04x", c);
+      } else {
+        out += c;
+      }
+    }
+    return out;
+  }
+
+  Policies& policies_;
+  SlotLeases& leases_;
   const std::string secret_;
 };
 
@@ -138,9 +255,11 @@ class RateLimiterService final : public v1::RateLimiter::Service {
     absl::StatusOr<Policy*> p = limiter(req->policy(), "Check");
     if (!p.ok()) return to_grpc(p.status());
     if (absl::Status s = key_fits(req->key()); !s.ok()) return to_grpc(s);
+    const SteadyClock::time_point t0 = SteadyClock::now();
     absl::StatusOr<Decision> d =
         (*p)->limiter->check(req->key(), units(req->cost()));
     if (!d.ok()) return to_grpc(d.status());
+    observe(**p, req->key(), units(req->cost()), *d, SteadyClock::now() - t0);
     to_wire(*d, resp->mutable_decision());
     return grpc::Status::OK;
   }
@@ -162,12 +281,18 @@ class RateLimiterService final : public v1::RateLimiter::Service {
       keys.push_back(k);
     }
     std::vector<Decision> out(keys.size());
+    const SteadyClock::time_point t0 = SteadyClock::now();
     if (absl::Status s =
             (*p)->limiter->check_many(keys, out, units(req->cost()));
         !s.ok()) {
       return to_grpc(s);
     }
-    for (const Decision& d : out) to_wire(d, resp->add_decisions());
+    const SteadyClock::duration each =
+        (SteadyClock::now() - t0) / std::max<size_t>(1, out.size());
+    for (size_t i = 0; i < out.size(); ++i) {
+      observe(**p, keys[i], units(req->cost()), out[i], each);
+      to_wire(out[i], resp->add_decisions());
+    }
     return grpc::Status::OK;
   }
 
@@ -204,6 +329,7 @@ class RateLimiterService final : public v1::RateLimiter::Service {
     if (absl::Status s = key_fits(req->key()); !s.ok()) return to_grpc(s);
     const int64_t tokens = req->tokens() == 0 ? 1 : req->tokens();
     absl::StatusOr<Decision> d;
+    const SteadyClock::time_point t0 = SteadyClock::now();
     if ((*p)->fleet_budget != nullptr) {
       d = (*p)->fleet_budget->debit(req->key(), tokens);
     } else if ((*p)->limiter != nullptr && (*p)->debits) {
@@ -212,6 +338,8 @@ class RateLimiterService final : public v1::RateLimiter::Service {
       return to_grpc(wrong_kind(**p, "Debit"));
     }
     if (!d.ok()) return to_grpc(d.status());
+    observe(**p, req->key(), static_cast<double>(tokens), *d,
+            SteadyClock::now() - t0);
     to_wire(*d, resp->mutable_decision());
     return grpc::Status::OK;
   }
@@ -323,6 +451,7 @@ struct Server::Impl {
   std::unique_ptr<SlotLeases> leases;
   std::unique_ptr<RateLimiterService> service;
   std::unique_ptr<FleetService> fleet;
+  std::unique_ptr<MonitorService> monitor;
   std::unique_ptr<grpc::Server> grpc_server;
   int port = 0;
   // Reclaims expired slots (null when the options turned it off).
@@ -355,6 +484,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::start(
   impl->fleet = std::make_unique<FleetService>(*impl->policies,
                                                std::move(options.fleet_secret));
   builder.RegisterService(impl->fleet.get());
+  impl->monitor = std::make_unique<MonitorService>(
+      *impl->policies, *impl->leases, std::move(options.monitor_secret));
+  builder.RegisterService(impl->monitor.get());
   impl->grpc_server = builder.BuildAndStart();
   if (impl->grpc_server == nullptr || impl->port == 0) {
     return absl::UnavailableError(
@@ -388,6 +520,98 @@ void Server::shutdown() {
 }
 
 void Server::wait() { impl_->grpc_server->Wait(); }
+
+bool Server::healthy() {
+  const std::shared_ptr<Coordinator>& store = impl_->policies->store();
+  return store == nullptr || store->ping().ok();
+}
+
+std::string Server::prometheus_text() {
+  std::string out;
+  const auto family = [&](std::string_view name, std::string_view type,
+                          std::string_view help) {
+    absl::StrAppend(&out, "# HELP ", sv(name), " ", sv(help), "\n# TYPE ",
+                    sv(name), " ", sv(type), "\n");
+  };
+  struct Row {
+    std::string label;
+    PolicyMetrics::Snapshot m;
+    const Policy* p;
+  };
+  std::vector<Row> rows;
+  for (const Policy* p : impl_->policies->all()) {
+    rows.push_back({prometheus_label(p->name), p->metrics->snapshot(), p});
+  }
+  family("throttlekit_checks_total", "counter",
+         "Decisions made, by policy and outcome.");
+  for (const Row& r : rows) {
+    absl::StrAppend(&out, "throttlekit_checks_total{policy=\"", r.label,
+                    "\",allowed=\"true\"} ", r.m.allowed, "\n",
+                    "throttlekit_checks_total{policy=\"", r.label,
+                    "\",allowed=\"false\"} ", r.m.denied, "\n");
+  }
+  family("throttlekit_denies_by_axis_total", "counter",
+         "Admission denials by the binding axis (lane).");
+  for (const Row& r : rows) {
+    if (r.p->admission == nullptr) continue;
+    for (size_t i = 0; i < PolicyMetrics::kLanes.size(); ++i) {
+      absl::StrAppend(&out, "throttlekit_denies_by_axis_total{policy=\"",
+                      r.label, "\",lane=\"", sv(PolicyMetrics::kLanes[i]),
+                      "\"} ", r.m.denied_by_lane[i], "\n");
+    }
+  }
+  family("throttlekit_limit", "gauge",
+         "The ceiling the policy's last decision reported.");
+  for (const Row& r : rows) {
+    absl::StrAppend(&out, "throttlekit_limit{policy=\"", r.label, "\"} ",
+                    r.m.limit, "\n");
+  }
+  family("throttlekit_decision_latency_seconds", "summary",
+         "Time to decide (the engine's call), p50 and p99.");
+  for (const Row& r : rows) {
+    const auto& l = r.m.latency;
+    absl::StrAppend(&out, "throttlekit_decision_latency_seconds{policy=\"",
+                    r.label, "\",quantile=\"0.5\"} ", l.p50_ms / 1e3, "\n",
+                    "throttlekit_decision_latency_seconds{policy=\"", r.label,
+                    "\",quantile=\"0.99\"} ", l.p99_ms / 1e3, "\n",
+                    "throttlekit_decision_latency_seconds_sum{policy=\"",
+                    r.label, "\"} ", l.avg_ms * static_cast<double>(l.n) / 1e3,
+                    "\n",
+                    "throttlekit_decision_latency_seconds_count{policy=\"",
+                    r.label, "\"} ", l.n, "\n");
+  }
+  family("throttlekit_concurrency_limit", "gauge",
+         "An admission's in-flight ceiling in force (observed ceiling).");
+  for (const Row& r : rows) {
+    if (r.p->admission == nullptr || r.p->admission->concurrency() == nullptr) {
+      continue;
+    }
+    absl::StrAppend(
+        &out, "throttlekit_concurrency_limit{policy=\"", r.label, "\"} ",
+        r.p->admission->concurrency()->stats().effective_limit, "\n");
+  }
+  family("throttlekit_concurrency_inflight", "gauge",
+         "An admission's requests in flight.");
+  for (const Row& r : rows) {
+    if (r.p->admission == nullptr || r.p->admission->concurrency() == nullptr) {
+      continue;
+    }
+    absl::StrAppend(&out, "throttlekit_concurrency_inflight{policy=\"", r.label,
+                    "\"} ", r.p->admission->concurrency()->stats().inflight,
+                    "\n");
+  }
+  family("throttlekit_slots_held", "gauge",
+         "Admit slots held under a lease id.");
+  absl::StrAppend(&out, "throttlekit_slots_held ", impl_->leases->held(), "\n");
+  family("throttlekit_slots_reclaimed_total", "counter",
+         "Admit slots reclaimed at expiry (their client stopped renewing).");
+  absl::StrAppend(&out, "throttlekit_slots_reclaimed_total ",
+                  impl_->leases->reclaimed_total(), "\n");
+  family("throttlekit_store_up", "gauge",
+         "1 when the store answers a ping (always on the embedded store).");
+  absl::StrAppend(&out, "throttlekit_store_up ", healthy() ? 1 : 0, "\n");
+  return out;
+}
 
 Policies& Server::policies() { return *impl_->policies; }
 SlotLeases& Server::leases() { return *impl_->leases; }

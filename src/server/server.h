@@ -45,6 +45,10 @@ struct ServerOptions {
   // call metadata (pair it with TLS in front of the server: over plain TCP
   // the secret travels in clear).
   std::string fleet_secret;
+  // Monitor.GetSnapshot shows keys (which may be personal data), so it too
+  // answers loopback callers only unless this secret is sent as
+  // `x-monitor-secret`.
+  std::string monitor_secret;
 };
 
 // True for a gRPC peer string (`ServerContext::peer()`) on the loopback
@@ -72,6 +76,13 @@ class Server {
 
   Policies& policies();
   SlotLeases& leases();
+
+  // The Prometheus text exposition (version 0.0.4) of what every policy
+  // decided, the Admit slots, the admissions' concurrency and the store's
+  // health (docs/server.md, "Metrics").
+  std::string prometheus_text();
+  // True when the store answers a ping (always, on the embedded store).
+  bool healthy();
 
  private:
   struct Impl;

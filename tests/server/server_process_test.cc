@@ -20,80 +20,31 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "support/child_process.h"
 
 // gRPC is initialised only after every fork (a forked gRPC process is not
 // safe), so its headers are used in functions the parent calls late.
 #include <grpcpp/grpcpp.h>
 
-#include "throttlekit/v1/throttlekit.grpc.pb.h"
+#ifdef THROTTLEKIT_SERVER_HTTP
+#include "httplib.h"
+#endif
 
-extern char** environ;
+#include "throttlekit/v1/throttlekit.grpc.pb.h"
 
 namespace {
 
 namespace v1 = ::throttlekit::v1;
 
-std::string temp_file(const std::string& name, const std::string& text) {
-  const std::string path =
-      absl::StrCat(::testing::TempDir(), "/", getpid(), "-", name);
-  std::ofstream(path) << text;
-  return path;
-}
-
-// A throttlekit-server child with its stdout and stderr on pipes.
-struct Child {
-  pid_t pid = -1;
-  int out = -1;
-  int err = -1;
-};
+using throttlekit::testing::Child;
+using throttlekit::testing::exit_status;
+using throttlekit::testing::port_after;
+using throttlekit::testing::read_all;
+using throttlekit::testing::read_line;
+using throttlekit::testing::temp_file;
 
 Child spawn_server(const std::vector<std::string>& args) {
-  int out[2], err[2];
-  EXPECT_EQ(pipe(out), 0);
-  EXPECT_EQ(pipe(err), 0);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, err[1], 2);
-  posix_spawn_file_actions_addclose(&actions, out[0]);
-  posix_spawn_file_actions_addclose(&actions, err[0]);
-  std::vector<std::string> all = {THROTTLEKIT_SERVER_BINARY};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  Child c;
-  EXPECT_EQ(
-      posix_spawn(&c.pid, argv[0], &actions, nullptr, argv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&actions);
-  close(out[1]);
-  close(err[1]);
-  c.out = out[0];
-  c.err = err[0];
-  return c;
-}
-
-// Reads `fd` until EOF or a newline.
-std::string read_line(int fd) {
-  std::string line;
-  char ch;
-  while (read(fd, &ch, 1) == 1 && ch != '\n') line += ch;
-  return line;
-}
-
-std::string read_all(int fd) {
-  std::string s;
-  char buf[512];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof buf)) > 0)
-    s.append(buf, static_cast<size_t>(n));
-  return s;
-}
-
-int exit_status(pid_t pid) {
-  int status = 0;
-  EXPECT_EQ(waitpid(pid, &status, 0), pid);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return throttlekit::testing::spawn(THROTTLEKIT_SERVER_BINARY, args);
 }
 
 bool admit(v1::RateLimiter::Stub& stub, v1::AdmitResponse* resp) {
@@ -122,16 +73,8 @@ limiters:
       concurrency: {maxInflight: 3}
 )");
   Child server = spawn_server({"--config", config, "--listen", "127.0.0.1:0"});
-  const std::string banner = read_line(server.out);
-  const std::string marker = "listening on port ";
-  const size_t at = banner.find(marker);
-  ASSERT_NE(at, std::string::npos) << banner << read_all(server.err);
-  int port = 0;
-  ASSERT_TRUE(
-      absl::SimpleAtoi(banner.substr(at + marker.size(),
-                                     banner.find(',', at) - at - marker.size()),
-                       &port))
-      << banner;
+  const int port = port_after(read_line(server.out), "listening on port ");
+  ASSERT_GT(port, 0);
 
   // The client to be killed: takes every slot, says so, then hangs.
   int ready[2];
@@ -179,6 +122,60 @@ limiters:
   ASSERT_EQ(kill(server.pid, SIGTERM), 0);
   EXPECT_EQ(exit_status(server.pid), 0);
 }
+
+#ifdef THROTTLEKIT_SERVER_HTTP
+TEST(ServerProcess, MetricsAndHealthOverHttp) {
+  const std::string config = temp_file("metrics.yaml", R"(
+version: 1
+limiters:
+  api: {strategy: fixedWindow, limit: 2, period: 1h}
+)");
+  Child server = spawn_server({"--config", config, "--listen", "127.0.0.1:0",
+                               "--metrics-listen", "127.0.0.1:0"});
+  const int port = port_after(read_line(server.out), "listening on port ");
+  const int metrics_port =
+      port_after(read_line(server.out), "metrics on http://127.0.0.1:");
+  ASSERT_GT(port, 0);
+  ASSERT_GT(metrics_port, 0);
+  auto stub = connect(port);
+  for (int i = 0; i < 3; ++i) {
+    v1::CheckRequest req;
+    req.set_policy("api");
+    req.set_key("k");
+    v1::CheckResponse resp;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub->Check(&ctx, req, &resp).ok());
+  }
+  httplib::Client http("127.0.0.1", metrics_port);
+  httplib::Result metrics = http.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 200);
+  EXPECT_NE(metrics->get_header_value("Content-Type").find("version=0.0.4"),
+            std::string::npos);
+  EXPECT_NE(metrics->body.find(
+                "throttlekit_checks_total{policy=\"api\",allowed=\"true\"} 2"),
+            std::string::npos)
+      << metrics->body;
+  EXPECT_NE(metrics->body.find(
+                "throttlekit_checks_total{policy=\"api\",allowed=\"false\"} 1"),
+            std::string::npos);
+  EXPECT_NE(metrics->body.find("throttlekit_store_up 1"), std::string::npos);
+  httplib::Result health = http.Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  EXPECT_EQ(health->body, "ok\n");
+  ASSERT_EQ(kill(server.pid, SIGTERM), 0);
+  EXPECT_EQ(exit_status(server.pid), 0);
+
+  // Off loopback, refused at start.
+  Child exposed = spawn_server({"--config", config, "--listen", "127.0.0.1:0",
+                                "--metrics-listen", "0.0.0.0:0"});
+  read_line(exposed.out);
+  const std::string err = read_all(exposed.err);
+  EXPECT_EQ(exit_status(exposed.pid), 1);
+  EXPECT_NE(err.find("loopback only"), std::string::npos) << err;
+}
+#endif
 
 TEST(ServerProcess, ABadConfigurationExitsTwoNamingFileAndPath) {
   const std::string config = temp_file("bad.yaml", R"(

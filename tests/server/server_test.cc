@@ -13,11 +13,13 @@
 #include <netinet/in.h>
 
 #include <future>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "config.h"
 #include "gtest/gtest.h"
@@ -449,7 +451,117 @@ TEST(ServerDoor, TheFleetDoorRefusesOffLoopbackCallersWithoutTheSecret) {
       EXPECT_EQ(reserve_from(off, secret).error_code(),
                 grpc::StatusCode::NOT_FOUND);
     }
+    // The Monitor door too (it has no secret here).
+    auto monitor = v1::Monitor::NewStub(
+        grpc::CreateChannel(off, grpc::InsecureChannelCredentials()));
+    v1::GetSnapshotResponse snap;
+    grpc::ClientContext ctx;
+    EXPECT_EQ(monitor->GetSnapshot(&ctx, {}, &snap).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
   }
+}
+
+// `name{labels} value` lines of a Prometheus text exposition.
+std::map<std::string, double> samples(const std::string& text) {
+  std::map<std::string, double> out;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(at, end - at);
+    at = end + 1;
+    if (line.empty() || line[0] == '#') continue;
+    const size_t space = line.rfind(' ');
+    double v = 0;
+    EXPECT_TRUE(absl::SimpleAtod(line.substr(space + 1), &v)) << line;
+    out[line.substr(0, space)] = v;
+  }
+  return out;
+}
+
+TEST(ServerDoor, MetricsCountWhatWasDecided) {
+  Door door(kConfig);
+  Decision d;
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(door.check("fixed", "m", 1, d).ok());
+  v1::AdmitResponse a, b, c;
+  ASSERT_TRUE(door.admit("checkout", "k", a).ok());
+  ASSERT_TRUE(door.admit("checkout", "k", b).ok());
+  ASSERT_TRUE(door.admit("checkout", "k", c).ok());  // concurrency denies
+  ASSERT_TRUE(door.debit("tokens", "t", 5, d).ok());
+  const std::string text = door.server().prometheus_text();
+  std::map<std::string, double> m = samples(text);
+  EXPECT_EQ(m["throttlekit_checks_total{policy=\"fixed\",allowed=\"true\"}"],
+            6);
+  EXPECT_EQ(m["throttlekit_checks_total{policy=\"fixed\",allowed=\"false\"}"],
+            2);
+  EXPECT_EQ(m["throttlekit_limit{policy=\"fixed\"}"], 6);
+  EXPECT_EQ(m["throttlekit_checks_total{policy=\"checkout\",allowed=\"true\"}"],
+            2);
+  EXPECT_EQ(m["throttlekit_denies_by_axis_total{policy=\"checkout\",lane=\""
+              "concurrency\"}"],
+            1);
+  EXPECT_EQ(
+      m["throttlekit_denies_by_axis_total{policy=\"checkout\",lane=\"rate\"}"],
+      0);
+  EXPECT_EQ(m["throttlekit_checks_total{policy=\"tokens\",allowed=\"true\"}"],
+            1);
+  EXPECT_EQ(m["throttlekit_concurrency_limit{policy=\"checkout\"}"], 2);
+  EXPECT_EQ(m["throttlekit_concurrency_inflight{policy=\"checkout\"}"], 2);
+  EXPECT_EQ(m["throttlekit_slots_held"], 2);
+  EXPECT_EQ(m["throttlekit_store_up"], 1);
+  EXPECT_EQ(m["throttlekit_decision_latency_seconds_count{policy=\"fixed\"}"],
+            8);
+  EXPECT_GT(m["throttlekit_decision_latency_seconds{policy=\"fixed\",quantile="
+              "\"0.99\"}"],
+            0);
+  EXPECT_NE(text.find("# TYPE throttlekit_checks_total counter"),
+            std::string::npos);
+  EXPECT_TRUE(door.server().healthy());
+}
+
+TEST(ServerDoor, MonitorSnapshotShowsPoliciesGuardsAndDenials) {
+  Door door(kConfig);
+  Decision d;
+  for (int i = 0; i < 7; ++i)
+    ASSERT_TRUE(door.check("fixed", "who", 1, d).ok());
+  v1::AdmitResponse a, b, c;
+  ASSERT_TRUE(door.admit("checkout", "k1", a).ok());
+  ASSERT_TRUE(door.admit("checkout", "k2", b).ok());
+  ASSERT_TRUE(door.admit("checkout", "k3", c).ok());
+  auto monitor = v1::Monitor::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", door.server().port()),
+                          grpc::InsecureChannelCredentials()));
+  v1::GetSnapshotResponse resp;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(monitor->GetSnapshot(&ctx, {}, &resp).ok());
+  const v1::Snapshot& s = resp.snapshot();
+  EXPECT_EQ(s.meta().mode(), "process");
+  std::map<std::string, const v1::PolicySummary*> by_name;
+  for (const auto& p : s.policies()) by_name[p.name()] = &p;
+  ASSERT_TRUE(by_name.contains("fixed"));
+  EXPECT_EQ(by_name["fixed"]->allowed(), 6);
+  EXPECT_EQ(by_name["fixed"]->denied(), 1);
+  EXPECT_EQ(by_name["fixed"]->strategy(), "fixedWindow");
+  EXPECT_EQ(by_name["fixed"]->latency().n(), 7);
+  EXPECT_EQ(by_name["checkout"]->kind(), "admitter");
+  ASSERT_EQ(s.guards_size(), 1);
+  EXPECT_EQ(s.guards(0).name(), "checkout");
+  EXPECT_EQ(s.guards(0).limit(), 2);
+  EXPECT_EQ(s.guards(0).inflight(), 2);
+  ASSERT_EQ(s.recent_denials_size(), 2);
+  EXPECT_EQ(s.recent_denials(0).policy(), "fixed");
+  EXPECT_EQ(s.recent_denials(0).key(), "who");
+  EXPECT_EQ(s.recent_denials(0).axis(), "");
+  EXPECT_EQ(s.recent_denials(1).key(), "k3");
+  EXPECT_EQ(s.recent_denials(1).axis(), "concurrency");
+  EXPECT_NE(s.raw_json().find("\"slots_held\":2"), std::string::npos)
+      << s.raw_json();
+  // Watch is not served yet, and says so.
+  grpc::ClientContext wctx;
+  auto stream = monitor->Watch(&wctx, {});
+  v1::WatchResponse w;
+  EXPECT_FALSE(stream->Read(&w));
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNIMPLEMENTED);
 }
 
 TEST(ServerDoor, AFleetBudgetNeedsASharedStore) {
