@@ -219,6 +219,12 @@ int main(int argc, char** argv) {
       *tk::RateLimitPolicyName::create("http");
 
   httplib::Server http;
+  // httplib serves each keep-alive connection on one worker thread until it
+  // closes; the default pool (a handful of threads) leaves most of a busy
+  // client's connections waiting, so give it room for 64 at once.
+  http.new_task_queue = [] { return new httplib::ThreadPool(64); };
+  // Small responses must not wait for the peer's delayed ACK (Nagle).
+  http.set_tcp_nodelay(true);
   const auto hello = [](const httplib::Request&, httplib::Response& res) {
     res.set_content("hello\n", "text/plain");
   };

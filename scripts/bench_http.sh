@@ -22,14 +22,17 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Starts "$@" in the background and waits for its "listening on port N".
+# Starts "$@" in the background (its pid in $last_pid) and waits for its
+# "listening on port N" (the port in $last_port).
 start() {
   local out="$dir/out.$RANDOM"
   "$@" >"$out" 2>&1 &
-  pids+=($!)
+  last_pid=$!
+  pids+=("$last_pid")
   for _ in $(seq 100); do
     if grep -q "listening on port" "$out"; then
-      sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$out" | head -1
+      last_port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$out" |
+                  head -1)
       return
     fi
     sleep 0.1
@@ -47,8 +50,9 @@ limiters:
       concurrency: {maxInflight: 1000000}
       rate: {strategy: gcra, limit: 1000000000, period: 1s, burst: 1000000000}
 YAML
-server_port=$(start build/release/src/server/throttlekit-server \
-  --config "$dir/server.yaml" --listen 127.0.0.1:0)
+start build/release/src/server/throttlekit-server \
+  --config "$dir/server.yaml" --listen 127.0.0.1:0
+server_port=$last_port
 
 declare -A rps
 for mode in baseline local server; do
@@ -57,13 +61,14 @@ for mode in baseline local server; do
     local) args=(--rate 1000000000) ;;
     server) args=(--server "127.0.0.1:$server_port") ;;
   esac
-  port=$(start build/release/examples/http_middleware --port 0 "${args[@]}")
+  start build/release/examples/http_middleware --port 0 "${args[@]}"
+  port=$last_port
   echo "== $mode (${args[*]})"
   out=$(wrk -t2 -c"$connections" -d"${seconds}s" --latency \
         -H "X-Tenant: bench" "http://127.0.0.1:$port/hello")
   echo "$out"
   rps[$mode]=$(sed -n 's/^Requests\/sec: *\([0-9.]*\).*/\1/p' <<<"$out")
-  kill "${pids[-1]}"
+  kill "$last_pid"
 done
 for mode in local server; do
   python3 - "$mode" "${rps[baseline]}" "${rps[$mode]}" <<'PY'
