@@ -20,11 +20,14 @@ fi
 if [[ "$profile" == "test" ]]; then
   # The HTTP middleware example and its test (cpp-httplib).
   packages+=("${server_packages[@]}" libcpp-httplib-dev)
+  # clang builds the suite; its sanitizer runtimes (libclang-rt-dev) are
+  # only recommended by clang, so they are named here.
   # The distributed backends' client libraries, the real servers the
   # integration, conformance and fault tests start on loopback, and the
   # spin model checker of the `model` tests.
   packages+=(libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
-             clang clang-format pkg-config libhiredis-dev redis-server
+             clang libclang-rt-dev clang-format pkg-config libhiredis-dev
+             redis-server
              libpqxx-dev postgresql spin)
 fi
 
