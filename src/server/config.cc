@@ -16,13 +16,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl_view.h"
 #include "throttlekit/core/decision.h"
 #include "throttlekit/core/key.h"
 
 namespace throttlekit::server {
 namespace {
-
-absl::string_view sv(std::string_view s) { return {s.data(), s.size()}; }
 
 // Where in the document a node sits, for errors: `limiters.api.limit`.
 std::string child(std::string_view path, std::string_view key) {

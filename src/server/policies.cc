@@ -116,6 +116,7 @@ absl::StatusOr<std::unique_ptr<Policies>> Policies::create(
       p->federated = std::shared_ptr<ServerFederatedLimiter>(*std::move(f));
       p->limiter = make_engine(p->federated);
       p->lease_budget = *budget;
+      p->lease_prefix = prefix;
       p->store = store;
     } else if (l != nullptr) {
       p->kind = "limiter";

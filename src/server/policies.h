@@ -77,8 +77,10 @@ struct Policy {
   // The store key of `domain`'s global budget: the key a federated Check
   // of `domain` spends from.
   std::string lease_key(std::string_view domain) const {
-    return join_key(absl::StrCat("throttlekit:", name), domain);
+    return join_key(lease_prefix, domain);
   }
+  // `throttlekit:<policy>`, the federated limiter's key prefix (built once).
+  std::string lease_prefix;
 };
 
 class Policies {

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl_view.h"
 #include "throttlekit/concurrency/beat_scheduler.h"
 #include "throttlekit/core/binding_axis.h"
 #include "throttlekit/observe/decision_observer.h"
@@ -22,8 +23,6 @@ namespace throttlekit::server {
 namespace {
 
 namespace v1 = ::throttlekit::v1;
-
-absl::string_view sv(std::string_view s) { return {s.data(), s.size()}; }
 
 // absl and gRPC share the canonical status codes.
 grpc::Status to_grpc(const absl::Status& s) {
