@@ -149,6 +149,16 @@ absl::StatusOr<double> positive(const YAML::Node& n, const std::string& path,
   return v;
 }
 
+// `true` or `false` (YAML's other spellings are refused: one way to say it).
+absl::StatusOr<bool> boolean(const YAML::Node& n, const std::string& path,
+                             const Errors& errors) {
+  if (n.IsScalar() && (n.Scalar() == "true" || n.Scalar() == "false")) {
+    return n.Scalar() == "true";
+  }
+  return errors.at(path,
+                   absl::StrCat("must be true or false; got ", quoted(n)));
+}
+
 // Milliseconds: an integer, or a string with a unit (ms, s, m, h, d).
 absl::StatusOr<int64_t> duration(const YAML::Node& n, const std::string& path,
                                  const Errors& errors) {
@@ -337,6 +347,125 @@ absl::StatusOr<Map> mapping(const YAML::Node& n, const std::string& path,
   return Map(n, path, errors);
 }
 
+// An adaptive limit from `m`: `adaptive` (gradient2 or aimd; required
+// unless `law_required` is false, then gradient2 by default) with minLimit,
+// maxLimit and initialLimit.
+absl::StatusOr<AdaptiveConcurrencyOptions> local_limit(Map& m,
+                                                       bool law_required) {
+  const std::string& path = m.path();
+  const Errors& errors = m.errors();
+  AdaptiveConcurrencyOptions o;
+  const YAML::Node law = m.get("adaptive");
+  if (!law.IsDefined() && law_required) {
+    return errors.at(path, "needs adaptive (gradient2 or aimd)");
+  }
+  if (!law.IsDefined() || (law.IsScalar() && law.Scalar() == "gradient2")) {
+    o.law = ConcurrencyLaw::kGradient2;
+  } else if (law.IsScalar() && law.Scalar() == "aimd") {
+    o.law = ConcurrencyLaw::kAimd;
+  } else {
+    return errors.at(
+        child(path, "adaptive"),
+        absl::StrCat("must be gradient2 or aimd; got ", quoted(law)));
+  }
+  const auto limit = [&](std::string_view key, int64_t& field) -> absl::Status {
+    const YAML::Node v = m.get(key);
+    if (!v.IsDefined()) return absl::OkStatus();
+    absl::StatusOr<int64_t> x = integer(
+        v, child(path, key), 1, kMaxConcurrencyLimit, errors, "[1, 2^30]");
+    if (!x.ok()) return x.status();
+    field = *x;
+    return absl::OkStatus();
+  };
+  if (absl::Status s = limit("minLimit", o.min_limit); !s.ok()) return s;
+  if (absl::Status s = limit("maxLimit", o.max_limit); !s.ok()) return s;
+  if (absl::Status s = limit("initialLimit", o.initial_limit); !s.ok()) {
+    return s;
+  }
+  if (!m.has("initialLimit")) {
+    o.initial_limit = std::clamp(o.initial_limit, o.min_limit, o.max_limit);
+  }
+  if (auto c = AdaptiveConcurrency::create(o); !c.ok()) {
+    return errors.at(path, std::string(c.status().message()));
+  }
+  return o;
+}
+
+// `distributedConcurrency: {minLimit, maxLimit, aggregate, ...}`: the local
+// adaptive limit (local_limit) and the fleet's options. The server's
+// defaults differ from the library's in one place: `handoff` is on, so
+// sum(in-flight) <= the global ceiling at every instant.
+absl::StatusOr<ConcurrencySpec> distributed_concurrency(const YAML::Node& n,
+                                                        const std::string& path,
+                                                        const Errors& errors) {
+  absl::StatusOr<Map> m = mapping(n, path, errors);
+  if (!m.ok()) return m.status();
+  DistributedConcurrencyOptions o;
+  o.handoff = true;
+  TK_ASSIGN(o.local, local_limit(*m, /*law_required=*/false));
+  if (const YAML::Node a = m->get("aggregate"); a.IsDefined()) {
+    if (a.IsScalar() && a.Scalar() == "min") {
+      o.aggregate = HeartbeatAggregate::kMin;
+    } else if (a.IsScalar() && a.Scalar() == "median") {
+      o.aggregate = HeartbeatAggregate::kLowerMedian;
+    } else {
+      return errors.at(child(path, "aggregate"),
+                       absl::StrCat("must be min or median; got ", quoted(a)));
+    }
+  }
+  if (const YAML::Node v = m->get("heartbeat"); v.IsDefined()) {
+    TK_ASSIGN(o.heartbeat_ms, duration(v, child(path, "heartbeat"), errors));
+  }
+  if (const YAML::Node v = m->get("leaseTtl"); v.IsDefined()) {
+    TK_ASSIGN(o.lease_ttl_ms, duration(v, child(path, "leaseTtl"), errors));
+  }
+  if (const YAML::Node v = m->get("handoff"); v.IsDefined()) {
+    TK_ASSIGN(o.handoff, boolean(v, child(path, "handoff"), errors));
+  }
+  if (const YAML::Node v = m->get("demandProportional"); v.IsDefined()) {
+    TK_ASSIGN(o.demand_proportional,
+              boolean(v, child(path, "demandProportional"), errors));
+  }
+  if (const YAML::Node v = m->get("eagerHeartbeats"); v.IsDefined()) {
+    TK_ASSIGN(o.eager_heartbeats,
+              boolean(v, child(path, "eagerHeartbeats"), errors));
+  }
+  if (const YAML::Node v = m->get("outage"); v.IsDefined()) {
+    if (v.IsScalar() && v.Scalar() == "failClosed") {
+      o.outage = ConcurrencyOutageMode::kFailClosed;
+    } else if (v.IsScalar() && v.Scalar() == "localOnly") {
+      o.outage = ConcurrencyOutageMode::kLocalOnly;
+    } else {
+      return errors.at(
+          child(path, "outage"),
+          absl::StrCat("must be failClosed or localOnly; got ", quoted(v)));
+    }
+  }
+  if (const YAML::Node v = m->get("fenceMargin"); v.IsDefined()) {
+    // A margin turns self-fencing on; 0 is allowed (no drift assumed).
+    if (v.IsScalar() && v.Scalar() == "0") {
+      o.fence_safety_margin_ms = 0;
+    } else {
+      TK_ASSIGN(o.fence_safety_margin_ms,
+                duration(v, child(path, "fenceMargin"), errors));
+    }
+    o.self_fencing = true;
+  }
+  if (absl::Status s = m->unknown(); !s.ok()) return s;
+  // The library's own validation, with placeholders for what the server
+  // fills in (node id, key).
+  DistributedConcurrencyOptions probe = o;
+  probe.node_id = "config-check";
+  probe.key = "config-check";
+  if (absl::Status s = DistributedConcurrency::validate(probe); !s.ok()) {
+    return errors.at(path, std::string(s.message()));
+  }
+  ConcurrencySpec spec;
+  spec.adaptive = o.local;
+  spec.distributed = DistributedSpec{std::move(o)};
+  return spec;
+}
+
 absl::StatusOr<ConcurrencySpec> concurrency(const YAML::Node& n,
                                             const std::string& path,
                                             const Errors& errors) {
@@ -348,49 +477,27 @@ absl::StatusOr<ConcurrencySpec> concurrency(const YAML::Node& n,
               integer(f, child(path, "maxInflight"), 1, kMaxConcurrencyLimit,
                       errors, "[1, 2^30]"));
   }
-  const YAML::Node law = m->get("adaptive");
-  if (law.IsDefined()) {
+  if (m->has("distributed")) {
+    if (spec.max_inflight != 0 || m->has("adaptive")) {
+      return errors.at(path,
+                       "give one of maxInflight (a fixed ceiling), adaptive "
+                       "or distributed");
+    }
+    absl::StatusOr<ConcurrencySpec> d = distributed_concurrency(
+        m->get("distributed"), child(path, "distributed"), errors);
+    if (!d.ok()) return d.status();
+    spec = *std::move(d);
+  } else if (m->has("adaptive")) {
     if (spec.max_inflight != 0) {
       return errors.at(path,
                        "give maxInflight (a fixed ceiling) or adaptive, "
                        "not both");
     }
-    AdaptiveConcurrencyOptions o;
-    if (law.IsScalar() && law.Scalar() == "gradient2") {
-      o.law = ConcurrencyLaw::kGradient2;
-    } else if (law.IsScalar() && law.Scalar() == "aimd") {
-      o.law = ConcurrencyLaw::kAimd;
-    } else {
-      return errors.at(
-          child(path, "adaptive"),
-          absl::StrCat("must be gradient2 or aimd; got ", quoted(law)));
-    }
-    const auto limit = [&](std::string_view key,
-                           int64_t& field) -> absl::Status {
-      const YAML::Node v = m->get(key);
-      if (!v.IsDefined()) return absl::OkStatus();
-      absl::StatusOr<int64_t> x = integer(
-          v, child(path, key), 1, kMaxConcurrencyLimit, errors, "[1, 2^30]");
-      if (!x.ok()) return x.status();
-      field = *x;
-      return absl::OkStatus();
-    };
-    if (absl::Status s = limit("minLimit", o.min_limit); !s.ok()) return s;
-    if (absl::Status s = limit("maxLimit", o.max_limit); !s.ok()) return s;
-    if (absl::Status s = limit("initialLimit", o.initial_limit); !s.ok()) {
-      return s;
-    }
-    if (!m->has("initialLimit")) {
-      o.initial_limit = std::clamp(o.initial_limit, o.min_limit, o.max_limit);
-    }
-    if (auto c = AdaptiveConcurrency::create(o); !c.ok()) {
-      return errors.at(path, std::string(c.status().message()));
-    }
-    spec.adaptive = o;
+    TK_ASSIGN(spec.adaptive, local_limit(*m, /*law_required=*/true));
   } else if (spec.max_inflight == 0) {
     return errors.at(path,
-                     "needs maxInflight (a fixed ceiling) or adaptive "
-                     "(gradient2 or aimd)");
+                     "needs maxInflight (a fixed ceiling), adaptive "
+                     "(gradient2 or aimd) or distributed");
   }
   if (absl::Status s = m->unknown(); !s.ok()) return s;
   return spec;
@@ -463,8 +570,7 @@ absl::StatusOr<PolicySpec> policy(const std::string& name, const YAML::Node& n,
   if (!m.ok()) return m.status();
   PolicySpec spec;
   spec.name = name;
-  for (const std::string_view later :
-       {"distributedConcurrency", "federatedFairEscrow", "fairEscrow"}) {
+  for (const std::string_view later : {"federatedFairEscrow", "fairEscrow"}) {
     if (m->has(later)) {
       return errors.at(child(path, later),
                        "not served by this server yet (docs/server.md lists "
@@ -472,13 +578,22 @@ absl::StatusOr<PolicySpec> policy(const std::string& name, const YAML::Node& n,
     }
   }
   const int kinds = int{m->has("strategy")} + int{m->has("admission")} +
-                    int{m->has("fleetBudget")};
+                    int{m->has("fleetBudget")} +
+                    int{m->has("distributedConcurrency")};
   if (kinds != 1) {
     return errors.at(path,
                      "needs exactly one of strategy (a limiter), "
-                     "admission or fleetBudget");
+                     "admission, fleetBudget or distributedConcurrency");
   }
-  if (m->has("admission")) {
+  if (m->has("distributedConcurrency")) {
+    AdmissionPolicy a;
+    TK_ASSIGN(
+        a.concurrency,
+        distributed_concurrency(m->get("distributedConcurrency"),
+                                child(path, "distributedConcurrency"), errors));
+    spec.body = std::move(a);
+    if (absl::Status s = m->unknown(); !s.ok()) return s;
+  } else if (m->has("admission")) {
     absl::StatusOr<AdmissionPolicy> a =
         admission(m->get("admission"), child(path, "admission"), errors);
     if (!a.ok()) return a.status();

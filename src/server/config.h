@@ -19,6 +19,9 @@
 //           rate: {strategy: gcra, limit: 50, period: 1s}
 //       completions:
 //         fleetBudget: {budget: 1000000, windowMs: 60000}
+//       pool:                  # one in-flight ceiling across the fleet
+//         distributedConcurrency: {minLimit: 4, maxLimit: 200,
+//                                  aggregate: median}
 //       global:
 //         federated: {batch: 16, region: eu-west}
 //         strategy: fixedWindow
@@ -42,6 +45,7 @@
 
 #include "absl/status/statusor.h"
 #include "throttlekit/concurrency/adaptive_concurrency.h"
+#include "throttlekit/concurrency/distributed_concurrency.h"
 #include "throttlekit/coordinator/any_strategy.h"
 
 namespace throttlekit::server {
@@ -70,11 +74,22 @@ struct LimiterPolicy {
   std::optional<FederatedSpec> federated;
 };
 
-// The concurrency axis of an admission: a fixed ceiling or an adaptive
-// limit.
+// One in-flight ceiling across every server on the shared store
+// (`distributedConcurrency:`): each server runs `adaptive` as its local
+// limit and beats to the store, which grants it a share
+// (docs/distributed_concurrency.md). `node_id` and `key` are filled in by
+// the server (its --node-id, the policy's name).
+struct DistributedSpec {
+  DistributedConcurrencyOptions options;
+};
+
+// The concurrency axis of an admission: a fixed ceiling, an adaptive limit,
+// or an adaptive limit under a fleet-wide ceiling (`distributed`, whose
+// local limit is `adaptive`).
 struct ConcurrencySpec {
   int64_t max_inflight = 0;  // > 0: a fixed ceiling
   std::optional<AdaptiveConcurrencyOptions> adaptive;
+  std::optional<DistributedSpec> distributed;
 };
 
 // A unified admission (Admit, Release, Heartbeat): any of its axes may be

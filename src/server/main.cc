@@ -4,7 +4,10 @@
 //                        [--redis HOST:PORT | --postgres HOST:PORT
 //                         [--postgres-db NAME] [--postgres-user NAME]]
 //                        [--fleet-secret SECRET] [--monitor-secret SECRET]
-//                        [--metrics-listen 127.0.0.1:PORT]
+//                        [--metrics-listen 127.0.0.1:PORT] [--node-id ID]
+//
+// --node-id names this server in a distributedConcurrency fleet (unique
+// among the live servers on one store; default: host name and pid).
 //
 // --metrics-listen serves GET /metrics (Prometheus) and GET /healthz on a
 // loopback HTTP port (port 0 picks one; the second stdout line names it).
@@ -58,13 +61,15 @@ struct Args {
   std::string fleet_secret;
   std::string monitor_secret;
   std::string metrics_listen;
+  std::string node_id;
 };
 
 constexpr const char* kUsage =
     "usage: throttlekit-server --config FILE [--listen HOST:PORT]\n"
     "       [--redis HOST:PORT | --postgres HOST:PORT [--postgres-db NAME]\n"
     "        [--postgres-user NAME]] [--fleet-secret SECRET]\n"
-    "       [--monitor-secret SECRET] [--metrics-listen 127.0.0.1:PORT]\n";
+    "       [--monitor-secret SECRET] [--metrics-listen 127.0.0.1:PORT]\n"
+    "       [--node-id ID]\n";
 
 int usage(const std::string& problem) {
   std::fprintf(stderr, "throttlekit-server: %s\n%s", problem.c_str(), kUsage);
@@ -117,6 +122,11 @@ int main(int argc, char** argv) {
       args.fleet_secret = value;
     } else if (flag == "--monitor-secret") {
       args.monitor_secret = value;
+    } else if (flag == "--node-id") {
+      if (value.empty() || value.size() > 256) {
+        return usage("--node-id must be 1 .. 256 bytes");
+      }
+      args.node_id = value;
     } else if (flag == "--metrics-listen") {
       args.metrics_listen = value;
     } else {
@@ -214,7 +224,8 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  auto policies = throttlekit::server::Policies::create(*config, store);
+  auto policies = throttlekit::server::Policies::create(
+      *config, store, {}, {.node_id = args.node_id});
   if (!policies.ok()) {
     std::fprintf(stderr, "throttlekit-server: %s: %s\n", args.config.c_str(),
                  std::string(policies.status().message()).c_str());

@@ -3,6 +3,9 @@
 
 #include "policies.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -48,13 +51,33 @@ absl::StatusOr<std::shared_ptr<Engine>> engine(
       spec.options);
 }
 
-absl::StatusOr<std::unique_ptr<ServerAdmission>> admission(
-    const std::string& name, const AdmissionPolicy& a,
-    const std::shared_ptr<Coordinator>& store, ServerClock clock,
-    std::shared_ptr<DecisionObserver> observer) {
+// Builds `p.admission` (and `p.distributed` for a fleet-wide concurrency
+// axis).
+absl::Status admission(Policy& p, const AdmissionPolicy& a,
+                       const std::shared_ptr<Coordinator>& store,
+                       ServerClock clock, const PolicyContext& context) {
+  const std::string& name = p.name;
   ServerAdmission::Options o;
-  o.observer = std::move(observer);
-  if (a.concurrency.has_value()) {
+  o.observer = p.metrics;
+  if (a.concurrency.has_value() && a.concurrency->distributed.has_value()) {
+    if (store == nullptr) {
+      return absl::InvalidArgumentError(
+          "distributedConcurrency needs a store the fleet shares (--redis or "
+          "--postgres); the embedded memory store cannot coordinate");
+    }
+    DistributedConcurrencyOptions d = a.concurrency->distributed->options;
+    d.node_id = context.node_id.empty() ? default_node_id() : context.node_id;
+    d.key = absl::StrCat("throttlekit:", name);
+    auto node = DistributedConcurrency::create(std::move(d), store);
+    if (!node.ok()) return node.status();
+    p.distributed = *std::move(node);
+    if (context.beat_at_start) {
+      // A failed first beat is not fatal: the outage mode decides until
+      // the store answers (the store's own health is on /healthz).
+      (void)p.distributed->beat_now();
+    }
+    o.concurrency = p.distributed->limiter();
+  } else if (a.concurrency.has_value()) {
     if (a.concurrency->adaptive.has_value()) {
       auto c = AdaptiveConcurrency::create(*a.concurrency->adaptive);
       if (!c.ok()) return c.status();
@@ -75,14 +98,25 @@ absl::StatusOr<std::unique_ptr<ServerAdmission>> admission(
     if (!e.ok()) return e.status();
     o.cost = *std::move(e);
   }
-  return ServerAdmission::create(std::move(o), clock);
+  auto u = ServerAdmission::create(std::move(o), clock);
+  if (!u.ok()) return u.status();
+  p.admission = *std::move(u);
+  return absl::OkStatus();
 }
 
 }  // namespace
 
+std::string default_node_id() {
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') {
+    std::snprintf(host, sizeof(host), "host");
+  }
+  return absl::StrCat(host, ":", static_cast<int64_t>(getpid()));
+}
+
 absl::StatusOr<std::unique_ptr<Policies>> Policies::create(
     const ServerConfig& config, std::shared_ptr<Coordinator> store,
-    ServerClock clock) {
+    ServerClock clock, PolicyContext context) {
   std::unique_ptr<Policies> out(new Policies());
   out->config_ = config;
   out->store_name_ = store == nullptr ? "memory" : store->backend();
@@ -128,9 +162,9 @@ absl::StatusOr<std::unique_ptr<Policies>> Policies::create(
       p->limiter = *std::move(e);
     } else if (const auto* a = std::get_if<AdmissionPolicy>(&spec.body)) {
       p->kind = "admitter";
-      auto u = admission(spec.name, *a, store, clock, p->metrics);
-      if (!u.ok()) return named(spec.name, u.status());
-      p->admission = *std::move(u);
+      if (absl::Status s = admission(*p, *a, store, clock, context); !s.ok()) {
+        return named(spec.name, s);
+      }
     } else {
       const auto& f = std::get<FleetBudgetPolicy>(spec.body);
       p->kind = "budget";

@@ -7,6 +7,9 @@
 //     `StrictRateLimiter<S>` over the Redis or Postgres coordinator (one
 //     round trip per check, the store's clock deciding);
 //   - an admission (`admission:`) is `UnifiedAdmission` over those engines;
+//   - distributed concurrency (`distributedConcurrency:`) is an admission
+//     whose concurrency axis is a `DistributedConcurrency` node's limiter,
+//     beating to the shared store under `throttlekit:<policy>`;
 //   - a fleet budget (`fleetBudget:`) is `FleetTokenBudget` on the shared
 //     store (a memory store cannot coordinate a fleet: refused at load);
 //   - a federated limiter (`federated:`) is `federate()` over the shared
@@ -33,6 +36,7 @@
 #include "engine.h"
 #include "metrics.h"
 #include "throttlekit/admission/unified_admission.h"
+#include "throttlekit/concurrency/distributed_concurrency.h"
 #include "throttlekit/coordinator/coordinator.h"
 #include "throttlekit/coordinator/lease.h"
 #include "throttlekit/core/clock.h"
@@ -64,6 +68,11 @@ struct Policy {
   std::shared_ptr<Engine> limiter;
   bool debits = false;
   std::unique_ptr<ServerAdmission> admission;
+  // An admission whose concurrency axis is fleet-wide
+  // (`distributedConcurrency`): the node whose local limiter is the
+  // admission's concurrency axis. Declared after `admission` so it is
+  // destroyed first (its beats stop before the limiter goes).
+  std::unique_ptr<DistributedConcurrency> distributed;
   std::unique_ptr<FleetTokenBudget> fleet_budget;
   // A federated limiter (also `limiter`): its global budget, where Tier-2
   // leases come from, and the store it lives on.
@@ -83,14 +92,28 @@ struct Policy {
   std::string lease_prefix;
 };
 
+// What a server brings to its policies besides the store.
+struct PolicyContext {
+  // This server's id in a distributed-concurrency fleet (unique among the
+  // live servers on one store); empty: `default_node_id()`.
+  std::string node_id;
+  // Distributed concurrency: begin serving with a share (one beat at
+  // creation) rather than in an outage until the first scheduled beat.
+  bool beat_at_start = true;
+};
+
+// `<host name>:<pid>`.
+std::string default_node_id();
+
 class Policies {
  public:
   // Builds every policy of `config` over `store` (null: the embedded
   // memory store). kInvalidArgument naming the policy when the store cannot
-  // serve it (a fleet budget without a shared store).
+  // serve it (a fleet budget, a federated limiter or distributed
+  // concurrency without a shared store).
   static absl::StatusOr<std::unique_ptr<Policies>> create(
       const ServerConfig& config, std::shared_ptr<Coordinator> store,
-      ServerClock clock = {});
+      ServerClock clock = {}, PolicyContext context = {});
 
   // The policy named `name`, or null.
   Policy* find(std::string_view name) const {

@@ -199,6 +199,13 @@ class MonitorService final : public v1::Monitor::Service {
         g->set_name(p->name);
         g->set_limit(c.effective_limit);
         g->set_inflight(c.inflight);
+        if (p->distributed != nullptr) {
+          const DistributedConcurrencyStats d = p->distributed->stats();
+          g->set_share(static_cast<double>(d.share));
+          g->set_l_global(d.global_limit);
+          g->set_nodes(d.live_nodes);
+          g->set_fenced(d.fenced);
+        }
       }
       for (const PolicyMetrics::Denial& d : p->metrics->recent_denials()) {
         v1::DenialEvent* e = snap->add_recent_denials();
@@ -598,6 +605,44 @@ std::string Server::prometheus_text() {
     absl::StrAppend(&out, "throttlekit_concurrency_inflight{policy=\"", r.label,
                     "\"} ", r.p->admission->concurrency()->stats().inflight,
                     "\n");
+  }
+  // Distributed concurrency: one stats read per policy for four gauges.
+  struct Fleet {
+    const std::string* label;
+    DistributedConcurrencyStats stats;
+  };
+  std::vector<Fleet> fleets;
+  for (const Row& r : rows) {
+    if (r.p->distributed != nullptr) {
+      fleets.push_back({&r.label, r.p->distributed->stats()});
+    }
+  }
+  if (!fleets.empty()) {
+    const auto gauge = [&](std::string_view name, std::string_view help,
+                           auto value) {
+      family(name, "gauge", help);
+      for (const Fleet& f : fleets) {
+        absl::StrAppend(&out, sv(name), "{policy=\"", *f.label, "\"} ",
+                        value(f.stats), "\n");
+      }
+    };
+    gauge("throttlekit_concurrency_share",
+          "Distributed concurrency: this server's share of the fleet ceiling.",
+          [](const DistributedConcurrencyStats& d) { return d.share; });
+    gauge("throttlekit_concurrency_global_limit",
+          "Distributed concurrency: the fleet ceiling at the last beat.",
+          [](const DistributedConcurrencyStats& d) { return d.global_limit; });
+    gauge("throttlekit_concurrency_nodes",
+          "Distributed concurrency: live servers at the last beat.",
+          [](const DistributedConcurrencyStats& d) { return d.live_nodes; });
+    gauge(
+        "throttlekit_concurrency_fenced",
+        "Distributed concurrency: 1 while this server has fenced itself.",
+        [](const DistributedConcurrencyStats& d) { return d.fenced ? 1 : 0; });
+    gauge(
+        "throttlekit_concurrency_outage",
+        "Distributed concurrency: 1 while this server holds no valid lease.",
+        [](const DistributedConcurrencyStats& d) { return d.outage ? 1 : 0; });
   }
   family("throttlekit_slots_held", "gauge",
          "Admit slots held under a lease id.");

@@ -113,6 +113,65 @@ limiters:
   EXPECT_FALSE(std::get<LimiterPolicy>(c->policies[1].body).federated);
 }
 
+TEST(ServerConfig, LoadsDistributedConcurrency) {
+  absl::StatusOr<ServerConfig> c = parse_config(R"(
+version: 1
+limiters:
+  pool:
+    distributedConcurrency: {minLimit: 4, maxLimit: 200, aggregate: median}
+  tuned:
+    distributedConcurrency:
+      adaptive: aimd
+      initialLimit: 10
+      heartbeat: 250ms
+      leaseTtl: 1s
+      handoff: false
+      eagerHeartbeats: true
+      demandProportional: true
+      fenceMargin: 100ms
+  combined:
+    admission:
+      concurrency: {distributed: {maxLimit: 50}}
+      rate: {strategy: gcra, limit: 10, period: 1s}
+)",
+                                                "dc.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->policies.size(), 3u);
+  const auto& pool = std::get<AdmissionPolicy>(c->policies[0].body);
+  ASSERT_TRUE(pool.concurrency.has_value());
+  ASSERT_TRUE(pool.concurrency->distributed.has_value());
+  EXPECT_FALSE(pool.rate.has_value());
+  const DistributedConcurrencyOptions& p =
+      pool.concurrency->distributed->options;
+  EXPECT_EQ(p.local.min_limit, 4);
+  EXPECT_EQ(p.local.max_limit, 200);
+  EXPECT_EQ(p.local.law, ConcurrencyLaw::kGradient2);
+  EXPECT_EQ(p.aggregate, HeartbeatAggregate::kLowerMedian);
+  EXPECT_TRUE(p.handoff) << "the server's default holds the hard bound";
+  EXPECT_EQ(p.heartbeat_ms, 1000);
+  EXPECT_FALSE(p.self_fencing);
+  EXPECT_EQ(p.outage, ConcurrencyOutageMode::kFailClosed);
+
+  const DistributedConcurrencyOptions& t =
+      std::get<AdmissionPolicy>(c->policies[1].body)
+          .concurrency->distributed->options;
+  EXPECT_EQ(t.local.law, ConcurrencyLaw::kAimd);
+  EXPECT_EQ(t.local.initial_limit, 10);
+  EXPECT_EQ(t.heartbeat_ms, 250);
+  EXPECT_EQ(t.lease_ttl_ms, 1000);
+  EXPECT_FALSE(t.handoff);
+  EXPECT_TRUE(t.eager_heartbeats);
+  EXPECT_TRUE(t.demand_proportional);
+  EXPECT_TRUE(t.self_fencing);
+  EXPECT_EQ(t.fence_safety_margin_ms, 100);
+  EXPECT_EQ(t.aggregate, HeartbeatAggregate::kMin);
+
+  const auto& combined = std::get<AdmissionPolicy>(c->policies[2].body);
+  ASSERT_TRUE(combined.concurrency->distributed.has_value());
+  EXPECT_EQ(combined.concurrency->distributed->options.local.max_limit, 50);
+  EXPECT_TRUE(combined.rate.has_value());
+}
+
 TEST(ServerConfig, ErrorsNameTheSourceThePathAndTheProblem) {
   const std::string e = error_of(R"(
 version: 1
@@ -194,8 +253,35 @@ TEST(ServerConfig, RefusesEachBadDocument) {
        "limiters.a.admission.speed: unknown key"},
       {"version: 1\nlimiters: {a: {fleetBudget: {budget: 5}}}",
        "limiters.a.fleetBudget: missing the window"},
-      {"version: 1\nlimiters: {a: {distributedConcurrency: {minLimit: 2}}}",
-       "limiters.a.distributedConcurrency: not served by this server yet"},
+      {"version: 1\nlimiters: {a: {federatedFairEscrow: {limit: 2}}}",
+       "limiters.a.federatedFairEscrow: not served by this server yet"},
+      {"version: 1\nlimiters: {a: {distributedConcurrency: {minLimit: 2}, "
+       "admission: {concurrency: {maxInflight: 1}}}}",
+       "limiters.a: needs exactly one of strategy"},
+      {"version: 1\nlimiters: {a: {distributedConcurrency: {aggregate: "
+       "sum}}}",
+       "limiters.a.distributedConcurrency.aggregate: must be min or median"},
+      {"version: 1\nlimiters: {a: {distributedConcurrency: {handoff: yes}}}",
+       "limiters.a.distributedConcurrency.handoff: must be true or false"},
+      {"version: 1\nlimiters: {a: {distributedConcurrency: {outage: "
+       "open}}}",
+       "limiters.a.distributedConcurrency.outage: must be failClosed or "
+       "localOnly"},
+      {"version: 1\nlimiters: {a: {distributedConcurrency: {heartbeat: 1s, "
+       "leaseTtl: 500ms}}}",
+       "limiters.a.distributedConcurrency: "
+       "distributed_concurrency.lease_ttl_ms"},
+      {"version: 1\nlimiters: {a: {distributedConcurrency: {outage: "
+       "localOnly, fenceMargin: 10ms}}}",
+       "distributed_concurrency.self_fencing needs outage kFailClosed"},
+      {"version: 1\nlimiters: {a: {distributedConcurrency: {minLimit: 9, "
+       "maxLimit: 3}}}",
+       "limiters.a.distributedConcurrency: adaptive_concurrency"},
+      {"version: 1\nlimiters: {a: {distributedConcurrency: {minLimt: 2}}}",
+       "limiters.a.distributedConcurrency.minLimt: unknown key"},
+      {"version: 1\nlimiters: {a: {admission: {concurrency: {maxInflight: 2, "
+       "distributed: {}}}}}",
+       "give one of maxInflight"},
       {"version: 1\nlimiters: {a: {federated: {batch: 16}}}",
        "limiters.a: needs exactly one of strategy"},
       {"version: 1\nlimiters: {a: {federated: {batch: 0}, strategy: "

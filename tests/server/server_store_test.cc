@@ -79,10 +79,8 @@ struct Running {
   std::unique_ptr<v1::RateLimiter::Stub> stub;
 };
 
-Running start(const std::shared_ptr<Coordinator>& coordinator) {
-  absl::StatusOr<ServerConfig> config = parse_config(kConfig, "store.yaml");
-  EXPECT_TRUE(config.ok()) << config.status();
-  auto policies = Policies::create(*config, coordinator);
+// A server over `policies` on a free loopback port, and a stub to it.
+Running serve(absl::StatusOr<std::unique_ptr<Policies>> policies) {
   EXPECT_TRUE(policies.ok()) << policies.status();
   auto server = Server::start(*std::move(policies), {.listen = "127.0.0.1:0"});
   EXPECT_TRUE(server.ok()) << server.status();
@@ -92,6 +90,12 @@ Running start(const std::shared_ptr<Coordinator>& coordinator) {
       grpc::CreateChannel(absl::StrCat("127.0.0.1:", r.server->port()),
                           grpc::InsecureChannelCredentials()));
   return r;
+}
+
+Running start(const std::shared_ptr<Coordinator>& coordinator) {
+  absl::StatusOr<ServerConfig> config = parse_config(kConfig, "store.yaml");
+  EXPECT_TRUE(config.ok()) << config.status();
+  return serve(Policies::create(*config, coordinator));
 }
 
 v1::Decision check(v1::RateLimiter::Stub& stub, const std::string& policy,
@@ -346,6 +350,161 @@ TEST(ServerStore, ATier2ClientSpendsLocallyWithinTheSameBudget) {
   EXPECT_FALSE(FleetLeaseClient::create(channel, {.policy = ""}).ok());
   EXPECT_FALSE(
       FleetLeaseClient::create(channel, {.policy = "leased", .batch = 0}).ok());
+}
+
+// A server whose one policy, `name`, is distributed concurrency with a
+// fixed local limit of 6 (min = max), so the fleet ceiling is 6 whatever
+// the latencies; fast beats so the test converges in a fraction of a
+// second.
+Running start_concurrency(const std::string& name, const std::string& node) {
+  absl::StatusOr<ServerConfig> config = parse_config(
+      absl::StrCat(
+          "version: 1\nlimiters:\n  ", name,
+          ":\n    distributedConcurrency: {minLimit: 6, maxLimit: 6, "
+          "heartbeat: 50ms, leaseTtl: 300ms, eagerHeartbeats: true}\n"),
+      "dc.yaml");
+  EXPECT_TRUE(config.ok()) << config.status();
+  return serve(Policies::create(*config, store(), {}, {.node_id = node}));
+}
+
+// Admit on `policy`; the lease id when allowed, empty when denied.
+std::string admit(v1::RateLimiter::Stub& stub, const std::string& policy) {
+  v1::AdmitRequest req;
+  req.set_policy(policy);
+  req.set_key("k");
+  v1::AdmitResponse resp;
+  grpc::ClientContext ctx;
+  const grpc::Status s = stub.Admit(&ctx, req, &resp);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.decision().allowed(), !resp.lease_id().empty());
+  if (!resp.decision().allowed()) {
+    EXPECT_EQ(resp.binding_axis(), "concurrency");
+  }
+  return resp.lease_id();
+}
+
+void release(v1::RateLimiter::Stub& stub, const std::string& lease) {
+  v1::ReleaseRequest req;
+  req.set_lease_id(lease);
+  v1::ReleaseResponse resp;
+  grpc::ClientContext ctx;
+  EXPECT_TRUE(stub.Release(&ctx, req, &resp).ok());
+}
+
+// Polls `done` every 10 ms for up to 10 s.
+template <class F>
+bool eventually(F done) {
+  const int64_t until = testing::wall_ms() + 10'000;
+  while (!done()) {
+    if (testing::wall_ms() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+DistributedConcurrencyStats fleet_stats(Running& r, const std::string& name) {
+  return r.server->policies().find(name)->distributed->stats();
+}
+
+// Two servers on one store hold one in-flight ceiling (6), not one each:
+// they split it 3 / 3; concurrent clients on both never hold more than 6
+// slots at once; when one server goes away its share returns to the other
+// after the lease.
+TEST(ServerStore, TwoServersHoldOneConcurrencyCeiling) {
+  const std::string name = fresh("pool");
+  Running a = start_concurrency(name, "node-a");
+  auto b = std::make_unique<Running>(start_concurrency(name, "node-b"));
+  ASSERT_TRUE(eventually([&] {
+    const DistributedConcurrencyStats sa = fleet_stats(a, name);
+    const DistributedConcurrencyStats sb = fleet_stats(*b, name);
+    return sa.share == 3 && sb.share == 3 && sa.live_nodes == 2 &&
+           sb.live_nodes == 2 && sa.local.ceiling == 3 && sb.local.ceiling == 3;
+  })) << "shares "
+      << fleet_stats(a, name).share << " / " << fleet_stats(*b, name).share;
+  EXPECT_EQ(fleet_stats(a, name).global_limit, 6);
+
+  // Filled from both sides: 3 slots each, 6 in all.
+  std::vector<std::string> on_a, on_b;
+  for (int i = 0; i < 5; ++i) {
+    if (std::string id = admit(*a.stub, name); !id.empty()) on_a.push_back(id);
+    if (std::string id = admit(*b->stub, name); !id.empty()) on_b.push_back(id);
+  }
+  EXPECT_EQ(on_a.size(), 3u);
+  EXPECT_EQ(on_b.size(), 3u);
+  for (const std::string& id : on_a) release(*a.stub, id);
+  for (const std::string& id : on_b) release(*b->stub, id);
+
+  // 10 clients on both servers, each admitting, holding 0-3 ms and
+  // releasing, for 1.5 s. A slot a client holds is held at its server
+  // (counted after the grant arrives, uncounted before the release is
+  // sent), so the clients' count never exceeds the fleet's true count.
+  std::atomic<int64_t> held{0};
+  std::atomic<int64_t> peak{0};
+  std::atomic<int64_t> granted{0};
+  const int64_t end = testing::wall_ms() + 1500;
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 10; ++c) {
+    clients.emplace_back([&, c] {
+      v1::RateLimiter::Stub& stub = c % 2 == 0 ? *a.stub : *b->stub;
+      for (int i = 0; testing::wall_ms() < end; ++i) {
+        const std::string id = admit(stub, name);
+        if (id.empty()) continue;
+        granted.fetch_add(1);
+        const int64_t now = held.fetch_add(1) + 1;
+        int64_t p = peak.load();
+        while (now > p && !peak.compare_exchange_weak(p, now)) {
+        }
+        std::this_thread::sleep_for(
+            std::chrono::microseconds((c + i) % 4 * 1000));
+        held.fetch_sub(1);
+        release(stub, id);
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  EXPECT_LE(peak.load(), 6);
+  EXPECT_GE(peak.load(), 4) << "the clients did press on the ceiling";
+  EXPECT_GT(granted.load(), 100);
+
+  // The Monitor shows the guard's fleet view.
+  auto monitor = v1::Monitor::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", a.server->port()),
+                          grpc::InsecureChannelCredentials()));
+  v1::GetSnapshotResponse snap;
+  grpc::ClientContext mctx;
+  ASSERT_TRUE(monitor->GetSnapshot(&mctx, {}, &snap).ok());
+  ASSERT_EQ(snap.snapshot().guards_size(), 1);
+  const v1::GuardSummary& g = snap.snapshot().guards(0);
+  EXPECT_EQ(g.name(), name);
+  EXPECT_EQ(g.l_global(), 6);
+  EXPECT_EQ(g.nodes(), 2);
+  EXPECT_EQ(g.share(), 3);
+  EXPECT_FALSE(g.fenced());
+  const std::string metrics = a.server->prometheus_text();
+  EXPECT_NE(metrics.find(absl::StrCat("throttlekit_concurrency_share{policy=\"",
+                                      name, "\"} 3")),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(
+      metrics.find(absl::StrCat(
+          "throttlekit_concurrency_global_limit{policy=\"", name, "\"} 6")),
+      std::string::npos);
+
+  // Server b goes away: after its lease lapses, a is alone and its share
+  // is the whole ceiling.
+  b.reset();
+  ASSERT_TRUE(eventually([&] {
+    const DistributedConcurrencyStats sa = fleet_stats(a, name);
+    return sa.share == 6 && sa.live_nodes == 1 && sa.local.ceiling == 6;
+  })) << "share "
+      << fleet_stats(a, name).share;
+  std::vector<std::string> alone;
+  for (int i = 0; i < 8; ++i) {
+    if (std::string id = admit(*a.stub, name); !id.empty()) {
+      alone.push_back(id);
+    }
+  }
+  EXPECT_EQ(alone.size(), 6u);
 }
 
 }  // namespace

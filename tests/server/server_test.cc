@@ -564,15 +564,23 @@ TEST(ServerDoor, MonitorSnapshotShowsPoliciesGuardsAndDenials) {
   EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNIMPLEMENTED);
 }
 
-TEST(ServerDoor, AFleetBudgetNeedsASharedStore) {
-  absl::StatusOr<ServerConfig> config = parse_config(
-      "version: 1\nlimiters: {b: {fleetBudget: {budget: 5, windowMs: 1000}}}",
-      "t.yaml");
-  ASSERT_TRUE(config.ok());
-  auto policies = Policies::create(*config, nullptr);
-  ASSERT_FALSE(policies.ok());
-  EXPECT_NE(std::string(policies.status().message()).find("--redis"),
-            std::string::npos);
+TEST(ServerDoor, FleetPoliciesNeedASharedStore) {
+  for (const char* body :
+       {"{fleetBudget: {budget: 5, windowMs: 1000}}",
+        "{distributedConcurrency: {maxLimit: 5}}",
+        "{admission: {concurrency: {distributed: {maxLimit: 5}}}}",
+        "{federated: {batch: 2}, strategy: fixedWindow, limit: 5, period: "
+        "1s}"}) {
+    absl::StatusOr<ServerConfig> config = parse_config(
+        absl::StrCat("version: 1\nlimiters: {b: ", body, "}"), "t.yaml");
+    ASSERT_TRUE(config.ok()) << config.status();
+    auto policies = Policies::create(*config, nullptr);
+    ASSERT_FALSE(policies.ok()) << body;
+    EXPECT_EQ(policies.status().code(), absl::StatusCode::kInvalidArgument);
+    const std::string message(policies.status().message());
+    EXPECT_NE(message.find("policy b: "), std::string::npos) << message;
+    EXPECT_NE(message.find("--redis"), std::string::npos) << message;
+  }
 }
 
 TEST(ServerDoor, APortInUseIsUnavailable) {

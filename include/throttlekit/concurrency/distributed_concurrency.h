@@ -280,6 +280,11 @@ class BasicDistributedConcurrency {
     publish_locked();
   }
 
+ public:
+  // What `create` checks of the fleet options (not `local`, which the local
+  // limiter's `create` checks): kInvalidArgument naming
+  // "distributed_concurrency.<field>", or OK. For a caller that validates
+  // a configuration before it builds the node.
   static absl::Status validate(const Options& o) {
     constexpr const char* kWhat = "distributed_concurrency";
     if (o.node_id.empty() || o.node_id.size() > 256) {
@@ -343,6 +348,7 @@ class BasicDistributedConcurrency {
     return absl::OkStatus();
   }
 
+ private:
   // One scheduler tick: a regular beat when due, an eager one when wanted,
   // then the lease and fence deadlines. Returns the ms to the next tick.
   int64_t tick() {
