@@ -40,7 +40,9 @@ void PolicyMetrics::on_decision(const DecisionEvent& e) {
          !max_ns_.compare_exchange_weak(seen, ns, std::memory_order_relaxed)) {
   }
   buckets_[bucket(ns)].fetch_add(1, std::memory_order_relaxed);
+  requested_->add(e.key);
   if (e.decision.allowed) return;
+  denied_keys_->add(e.key);
   int lane = -1;
   if (std::optional<std::string_view> l =
           deny_lane(false, e.binding_axis, e.policy_denied)) {
@@ -95,17 +97,39 @@ PolicyMetrics::Snapshot PolicyMetrics::snapshot() const {
   return s;
 }
 
+std::unique_ptr<TopKeys> PolicyMetrics::make_top() {
+  return *TopKeys::create({.capacity = kTopCapacity});
+}
+
 std::vector<PolicyMetrics::Denial> PolicyMetrics::recent_denials() const {
   std::vector<Denial> out;
-  SpinLockHolder hold(ring_mu_);
-  const int64_t first = std::max<int64_t>(0, ring_next_ - kRecent);
-  for (int64_t i = first; i < ring_next_; ++i) {
-    const Slot& s = ring_[i % kRecent];
+  int64_t lost = 0;
+  denials_since(0, out, &lost);
+  return out;
+}
+
+int64_t PolicyMetrics::denials_since(int64_t from, std::vector<Denial>& out,
+                                     int64_t* lost) const {
+  // Copied under the spin lock, strings built after it.
+  std::array<Slot, kRecent> copy;
+  int64_t first = 0;
+  int64_t next = 0;
+  {
+    SpinLockHolder hold(ring_mu_);
+    next = ring_next_;
+    first = std::max({int64_t{0}, from, next - kRecent});
+    for (int64_t i = first; i < next; ++i) {
+      copy[i - first] = ring_[i % kRecent];
+    }
+  }
+  if (lost != nullptr && first > from) *lost += first - from;
+  for (int64_t i = first; i < next; ++i) {
+    const Slot& s = copy[i - first];
     out.push_back({s.at_ms, std::string(s.key, s.key_len),
                    s.lane < 0 ? "" : std::string(kLanes[s.lane]), s.limit,
                    s.remaining, s.retry_after_ms});
   }
-  return out;
+  return next;
 }
 
 std::string prometheus_label(std::string_view value) {

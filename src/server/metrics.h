@@ -6,12 +6,16 @@
 // read by the Prometheus exposition (`prometheus_text`) and
 // Monitor.GetSnapshot (docs/server.md, "Metrics").
 //
-// The decision path costs a few relaxed atomic increments: no lock, no
-// allocation. Latencies go into a log-linear histogram (8 buckets per
-// power of two of nanoseconds, so a quantile is within 1/8 of an octave,
-// about 9%). A denial is also copied into a small ring of recent denials
-// (a spin lock held for one fixed-size copy; keys longer than 120 bytes are
-// cut).
+// The decision path costs a few relaxed atomic increments and one short
+// critical section, allocating nothing (keys up to 64 bytes): latencies go
+// into a log-linear histogram (8 buckets per power of two of nanoseconds,
+// so a quantile is within 1/8 of an octave, about 9%); every key goes into
+// a Space-Saving sketch of the heaviest keys requested, and a denied one
+// into another of the heaviest denied (observe/top_keys.h: a mutex held
+// for a scan of kTopCapacity hashes). A denial is also copied into a small
+// ring of recent denials (a spin lock held for one fixed-size copy; keys
+// longer than 120 bytes are cut), which Monitor.Watch follows by sequence
+// number.
 //
 // Thread-safety: every method is safe to call concurrently.
 
@@ -21,12 +25,14 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "throttlekit/core/spin_lock.h"
 #include "throttlekit/observe/decision_observer.h"
+#include "throttlekit/observe/top_keys.h"
 
 namespace throttlekit::server {
 
@@ -61,6 +67,25 @@ class PolicyMetrics final : public DecisionObserver {
   std::vector<Denial> recent_denials() const;
   static constexpr int kRecent = 32;
 
+  // Denials are numbered from 0 in the order they were recorded.
+  // Appends to `out` the denials numbered `from` and later that the ring
+  // still holds (the kRecent most recent), oldest first, and adds to
+  // `*lost` how many of those numbers were already overwritten. Returns the
+  // number the next denial will get (pass it as the next `from`).
+  int64_t denials_since(int64_t from, std::vector<Denial>& out,
+                        int64_t* lost) const;
+
+  // The heaviest keys requested and denied (Space-Saving over
+  // kTopCapacity keys: `count` is an upper bound, `count - error` a lower
+  // bound on a key's true number), at most `n`, heaviest first.
+  std::vector<KeyCount> top_requested(size_t n) const {
+    return requested_->top(n);
+  }
+  std::vector<KeyCount> top_denied(size_t n) const {
+    return denied_keys_->top(n);
+  }
+  static constexpr int64_t kTopCapacity = 64;
+
  private:
   static constexpr int kSubBuckets = 8;
   static constexpr int kBuckets = 64 * kSubBuckets;
@@ -82,6 +107,10 @@ class PolicyMetrics final : public DecisionObserver {
     int8_t lane = -1;
     int64_t limit = 0, remaining = 0, retry_after_ms = 0;
   };
+  static std::unique_ptr<TopKeys> make_top();
+  const std::unique_ptr<TopKeys> requested_ = make_top();
+  const std::unique_ptr<TopKeys> denied_keys_ = make_top();
+
   mutable SpinLock ring_mu_;
   std::array<Slot, kRecent> ring_ ABSL_GUARDED_BY(ring_mu_);
   int64_t ring_next_ ABSL_GUARDED_BY(ring_mu_) = 0;

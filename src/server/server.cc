@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -16,6 +18,7 @@
 #include "absl_view.h"
 #include "throttlekit/concurrency/beat_scheduler.h"
 #include "throttlekit/core/binding_axis.h"
+#include "throttlekit/core/mutex.h"
 #include "throttlekit/observe/decision_observer.h"
 #include "throttlekit/v1/throttlekit.grpc.pb.h"
 
@@ -191,8 +194,27 @@ class MonitorService final : public v1::Monitor::Service {
       absl::StrAppend(&json, first ? "" : ",", "{\"name\":\"",
                       json_escape(p->name), "\",\"kind\":\"", ps->kind(),
                       "\",\"allowed\":", m.allowed, ",\"denied\":", m.denied,
-                      ",\"limit\":", m.limit, "}");
+                      ",\"limit\":", m.limit);
       first = false;
+      const auto top =
+          [&](std::string_view field, const std::vector<KeyCount>& keys,
+              google::protobuf::RepeatedPtrField<v1::KeyCount>* to) {
+            absl::StrAppend(&json, ",\"", sv(field), "\":[");
+            for (size_t i = 0; i < keys.size(); ++i) {
+              v1::KeyCount* k = to->Add();
+              k->set_key(keys[i].key);
+              k->set_count(keys[i].count);
+              absl::StrAppend(&json, i == 0 ? "" : ",", "{\"key\":\"",
+                              json_escape(keys[i].key),
+                              "\",\"count\":", keys[i].count, "}");
+            }
+            absl::StrAppend(&json, "]");
+          };
+      top("top_requested", p->metrics->top_requested(kTopKeys),
+          ps->mutable_top_requested());
+      top("top_denied", p->metrics->top_denied(kTopKeys),
+          ps->mutable_top_denied());
+      absl::StrAppend(&json, "}");
       if (p->admission != nullptr && p->admission->concurrency() != nullptr) {
         const AdaptiveConcurrencyStats c = p->admission->concurrency()->stats();
         v1::GuardSummary* g = snap->add_guards();
@@ -208,14 +230,7 @@ class MonitorService final : public v1::Monitor::Service {
         }
       }
       for (const PolicyMetrics::Denial& d : p->metrics->recent_denials()) {
-        v1::DenialEvent* e = snap->add_recent_denials();
-        e->set_at(d.at_ms);
-        e->set_policy(p->name);
-        e->set_key(d.key);
-        e->set_axis(d.axis);
-        e->set_limit(d.limit);
-        e->set_remaining(d.remaining);
-        e->set_retry_after_ms(d.retry_after_ms);
+        fill(snap->add_recent_denials(), p->name, d);
       }
     }
     absl::StrAppend(&json, "],\"slots_held\":", leases_.held(),
@@ -224,13 +239,91 @@ class MonitorService final : public v1::Monitor::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status Watch(grpc::ServerContext*, const v1::WatchRequest*,
-                     grpc::ServerWriter<v1::WatchResponse>*) override {
-    return to_grpc(absl::UnimplementedError(
-        "Monitor.Watch: not served yet; poll GetSnapshot (recent_denials)"));
+  // Streams every denial recorded after the call began (of one policy, or
+  // of all), in order per policy, polling the policies' denial rings every
+  // kWatchPollMs; a watcher that falls more than a ring behind (32
+  // denials of one policy within one poll) misses the overwritten ones.
+  // Ends when the client cancels or the server shuts down; at most
+  // kMaxWatchers at once (RESOURCE_EXHAUSTED beyond).
+  grpc::Status Watch(grpc::ServerContext* ctx, const v1::WatchRequest* req,
+                     grpc::ServerWriter<v1::WatchResponse>* writer) override {
+    if (absl::Status s =
+            door_admits(*ctx, secret_, "x-monitor-secret", "Monitor");
+        !s.ok()) {
+      return to_grpc(s);
+    }
+    std::vector<const Policy*> watched;
+    if (req->policy().empty()) {
+      watched.assign(policies_.all().begin(), policies_.all().end());
+    } else if (const Policy* p = policies_.find(req->policy())) {
+      watched.push_back(p);
+    } else {
+      return to_grpc(absl::NotFoundError(absl::StrCat(
+          "Monitor.Watch: no policy named \"", req->policy(), "\"")));
+    }
+    if (watchers_.fetch_add(1) >= kMaxWatchers) {
+      watchers_.fetch_sub(1);
+      return to_grpc(absl::ResourceExhaustedError(
+          absl::StrCat("Monitor.Watch: ", kMaxWatchers,
+                       " watchers already follow this "
+                       "server; poll GetSnapshot instead")));
+    }
+    std::vector<int64_t> cursor;
+    std::vector<PolicyMetrics::Denial> batch;
+    for (const Policy* p : watched) {
+      cursor.push_back(p->metrics->denials_since(INT64_MAX, batch, nullptr));
+    }
+    grpc::Status status = grpc::Status::OK;
+    while (!ctx->IsCancelled()) {
+      for (size_t i = 0; i < watched.size(); ++i) {
+        batch.clear();
+        cursor[i] =
+            watched[i]->metrics->denials_since(cursor[i], batch, nullptr);
+        for (const PolicyMetrics::Denial& d : batch) {
+          v1::WatchResponse w;
+          fill(w.mutable_denial(), watched[i]->name, d);
+          if (!writer->Write(w)) {
+            status = grpc::Status::CANCELLED;
+            break;
+          }
+        }
+      }
+      if (!status.ok()) break;
+      MutexLock lock(stop_mu_);
+      if (!stopping_) {
+        stop_cv_.wait_for(lock, std::chrono::milliseconds(kWatchPollMs));
+      }
+      if (stopping_) break;
+    }
+    watchers_.fetch_sub(1);
+    return status;
   }
 
+  // Ends every Watch (the server is shutting down).
+  void stop() {
+    {
+      MutexLock lock(stop_mu_);
+      stopping_ = true;
+    }
+    stop_cv_.notify_all();
+  }
+
+  static constexpr int kMaxWatchers = 16;
+  static constexpr int kWatchPollMs = 20;
+  static constexpr size_t kTopKeys = 10;
+
  private:
+  static void fill(v1::DenialEvent* e, const std::string& policy,
+                   const PolicyMetrics::Denial& d) {
+    e->set_at(d.at_ms);
+    e->set_policy(policy);
+    e->set_key(d.key);
+    e->set_axis(d.axis);
+    e->set_limit(d.limit);
+    e->set_remaining(d.remaining);
+    e->set_retry_after_ms(d.retry_after_ms);
+  }
+
   static std::string json_escape(std::string_view s) {
     std::string out;
     for (const char c : s) {
@@ -249,6 +342,10 @@ class MonitorService final : public v1::Monitor::Service {
   Policies& policies_;
   SlotLeases& leases_;
   const std::string secret_;
+  std::atomic<int> watchers_{0};
+  Mutex stop_mu_;
+  bool stopping_ ABSL_GUARDED_BY(stop_mu_) = false;
+  std::condition_variable_any stop_cv_;
 };
 
 class RateLimiterService final : public v1::RateLimiter::Service {
@@ -520,6 +617,7 @@ int Server::port() const { return impl_->port; }
 void Server::shutdown() {
   if (impl_->shut_down.exchange(true)) return;
   if (impl_->reaper != nullptr) impl_->reaper->stop();
+  impl_->monitor->stop();  // Watch streams end, so Shutdown need not wait
   impl_->grpc_server->Shutdown();
   // Credits federated limiters hold go back to their windows.
   impl_->policies->close().IgnoreError();

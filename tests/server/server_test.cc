@@ -12,11 +12,14 @@
 #include <ifaddrs.h>
 #include <netinet/in.h>
 
+#include <atomic>
+#include <chrono>
 #include <future>
 #include <map>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -556,12 +559,192 @@ TEST(ServerDoor, MonitorSnapshotShowsPoliciesGuardsAndDenials) {
   EXPECT_EQ(s.recent_denials(1).axis(), "concurrency");
   EXPECT_NE(s.raw_json().find("\"slots_held\":2"), std::string::npos)
       << s.raw_json();
-  // Watch is not served yet, and says so.
-  grpc::ClientContext wctx;
-  auto stream = monitor->Watch(&wctx, {});
+  // The heaviest keys (exact while fewer keys than the sketch holds).
+  ASSERT_EQ(by_name["fixed"]->top_requested_size(), 1);
+  EXPECT_EQ(by_name["fixed"]->top_requested(0).key(), "who");
+  EXPECT_EQ(by_name["fixed"]->top_requested(0).count(), 7);
+  ASSERT_EQ(by_name["fixed"]->top_denied_size(), 1);
+  EXPECT_EQ(by_name["fixed"]->top_denied(0).count(), 1);
+  ASSERT_EQ(by_name["checkout"]->top_requested_size(), 3);
+  ASSERT_EQ(by_name["checkout"]->top_denied_size(), 1);
+  EXPECT_EQ(by_name["checkout"]->top_denied(0).key(), "k3");
+  EXPECT_NE(s.raw_json().find("\"top_denied\":[{\"key\":\"who\",\"count\":1}]"),
+            std::string::npos)
+      << s.raw_json();
+}
+
+// Heavy hitters among many keys: the sketch keeps the keys carrying the
+// load, ranked, with counts that bound the truth from above.
+TEST(ServerDoor, MonitorTopKeysFindTheHeavyHitters) {
+  Door door(kConfig);
+  Decision d;
+  // 3 heavy keys (60, 40, 25 checks) among 300 keys checked once each.
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_TRUE(door.check("fixed", absl::StrCat("light-", i), 1, d).ok());
+    if (i % 5 == 0) ASSERT_TRUE(door.check("fixed", "heavy-a", 1, d).ok());
+    if (i % 15 == 0) {
+      ASSERT_TRUE(door.check("fixed", "heavy-b", 1, d).ok());
+      ASSERT_TRUE(door.check("fixed", "heavy-b", 1, d).ok());
+    }
+    if (i % 12 == 0) ASSERT_TRUE(door.check("fixed", "heavy-c", 1, d).ok());
+  }
+  const Policy* p = door.server().policies().find("fixed");
+  const std::vector<KeyCount> top = p->metrics->top_requested(3);
+  ASSERT_EQ(top.size(), 3u);
+  EXPECT_EQ(top[0].key, "heavy-a");
+  EXPECT_EQ(top[1].key, "heavy-b");
+  EXPECT_EQ(top[2].key, "heavy-c");
+  const std::map<std::string, int64_t> truth = {
+      {"heavy-a", 60}, {"heavy-b", 40}, {"heavy-c", 25}};
+  for (const KeyCount& k : top) {
+    EXPECT_GE(k.count, truth.at(k.key)) << k.key;
+    EXPECT_LE(k.count - k.error, truth.at(k.key)) << k.key;
+  }
+}
+
+// A Watch stream: each denial recorded after it began, in order, from the
+// policy asked (or every policy); it ends when the server shuts down.
+TEST(ServerDoor, MonitorWatchStreamsDenials) {
+  Door door(kConfig);
+  Decision d;
+  for (int i = 0; i < 7; ++i) {  // one denial before any watcher
+    ASSERT_TRUE(door.check("fixed", "before", 1, d).ok());
+  }
+  auto monitor = v1::Monitor::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", door.server().port()),
+                          grpc::InsecureChannelCredentials()));
+  grpc::ClientContext all_ctx;
+  auto all = monitor->Watch(&all_ctx, {});
+  grpc::ClientContext fixed_ctx;
+  v1::WatchRequest only_fixed;
+  only_fixed.set_policy("fixed");
+  auto fixed = monitor->Watch(&fixed_ctx, only_fixed);
+  // Wait until both streams are being served (a Watch starts from the
+  // denials after it began): a denial on a key nobody else uses, until it
+  // shows up on both.
+  const auto await_marker = [&](grpc::ClientReader<v1::WatchResponse>& r) {
+    v1::WatchResponse w;
+    while (r.Read(&w)) {
+      if (w.denial().key() == "marker") return true;
+    }
+    return false;
+  };
+  std::atomic<bool> marked{false};
+  std::thread marker([&] {
+    Decision m;
+    for (int i = 0; i < 6; ++i) (void)door.check("fixed", "marker", 1, m);
+    while (!marked.load()) {
+      (void)door.check("fixed", "marker", 1, m);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  const bool all_marked = await_marker(*all);
+  const bool fixed_marked = await_marker(*fixed);
+  marked = true;
+  marker.join();
+  ASSERT_TRUE(all_marked);
+  ASSERT_TRUE(fixed_marked);
+  // Now one denial on `fixed` (the 7th check of w9: 6 per key and window,
+  // on the door's manual clock) and one on `checkout`'s concurrency axis.
+  for (int i = 0; i < 7; ++i) {
+    ASSERT_TRUE(door.check("fixed", "w9", 1, d).ok());
+  }
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(door.check("fixed", "w10", 1, d).ok());
+  }
+  v1::AdmitResponse a, b, c;
+  ASSERT_TRUE(door.admit("checkout", "k1", a).ok());
+  ASSERT_TRUE(door.admit("checkout", "k2", b).ok());
+  ASSERT_TRUE(door.admit("checkout", "k3", c).ok());
+  ASSERT_FALSE(c.decision().allowed());
+  // Read what arrived: skip further markers; the rest in order.
+  const auto next = [](grpc::ClientReader<v1::WatchResponse>& r) {
+    v1::WatchResponse w;
+    while (r.Read(&w)) {
+      if (w.denial().key() != "marker") return w.denial();
+    }
+    return v1::DenialEvent();
+  };
+  const v1::DenialEvent e1 = next(*all);
+  EXPECT_EQ(e1.policy(), "fixed");
+  EXPECT_EQ(e1.key(), "w9");
+  EXPECT_EQ(e1.remaining(), 0);
+  EXPECT_GE(e1.retry_after_ms(), 1);
+  const v1::DenialEvent e2 = next(*all);
+  EXPECT_EQ(e2.policy(), "checkout");
+  EXPECT_EQ(e2.key(), "k3");
+  EXPECT_EQ(e2.axis(), "concurrency");
+  const v1::DenialEvent f1 = next(*fixed);
+  EXPECT_EQ(f1.key(), "w9");
+  // Shutdown ends both streams (OK), within the poll interval.
+  const auto t0 = std::chrono::steady_clock::now();
+  door.server().shutdown();
+  v1::WatchResponse rest;
+  while (all->Read(&rest)) {
+  }
+  while (fixed->Read(&rest)) {
+  }
+  EXPECT_TRUE(all->Finish().ok());
+  EXPECT_TRUE(fixed->Finish().ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+}
+
+// At most 16 watchers at once; the others are told to poll instead.
+TEST(ServerDoor, MonitorWatchersAreBounded) {
+  Door door(kConfig);
+  auto monitor = v1::Monitor::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", door.server().port()),
+                          grpc::InsecureChannelCredentials()));
+  constexpr int kStreams = 20;
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReader<v1::WatchResponse>>> streams;
+  for (int i = 0; i < kStreams; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    streams.push_back(monitor->Watch(contexts.back().get(), {}));
+  }
+  // Denials keep coming until every stream has answered once.
+  std::atomic<bool> done{false};
+  std::thread marker([&] {
+    Decision m;
+    while (!done.load()) {
+      (void)door.check("fixed", "marker", 1, m);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  });
+  int served = 0;
+  int exhausted = 0;
+  for (int i = 0; i < kStreams; ++i) {
+    v1::WatchResponse w;
+    if (streams[i]->Read(&w)) {
+      ++served;
+      continue;
+    }
+    const grpc::Status s = streams[i]->Finish();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_NE(s.error_message().find("GetSnapshot"), std::string::npos);
+    ++exhausted;
+  }
+  done = true;
+  marker.join();
+  EXPECT_EQ(served, 16);
+  EXPECT_EQ(exhausted, kStreams - 16);
+  door.server().shutdown();  // ends the served streams
+}
+
+TEST(ServerDoor, MonitorWatchRefusesAnUnknownPolicy) {
+  Door door(kConfig);
+  auto monitor = v1::Monitor::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", door.server().port()),
+                          grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  v1::WatchRequest req;
+  req.set_policy("nope");
+  auto stream = monitor->Watch(&ctx, req);
   v1::WatchResponse w;
   EXPECT_FALSE(stream->Read(&w));
-  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  const grpc::Status s = stream->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(s.error_message().find("nope"), std::string::npos);
 }
 
 TEST(ServerDoor, FleetPoliciesNeedASharedStore) {

@@ -5,9 +5,8 @@
 // Agrawal and El Abbadi, "Efficient Computation of Frequent and Top-k
 // Elements in Data Streams", ICDT 2005). Feed it every decision's key (from
 // a `DecisionObserver`, observe/decision_observer.h, say, with the cost or
-// 1 as the weight) and read which keys carry the load (an observation tool
-// beside those of docs/admission.md, "Observation", which does not describe
-// it yet):
+// 1 as the weight) and read which keys carry the load (docs/admission.md,
+// "Observation"):
 //
 //     auto top = TopKeys::create({.capacity = 64});  // StatusOr
 //     ...
