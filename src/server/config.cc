@@ -19,6 +19,8 @@
 #include "absl_view.h"
 #include "throttlekit/core/decision.h"
 #include "throttlekit/core/key.h"
+#include "throttlekit/federation/federated_fair_escrow.h"
+#include "throttlekit/federation/region_pool.h"
 
 namespace throttlekit::server {
 namespace {
@@ -563,6 +565,83 @@ absl::StatusOr<FederatedSpec> federated(const YAML::Node& n,
   return spec;
 }
 
+// `fairEscrow:` or `federatedFairEscrow:` (`federated`).
+absl::StatusOr<FairEscrowPolicy> fair_escrow(const YAML::Node& n,
+                                             const std::string& path,
+                                             const Errors& errors,
+                                             bool federated) {
+  absl::StatusOr<Map> m = mapping(n, path, errors);
+  if (!m.ok()) return m.status();
+  FairEscrowPolicy p;
+  p.federated = federated;
+  TK_ASSIGN(p.limit, required_count(*m, "limit"));
+  TK_ASSIGN(p.window_ms, window(*m));
+  p.quantum = std::min<int64_t>(p.quantum, p.limit);  // the default
+  if (const YAML::Node q = m->get("quantum"); q.IsDefined()) {
+    TK_ASSIGN(p.quantum,
+              integer(q, child(path, "quantum"), federated ? 0 : 1, p.limit,
+                      errors, federated ? "[0, limit]" : "[1, limit]"));
+  }
+  if (federated) {
+    if (const YAML::Node r = m->get("region"); r.IsDefined()) {
+      if (!r.IsScalar()) {
+        return errors.at(child(path, "region"), "must be a region name");
+      }
+      p.region = r.Scalar();
+    }
+  }
+  const YAML::Node tenants = m->get("tenants");
+  const std::string tpath = child(path, "tenants");
+  if (!tenants.IsDefined()) return errors.at(path, "missing `tenants`");
+  if (!tenants.IsSequence() || tenants.size() == 0) {
+    return errors.at(tpath,
+                     "must be a non-empty list of {name, weight, hardCap}");
+  }
+  for (size_t i = 0; i < tenants.size(); ++i) {
+    const std::string at = absl::StrCat(tpath, "[", i, "]");
+    absl::StatusOr<Map> t = mapping(tenants[i], at, errors);
+    if (!t.ok()) return t.status();
+    WeightedFairEscrowOptions::Tenant tenant;
+    const YAML::Node name = t->get("name");
+    if (!name.IsDefined() || !name.IsScalar() || name.Scalar().empty()) {
+      return errors.at(child(at, "name"), "must be the tenant's name");
+    }
+    tenant.name = name.Scalar();
+    if (const YAML::Node w = t->get("weight"); w.IsDefined()) {
+      TK_ASSIGN(tenant.weight, positive(w, child(at, "weight"), errors));
+    }
+    if (const YAML::Node c = t->get("hardCap"); c.IsDefined()) {
+      TK_ASSIGN(tenant.hard_cap, integer(c, child(at, "hardCap"), 0, p.limit,
+                                         errors, "[0, limit]"));
+    }
+    if (absl::Status s = t->unknown(); !s.ok()) return s;
+    p.tenants.push_back(std::move(tenant));
+  }
+  if (absl::Status s = m->unknown(); !s.ok()) return s;
+  // The library's validation (tenant names, weights, bounds) at load, on
+  // an in-process stand-in for the store the server will use.
+  absl::Status valid;
+  if (federated) {
+    auto e = FederatedFairEscrow::create(
+        {.limit = p.limit,
+         .window_ms = p.window_ms,
+         .tenants = p.tenants,
+         .pool = std::make_shared<MemoryRegionPool>(),
+         .key = "config-check",
+         .region = p.region,
+         .quantum = p.quantum});
+    valid = e.status();
+  } else {
+    auto e = WeightedFairEscrow::create({.limit = p.limit,
+                                         .window_ms = p.window_ms,
+                                         .tenants = p.tenants,
+                                         .quantum = p.quantum});
+    valid = e.status();
+  }
+  if (!valid.ok()) return errors.at(path, std::string(valid.message()));
+  return p;
+}
+
 absl::StatusOr<PolicySpec> policy(const std::string& name, const YAML::Node& n,
                                   const std::string& path,
                                   const Errors& errors) {
@@ -570,22 +649,26 @@ absl::StatusOr<PolicySpec> policy(const std::string& name, const YAML::Node& n,
   if (!m.ok()) return m.status();
   PolicySpec spec;
   spec.name = name;
-  for (const std::string_view later : {"federatedFairEscrow", "fairEscrow"}) {
-    if (m->has(later)) {
-      return errors.at(child(path, later),
-                       "not served by this server yet (docs/server.md lists "
-                       "the policies it serves)");
-    }
-  }
-  const int kinds = int{m->has("strategy")} + int{m->has("admission")} +
-                    int{m->has("fleetBudget")} +
-                    int{m->has("distributedConcurrency")};
+  const int kinds =
+      int{m->has("strategy")} + int{m->has("admission")} +
+      int{m->has("fleetBudget")} + int{m->has("distributedConcurrency")} +
+      int{m->has("fairEscrow")} + int{m->has("federatedFairEscrow")};
   if (kinds != 1) {
     return errors.at(path,
                      "needs exactly one of strategy (a limiter), "
-                     "admission, fleetBudget or distributedConcurrency");
+                     "admission, fleetBudget, distributedConcurrency, "
+                     "fairEscrow or federatedFairEscrow");
   }
-  if (m->has("distributedConcurrency")) {
+  if (m->has("fairEscrow") || m->has("federatedFairEscrow")) {
+    const bool federated = m->has("federatedFairEscrow");
+    const std::string_view block =
+        federated ? "federatedFairEscrow" : "fairEscrow";
+    absl::StatusOr<FairEscrowPolicy> f =
+        fair_escrow(m->get(block), child(path, block), errors, federated);
+    if (!f.ok()) return f.status();
+    spec.body = *std::move(f);
+    if (absl::Status s = m->unknown(); !s.ok()) return s;
+  } else if (m->has("distributedConcurrency")) {
     AdmissionPolicy a;
     TK_ASSIGN(
         a.concurrency,

@@ -22,6 +22,14 @@
 //       pool:                  # one in-flight ceiling across the fleet
 //         distributedConcurrency: {minLimit: 4, maxLimit: 200,
 //                                  aggregate: median}
+//       tenants:               # weighted-fair across tenants and regions
+//         federatedFairEscrow:
+//           limit: 6000
+//           period: 1s
+//           region: eu-west
+//           tenants:
+//             - {name: acme, weight: 3}
+//             - {name: free, weight: 1, hardCap: 200}
 //       global:
 //         federated: {batch: 16, region: eu-west}
 //         strategy: fixedWindow
@@ -47,6 +55,7 @@
 #include "throttlekit/concurrency/adaptive_concurrency.h"
 #include "throttlekit/concurrency/distributed_concurrency.h"
 #include "throttlekit/coordinator/any_strategy.h"
+#include "throttlekit/twotier/weighted_fair_escrow.h"
 
 namespace throttlekit::server {
 
@@ -106,9 +115,27 @@ struct FleetBudgetPolicy {
   int64_t window_ms = 0;
 };
 
+// Weighted fairness between tenants over one budget of `limit` credits per
+// window, served by Check with the tenant's name as the key:
+// `fairEscrow` is `WeightedFairEscrow` (one server; with a shared store,
+// one budget across servers, each sharing fairly among its own callers),
+// `federatedFairEscrow` is `FederatedFairEscrow` (fair across regions too:
+// a region pool in Redis splits the budget between the servers by the
+// weights of their active tenants).
+struct FairEscrowPolicy {
+  bool federated = false;
+  int64_t limit = 0;
+  int64_t window_ms = 0;
+  int64_t quantum = 16;            // default min(16, limit)
+  std::string region = "default";  // federated only; 1 .. 64 bytes
+  std::vector<WeightedFairEscrowOptions::Tenant> tenants;
+};
+
 struct PolicySpec {
   std::string name;
-  std::variant<LimiterPolicy, AdmissionPolicy, FleetBudgetPolicy> body;
+  std::variant<LimiterPolicy, AdmissionPolicy, FleetBudgetPolicy,
+               FairEscrowPolicy>
+      body;
 };
 
 struct ServerConfig {

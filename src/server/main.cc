@@ -43,6 +43,7 @@
 #endif
 
 #ifdef THROTTLEKIT_SERVER_REDIS
+#include "throttlekit/federation/redis_region_pool.h"
 #include "throttlekit/redis/redis_coordinator.h"
 #endif
 #ifdef THROTTLEKIT_SERVER_POSTGRES
@@ -171,6 +172,7 @@ int main(int argc, char** argv) {
   }
 
   std::shared_ptr<throttlekit::Coordinator> store;
+  throttlekit::server::PolicyContext context{.node_id = args.node_id};
   std::string host;
   int port = 0;
   if (!args.redis.empty()) {
@@ -178,6 +180,14 @@ int main(int argc, char** argv) {
       return usage("--redis wants HOST:PORT; got " + args.redis);
     }
 #ifdef THROTTLEKIT_SERVER_REDIS
+    context.region_pool =
+        [host,
+         port]() -> absl::StatusOr<std::shared_ptr<throttlekit::RegionPool>> {
+      auto pool =
+          throttlekit::RedisRegionPool::create({.host = host, .port = port});
+      if (!pool.ok()) return pool.status();
+      return std::shared_ptr<throttlekit::RegionPool>(*std::move(pool));
+    };
     throttlekit::RedisCoordinatorOptions o;
     o.host = host;
     o.port = port;
@@ -224,8 +234,8 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  auto policies = throttlekit::server::Policies::create(
-      *config, store, {}, {.node_id = args.node_id});
+  auto policies = throttlekit::server::Policies::create(*config, store, {},
+                                                        std::move(context));
   if (!policies.ok()) {
     std::fprintf(stderr, "throttlekit-server: %s: %s\n", args.config.c_str(),
                  std::string(policies.status().message()).c_str());

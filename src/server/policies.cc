@@ -12,8 +12,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl_view.h"
 #include "throttlekit/coordinator/strict_rate_limiter.h"
+#include "throttlekit/federation/federated_fair_escrow.h"
 #include "throttlekit/store/rate_limiter.h"
+#include "throttlekit/twotier/weighted_fair_escrow.h"
 
 namespace throttlekit::server {
 namespace {
@@ -49,6 +52,109 @@ absl::StatusOr<std::shared_ptr<Engine>> engine(
         return make_engine(*std::move(l));
       },
       spec.options);
+}
+
+// A fair escrow behind the limiter interface: Check (and CheckMany) admit
+// the tenant named by the key; the rest is UNIMPLEMENTED (an escrow's
+// answer depends on the other tenants' activity, so it has no peek).
+template <class Escrow>
+class EscrowEngine final : public Engine {
+ public:
+  EscrowEngine(std::unique_ptr<Escrow> escrow, std::string_view what,
+               ServerClock clock)
+      : escrow_(std::move(escrow)), what_(what), clock_(clock) {}
+
+  absl::StatusOr<Decision> check(std::string_view key, double cost) override {
+    return escrow_->admit(key, cost);
+  }
+  absl::StatusOr<Decision> check_at(std::string_view key, int64_t now_ms,
+                                    double cost) override {
+    return escrow_->admit_at(key, now_ms, cost);
+  }
+  absl::Status check_many(std::span<const std::string_view> keys,
+                          std::span<Decision> out, double cost) override {
+    if (out.size() < keys.size()) {
+      return absl::InvalidArgumentError("check_many: out is shorter than keys");
+    }
+    // Every tenant is known before anything is spent; then one instant.
+    for (const std::string_view key : keys) {
+      if (absl::StatusOr<double> u = escrow_->used(key); !u.ok()) {
+        return u.status();
+      }
+    }
+    const int64_t now_ms = clock_.now_ms();
+    for (size_t i = 0; i < keys.size(); ++i) {
+      absl::StatusOr<Decision> d = escrow_->admit_at(keys[i], now_ms, cost);
+      if (!d.ok()) return d.status();
+      out[i] = *d;
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<Decision> peek(std::string_view) override {
+    return unserved("Peek");
+  }
+  absl::StatusOr<Forecast> forecast(std::string_view, double) override {
+    return unserved("Forecast");
+  }
+  absl::Status reset(std::string_view) override { return unserved("reset"); }
+
+ private:
+  absl::Status unserved(std::string_view op) const {
+    return absl::UnimplementedError(
+        absl::StrCat(sv(what_), " answers Check only, not ", sv(op),
+                     " (its answer depends on the other tenants)"));
+  }
+
+  std::unique_ptr<Escrow> escrow_;
+  std::string_view what_;
+  ServerClock clock_;
+};
+
+absl::Status fair_escrow(Policy& p, const FairEscrowPolicy& f,
+                         const std::shared_ptr<Coordinator>& store,
+                         ServerClock clock, const PolicyContext& context) {
+  const std::string key = absl::StrCat("throttlekit:", p.name);
+  p.kind = "limiter";
+  if (!f.federated) {
+    p.strategy = "fairEscrow";
+    auto e = BasicWeightedFairEscrow<ServerClock>::create(
+        {.limit = f.limit,
+         .window_ms = f.window_ms,
+         .tenants = f.tenants,
+         .coordinator = store,
+         .key = store != nullptr ? key : std::string(),
+         .quantum = f.quantum},
+        clock);
+    if (!e.ok()) return e.status();
+    p.limiter =
+        std::make_shared<EscrowEngine<BasicWeightedFairEscrow<ServerClock>>>(
+            *std::move(e), "fairEscrow", clock);
+    return absl::OkStatus();
+  }
+  p.strategy = "federatedFairEscrow";
+  if (context.region_pool == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "federatedFairEscrow needs the region pool in Redis (--redis); ",
+        store == nullptr ? "the embedded memory store"
+                         : absl::StrCat("the ", sv(store->backend()), " store"),
+        " cannot hold it"));
+  }
+  absl::StatusOr<std::shared_ptr<RegionPool>> pool = context.region_pool();
+  if (!pool.ok()) return pool.status();
+  auto e =
+      BasicFederatedFairEscrow<ServerClock>::create({.limit = f.limit,
+                                                     .window_ms = f.window_ms,
+                                                     .tenants = f.tenants,
+                                                     .pool = *std::move(pool),
+                                                     .key = key,
+                                                     .region = f.region,
+                                                     .quantum = f.quantum},
+                                                    clock);
+  if (!e.ok()) return e.status();
+  p.limiter =
+      std::make_shared<EscrowEngine<BasicFederatedFairEscrow<ServerClock>>>(
+          *std::move(e), "federatedFairEscrow", clock);
+  return absl::OkStatus();
 }
 
 // Builds `p.admission` (and `p.distributed` for a fleet-wide concurrency
@@ -163,6 +269,11 @@ absl::StatusOr<std::unique_ptr<Policies>> Policies::create(
     } else if (const auto* a = std::get_if<AdmissionPolicy>(&spec.body)) {
       p->kind = "admitter";
       if (absl::Status s = admission(*p, *a, store, clock, context); !s.ok()) {
+        return named(spec.name, s);
+      }
+    } else if (const auto* e = std::get_if<FairEscrowPolicy>(&spec.body)) {
+      if (absl::Status s = fair_escrow(*p, *e, store, clock, context);
+          !s.ok()) {
         return named(spec.name, s);
       }
     } else {

@@ -7,6 +7,10 @@
 //     `StrictRateLimiter<S>` over the Redis or Postgres coordinator (one
 //     round trip per check, the store's clock deciding);
 //   - an admission (`admission:`) is `UnifiedAdmission` over those engines;
+//   - a fair escrow (`fairEscrow:`, `federatedFairEscrow:`) is
+//     `WeightedFairEscrow` (over the shared store when there is one) or
+//     `FederatedFairEscrow` (over the Redis region pool), behind a limiter's
+//     `Engine` whose key is the tenant (Check only);
 //   - distributed concurrency (`distributedConcurrency:`) is an admission
 //     whose concurrency axis is a `DistributedConcurrency` node's limiter,
 //     beating to the shared store under `throttlekit:<policy>`;
@@ -25,6 +29,7 @@
 #define THROTTLEKIT_SRC_SERVER_POLICIES_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -42,6 +47,7 @@
 #include "throttlekit/core/clock.h"
 #include "throttlekit/federation/federated_limiter.h"
 #include "throttlekit/federation/fleet_token_budget.h"
+#include "throttlekit/federation/region_pool.h"
 
 namespace throttlekit::server {
 
@@ -100,6 +106,10 @@ struct PolicyContext {
   // Distributed concurrency: begin serving with a share (one beat at
   // creation) rather than in an outage until the first scheduled beat.
   bool beat_at_start = true;
+  // The region pool a `federatedFairEscrow` shares with the other servers
+  // (a `RedisRegionPool` on the --redis server); null: such a policy is
+  // refused at load.
+  std::function<absl::StatusOr<std::shared_ptr<RegionPool>>()> region_pool;
 };
 
 // `<host name>:<pid>`.

@@ -172,6 +172,45 @@ limiters:
   EXPECT_TRUE(combined.rate.has_value());
 }
 
+TEST(ServerConfig, LoadsFairEscrows) {
+  absl::StatusOr<ServerConfig> c = parse_config(R"(
+version: 1
+limiters:
+  local:
+    fairEscrow:
+      limit: 100
+      period: 1s
+      quantum: 8
+      tenants:
+        - {name: acme, weight: 2.5}
+        - {name: free, hardCap: 10}
+  fleet:
+    federatedFairEscrow:
+      limit: 6000
+      windowMs: 60000
+      region: eu-west
+      tenants: [{name: acme, weight: 3}, {name: free, weight: 1, hardCap: 200}]
+)",
+                                                "fair.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const auto& local = std::get<FairEscrowPolicy>(c->policies[0].body);
+  EXPECT_FALSE(local.federated);
+  EXPECT_EQ(local.limit, 100);
+  EXPECT_EQ(local.window_ms, 1000);
+  EXPECT_EQ(local.quantum, 8);
+  ASSERT_EQ(local.tenants.size(), 2u);
+  EXPECT_EQ(local.tenants[0].name, "acme");
+  EXPECT_EQ(local.tenants[0].weight, 2.5);
+  EXPECT_EQ(local.tenants[1].weight, 1);
+  EXPECT_EQ(local.tenants[1].hard_cap, 10);
+  const auto& fleet = std::get<FairEscrowPolicy>(c->policies[1].body);
+  EXPECT_TRUE(fleet.federated);
+  EXPECT_EQ(fleet.region, "eu-west");
+  EXPECT_EQ(fleet.window_ms, 60000);
+  EXPECT_EQ(fleet.quantum, 16);
+  EXPECT_EQ(fleet.tenants[1].hard_cap, 200);
+}
+
 TEST(ServerConfig, ErrorsNameTheSourceThePathAndTheProblem) {
   const std::string e = error_of(R"(
 version: 1
@@ -253,8 +292,41 @@ TEST(ServerConfig, RefusesEachBadDocument) {
        "limiters.a.admission.speed: unknown key"},
       {"version: 1\nlimiters: {a: {fleetBudget: {budget: 5}}}",
        "limiters.a.fleetBudget: missing the window"},
-      {"version: 1\nlimiters: {a: {federatedFairEscrow: {limit: 2}}}",
-       "limiters.a.federatedFairEscrow: not served by this server yet"},
+      {"version: 1\nlimiters: {a: {federatedFairEscrow: {limit: 2, period: "
+       "1s}}}",
+       "limiters.a.federatedFairEscrow: missing `tenants`"},
+      {"version: 1\nlimiters: {a: {fairEscrow: {limit: 2, period: 1s, "
+       "tenants: []}}}",
+       "limiters.a.fairEscrow.tenants: must be a non-empty list"},
+      {"version: 1\nlimiters: {a: {fairEscrow: {limit: 2, period: 1s, "
+       "tenants: [{weight: 2}]}}}",
+       "limiters.a.fairEscrow.tenants[0].name: must be the tenant's name"},
+      {"version: 1\nlimiters: {a: {fairEscrow: {limit: 2, period: 1s, "
+       "tenants: [{name: x, weight: 0}]}}}",
+       "limiters.a.fairEscrow.tenants[0].weight: must be a finite number > 0"},
+      {"version: 1\nlimiters: {a: {fairEscrow: {limit: 2, period: 1s, "
+       "tenants: [{name: x, hardCap: 3}]}}}",
+       "limiters.a.fairEscrow.tenants[0].hardCap: must be an integer in "
+       "[0, limit]"},
+      {"version: 1\nlimiters: {a: {fairEscrow: {limit: 2, period: 1s, "
+       "tenants: [{name: x, wieght: 3}]}}}",
+       "limiters.a.fairEscrow.tenants[0].wieght: unknown key"},
+      {"version: 1\nlimiters: {a: {fairEscrow: {limit: 2, period: 1s, "
+       "tenants: [{name: x}, {name: x}]}}}",
+       "limiters.a.fairEscrow: weighted_fair_escrow"},
+      {"version: 1\nlimiters: {a: {fairEscrow: {limit: 2, period: 1s, "
+       "quantum: 0, tenants: [{name: x}]}}}",
+       "limiters.a.fairEscrow.quantum: must be an integer in [1, limit]"},
+      {"version: 1\nlimiters: {a: {federatedFairEscrow: {limit: 9, period: "
+       "1s, tenants: [{name: x, weight: 1.5}]}}}",
+       "limiters.a.federatedFairEscrow: federated_fair_escrow"},
+      {"version: 1\nlimiters: {a: {fairEscrow: {limit: 9, period: 1s, "
+       "region: eu, tenants: [{name: x}]}}}",
+       "limiters.a.fairEscrow.region: unknown key"},
+      {"version: 1\nlimiters: {a: {fairEscrow: {limit: 9, period: 1s, "
+       "tenants: [{name: x}]}, federatedFairEscrow: {limit: 9, period: 1s, "
+       "tenants: [{name: x}]}}}",
+       "limiters.a: needs exactly one of"},
       {"version: 1\nlimiters: {a: {distributedConcurrency: {minLimit: 2}, "
        "admission: {concurrency: {maxInflight: 1}}}}",
        "limiters.a: needs exactly one of strategy"},

@@ -8,8 +8,10 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <cstdio>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,10 +25,12 @@
 #include "support/forked_fleet.h"
 #include "throttlekit/coordinator/strict_rate_limiter.h"
 #include "throttlekit/federation/fleet_token_budget.h"
+#include "throttlekit/federation/region_pool.h"
 #include "throttlekit/v1/throttlekit.grpc.pb.h"
 
 #ifdef THROTTLEKIT_SERVER_TEST_REDIS
 #include "support/redis_test_server.h"
+#include "throttlekit/federation/redis_region_pool.h"
 #else
 #include "support/pg_test_env.h"
 #endif
@@ -506,6 +510,144 @@ TEST(ServerStore, TwoServersHoldOneConcurrencyCeiling) {
   }
   EXPECT_EQ(alone.size(), 6u);
 }
+
+// A server serving `yaml` on the shared store, with the Redis region pool
+// when the store is Redis.
+Running start_yaml(const std::string& yaml) {
+  absl::StatusOr<ServerConfig> config = parse_config(yaml, "fair.yaml");
+  EXPECT_TRUE(config.ok()) << config.status();
+  PolicyContext context;
+#ifdef THROTTLEKIT_SERVER_TEST_REDIS
+  context.region_pool = []() -> absl::StatusOr<std::shared_ptr<RegionPool>> {
+    auto pool = RedisRegionPool::create({.port = testing::redis_port()});
+    if (!pool.ok()) return pool.status();
+    return std::shared_ptr<RegionPool>(*std::move(pool));
+  };
+#endif
+  return serve(Policies::create(*config, store(), {}, std::move(context)));
+}
+
+// Per window (by the end its decisions name), what each tenant was
+// admitted and asked, with clients on `servers` (tenant i's clients on
+// server i) for `windows` windows of `window_ms`.
+struct TenantLoad {
+  std::map<int64_t, std::map<std::string, int64_t>> admitted, asked;
+};
+TenantLoad run_tenants(const std::string& policy,
+                       const std::vector<v1::RateLimiter::Stub*>& servers,
+                       const std::vector<std::string>& tenants,
+                       int64_t run_ms) {
+  TenantLoad load;
+  std::mutex mu;
+  const int64_t end = testing::wall_ms() + run_ms;
+  std::vector<std::thread> clients;
+  for (size_t t = 0; t < tenants.size(); ++t) {
+    for (int c = 0; c < 3; ++c) {
+      clients.emplace_back([&, t] {
+        while (testing::wall_ms() < end) {
+          const v1::Decision d = check(*servers[t], policy, tenants[t]);
+          std::lock_guard lock(mu);
+          ++load.asked[d.reset_at()][tenants[t]];
+          load.admitted[d.reset_at()][tenants[t]] += d.allowed() ? 1 : 0;
+        }
+      });
+    }
+  }
+  for (std::thread& t : clients) t.join();
+  return load;
+}
+
+// fairEscrow on a shared store: two servers spend one budget (40 per
+// 500 ms window) between them; each shares fairly among its own tenants.
+TEST(ServerStore, FairEscrowServersShareOneBudget) {
+  const std::string name = fresh("fair");
+  const std::string yaml = absl::StrCat(
+      "version: 1\nlimiters:\n  ", name,
+      ":\n    fairEscrow: {limit: 40, period: 500ms, quantum: 2, tenants: "
+      "[{name: acme, weight: 3}, {name: free, weight: 1}]}\n");
+  Running a = start_yaml(yaml);
+  Running b = start_yaml(yaml);
+  const TenantLoad load =
+      run_tenants(name, {a.stub.get(), b.stub.get()}, {"acme", "free"}, 3000);
+  int64_t full = 0;
+  for (const auto& [window_end, by_tenant] : load.admitted) {
+    int64_t total = 0;
+    for (const auto& [tenant, n] : by_tenant) total += n;
+    EXPECT_LE(total, 40) << "window ending " << window_end;
+    int64_t asked = 0;
+    for (const auto& [tenant, n] : load.asked.at(window_end)) asked += n;
+    if (asked >= 80) {
+      ++full;
+      EXPECT_GE(total, 40 - 2 * 2) << "window ending " << window_end;
+    }
+  }
+  EXPECT_GE(full, 3);
+}
+
+#ifdef THROTTLEKIT_SERVER_TEST_REDIS
+// federatedFairEscrow: two servers, regions eu (acme, weight 3) and us
+// (free, weight 1), one budget of 40 per 500 ms window split by the
+// region pool in Redis: at most 40 per window in all, and when both press
+// on it, acme about 30 and free about 10.
+TEST(ServerStore, FederatedFairEscrowSplitsOneBudgetByWeight) {
+  const std::string name = fresh("fedfair");
+  const auto yaml = [&](const std::string& region, const std::string& tenant,
+                        int weight) {
+    return absl::StrCat("version: 1\nlimiters:\n  ", name,
+                        ":\n    federatedFairEscrow: {limit: 40, period: "
+                        "500ms, quantum: 2, region: ",
+                        region, ", tenants: [{name: ", tenant,
+                        ", weight: ", weight, "}]}\n");
+  };
+  Running eu = start_yaml(yaml("eu", "acme", 3));
+  Running us = start_yaml(yaml("us", "free", 1));
+  const TenantLoad load =
+      run_tenants(name, {eu.stub.get(), us.stub.get()}, {"acme", "free"}, 3000);
+  int64_t full = 0;
+  for (const auto& [window_end, by_tenant] : load.admitted) {
+    const int64_t acme = by_tenant.contains("acme") ? by_tenant.at("acme") : 0;
+    const int64_t free = by_tenant.contains("free") ? by_tenant.at("free") : 0;
+    EXPECT_LE(acme + free, 40) << "window ending " << window_end;
+    const auto& asked = load.asked.at(window_end);
+    std::printf("window ending %lld: acme %lld, free %lld admitted\n",
+                static_cast<long long>(window_end),
+                static_cast<long long>(acme), static_cast<long long>(free));
+    if (asked.contains("acme") && asked.contains("free") &&
+        asked.at("acme") >= 60 && asked.at("free") >= 60) {
+      ++full;
+      // Fair shares 30 / 10; a region that asks first in a window may take
+      // a few credits before the other registers its weight.
+      EXPECT_GE(acme, 24) << "window ending " << window_end;
+      EXPECT_LE(free, 16) << "window ending " << window_end;
+      EXPECT_GE(free, 6) << "window ending " << window_end;
+    }
+  }
+  EXPECT_GE(full, 3);
+  // A tenant another region holds is unknown here.
+  grpc::ClientContext ctx;
+  v1::CheckRequest req;
+  req.set_policy(name);
+  req.set_key("free");
+  v1::CheckResponse resp;
+  EXPECT_EQ(eu.stub->Check(&ctx, req, &resp).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+#else
+TEST(ServerStore, FederatedFairEscrowNeedsRedis) {
+  absl::StatusOr<ServerConfig> config = parse_config(
+      "version: 1\nlimiters: {f: {federatedFairEscrow: {limit: 5, period: "
+      "1s, tenants: [{name: x}]}}}",
+      "fair.yaml");
+  ASSERT_TRUE(config.ok());
+  auto policies = Policies::create(*config, store());
+  ASSERT_FALSE(policies.ok());
+  EXPECT_NE(std::string(policies.status().message())
+                .find("needs the region pool in Redis (--redis); the "
+                      "postgres store cannot hold it"),
+            std::string::npos)
+      << policies.status();
+}
+#endif
 
 }  // namespace
 }  // namespace throttlekit::server

@@ -29,6 +29,7 @@
 #include "policies.h"
 #include "support/test_time.h"
 #include "throttlekit/store/rate_limiter.h"
+#include "throttlekit/twotier/weighted_fair_escrow.h"
 #include "throttlekit/v1/throttlekit.grpc.pb.h"
 
 namespace throttlekit::server {
@@ -747,13 +748,102 @@ TEST(ServerDoor, MonitorWatchRefusesAnUnknownPolicy) {
   EXPECT_NE(s.error_message().find("nope"), std::string::npos);
 }
 
+// A fairEscrow policy's Check is the library's WeightedFairEscrow admit
+// for the tenant named by the key, on every field, over a random run;
+// CheckMany admits its tenants at one instant, or nothing when one is
+// unknown; what an escrow cannot answer is UNIMPLEMENTED.
+TEST(ServerDoor, FairEscrowEqualsTheLibrary) {
+  Door door(R"(
+version: 1
+limiters:
+  fair:
+    fairEscrow:
+      limit: 20
+      period: 1s
+      tenants:
+        - {name: acme, weight: 3}
+        - {name: free, weight: 1, hardCap: 6}
+        - {name: idle, weight: 2}
+)");
+  auto lib = BasicWeightedFairEscrow<ServerClock>::create(
+      {.limit = 20,
+       .window_ms = 1000,
+       .tenants = {{.name = "acme", .weight = 3},
+                   {.name = "free", .weight = 1, .hard_cap = 6},
+                   {.name = "idle", .weight = 2}}},
+      ServerClock{&door.clock()});
+  ASSERT_TRUE(lib.ok()) << lib.status();
+  std::mt19937_64 rng(20261126);
+  int64_t allowed = 0;
+  int64_t denied = 0;
+  for (int i = 0; i < 400; ++i) {
+    door.clock().advance_ms(static_cast<int64_t>(rng() % 60));
+    const std::string tenant = rng() % 4 == 0 ? "free" : "acme";
+    const int64_t cost = 1 + static_cast<int64_t>(rng() % 3);
+    if (rng() % 10 == 0) {
+      // A batch at one instant, both tenants.
+      v1::CheckManyRequest req;
+      req.set_policy("fair");
+      req.add_keys("acme");
+      req.add_keys("free");
+      req.set_cost(cost);
+      v1::CheckManyResponse resp;
+      grpc::ClientContext ctx;
+      ASSERT_TRUE(door.stub().CheckMany(&ctx, req, &resp).ok());
+      ASSERT_EQ(resp.decisions_size(), 2);
+      const int64_t now = door.clock().now_ms();
+      for (int k = 0; k < 2; ++k) {
+        absl::StatusOr<Decision> want =
+            (*lib)->admit_at(k == 0 ? "acme" : "free", now, cost);
+        ASSERT_TRUE(want.ok());
+        EXPECT_EQ(Door::from_wire(resp.decisions(k)), *want) << i << "/" << k;
+      }
+      continue;
+    }
+    Decision got;
+    ASSERT_TRUE(door.check("fair", tenant, cost, got).ok());
+    absl::StatusOr<Decision> want = (*lib)->admit(tenant, cost);
+    ASSERT_TRUE(want.ok());
+    EXPECT_EQ(got, *want) << "step " << i << " " << tenant << " cost " << cost;
+    (got.allowed ? allowed : denied) += 1;
+  }
+  EXPECT_GT(allowed, 50);
+  EXPECT_GT(denied, 50);  // the run pressed on the shares and the cap
+
+  Decision d;
+  grpc::Status unknown = door.check("fair", "nobody", 1, d);
+  EXPECT_EQ(unknown.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(unknown.error_message().find("unknown tenant"), std::string::npos);
+  // A batch naming an unknown tenant spends nothing for the known ones.
+  {
+    v1::CheckManyRequest req;
+    req.set_policy("fair");
+    req.add_keys("acme");
+    req.add_keys("nobody");
+    v1::CheckManyResponse resp;
+    grpc::ClientContext ctx;
+    EXPECT_EQ(door.stub().CheckMany(&ctx, req, &resp).error_code(),
+              grpc::StatusCode::NOT_FOUND);
+  }
+  ASSERT_TRUE(door.check("fair", "acme", 1, d).ok());
+  absl::StatusOr<Decision> want = (*lib)->admit("acme", 1);
+  ASSERT_TRUE(want.ok());
+  EXPECT_EQ(d, *want);
+  grpc::Status peek = door.peek("fair", "acme", d);
+  EXPECT_EQ(peek.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_NE(peek.error_message().find("fairEscrow answers Check only"),
+            std::string::npos);
+}
+
 TEST(ServerDoor, FleetPoliciesNeedASharedStore) {
   for (const char* body :
        {"{fleetBudget: {budget: 5, windowMs: 1000}}",
         "{distributedConcurrency: {maxLimit: 5}}",
         "{admission: {concurrency: {distributed: {maxLimit: 5}}}}",
         "{federated: {batch: 2}, strategy: fixedWindow, limit: 5, period: "
-        "1s}"}) {
+        "1s}",
+        "{federatedFairEscrow: {limit: 5, period: 1s, tenants: [{name: "
+        "x}]}}"}) {
     absl::StatusOr<ServerConfig> config = parse_config(
         absl::StrCat("version: 1\nlimiters: {b: ", body, "}"), "t.yaml");
     ASSERT_TRUE(config.ok()) << config.status();
