@@ -18,8 +18,9 @@ if [[ "$profile" == "bench-http" ]]; then
   packages+=("${server_packages[@]}" libcpp-httplib-dev wrk pkg-config)
 fi
 if [[ "$profile" == "test" ]]; then
-  # The HTTP middleware example and its test (cpp-httplib).
-  packages+=("${server_packages[@]}" libcpp-httplib-dev)
+  # The HTTP middleware example and its test (cpp-httplib); the server's
+  # TLS tests make their certificates with the openssl command.
+  packages+=("${server_packages[@]}" libcpp-httplib-dev openssl)
   # clang builds the suite; its sanitizer runtimes (libclang-rt-dev) are
   # only recommended by clang, so they are named here.
   # The distributed backends' client libraries, the real servers the

@@ -5,6 +5,12 @@
 //                         [--postgres-db NAME] [--postgres-user NAME]]
 //                        [--fleet-secret SECRET] [--monitor-secret SECRET]
 //                        [--metrics-listen 127.0.0.1:PORT] [--node-id ID]
+//                        [--tls-cert FILE --tls-key FILE [--tls-client-ca
+//                        FILE]]
+//
+// --tls-cert and --tls-key (PEM files) make the gRPC door speak TLS only;
+// --tls-client-ca (PEM) also requires every client to present a
+// certificate that CA signed (mutual TLS).
 //
 // --node-id names this server in a distributedConcurrency fleet (unique
 // among the live servers on one store; default: host name and pid).
@@ -28,10 +34,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "config.h"
@@ -63,6 +72,9 @@ struct Args {
   std::string monitor_secret;
   std::string metrics_listen;
   std::string node_id;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
 };
 
 constexpr const char* kUsage =
@@ -70,7 +82,8 @@ constexpr const char* kUsage =
     "       [--redis HOST:PORT | --postgres HOST:PORT [--postgres-db NAME]\n"
     "        [--postgres-user NAME]] [--fleet-secret SECRET]\n"
     "       [--monitor-secret SECRET] [--metrics-listen 127.0.0.1:PORT]\n"
-    "       [--node-id ID]\n";
+    "       [--node-id ID] [--tls-cert FILE --tls-key FILE\n"
+    "        [--tls-client-ca FILE]]\n";
 
 int usage(const std::string& problem) {
   std::fprintf(stderr, "throttlekit-server: %s\n%s", problem.c_str(), kUsage);
@@ -128,6 +141,12 @@ int main(int argc, char** argv) {
         return usage("--node-id must be 1 .. 256 bytes");
       }
       args.node_id = value;
+    } else if (flag == "--tls-cert") {
+      args.tls_cert = value;
+    } else if (flag == "--tls-key") {
+      args.tls_key = value;
+    } else if (flag == "--tls-client-ca") {
+      args.tls_client_ca = value;
     } else if (flag == "--metrics-listen") {
       args.metrics_listen = value;
     } else {
@@ -135,6 +154,27 @@ int main(int argc, char** argv) {
     }
   }
   if (args.config.empty()) return usage("--config is required");
+  if (args.tls_cert.empty() != args.tls_key.empty()) {
+    return usage("--tls-cert and --tls-key go together");
+  }
+  if (!args.tls_client_ca.empty() && args.tls_cert.empty()) {
+    return usage("--tls-client-ca needs --tls-cert and --tls-key");
+  }
+  std::string tls_cert, tls_key, tls_client_ca;
+  for (auto [path, into] : {std::pair{&args.tls_cert, &tls_cert},
+                            std::pair{&args.tls_key, &tls_key},
+                            std::pair{&args.tls_client_ca, &tls_client_ca}}) {
+    if (path->empty()) continue;
+    std::ifstream in(*path, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (!in || text.str().empty()) {
+      std::fprintf(stderr, "throttlekit-server: cannot read %s\n",
+                   path->c_str());
+      return 2;
+    }
+    *into = text.str();
+  }
   if (const char* env = std::getenv("THROTTLEKIT_FLEET_SECRET");
       args.fleet_secret.empty() && env != nullptr) {
     args.fleet_secret = env;
@@ -245,7 +285,10 @@ int main(int argc, char** argv) {
   auto server = throttlekit::server::Server::start(
       *std::move(policies), {.listen = args.listen,
                              .fleet_secret = args.fleet_secret,
-                             .monitor_secret = args.monitor_secret});
+                             .monitor_secret = args.monitor_secret,
+                             .tls_cert_chain = std::move(tls_cert),
+                             .tls_private_key = std::move(tls_key),
+                             .tls_client_ca = std::move(tls_client_ca)});
   if (!server.ok()) {
     std::fprintf(stderr, "throttlekit-server: %s\n",
                  std::string(server.status().message()).c_str());

@@ -518,6 +518,10 @@ class RateLimiterService final : public v1::RateLimiter::Service {
   static absl::Status wrong_kind(const Policy& p, std::string_view rpc) {
     std::string_view serves = "Check, CheckMany, Peek and Forecast";
     if (p.debits) serves = "Check, CheckMany, Peek, Forecast and Debit";
+    if (p.federated != nullptr || p.strategy == "fairEscrow" ||
+        p.strategy == "federatedFairEscrow") {
+      serves = "Check and CheckMany";
+    }
     if (p.admission != nullptr) serves = "Admit, Release and Heartbeat";
     if (p.fleet_budget != nullptr) serves = "Debit";
     return absl::UnimplementedError(absl::StrCat(sv(rpc), ": policy \"", p.name,
@@ -581,8 +585,29 @@ absl::StatusOr<std::unique_ptr<Server>> Server::start(
   // One server per port: a second one on a port in use must fail, not
   // share it (gRPC sets SO_REUSEPORT unless told not to).
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(),
-                           &impl->port);
+  const bool tls = !options.tls_cert_chain.empty();
+  if (tls != !options.tls_private_key.empty()) {
+    return absl::InvalidArgumentError(
+        "server: TLS needs both the certificate chain and the private key");
+  }
+  if (!tls && !options.tls_client_ca.empty()) {
+    return absl::InvalidArgumentError(
+        "server: a client CA (mutual TLS) needs the server's own certificate "
+        "and key");
+  }
+  std::shared_ptr<grpc::ServerCredentials> credentials =
+      grpc::InsecureServerCredentials();
+  if (tls) {
+    grpc::SslServerCredentialsOptions ssl(
+        options.tls_client_ca.empty()
+            ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+            : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    ssl.pem_root_certs = options.tls_client_ca;
+    ssl.pem_key_cert_pairs.push_back(
+        {options.tls_private_key, options.tls_cert_chain});
+    credentials = grpc::SslServerCredentials(ssl);
+  }
+  builder.AddListeningPort(options.listen, credentials, &impl->port);
   builder.RegisterService(impl->service.get());
   impl->fleet = std::make_unique<FleetService>(*impl->policies,
                                                std::move(options.fleet_secret));
@@ -592,8 +617,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::start(
   builder.RegisterService(impl->monitor.get());
   impl->grpc_server = builder.BuildAndStart();
   if (impl->grpc_server == nullptr || impl->port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("server: cannot listen on ", options.listen));
+    return absl::UnavailableError(absl::StrCat(
+        "server: cannot listen on ", options.listen,
+        tls ? " with the TLS certificate and key given (are they PEM, and "
+              "does the key belong to the certificate?)"
+            : ""));
   }
   if (options.reaper) {
     // Expired slots are reclaimed within a quarter of the lease TTL (at

@@ -49,6 +49,12 @@ struct ServerOptions {
   // answers loopback callers only unless this secret is sent as
   // `x-monitor-secret`.
   std::string monitor_secret;
+  // TLS: the server's certificate chain and private key, PEM. Both empty
+  // (the default): plaintext. With `tls_client_ca` (PEM) too, every client
+  // must present a certificate that CA signed (mutual TLS).
+  std::string tls_cert_chain;
+  std::string tls_private_key;
+  std::string tls_client_ca;
 };
 
 // True for a gRPC peer string (`ServerContext::peer()`) on the loopback
@@ -58,7 +64,9 @@ bool is_loopback_peer(std::string_view peer);
 
 class Server {
  public:
-  // Listens and serves; kUnavailable naming the address if it cannot bind.
+  // Listens and serves; kUnavailable naming the address if it cannot bind
+  // (or cannot use the TLS certificate and key), kInvalidArgument for TLS
+  // options that do not go together.
   static absl::StatusOr<std::unique_ptr<Server>> start(
       std::unique_ptr<Policies> policies, ServerOptions options);
 

@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "support/child_process.h"
+#include "support/test_certs.h"
 
 // gRPC is initialised only after every fork (a forked gRPC process is not
 // safe), so its headers are used in functions the parent calls late.
@@ -176,6 +177,60 @@ limiters:
   EXPECT_NE(err.find("loopback only"), std::string::npos) << err;
 }
 #endif
+
+// --tls-cert / --tls-key: the binary serves TLS only; a client trusting
+// its certificate is served, a plaintext one is not. Unreadable files and
+// half a pair exit 2.
+TEST(ServerProcess, ServesTlsFromPemFiles) {
+  const throttlekit::testing::Pem pem =
+      throttlekit::testing::self_signed("server");
+  ASSERT_FALSE(pem.cert.empty()) << "the openssl command is needed";
+  const std::string cert = temp_file("tls.crt", pem.cert);
+  const std::string key = temp_file("tls.key", pem.key);
+  const std::string config = temp_file("tls.yaml", R"(
+version: 1
+limiters:
+  checkout:
+    admission:
+      concurrency: {maxInflight: 1}
+)");
+  Child server = spawn_server({"--config", config, "--listen", "127.0.0.1:0",
+                               "--tls-cert", cert, "--tls-key", key});
+  const int port = port_after(read_line(server.out), "listening on port ");
+  ASSERT_GT(port, 0);
+  grpc::SslCredentialsOptions trust;
+  trust.pem_root_certs = pem.cert;
+  grpc::ChannelArguments args;
+  args.SetSslTargetNameOverride("localhost");
+  auto tls = v1::RateLimiter::NewStub(grpc::CreateCustomChannel(
+      absl::StrCat("127.0.0.1:", port), grpc::SslCredentials(trust), args));
+  v1::AdmitResponse resp;
+  EXPECT_TRUE(admit(*tls, &resp));
+  {
+    auto plain = connect(port);
+    v1::AdmitRequest req;
+    req.set_policy("checkout");
+    req.set_key("k");
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(5));
+    EXPECT_EQ(plain->Admit(&ctx, req, &resp).error_code(),
+              grpc::StatusCode::UNAVAILABLE);
+  }
+  kill(server.pid, SIGTERM);
+  EXPECT_EQ(exit_status(server.pid), 0);
+
+  Child half = spawn_server({"--config", config, "--tls-cert", cert});
+  EXPECT_EQ(exit_status(half.pid), 2);
+  EXPECT_NE(read_all(half.err).find("--tls-cert and --tls-key go together"),
+            std::string::npos);
+  Child missing = spawn_server({"--config", config, "--tls-cert",
+                                "/nonexistent/cert.pem", "--tls-key", key});
+  const std::string err = read_all(missing.err);
+  EXPECT_EQ(exit_status(missing.pid), 2);
+  EXPECT_NE(err.find("cannot read /nonexistent/cert.pem"), std::string::npos)
+      << err;
+}
 
 TEST(ServerProcess, ABadConfigurationExitsTwoNamingFileAndPath) {
   const std::string config = temp_file("bad.yaml", R"(

@@ -27,6 +27,7 @@
 #include "config.h"
 #include "gtest/gtest.h"
 #include "policies.h"
+#include "support/test_certs.h"
 #include "support/test_time.h"
 #include "throttlekit/store/rate_limiter.h"
 #include "throttlekit/twotier/weighted_fair_escrow.h"
@@ -37,6 +38,8 @@ namespace {
 
 namespace v1 = ::throttlekit::v1;
 using testing::kEpoch;
+using testing::Pem;
+using testing::self_signed;
 
 // A server over the embedded store on a manual clock, and a client.
 class Door {
@@ -833,6 +836,110 @@ limiters:
   EXPECT_EQ(peek.error_code(), grpc::StatusCode::UNIMPLEMENTED);
   EXPECT_NE(peek.error_message().find("fairEscrow answers Check only"),
             std::string::npos);
+}
+
+// A channel to the server on `port` trusting `root` (and presenting
+// `client` when given), expecting the name `localhost`.
+std::shared_ptr<grpc::Channel> tls_channel(int port, const std::string& root,
+                                           const Pem* client = nullptr) {
+  grpc::SslCredentialsOptions o;
+  o.pem_root_certs = root;
+  if (client != nullptr) {
+    o.pem_private_key = client->key;
+    o.pem_cert_chain = client->cert;
+  }
+  grpc::ChannelArguments args;
+  args.SetSslTargetNameOverride("localhost");
+  return grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port),
+                                   grpc::SslCredentials(o), args);
+}
+
+// Check `fixed` over `channel`; the status.
+grpc::StatusCode check_over(const std::shared_ptr<grpc::Channel>& channel) {
+  auto stub = v1::RateLimiter::NewStub(channel);
+  v1::CheckRequest req;
+  req.set_policy("fixed");
+  req.set_key("tls");
+  v1::CheckResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  const grpc::Status s = stub->Check(&ctx, req, &resp);
+  if (s.ok()) EXPECT_TRUE(resp.decision().allowed());
+  return s.error_code();
+}
+
+std::unique_ptr<Server> start_tls(const Pem& server, const std::string& ca) {
+  absl::StatusOr<ServerConfig> config = parse_config(kConfig, "t.yaml");
+  EXPECT_TRUE(config.ok());
+  auto policies = Policies::create(*config, nullptr);
+  EXPECT_TRUE(policies.ok());
+  auto s = Server::start(*std::move(policies), {.listen = "127.0.0.1:0",
+                                                .tls_cert_chain = server.cert,
+                                                .tls_private_key = server.key,
+                                                .tls_client_ca = ca});
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? *std::move(s) : nullptr;
+}
+
+// With a certificate and key the door speaks TLS only: a client trusting
+// the certificate is served, a plaintext client or one trusting another
+// certificate is not.
+TEST(ServerDoor, TlsServesOnlyClientsThatTrustItsCertificate) {
+  const Pem server = self_signed("server");
+  const Pem stranger = self_signed("stranger");
+  ASSERT_FALSE(server.cert.empty()) << "the openssl command is needed";
+  std::unique_ptr<Server> door = start_tls(server, "");
+  ASSERT_NE(door, nullptr);
+  EXPECT_EQ(check_over(tls_channel(door->port(), server.cert)),
+            grpc::StatusCode::OK);
+  EXPECT_EQ(
+      check_over(grpc::CreateChannel(absl::StrCat("127.0.0.1:", door->port()),
+                                     grpc::InsecureChannelCredentials())),
+      grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(check_over(tls_channel(door->port(), stranger.cert)),
+            grpc::StatusCode::UNAVAILABLE);
+}
+
+// With a client CA, a client must also present a certificate that CA
+// signed.
+TEST(ServerDoor, MutualTlsRequiresAClientCertificate) {
+  const Pem server = self_signed("server");
+  const Pem client = self_signed("client");
+  const Pem stranger = self_signed("stranger");
+  ASSERT_FALSE(client.cert.empty()) << "the openssl command is needed";
+  std::unique_ptr<Server> door = start_tls(server, client.cert);
+  ASSERT_NE(door, nullptr);
+  EXPECT_EQ(check_over(tls_channel(door->port(), server.cert, &client)),
+            grpc::StatusCode::OK);
+  EXPECT_EQ(check_over(tls_channel(door->port(), server.cert)),
+            grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(check_over(tls_channel(door->port(), server.cert, &stranger)),
+            grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST(ServerDoor, BadTlsOptionsAreRefused) {
+  const Pem server = self_signed("server");
+  ASSERT_FALSE(server.cert.empty()) << "the openssl command is needed";
+  const auto start = [&](ServerOptions o) {
+    absl::StatusOr<ServerConfig> config = parse_config(kConfig, "t.yaml");
+    EXPECT_TRUE(config.ok());
+    auto policies = Policies::create(*config, nullptr);
+    EXPECT_TRUE(policies.ok());
+    o.listen = "127.0.0.1:0";
+    return Server::start(*std::move(policies), std::move(o));
+  };
+  auto no_key = start({.tls_cert_chain = server.cert});
+  ASSERT_FALSE(no_key.ok());
+  EXPECT_EQ(no_key.status().code(), absl::StatusCode::kInvalidArgument);
+  auto ca_alone = start({.tls_client_ca = server.cert});
+  ASSERT_FALSE(ca_alone.ok());
+  EXPECT_EQ(ca_alone.status().code(), absl::StatusCode::kInvalidArgument);
+  auto garbage = start(
+      {.tls_cert_chain = "not a certificate", .tls_private_key = "not a key"});
+  ASSERT_FALSE(garbage.ok());
+  EXPECT_NE(std::string(garbage.status().message()).find("TLS certificate"),
+            std::string::npos)
+      << garbage.status();
 }
 
 TEST(ServerDoor, FleetPoliciesNeedASharedStore) {
