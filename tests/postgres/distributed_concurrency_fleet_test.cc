@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "support/capacity_fleet.h"
 #include "support/concurrency_fleet.h"
 #include "support/pg_test_env.h"
 #include "throttlekit/postgres/postgres_coordinator.h"
@@ -41,6 +42,15 @@ TEST(PostgresConcurrencyFleet, OneCeilingAcrossProcesses) {
   const testing::FleetResult plain =
       testing::run_concurrency_fleet("dc-fleet:p", /*handoff=*/false, make_pg);
   testing::expect_fleet_holds(handoff, plain);
+}
+
+TEST(PostgresConcurrencyFleet, OneCeilingWhileCapacityChanges) {
+  ASSERT_NE(make_pg(), nullptr);
+  const testing::CapacityResult handoff =
+      testing::run_capacity_fleet("dc-cap:h", /*handoff=*/true, make_pg);
+  const testing::CapacityResult plain =
+      testing::run_capacity_fleet("dc-cap:p", /*handoff=*/false, make_pg);
+  testing::expect_capacity_fleet_holds(handoff, plain);
 }
 
 }  // namespace

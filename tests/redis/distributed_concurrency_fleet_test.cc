@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "support/capacity_fleet.h"
 #include "support/concurrency_fleet.h"
 #include "support/redis_test_server.h"
 #include "throttlekit/redis/redis_coordinator.h"
@@ -32,6 +33,16 @@ TEST(RedisConcurrencyFleet, OneCeilingAcrossProcesses) {
   const testing::FleetResult plain =
       testing::run_concurrency_fleet(key + ":p", /*handoff=*/false, make_redis);
   testing::expect_fleet_holds(handoff, plain);
+}
+
+TEST(RedisConcurrencyFleet, OneCeilingWhileCapacityChanges) {
+  const std::string key = "dc-cap:" + std::to_string(::getpid()) + ":" +
+                          std::to_string(testing::wall_ms());
+  const testing::CapacityResult handoff =
+      testing::run_capacity_fleet(key + ":h", /*handoff=*/true, make_redis);
+  const testing::CapacityResult plain =
+      testing::run_capacity_fleet(key + ":p", /*handoff=*/false, make_redis);
+  testing::expect_capacity_fleet_holds(handoff, plain);
 }
 
 }  // namespace

@@ -1,0 +1,364 @@
+// tests/support/capacity_fleet.h
+//
+// Provides `run_capacity_fleet`: a real fleet of DistributedConcurrency
+// nodes (one per OS process, on one key of a real coordinator) in front of
+// a simulated backend whose capacity changes during the run, so the nodes'
+// local limits, and with them the global ceiling L, move. The Redis and
+// Postgres fleet tests call it with their backend.
+//
+// Four processes, each a node whose local limit is AIMD in [kCapMin,
+// kCapMax] starting at kCapMax, beating every kBeatMs (concurrency_fleet.h's
+// constants), six worker threads each: acquire, count the slot in shared
+// memory, call the backend, count it out, release. The backend is a
+// counter in shared memory with a capacity: a call that finds it full is
+// dropped at once (released as kDropped, which backs AIMD off by 0.9); one
+// that fits holds its backend slot ~0.3 ms (released as kSuccess). The
+// script, in ms from the start:
+//   0      every process starts; the backend has no capacity limit, so L is
+//          kCapMax;
+//   1200   the backend's capacity drops to kCapSmall: calls are dropped,
+//          the local limits fall towards kCapMin and L with them;
+//   2600   the capacity is unlimited again (AIMD may climb back);
+//   4000   the end.
+//
+// What is counted: at every acquisition the fleet's held slots (the workers'
+// own count, as in concurrency_fleet.h), kept as the maximum per 5 ms
+// bucket; the parent reads the coordinator's table about every 2 ms and
+// keeps, per bucket, the smallest and largest L (the minimum of the live
+// nodes' reported local limits: the aggregate the nodes run).
+
+#ifndef THROTTLEKIT_TESTS_SUPPORT_CAPACITY_FLEET_H_
+#define THROTTLEKIT_TESTS_SUPPORT_CAPACITY_FLEET_H_
+
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/concurrency_fleet.h"
+#include "support/forked_fleet.h"
+#include "throttlekit/concurrency/distributed_concurrency.h"
+#include "throttlekit/coordinator/coordinator.h"
+
+namespace throttlekit::testing {
+
+inline constexpr int kCapProcs = 4;
+inline constexpr int kCapWorkers = 6;
+inline constexpr int64_t kCapMax = 16;  // every local limit's start and top
+inline constexpr int64_t kCapMin = 4;
+inline constexpr int64_t kCapSmall = 5;  // the backend's reduced capacity
+inline constexpr int64_t kCapDropAtMs = 1200;
+inline constexpr int64_t kCapRestoreAtMs = 2600;
+inline constexpr int64_t kCapRunMs = 4000;
+inline constexpr int64_t kCapBucketMs = 5;
+inline constexpr int kCapBuckets = kCapRunMs / kCapBucketMs;
+
+struct CapacityShared {
+  std::atomic<int64_t> capacity;  // the backend's; 0: unlimited
+  std::atomic<int64_t> backend;   // calls in the backend now
+  std::atomic<int64_t> held;      // slots held fleet-wide (workers' count)
+  std::atomic<int64_t> drops;
+  std::atomic<int64_t> admitted;
+  std::atomic<int64_t> held_at_acquire[kCapBuckets];  // max per bucket
+  std::atomic<int64_t> local_limit[kCapProcs];        // each node's, now
+  std::atomic<int> stop;
+  int64_t start_ms;
+};
+
+struct CapacityResult {
+  // Per bucket: the largest fleet count an acquisition saw (0: none), and
+  // the smallest and largest L the parent read (0: no read).
+  std::vector<int64_t> held_at_acquire;
+  std::vector<int64_t> l_min, l_max;
+  int64_t drops = 0;
+  int64_t admitted = 0;
+  int64_t table_reads = 0;
+  int64_t l_before_drop = 0;  // the largest L before the drop
+  int64_t l_lowest = 0;       // the smallest L while the capacity was low
+  int64_t lowest_local_limit = 0;
+  int64_t l_at_end = 0;
+};
+
+// The parent's reads of bucket `b` may all precede a change later in the
+// bucket, which an acquisition in it already saw: the L around bucket `b`
+// is judged from the `window` buckets before it through kCapAfter after.
+inline constexpr int kCapAfter = 2;
+
+// The L in force around bucket `b`: the largest the parent read from
+// `window` buckets before it to kCapAfter after; 0 when the parent read
+// nothing in the kCapAfter buckets after `b` (descheduled on a loaded
+// machine, it cannot tell what L an acquisition in `b` already saw).
+inline int64_t recent_max_l(const CapacityResult& r, int b, int window) {
+  const int last = std::min(kCapBuckets - 1, b + kCapAfter);
+  bool read_after = false;
+  for (int i = b + 1; i <= last; ++i) read_after |= r.l_max[i] > 0;
+  if (!read_after) return 0;
+  int64_t l = 0;
+  for (int i = std::max(0, b - window); i <= last; ++i) {
+    l = std::max(l, r.l_max[i]);
+  }
+  return l;
+}
+
+// True when L held one value from `window` buckets before `b` to kCapAfter
+// after (every one of them read at least once); that value in `*l`.
+inline bool settled_l(const CapacityResult& r, int b, int window, int64_t* l) {
+  if (b < window || b + kCapAfter >= kCapBuckets) return false;
+  for (int i = b - window; i <= b + kCapAfter; ++i) {
+    if (r.l_min[i] == 0 || r.l_min[i] != r.l_max[i] ||
+        r.l_min[i] != r.l_min[b]) {
+      return false;
+    }
+  }
+  *l = r.l_min[b];
+  return true;
+}
+
+inline void run_capacity_node(
+    int i, CapacityShared& sh, const std::string& key, bool handoff,
+    const std::function<std::shared_ptr<Coordinator>()>& make_coordinator) {
+  std::shared_ptr<Coordinator> coordinator = make_coordinator();
+  if (coordinator == nullptr) _exit(3);
+  DistributedConcurrencyOptions o;
+  o.node_id = "c" + std::to_string(i);
+  o.key = key;
+  o.heartbeat_ms = kBeatMs;
+  o.lease_ttl_ms = kLeaseMs;
+  o.handoff = handoff;
+  o.eager_heartbeats = true;
+  o.local.law = ConcurrencyLaw::kAimd;
+  o.local.min_limit = kCapMin;
+  o.local.initial_limit = o.local.max_limit = kCapMax;
+  absl::StatusOr<std::unique_ptr<DistributedConcurrency>> made =
+      DistributedConcurrency::create(o, coordinator);
+  if (!made.ok()) _exit(4);
+  std::unique_ptr<DistributedConcurrency> node = *std::move(made);
+  (void)node->beat_now();
+  std::vector<std::thread> workers;
+  for (int w = 0; w < kCapWorkers; ++w) {
+    workers.emplace_back([&] {
+      while (sh.stop.load() == 0) {
+        DistributedConcurrency::Permit p = node->acquire();
+        if (!p) {
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+          continue;
+        }
+        const int64_t held = sh.held.fetch_add(1) + 1;
+        const int64_t b = (wall_ms() - sh.start_ms) / kCapBucketMs;
+        if (b >= 0 && b < kCapBuckets) {
+          std::atomic<int64_t>& slot = sh.held_at_acquire[b];
+          int64_t seen = slot.load();
+          while (held > seen && !slot.compare_exchange_weak(seen, held)) {
+          }
+        }
+        sh.admitted.fetch_add(1);
+        const int64_t cap = sh.capacity.load();
+        const int64_t in_backend = sh.backend.fetch_add(1) + 1;
+        if (cap > 0 && in_backend > cap) {
+          sh.backend.fetch_sub(1);
+          sh.drops.fetch_add(1);
+          std::this_thread::sleep_for(std::chrono::microseconds(100));
+          sh.held.fetch_sub(1);
+          p.release(PermitOutcome::kDropped);
+          continue;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(300));
+        sh.backend.fetch_sub(1);
+        sh.held.fetch_sub(1);
+        p.release(PermitOutcome::kSuccess);
+      }
+    });
+  }
+  while (sh.stop.load() == 0) {
+    sh.local_limit[i].store(node->stats().local.limit);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  for (std::thread& t : workers) t.join();
+  node.reset();
+  _exit(0);
+}
+
+inline CapacityResult run_capacity_fleet(
+    const std::string& key, bool handoff,
+    const std::function<std::shared_ptr<Coordinator>()>& make_coordinator) {
+  void* mem = mmap(nullptr, sizeof(CapacityShared), PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    ADD_FAILURE() << "mmap failed";
+    return {};
+  }
+  CapacityShared& sh = *new (mem) CapacityShared();
+  const int64_t start = wall_ms() + 300;
+  sh.start_ms = start;
+  pid_t pids[kCapProcs];
+  for (int i = 0; i < kCapProcs; ++i) {
+    pids[i] = fork();
+    if (pids[i] == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(start - wall_ms()));
+      run_capacity_node(i, sh, key, handoff, make_coordinator);
+    }
+  }
+  std::shared_ptr<Coordinator> reader = make_coordinator();
+  CapacityResult r;
+  r.l_min.assign(kCapBuckets, 0);
+  r.l_max.assign(kCapBuckets, 0);
+  r.lowest_local_limit = kCapMax;
+  const auto now_ms = [&] { return wall_ms() - start; };
+  while (now_ms() < 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (int64_t t = now_ms(); t < kCapRunMs; t = now_ms()) {
+    if (t >= kCapDropAtMs && t < kCapRestoreAtMs) {
+      sh.capacity.store(kCapSmall);
+    } else {
+      sh.capacity.store(0);
+    }
+    absl::StatusOr<std::vector<HeartbeatNode>> rows =
+        reader->heartbeat_nodes(key);
+    const int64_t after = now_ms();
+    // A read counts for the buckets it spanned only if it stayed in one
+    // (the table is somewhere between the call and the answer).
+    if (rows.ok() && !rows->empty() &&
+        t / kCapBucketMs == after / kCapBucketMs && after < kCapRunMs) {
+      ++r.table_reads;
+      int64_t l = INT64_MAX;
+      for (const HeartbeatNode& n : *rows) l = std::min(l, n.local_limit);
+      const int b = static_cast<int>(t / kCapBucketMs);
+      r.l_min[b] = r.l_min[b] == 0 ? l : std::min(r.l_min[b], l);
+      r.l_max[b] = std::max(r.l_max[b], l);
+      if (t < kCapDropAtMs) r.l_before_drop = std::max(r.l_before_drop, l);
+      if (t >= kCapDropAtMs && t < kCapRestoreAtMs) {
+        r.l_lowest = r.l_lowest == 0 ? l : std::min(r.l_lowest, l);
+      }
+      r.l_at_end = l;
+    }
+    for (int i = 0; i < kCapProcs; ++i) {
+      const int64_t l = sh.local_limit[i].load();
+      if (l > 0) r.lowest_local_limit = std::min(r.lowest_local_limit, l);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  sh.stop.store(1);
+  for (int i = 0; i < kCapProcs; ++i) waitpid(pids[i], nullptr, 0);
+  for (int b = 0; b < kCapBuckets; ++b) {
+    r.held_at_acquire.push_back(sh.held_at_acquire[b].load());
+  }
+  r.drops = sh.drops.load();
+  r.admitted = sh.admitted.load();
+  munmap(mem, sizeof(CapacityShared));
+  return r;
+}
+
+// Acquisitions that saw the fleet above the L in force: `recent` against
+// the largest L of the last lease (`kLeaseMs`), `settled` against L in
+// buckets where it had not moved for 100 ms.
+struct CapacityOvers {
+  int64_t judged = 0;    // buckets with an acquisition and a read after it
+  int64_t unjudged = 0;  // buckets with an acquisition and no read after it
+  int64_t recent = 0;
+  int64_t settled = 0;
+  int64_t settled_buckets = 0;  // buckets with an acquisition and settled L
+  int64_t last_settled_over_ms = -1;
+};
+
+inline CapacityOvers capacity_overs(const CapacityResult& r) {
+  CapacityOvers o;
+  constexpr int kLeaseBuckets = static_cast<int>(kLeaseMs / kCapBucketMs);
+  constexpr int kSettleBuckets = static_cast<int>(100 / kCapBucketMs);
+  for (int b = 0; b < kCapBuckets; ++b) {
+    const int64_t held = r.held_at_acquire[b];
+    if (held == 0) continue;
+    const int64_t recent = recent_max_l(r, b, kLeaseBuckets);
+    ++(recent > 0 ? o.judged : o.unjudged);
+    if (recent > 0 && held > recent) {
+      ++o.recent;
+      std::printf("over at bucket %d (%d ms): held %lld, L read around:", b,
+                  b * static_cast<int>(kCapBucketMs),
+                  static_cast<long long>(held));
+      for (int i = std::max(0, b - 6); i <= std::min(kCapBuckets - 1, b + 6);
+           ++i) {
+        std::printf(" %lld-%lld", static_cast<long long>(r.l_min[i]),
+                    static_cast<long long>(r.l_max[i]));
+      }
+      std::printf("\n");
+    }
+    int64_t l = 0;
+    if (settled_l(r, b, kSettleBuckets, &l)) {
+      ++o.settled_buckets;
+      if (held > l) {
+        ++o.settled;
+        o.last_settled_over_ms = b * kCapBucketMs;
+      }
+    }
+  }
+  return o;
+}
+
+inline void print_capacity_fleet(const char* what, const CapacityResult& r) {
+  const CapacityOvers o = capacity_overs(r);
+  std::printf(
+      "%s: %lld admitted, %lld dropped by the backend; %lld table reads; L "
+      "%lld before the drop, down to %lld while capacity was %lld (lowest "
+      "local limit %lld), %lld at the end; acquisitions above the largest "
+      "L of the last lease: %lld of %lld buckets judged (%lld not: no read "
+      "right after); above a settled L: %lld of %lld buckets (last at %lld "
+      "ms)\n",
+      what, static_cast<long long>(r.admitted), static_cast<long long>(r.drops),
+      static_cast<long long>(r.table_reads),
+      static_cast<long long>(r.l_before_drop),
+      static_cast<long long>(r.l_lowest), static_cast<long long>(kCapSmall),
+      static_cast<long long>(r.lowest_local_limit),
+      static_cast<long long>(r.l_at_end), static_cast<long long>(o.recent),
+      static_cast<long long>(o.judged), static_cast<long long>(o.unjudged),
+      static_cast<long long>(o.settled),
+      static_cast<long long>(o.settled_buckets),
+      static_cast<long long>(o.last_settled_over_ms));
+  std::printf("%s (held at acquisition / L) per 50 ms:", what);
+  for (int b = 0; b < kCapBuckets; b += 10) {
+    int64_t held = 0, l = 0;
+    for (int i = b; i < b + 10 && i < kCapBuckets; ++i) {
+      held = std::max(held, r.held_at_acquire[i]);
+      l = std::max(l, r.l_max[i]);
+    }
+    std::printf(" %lld/%lld", static_cast<long long>(held),
+                static_cast<long long>(l));
+  }
+  std::printf("\n");
+}
+
+// The assertions every backend's capacity fleet meets.
+inline void expect_capacity_fleet_holds(const CapacityResult& with_handoff,
+                                        const CapacityResult& without) {
+  print_capacity_fleet("handoff", with_handoff);
+  print_capacity_fleet("no handoff", without);
+  for (const CapacityResult* r : {&with_handoff, &without}) {
+    EXPECT_GT(r->admitted, 2'000);  // the fleet did serve
+    EXPECT_GT(r->drops, 0);         // the capacity did drop
+    EXPECT_GT(r->table_reads, 500);
+    // The local limits, and L with them, moved with the capacity.
+    EXPECT_EQ(r->l_before_drop, kCapMax);
+    EXPECT_LE(r->l_lowest, kCapMax / 2);
+  }
+  // With handoff: no acquisition took the fleet above the largest L in
+  // force during the last lease, nor above L once L had held still for
+  // 100 ms; and such settled buckets were most of the run.
+  const CapacityOvers o = capacity_overs(with_handoff);
+  EXPECT_EQ(o.recent, 0);
+  EXPECT_GT(o.judged, 9 * (o.judged + o.unjudged) / 10);
+  EXPECT_EQ(o.settled, 0);
+  EXPECT_GT(o.settled_buckets, kCapBuckets / 4);
+}
+
+}  // namespace throttlekit::testing
+
+#endif  // THROTTLEKIT_TESTS_SUPPORT_CAPACITY_FLEET_H_
