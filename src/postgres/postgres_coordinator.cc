@@ -229,10 +229,6 @@ class PostgresCoordinator::Impl {
 
   const PostgresCoordinatorOptions& options() const { return options_; }
 
-  // Counts a further write of the call `run` is running (a call of more
-  // than one round trip).
-  void count_extra_batch() { detail::BackendCounters::add(counters_.batches); }
-
  private:
   static std::string ddl(const std::string& table) {
     std::string all;
@@ -743,7 +739,7 @@ int hex_value(char c) {
   return -1;
 }
 
-// The node table from {{t}}_heartbeat_load / _read's text columns.
+// The node table from {{t}}_heartbeat_read's text columns.
 absl::StatusOr<std::vector<HeartbeatNode>> parse_heartbeat_table(
     const std::string& ids, const std::string& values) {
   std::vector<HeartbeatNode> nodes;
@@ -793,62 +789,32 @@ absl::StatusOr<HeartbeatGrant> PostgresCoordinator::do_heartbeat(
     std::string_view key, const HeartbeatReport& report,
     const HeartbeatOptions& options, int64_t now_ms) {
   const std::string& t = impl_->options().table;
-  const int64_t slack = impl_->options().ttl_slack_ms;
-  // Literals only (hex bytea and integers): both round trips are simple
-  // queries, so BEGIN and COMMIT ride along with them.
-  std::string load =
-      absl::StrCat("BEGIN; SELECT * FROM ", t, "_heartbeat_load(");
-  append_bytea(load, key);
-  absl::StrAppend(&load, ", ", now_ms, ", ", slack, ")");
+  // One statement of literals (hex bytea and integers; the report was
+  // validated by Coordinator::heartbeat): one round trip, autocommit; the
+  // step runs in the database ({{t}}_heartbeat, heartbeat.sql) under the
+  // key's row lock.
+  std::string sql = absl::StrCat("SELECT * FROM ", t, "_heartbeat(");
+  append_bytea(sql, key);
+  absl::StrAppend(&sql, ", ", now_ms, ", ", impl_->options().ttl_slack_ms,
+                  ", ");
+  append_bytea(sql, report.node_id);
+  absl::StrAppend(
+      &sql, ", ", report.seq, ", ", report.applied_gen, ", ", report.inflight,
+      ", ", report.local_limit, ", ", report.demand, ", ", options.lease_ttl_ms,
+      ", ",
+      options.aggregate == HeartbeatAggregate::kLowerMedian ? "true" : "false",
+      ", ", options.handoff ? "true" : "false", ", ",
+      options.demand_proportional ? "true" : "false", ")");
   return impl_->run<HeartbeatGrant>(
       [&](Session& s) -> absl::StatusOr<HeartbeatGrant> {
         pqxx::nontransaction tx(*s.conn);
-        try {
-          const pqxx::row row = tx.exec(load).at(0);
-          const int64_t now = row[0].as<int64_t>();
-          absl::StatusOr<std::vector<HeartbeatNode>> table =
-              parse_heartbeat_table(row[1].as<std::string>(),
-                                    row[2].as<std::string>());
-          if (!table.ok()) {
-            tx.exec("ROLLBACK");
-            return table.status();
-          }
-          absl::StatusOr<HeartbeatGrant> grant =
-              heartbeat_step(*table, report, now, options);
-          if (!grant.ok() || grant->stale) {
-            tx.exec("ROLLBACK");  // nothing to write
-            return grant;
-          }
-          int64_t last = now;
-          std::string store = absl::StrCat("SELECT ", t, "_heartbeat_store(");
-          append_bytea(store, key);
-          store += ", ARRAY[";
-          for (size_t i = 0; i < table->size(); ++i) {
-            if (i > 0) store += ", ";
-            append_bytea(store, (*table)[i].id);
-          }
-          store += "]::bytea[], ARRAY[";
-          for (size_t i = 0; i < table->size(); ++i) {
-            const HeartbeatNode& n = (*table)[i];
-            last = std::max(last, n.expires_at_ms);
-            absl::StrAppend(&store, i > 0 ? ", " : "", n.local_limit, ", ",
-                            n.inflight, ", ", n.expires_at_ms, ", ", n.share,
-                            ", ", n.seq, ", ", n.demand, ", ", n.generation,
-                            ", ", n.acked_share, ", ", n.max_unacked);
-          }
-          absl::StrAppend(&store, "]::bigint[], ", last, "); COMMIT");
-          impl_->count_extra_batch();
-          tx.exec(store);
-          return grant;
-        } catch (...) {
-          // The transaction is aborted (or the connection is gone): leave
-          // the session clean for its next user.
-          try {
-            tx.exec("ROLLBACK");
-          } catch (...) {
-          }
-          throw;
-        }
+        const pqxx::row row = tx.exec(sql).at(0);
+        return HeartbeatGrant{.share = row[0].as<int64_t>(),
+                              .generation = row[1].as<int64_t>(),
+                              .global_limit = row[2].as<int64_t>(),
+                              .live_nodes = row[3].as<int64_t>(),
+                              .lease_expires_at_ms = row[4].as<int64_t>(),
+                              .stale = row[5].as<bool>()};
       });
 }
 

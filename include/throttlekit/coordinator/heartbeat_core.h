@@ -2,10 +2,11 @@
 //
 // Provides `heartbeat_step`: the coordinator's half of distributed adaptive
 // concurrency (docs/distributed_concurrency.md), one pure function
-// over one key's node table, so that every backend that can run C++ under
-// its own atomicity (the memory coordinator under a shard lock, Postgres
-// under a row lock) runs the same code, and the Redis script is held equal
-// to it by a test.
+// over one key's node table: the reference every backend is held to. The
+// memory coordinator runs it under a shard lock; Redis runs a Lua
+// transcription (src/redis/lua/heartbeat.lua) and Postgres a PL/pgSQL one
+// (src/postgres/heartbeat.sql), each one round trip, each held equal to it
+// step for step by a conformance test: change the three together.
 //
 // Each node runs its own adaptive limiter (local limit L_local) and beats
 // with one atomic snapshot of itself: {seq, applied_gen, inflight,

@@ -140,8 +140,9 @@ class PostgresCoordinator final : public Coordinator {
                                        int64_t leftover, std::string_view token,
                                        int64_t now_ms) override;
   absl::Status do_ping() override;
-  // Two round trips in one transaction: lock and read the key's node table,
-  // run heartbeat_step (the C++ core) on it, write it and commit
+  // One round trip: {{t}}_heartbeat, a PL/pgSQL transcription of
+  // heartbeat_step held equal to it by tests/postgres/heartbeat_test.cc,
+  // steps the key's node table under its row lock
   // (docs/distributed_concurrency.md, "Postgres").
   absl::StatusOr<HeartbeatGrant> do_heartbeat(std::string_view key,
                                               const HeartbeatReport& report,
