@@ -39,14 +39,22 @@ RC_GTEST_PROP(GcraProperty, AdmitsAtMostBurstPlusElapsedOverT, ()) {
     const double cost = *rc::gen::element(1.0, 1.0, 2.0, 0.5, 3.0);
     if (g.check(s, now, cost).allowed) admitted.push_back({now, cost});
   }
-  // Every window [a, b] starting at an admission.
+  // Every window [a, b] starting at an admission. The bound is exact in
+  // real arithmetic; in doubles each admission rounds tat once (tat + inc)
+  // and the test rounds it once more (new_tat - tau), each by at most half
+  // an ulp of the epoch-sized times (ulp(1.7e12 ms) = 2^-12 ms), and the
+  // first admission may start from a tat already that far off: the bound
+  // is allowed (admissions in the window + 1) ulps, in units of T.
+  const double ulp = std::nextafter(static_cast<double>(now), INFINITY) -
+                     static_cast<double>(now);
   for (size_t i = 0; i < admitted.size(); ++i) {
     double units = 0;
     for (size_t j = i; j < admitted.size(); ++j) {
       units += admitted[j].cost;
       const double elapsed =
           static_cast<double>(admitted[j].at - admitted[i].at);
-      RC_ASSERT(units <= burst + elapsed / t + 1e-6);
+      const double rounding = static_cast<double>(j - i + 2) * ulp / t + 1e-9;
+      RC_ASSERT(units <= burst + elapsed / t + rounding);
     }
   }
 }
