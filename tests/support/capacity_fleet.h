@@ -357,6 +357,9 @@ inline void expect_capacity_fleet_holds(const CapacityResult& with_handoff,
   EXPECT_GT(o.judged, 9 * (o.judged + o.unjudged) / 10);
   EXPECT_EQ(o.settled, 0);
   EXPECT_GT(o.settled_buckets, kCapBuckets / 4);
+  // Without handoff any overshoot of a settled L drains: none in the last
+  // second (L is back at its top and still by then).
+  EXPECT_LT(capacity_overs(without).last_settled_over_ms, kCapRunMs - 1000);
 }
 
 }  // namespace throttlekit::testing
