@@ -15,16 +15,17 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <mutex>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "throttlekit/core/mutex.h"
 #include "throttlekit/core/option_check.h"
 #include "throttlekit_redis_scripts.h"
 
@@ -95,8 +96,9 @@ timeval to_timeval(absl::Duration d) { return absl::ToTimeval(d); }
 
 // One request: a script call (`script >= 0`: argv = key, args...) or a
 // plain command (`script < 0`: argv is the command). The flags are guarded
-// by the connection's mutex (`wake` waits on it); `status` and `reply` are
-// written by the leader before it sets `done` and read by the caller after.
+// by the connection's mutex (`wake` waits on it; the analysis cannot name
+// another object's mutex here); `status` and `reply` are written by the
+// leader before it sets `done` and read by the caller after.
 struct Request {
   int script = -1;
   int keys = 1;  // how many leading argv entries are KEYS (scripts only)
@@ -150,11 +152,12 @@ class RedisCoordinator::Impl {
     absl::Status call(const std::shared_ptr<Request>& req) {
       Request& r = *req;
       {
-        std::unique_lock lock(mu_);
+        MutexLock lock(mu_);
         queue_.push_back(req);
         if (busy_) {
           // Wait for the reply, a hand-over, or the deadline.
-          r.wake.wait_until(lock, absl::ToChronoTime(r.deadline),
+          NativeWait native(mu_);
+          r.wake.wait_until(native.lock(), absl::ToChronoTime(r.deadline),
                             [&r] { return r.done || r.lead; });
           if (!r.lead) {
             if (r.done) return r.status;
@@ -166,7 +169,7 @@ class RedisCoordinator::Impl {
         busy_ = true;
       }
       lead();
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (r.done) return r.status;
       // Served by nobody: only possible if it timed out in a batch.
       detail::BackendCounters::add(owner_->counters_.timeouts);
@@ -186,7 +189,7 @@ class RedisCoordinator::Impl {
     void lead() {
       std::vector<std::shared_ptr<Request>> batch;
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         const size_t n = std::min(
             queue_.size(), static_cast<size_t>(owner_->options_.max_pipeline));
         for (size_t i = 0; i < n; ++i) {
@@ -199,7 +202,7 @@ class RedisCoordinator::Impl {
       serve(batch, outcomes);
       std::shared_ptr<Request> next;
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         for (size_t i = 0; i < batch.size(); ++i) {
           batch[i]->status = std::move(outcomes[i].status);
           batch[i]->reply = std::move(outcomes[i].reply);
@@ -429,11 +432,12 @@ class RedisCoordinator::Impl {
     }
 
     Impl* const owner_;
-    // A std::mutex (not absl::Mutex): the distribution's abseil is not built
-    // for ThreadSanitizer, which must see this hand-over.
-    std::mutex mu_;
-    std::deque<std::shared_ptr<Request>> queue_;  // guarded by mu_
-    bool busy_ = false;  // guarded by mu_: a leader owns the I/O
+    // A `Mutex` (core/mutex.h: a std::mutex ThreadSanitizer sees, checked
+    // by clang's analysis); the distribution's abseil is not built for
+    // ThreadSanitizer, so not absl::Mutex.
+    Mutex mu_;
+    std::deque<std::shared_ptr<Request>> queue_ ABSL_GUARDED_BY(mu_);
+    bool busy_ ABSL_GUARDED_BY(mu_) = false;  // a leader owns the I/O
     // Touched only by the current leader (handed over under `mu_`).
     redisContext* ctx_ = nullptr;
     std::array<std::string, kScriptCount> shas_;

@@ -16,7 +16,13 @@
 //
 // `MutexLock` is also BasicLockable, so `std::condition_variable_any` can
 // wait on it (it unlocks and relocks inside, which the analysis does not
-// see; the lock is held again when `wait` returns).
+// see; the lock is held again when `wait` returns). Where the cheaper
+// `std::condition_variable` matters (a per-request wake on a hot path),
+// `NativeWait` lends it the std::mutex of a `MutexLock`'s scope:
+//
+//     MutexLock lock(mu_);
+//     NativeWait native(mu_);
+//     cv_.wait_until(native.lock(), deadline, [&] { return done_; });
 //
 // Thread-safety: `Mutex` is a mutex; a `MutexLock` belongs to one thread.
 
@@ -42,7 +48,25 @@ class ABSL_LOCKABLE Mutex {
   void unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
 
  private:
+  friend class NativeWait;
   std::mutex mu_;
+};
+
+// A `std::unique_lock` over a `Mutex` the calling thread holds (through a
+// `MutexLock`), for `std::condition_variable` waits; it never unlocks the
+// mutex for good (the `MutexLock` does). Belongs to one thread.
+class NativeWait {
+ public:
+  explicit NativeWait(Mutex& mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu)
+      : lock_(mu.mu_, std::adopt_lock) {}
+  ~NativeWait() { lock_.release(); }
+  NativeWait(const NativeWait&) = delete;
+  NativeWait& operator=(const NativeWait&) = delete;
+
+  std::unique_lock<std::mutex>& lock() noexcept { return lock_; }
+
+ private:
+  std::unique_lock<std::mutex> lock_;
 };
 
 class ABSL_SCOPED_LOCKABLE MutexLock {
