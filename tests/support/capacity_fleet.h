@@ -7,12 +7,12 @@
 // Postgres fleet tests call it with their backend.
 //
 // Four processes, each a node whose local limit is AIMD in [kCapMin,
-// kCapMax] starting at kCapMax, beating every kBeatMs (concurrency_fleet.h's
-// constants), six worker threads each: acquire, count the slot in shared
-// memory, call the backend, count it out, release. The backend is a
-// counter in shared memory with a capacity: a call that finds it full is
-// dropped at once (released as kDropped, which backs AIMD off by 0.9); one
-// that fits holds its backend slot ~0.3 ms (released as kSuccess). The
+// kCapMax] starting at kCapMax, beating every kBeatMs with self-fencing
+// (concurrency_fleet.h's constants), six worker threads each: acquire, count
+// the slot in shared memory, call the backend, count it out, release. The
+// backend is a counter in shared memory with a capacity: a call that finds it
+// full is dropped at once (released as kDropped, which backs AIMD off by 0.9);
+// one that fits holds its backend slot ~0.3 ms (released as kSuccess). The
 // script, in ms from the start:
 //   0      every process starts; the backend has no capacity limit, so L is
 //          kCapMax;
@@ -25,7 +25,10 @@
 // own count, as in concurrency_fleet.h), kept as the maximum per 5 ms
 // bucket; the parent reads the coordinator's table about every 2 ms and
 // keeps, per bucket, the smallest and largest L (the minimum of the live
-// nodes' reported local limits: the aggregate the nodes run).
+// nodes' reported local limits: the aggregate the nodes run); and every
+// node publishes the L of the grant it holds every millisecond (L can rise
+// and fall between two reads of the table, and a grant made at the peak
+// stands until its node beats again).
 
 #ifndef THROTTLEKIT_TESTS_SUPPORT_CAPACITY_FLEET_H_
 #define THROTTLEKIT_TESTS_SUPPORT_CAPACITY_FLEET_H_
@@ -71,7 +74,12 @@ struct CapacityShared {
   std::atomic<int64_t> drops;
   std::atomic<int64_t> admitted;
   std::atomic<int64_t> held_at_acquire[kCapBuckets];  // max per bucket
-  std::atomic<int64_t> local_limit[kCapProcs];        // each node's, now
+  // The largest global limit of a grant any node held, per bucket (each
+  // node's monitor thread publishes its last grant's every millisecond): L
+  // can move up and back between two reads of the table, and a grant made
+  // at the peak stands until its node beats again.
+  std::atomic<int64_t> grant_l[kCapBuckets];
+  std::atomic<int64_t> local_limit[kCapProcs];  // each node's, now
   std::atomic<int> stop;
   int64_t start_ms;
 };
@@ -81,6 +89,7 @@ struct CapacityResult {
   // the smallest and largest L the parent read (0: no read).
   std::vector<int64_t> held_at_acquire;
   std::vector<int64_t> l_min, l_max;
+  std::vector<int64_t> grant_l;  // the largest L of a grant held (0: none)
   int64_t drops = 0;
   int64_t admitted = 0;
   int64_t table_reads = 0;
@@ -106,7 +115,7 @@ inline int64_t recent_max_l(const CapacityResult& r, int b, int window) {
   if (!read_after) return 0;
   int64_t l = 0;
   for (int i = std::max(0, b - window); i <= last; ++i) {
-    l = std::max(l, r.l_max[i]);
+    l = std::max({l, r.l_max[i], r.grant_l[i]});
   }
   return l;
 }
@@ -117,7 +126,7 @@ inline bool settled_l(const CapacityResult& r, int b, int window, int64_t* l) {
   if (b < window || b + kCapAfter >= kCapBuckets) return false;
   for (int i = b - window; i <= b + kCapAfter; ++i) {
     if (r.l_min[i] == 0 || r.l_min[i] != r.l_max[i] ||
-        r.l_min[i] != r.l_min[b]) {
+        r.l_min[i] != r.l_min[b] || r.grant_l[i] > r.l_min[b]) {
       return false;
     }
   }
@@ -137,6 +146,12 @@ inline void run_capacity_node(
   o.lease_ttl_ms = kLeaseMs;
   o.handoff = handoff;
   o.eager_heartbeats = true;
+  // As in concurrency_fleet.h: a process descheduled past its lease (28
+  // threads on two cores) stops admitting before its budget is handed on;
+  // without fencing it would keep its old share meanwhile (the documented
+  // caveat), which this run is not about.
+  o.self_fencing = true;
+  o.fence_safety_margin_ms = kFenceMarginMs;
   o.local.law = ConcurrencyLaw::kAimd;
   o.local.min_limit = kCapMin;
   o.local.initial_limit = o.local.max_limit = kCapMax;
@@ -181,7 +196,16 @@ inline void run_capacity_node(
     });
   }
   while (sh.stop.load() == 0) {
-    sh.local_limit[i].store(node->stats().local.limit);
+    const DistributedConcurrencyStats st = node->stats();
+    sh.local_limit[i].store(st.local.limit);
+    const int64_t b = (wall_ms() - sh.start_ms) / kCapBucketMs;
+    if (b >= 0 && b < kCapBuckets) {
+      std::atomic<int64_t>& slot = sh.grant_l[b];
+      int64_t seen = slot.load();
+      while (st.global_limit > seen &&
+             !slot.compare_exchange_weak(seen, st.global_limit)) {
+      }
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   for (std::thread& t : workers) t.join();
@@ -252,6 +276,7 @@ inline CapacityResult run_capacity_fleet(
   for (int i = 0; i < kCapProcs; ++i) waitpid(pids[i], nullptr, 0);
   for (int b = 0; b < kCapBuckets; ++b) {
     r.held_at_acquire.push_back(sh.held_at_acquire[b].load());
+    r.grant_l.push_back(sh.grant_l[b].load());
   }
   r.drops = sh.drops.load();
   r.admitted = sh.admitted.load();
@@ -287,8 +312,9 @@ inline CapacityOvers capacity_overs(const CapacityResult& r) {
                   static_cast<long long>(held));
       for (int i = std::max(0, b - 6); i <= std::min(kCapBuckets - 1, b + 6);
            ++i) {
-        std::printf(" %lld-%lld", static_cast<long long>(r.l_min[i]),
-                    static_cast<long long>(r.l_max[i]));
+        std::printf(" %lld-%lld/%lld", static_cast<long long>(r.l_min[i]),
+                    static_cast<long long>(r.l_max[i]),
+                    static_cast<long long>(r.grant_l[i]));
       }
       std::printf("\n");
     }

@@ -76,9 +76,10 @@ THROTTLEKIT_ALWAYS_INLINE constexpr int64_t to_int(double v) noexcept {
   return static_cast<int64_t>(v);
 }
 
-// `std::floor(v)`, bit for bit (the sign of a zero included), without a
-// libm call: x86-64's baseline ISA has no rounding instruction, so std::floor
-// is a function call on the hot path.
+// `std::floor(v)`, bit for bit (the sign of a zero included; a NaN is
+// returned as given, where libm would quiet a signaling one), without a
+// libm call: x86-64's baseline ISA has no rounding instruction, so
+// std::floor is a function call on the hot path.
 THROTTLEKIT_ALWAYS_INLINE constexpr double floor_d(double v) noexcept {
   if (!(v > -9.2233720368547758e18 && v < 9.2233720368547748e18)) {
     return v;  // NaN, infinite, or so large it is already integral
