@@ -528,8 +528,8 @@ Running start_yaml(const std::string& yaml) {
 }
 
 // Per window (by the end its decisions name), what each tenant was
-// admitted and asked, with clients on `servers` (tenant i's clients on
-// server i) for `windows` windows of `window_ms`.
+// admitted and asked, with three client threads per tenant on `servers`
+// (tenant i's clients on server i) for `run_ms` of the real clock.
 struct TenantLoad {
   std::map<int64_t, std::map<std::string, int64_t>> admitted, asked;
 };

@@ -34,7 +34,6 @@
 #define THROTTLEKIT_TESTS_SUPPORT_CAPACITY_FLEET_H_
 
 #include <gtest/gtest.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -171,12 +170,7 @@ inline void run_capacity_node(
         }
         const int64_t held = sh.held.fetch_add(1) + 1;
         const int64_t b = (wall_ms() - sh.start_ms) / kCapBucketMs;
-        if (b >= 0 && b < kCapBuckets) {
-          std::atomic<int64_t>& slot = sh.held_at_acquire[b];
-          int64_t seen = slot.load();
-          while (held > seen && !slot.compare_exchange_weak(seen, held)) {
-          }
-        }
+        if (b >= 0 && b < kCapBuckets) raise_to(sh.held_at_acquire[b], held);
         sh.admitted.fetch_add(1);
         const int64_t cap = sh.capacity.load();
         const int64_t in_backend = sh.backend.fetch_add(1) + 1;
@@ -199,13 +193,7 @@ inline void run_capacity_node(
     const DistributedConcurrencyStats st = node->stats();
     sh.local_limit[i].store(st.local.limit);
     const int64_t b = (wall_ms() - sh.start_ms) / kCapBucketMs;
-    if (b >= 0 && b < kCapBuckets) {
-      std::atomic<int64_t>& slot = sh.grant_l[b];
-      int64_t seen = slot.load();
-      while (st.global_limit > seen &&
-             !slot.compare_exchange_weak(seen, st.global_limit)) {
-      }
-    }
+    if (b >= 0 && b < kCapBuckets) raise_to(sh.grant_l[b], st.global_limit);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   for (std::thread& t : workers) t.join();
@@ -216,13 +204,9 @@ inline void run_capacity_node(
 inline CapacityResult run_capacity_fleet(
     const std::string& key, bool handoff,
     const std::function<std::shared_ptr<Coordinator>()>& make_coordinator) {
-  void* mem = mmap(nullptr, sizeof(CapacityShared), PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) {
-    ADD_FAILURE() << "mmap failed";
-    return {};
-  }
-  CapacityShared& sh = *new (mem) CapacityShared();
+  CapacityShared* shared = map_shared<CapacityShared>();
+  if (shared == nullptr) return {};
+  CapacityShared& sh = *shared;
   const int64_t start = wall_ms() + 300;
   sh.start_ms = start;
   pid_t pids[kCapProcs];
@@ -280,7 +264,7 @@ inline CapacityResult run_capacity_fleet(
   }
   r.drops = sh.drops.load();
   r.admitted = sh.admitted.load();
-  munmap(mem, sizeof(CapacityShared));
+  unmap_shared(shared);
   return r;
 }
 
@@ -294,6 +278,7 @@ struct CapacityOvers {
   int64_t settled = 0;
   int64_t settled_buckets = 0;  // buckets with an acquisition and settled L
   int64_t last_settled_over_ms = -1;
+  std::vector<int> recent_buckets;  // the buckets counted in `recent`
 };
 
 inline CapacityOvers capacity_overs(const CapacityResult& r) {
@@ -307,16 +292,7 @@ inline CapacityOvers capacity_overs(const CapacityResult& r) {
     ++(recent > 0 ? o.judged : o.unjudged);
     if (recent > 0 && held > recent) {
       ++o.recent;
-      std::printf("over at bucket %d (%d ms): held %lld, L read around:", b,
-                  b * static_cast<int>(kCapBucketMs),
-                  static_cast<long long>(held));
-      for (int i = std::max(0, b - 6); i <= std::min(kCapBuckets - 1, b + 6);
-           ++i) {
-        std::printf(" %lld-%lld/%lld", static_cast<long long>(r.l_min[i]),
-                    static_cast<long long>(r.l_max[i]),
-                    static_cast<long long>(r.grant_l[i]));
-      }
-      std::printf("\n");
+      o.recent_buckets.push_back(b);
     }
     int64_t l = 0;
     if (settled_l(r, b, kSettleBuckets, &l)) {
@@ -330,8 +306,22 @@ inline CapacityOvers capacity_overs(const CapacityResult& r) {
   return o;
 }
 
-inline void print_capacity_fleet(const char* what, const CapacityResult& r) {
-  const CapacityOvers o = capacity_overs(r);
+inline void print_capacity_fleet(const char* what, const CapacityResult& r,
+                                 const CapacityOvers& o) {
+  for (const int b : o.recent_buckets) {
+    std::printf(
+        "%s: over at bucket %d (%d ms): held %lld, L read/granted "
+        "around:",
+        what, b, b * static_cast<int>(kCapBucketMs),
+        static_cast<long long>(r.held_at_acquire[b]));
+    for (int i = std::max(0, b - 6); i <= std::min(kCapBuckets - 1, b + 6);
+         ++i) {
+      std::printf(" %lld-%lld/%lld", static_cast<long long>(r.l_min[i]),
+                  static_cast<long long>(r.l_max[i]),
+                  static_cast<long long>(r.grant_l[i]));
+    }
+    std::printf("\n");
+  }
   std::printf(
       "%s: %lld admitted, %lld dropped by the backend; %lld table reads; L "
       "%lld before the drop, down to %lld while capacity was %lld (lowest "
@@ -365,8 +355,10 @@ inline void print_capacity_fleet(const char* what, const CapacityResult& r) {
 // The assertions every backend's capacity fleet meets.
 inline void expect_capacity_fleet_holds(const CapacityResult& with_handoff,
                                         const CapacityResult& without) {
-  print_capacity_fleet("handoff", with_handoff);
-  print_capacity_fleet("no handoff", without);
+  const CapacityOvers o = capacity_overs(with_handoff);
+  const CapacityOvers plain = capacity_overs(without);
+  print_capacity_fleet("handoff", with_handoff, o);
+  print_capacity_fleet("no handoff", without, plain);
   for (const CapacityResult* r : {&with_handoff, &without}) {
     EXPECT_GT(r->admitted, 2'000);  // the fleet did serve
     EXPECT_GT(r->drops, 0);         // the capacity did drop
@@ -378,14 +370,13 @@ inline void expect_capacity_fleet_holds(const CapacityResult& with_handoff,
   // With handoff: no acquisition took the fleet above the largest L in
   // force during the last lease, nor above L once L had held still for
   // 100 ms; and such settled buckets were most of the run.
-  const CapacityOvers o = capacity_overs(with_handoff);
   EXPECT_EQ(o.recent, 0);
   EXPECT_GT(o.judged, 9 * (o.judged + o.unjudged) / 10);
   EXPECT_EQ(o.settled, 0);
   EXPECT_GT(o.settled_buckets, kCapBuckets / 4);
   // Without handoff any overshoot of a settled L drains: none in the last
   // second (L is back at its top and still by then).
-  EXPECT_LT(capacity_overs(without).last_settled_over_ms, kCapRunMs - 1000);
+  EXPECT_LT(plain.last_settled_over_ms, kCapRunMs - 1000);
 }
 
 }  // namespace throttlekit::testing

@@ -29,7 +29,6 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -151,9 +150,7 @@ inline void run_fleet_node(
         }
         sh.inflight[i].fetch_add(1);
         const int64_t held = sh.held.fetch_add(1) + 1;
-        int64_t peak = sh.peak.load();
-        while (held > peak && !sh.peak.compare_exchange_weak(peak, held)) {
-        }
+        raise_to(sh.peak, held);
         if (held > kLocal) {
           sh.over.fetch_add(1);
           sh.last_over_ms.store(wall_ms() - sh.start_ms);
@@ -186,13 +183,9 @@ inline void run_fleet_node(
 inline FleetResult run_concurrency_fleet(
     const std::string& key, bool handoff,
     const std::function<std::shared_ptr<Coordinator>()>& make_coordinator) {
-  void* mem = mmap(nullptr, sizeof(FleetShared), PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) {
-    ADD_FAILURE() << "mmap failed";
-    return {};
-  }
-  FleetShared& sh = *new (mem) FleetShared();
+  FleetShared* shared = map_shared<FleetShared>();
+  if (shared == nullptr) return {};
+  FleetShared& sh = *shared;
   const int64_t start = wall_ms() + 300;
   sh.start_ms = start;
   sh.last_over_ms.store(-1);
@@ -299,7 +292,7 @@ inline FleetResult run_concurrency_fleet(
   r.p3_closed_refusals_after_resume =
       sh.closed_refusals[3].load() - p3_refusals_at_resume;
   EXPECT_TRUE(resumed) << "p3 never parked";
-  munmap(mem, sizeof(FleetShared));
+  unmap_shared(shared);
   return r;
 }
 

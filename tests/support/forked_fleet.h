@@ -7,23 +7,54 @@
 // collects the trivially copyable `Report` each returns through a pipe.
 // Processes that fail to report are missing from the result.
 // `FleetSchedule` names the run's windows and attributes each admission to
-// the window that paid for it.
+// the window that paid for it. `map_shared<T>()` puts a `T` in memory the
+// forked processes share, and `raise_to` keeps a lock-free maximum there.
 
 #ifndef THROTTLEKIT_TESTS_SUPPORT_FORKED_FLEET_H_
 #define THROTTLEKIT_TESTS_SUPPORT_FORKED_FLEET_H_
 
+#include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <new>
 #include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 namespace throttlekit::testing {
+
+// A `T` value-initialized in memory shared with the processes forked
+// after this call (lock-free atomics work across them); null, and a test
+// failure, if the mapping fails. Release it with `unmap_shared`.
+template <class T>
+T* map_shared() {
+  void* mem = mmap(nullptr, sizeof(T), PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    ADD_FAILURE() << "mmap failed";
+    return nullptr;
+  }
+  return new (mem) T();
+}
+template <class T>
+void unmap_shared(T* shared) {
+  shared->~T();
+  munmap(shared, sizeof(T));
+}
+
+// Raises `slot` to `value` if it is below (a lock-free maximum).
+inline void raise_to(std::atomic<int64_t>& slot, int64_t value) {
+  int64_t seen = slot.load();
+  while (value > seen && !slot.compare_exchange_weak(seen, value)) {
+  }
+}
 
 inline int64_t wall_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
