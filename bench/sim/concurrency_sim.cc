@@ -1043,7 +1043,7 @@ int run_main(Outputs* out) {
         "then does it track capacity. The service time here has p50 / "
         "p1 = " +
         fmt("%.2f", svc.median() / svc.quantile_ms(0.01)) +
-        ", larger than the default tolerance 1.5.\n\n";
+        ", larger than the per-sample law's tolerance 1.5.\n\n";
   md += "### Sensitivity to tolerance (non-default configurations)\n\n";
   md +=
       "Only `tolerance` changes; everything else is as above. Settling "

@@ -672,6 +672,10 @@ TEST(AdaptiveConcurrency, PerSampleGradient2IsTheEarlierDefaultLaw) {
   EXPECT_EQ(o.rtt_window, 100);
   EXPECT_EQ(o.round_samples, 1);
   EXPECT_EQ(o.tolerance, 1.5);
+  // gradient2.h's name for it: the per-sample law's, not the default's.
+  static_assert(o.tolerance == kGradient2PerSampleTolerance);
+  static_assert(AdaptiveConcurrencyOptions{}.tolerance !=
+                kGradient2PerSampleTolerance);
   EXPECT_EQ(o.smoothing, 0.2);
   EXPECT_EQ(o.backoff_ratio, 0.9);
   EXPECT_EQ(o.recalibration_interval_ns, 0);

@@ -94,7 +94,7 @@ struct AdaptiveConcurrencyOptions {
     o.min_limit = 1;
     o.rtt_window = 100;
     o.round_samples = 1;
-    o.tolerance = kGradient2DefaultTolerance;
+    o.tolerance = kGradient2PerSampleTolerance;
     o.recalibration_interval_ns = 0;
     o.recalibration_jitter_ns = 0;
     o.recalibration_samples = 20;

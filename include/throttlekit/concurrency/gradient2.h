@@ -27,7 +27,11 @@ namespace throttlekit {
 
 inline constexpr double kGradient2MinGradient = 0.5;
 inline constexpr double kGradient2MaxGradient = 1.0;
-inline constexpr double kGradient2DefaultTolerance = 1.5;
+// The tolerance of the per-sample law
+// (`AdaptiveConcurrencyOptions::per_sample_gradient2()`), not the options'
+// default: that is 1.0, the Envoy shape's (adaptive_concurrency.h).
+inline constexpr double kGradient2PerSampleTolerance = 1.5;
+// The EMA weight of a new limit, in both the default and the per-sample law.
 inline constexpr double kGradient2DefaultSmoothing = 0.2;
 
 // clamp(tolerance * rtt_noload_ns / rtt_ns, 0.5, 1.0). A sample with
