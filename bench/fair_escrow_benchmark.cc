@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "throttlekit/twotier/water_filling.h"
+#include "throttlekit/core/water_filling.h"
 #include "throttlekit/twotier/weighted_fair_escrow.h"
 
 namespace throttlekit {

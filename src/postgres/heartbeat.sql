@@ -61,7 +61,7 @@ DECLARE
   v_reserved bigint := 0;
   v_share bigint;
   v_last bigint;
-  -- water_fill with unit weights (twotier/water_filling.h, as
+  -- water_fill with unit weights (core/water_filling.h, as
   -- heartbeat.lua transcribes it), over places 1 .. n of `ord`.
   want bigint[];
   alloc bigint[];

@@ -36,8 +36,8 @@
 #include "support/fair_fleet_tenants.h"
 #include "support/run_threads.h"
 #include "support/test_time.h"
+#include "throttlekit/core/water_filling.h"
 #include "throttlekit/federation/region_pool.h"
-#include "throttlekit/twotier/water_filling.h"
 #include "throttlekit/twotier/weighted_fair_escrow.h"
 
 namespace throttlekit {

@@ -38,9 +38,9 @@
 #include "support/fair_fleet_tenants.h"
 #include "support/forked_fleet.h"
 #include "support/redis_test_server.h"
+#include "throttlekit/core/water_filling.h"
 #include "throttlekit/federation/federated_fair_escrow.h"
 #include "throttlekit/federation/redis_region_pool.h"
-#include "throttlekit/twotier/water_filling.h"
 
 namespace throttlekit {
 namespace {

@@ -1,4 +1,4 @@
-#include "throttlekit/twotier/water_filling.h"
+#include "throttlekit/core/water_filling.h"
 
 #include <gtest/gtest.h>
 #include <rapidcheck.h>

@@ -58,7 +58,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "throttlekit/core/decision.h"
-#include "throttlekit/twotier/water_filling.h"
+#include "throttlekit/core/water_filling.h"
 
 namespace throttlekit {
 

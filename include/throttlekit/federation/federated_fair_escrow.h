@@ -131,10 +131,10 @@
 #include "throttlekit/core/decision.h"
 #include "throttlekit/core/key.h"
 #include "throttlekit/core/mutex.h"
+#include "throttlekit/core/water_filling.h"
 #include "throttlekit/federation/region_pool.h"
 #include "throttlekit/twotier/internal/fair_share_ledger.h"
 #include "throttlekit/twotier/internal/tenant_table.h"
-#include "throttlekit/twotier/water_filling.h"
 #include "throttlekit/twotier/weighted_fair_escrow.h"
 
 namespace throttlekit {

@@ -85,9 +85,9 @@
 #include "throttlekit/core/decision.h"
 #include "throttlekit/core/key.h"
 #include "throttlekit/core/mutex.h"
+#include "throttlekit/core/water_filling.h"
 #include "throttlekit/twotier/internal/fair_share_ledger.h"
 #include "throttlekit/twotier/internal/tenant_table.h"
-#include "throttlekit/twotier/water_filling.h"
 
 namespace throttlekit {
 

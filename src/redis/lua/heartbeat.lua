@@ -130,7 +130,7 @@ end
 local target
 if ARGV[11] == '1' then
   -- water_fill(global, {weight 1, demand max(1, demand)}) of
-  -- twotier/water_filling.h with unit weights, in its arithmetic.
+  -- core/water_filling.h with unit weights, in its arithmetic.
   local want = {}
   local total = 0
   for i, r in ipairs(live) do

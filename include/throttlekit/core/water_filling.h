@@ -1,7 +1,10 @@
-// throttlekit/twotier/water_filling.h
+// throttlekit/core/water_filling.h
 //
 // Provides `water_fill`: the weighted max-min fair split of an integer
-// capacity among claimants (docs/fair_escrow.md, "Design").
+// capacity among claimants (docs/fair_escrow.md, "Design"). In core, below
+// its users: the heartbeat split of distributed concurrency
+// (coordinator/heartbeat_core.h) and the weighted-fair escrows (twotier/,
+// federation/).
 //
 //     std::vector<WaterClaim> claims = {{.weight = 2, .demand = 100},
 //                                       {.weight = 1, .demand = 10}};
@@ -26,8 +29,8 @@
 // in one call: the level is computed from suffix sums, never from a
 // difference of sums.
 
-#ifndef THROTTLEKIT_TWOTIER_WATER_FILLING_H_
-#define THROTTLEKIT_TWOTIER_WATER_FILLING_H_
+#ifndef THROTTLEKIT_CORE_WATER_FILLING_H_
+#define THROTTLEKIT_CORE_WATER_FILLING_H_
 
 #include <algorithm>
 #include <cmath>
@@ -191,4 +194,4 @@ inline absl::StatusOr<std::vector<int64_t>> water_fill(
 
 }  // namespace throttlekit
 
-#endif  // THROTTLEKIT_TWOTIER_WATER_FILLING_H_
+#endif  // THROTTLEKIT_CORE_WATER_FILLING_H_
