@@ -56,9 +56,10 @@
 //
 // Locking (outermost first; a thread never takes an earlier lock while
 // holding a later one, except by try_lock):
-// 1. `Entry::lease_mu`, one per key (a std::mutex): keeps one lease in
-//    flight per key on this node. Held across the lease round trip and the
-//    deposit; guards the key's sizer and window accounting (`Entry`).
+// 1. `Entry::lease_mu`, one per key (a `Mutex`, core/mutex.h): keeps one
+//    lease in flight per key on this node. Held across the lease round trip
+//    and the deposit; guards the key's sizer and window accounting (every
+//    field of `Entry` is ABSL_GUARDED_BY it, so clang checks each access).
 // 2. A shard's `mu` in `entries_` (a `detail::ShardedMap`,
 //    store/internal/sharded_map.h), the entry map's spin lock: held for one
 //    probe, insert or eviction of an `Entry`, never across a call out.
@@ -369,7 +370,7 @@ class BasicLeasedLimiter {
     stop_worker();
     absl::Status first = absl::OkStatus();
     for (auto& [key, e] : all_entries()) {
-      std::lock_guard lease_lock(e->lease_mu);
+      MutexLock lease_lock(e->lease_mu);
       if (absl::Status s = give_back(key, "close"); !s.ok() && first.ok()) {
         first = s;
       }
@@ -403,7 +404,7 @@ class BasicLeasedLimiter {
   int64_t batch_for(std::string_view key) {
     std::shared_ptr<Entry> e = find_entry(key);
     if (e == nullptr) return options_.batch;
-    std::lock_guard lock(e->lease_mu);
+    MutexLock lock(e->lease_mu);
     return e->next_batch(options_.batch);
   }
 
@@ -415,23 +416,35 @@ class BasicLeasedLimiter {
   // that keeps one lease in flight per key on this node, and the sizer.
   // Everything is guarded by `lease_mu`.
   struct Entry {
-    int64_t next_batch(int64_t fixed) const {
+    // The sizer `options` asks for (none for kFixed).
+    explicit Entry(const LeasedLimiterOptions& options) {
+      if (options.sizing == LeaseSizing::kEoq) {
+        eoq.emplace(*LeaseSizer::create(options.sizer));
+      } else if (options.sizing == LeaseSizing::kPredictive) {
+        predictive.emplace(*PredictiveLeaseSizer::create(options.sizer));
+        predictive_batch = options.batch;
+      }
+    }
+
+    int64_t next_batch(int64_t fixed) const
+        ABSL_EXCLUSIVE_LOCKS_REQUIRED(lease_mu) {
       if (eoq) return eoq->batch();
       if (predictive) return predictive_batch;
       return fixed;
     }
 
-    std::mutex lease_mu;
+    Mutex lease_mu;
     // The window being accounted for the sizer: its end and the credits
     // granted in it.
-    int64_t window_end_ms = std::numeric_limits<int64_t>::min();
-    int64_t window_granted = 0;
-    std::optional<LeaseSizer> eoq;
-    std::optional<PredictiveLeaseSizer> predictive;
-    int64_t predictive_batch = 0;
+    int64_t window_end_ms ABSL_GUARDED_BY(lease_mu) =
+        std::numeric_limits<int64_t>::min();
+    int64_t window_granted ABSL_GUARDED_BY(lease_mu) = 0;
+    std::optional<LeaseSizer> eoq ABSL_GUARDED_BY(lease_mu);
+    std::optional<PredictiveLeaseSizer> predictive ABSL_GUARDED_BY(lease_mu);
+    int64_t predictive_batch ABSL_GUARDED_BY(lease_mu) = 0;
     // Dropped from the map (idle or evicted): a caller holding it starts
     // over on the key's current entry.
-    bool retired = false;
+    bool retired ABSL_GUARDED_BY(lease_mu) = false;
   };
   // A SpinLock (atomics, so ThreadSanitizer sees it; Debian's abseil is not
   // built for it): held for one probe, an insert or an eviction.
@@ -473,13 +486,7 @@ class BasicLeasedLimiter {
     SpinLockHolder lock(shard.mu);
     auto it = shard.map.find(k);
     if (it != shard.map.end()) return it->second;
-    auto e = std::make_shared<Entry>();
-    if (options_.sizing == LeaseSizing::kEoq) {
-      e->eoq.emplace(*LeaseSizer::create(options_.sizer));
-    } else if (options_.sizing == LeaseSizing::kPredictive) {
-      e->predictive.emplace(*PredictiveLeaseSizer::create(options_.sizer));
-      e->predictive_batch = options_.batch;
-    }
+    auto e = std::make_shared<Entry>(options_);
     entries_.insert_new(shard, k, e, [](EntryTable& m) { evict_one(m); });
     return e;
   }
@@ -514,15 +521,15 @@ class BasicLeasedLimiter {
   THROTTLEKIT_NOINLINE absl::StatusOr<Decision> lease_and_spend(
       std::string_view key, int64_t now_ms, double cost) {
     std::shared_ptr<Entry> entry = entry_for(key);
-    std::unique_lock lock(entry->lease_mu);
+    entry->lease_mu.lock();
     // A retired entry was dropped from the map while this call waited:
     // start over on the key's current one.
     while (entry->retired) {
-      lock.unlock();
+      entry->lease_mu.unlock();
       entry = entry_for(key);
-      lock = std::unique_lock(entry->lease_mu);
+      entry->lease_mu.lock();
     }
-    Entry& e = *entry;
+    MutexLock lock(entry->lease_mu, std::adopt_lock);
     // A concurrent miss (or a background refill) may have refilled while
     // this one waited.
     if (Decision d = credits_->check(key, now_ms, cost); d.allowed) return d;
@@ -542,16 +549,16 @@ class BasicLeasedLimiter {
                       static_cast<int64_t>(std::floor(held)), expires,
                       std::max<int64_t>(1, expires - now_ms)};
     }
-    int64_t want = std::max<int64_t>(e.next_batch(options_.batch),
+    int64_t want = std::max<int64_t>(entry->next_batch(options_.batch),
                                      static_cast<int64_t>(std::ceil(cost)));
     // Whether the key has a pace in this window (it has spent in it).
     bool paced = false;
     if (options_.size_to_window_end) {
-      want = sized_to_window_end(e, key, now_ms, want, cost, &paced);
+      want = sized_to_window_end(*entry, key, now_ms, want, cost, &paced);
     }
     Decision spent;
     absl::StatusOr<LeaseGrant> grant =
-        lease(e, key, want, now_ms, cost, &spent, paced);
+        lease(*entry, key, want, now_ms, cost, &spent, paced);
     if (!grant.ok()) return fail(grant.status(), now_ms);
     if (spent.allowed) return spent;
     // The grant fell short of this cost (it holds at least `want >= cost`
@@ -568,11 +575,12 @@ class BasicLeasedLimiter {
   // `cost` is spent from the credits in the same step as the deposit (under
   // the table's lock), so a concurrent hit cannot take the grant the caller
   // waited for; `*spend` is that spend's decision (not allowed: the credits
-  // fall short of `cost`, nothing spent). Requires `e.lease_mu`.
+  // fall short of `cost`, nothing spent).
   absl::StatusOr<LeaseGrant> lease(Entry& e, std::string_view key, int64_t want,
                                    int64_t now_ms, double cost = 0,
                                    Decision* spend = nullptr,
-                                   bool paced = false) {
+                                   bool paced = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(e.lease_mu) {
     absl::StatusOr<LeaseGrant> grant = source_->take(key, want, paced);
     if (!grant.ok()) return grant;
     leases_.fetch_add(1, std::memory_order_relaxed);
@@ -614,10 +622,11 @@ class BasicLeasedLimiter {
   // less still held) over the time elapsed, times the time left; at a
   // window's first lease, at what it spent in the window just before;
   // never below `cost` (nor 1). `*paced` says whether the key has a pace in
-  // this window. Requires `e.lease_mu`.
+  // this window.
   int64_t sized_to_window_end(const Entry& e, std::string_view key,
                               int64_t now_ms, int64_t want, double cost,
-                              bool* paced) {
+                              bool* paced)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(e.lease_mu) {
     *paced = false;
     if (now_ms >= e.window_end_ms) {
       // A new window has no pace yet: the first lease asks for what the
@@ -669,7 +678,7 @@ class BasicLeasedLimiter {
   // refilled first.
   void refill_in_background(std::string_view key) {
     std::shared_ptr<Entry> entry = entry_for(key);
-    std::lock_guard lock(entry->lease_mu);
+    MutexLock lock(entry->lease_mu);
     const int64_t now = clock_.now_ms();
     if (entry->retired || credits(key) > static_cast<double>(refill_at_) ||
         !lease(*entry, key, entry->next_batch(options_.batch), now).ok()) {
@@ -689,7 +698,7 @@ class BasicLeasedLimiter {
       const int64_t last = credits_->read(
           key, [](const CreditState& s) { return s.last_used_ms; });
       if (now - last < idle_ms_ || !e->lease_mu.try_lock()) continue;
-      std::lock_guard lock(e->lease_mu, std::adopt_lock);
+      MutexLock lock(e->lease_mu, std::adopt_lock);
       if (e->retired) continue;
       {
         const absl::string_view k(key.data(), key.size());
