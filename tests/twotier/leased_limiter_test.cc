@@ -92,6 +92,22 @@ TEST(LeasedLimiter, CloseGivesCreditsBackToTheirWindow) {
   EXPECT_EQ(admitted, 9);  // 10 - the 1 node 0 spent
 }
 
+// The give-back tokens (the leased limiter's and federation's parks):
+// `why:nonce:n` with n from 0, and no two alike within or across instances.
+TEST(GiveBackTokens, AreWhyNonceSequenceAndNeverRepeat) {
+  detail::GiveBackTokens a;
+  detail::GiveBackTokens b;
+  const std::string a0 = a.next("close");
+  const std::string a1 = a.next("idle");
+  ASSERT_TRUE(a0.starts_with("close:") && a0.ends_with(":0")) << a0;
+  ASSERT_TRUE(a1.starts_with("idle:") && a1.ends_with(":1")) << a1;
+  // One nonce per instance, between the reason and the sequence number.
+  const std::string nonce = a0.substr(6, a0.size() - 8);
+  EXPECT_EQ(a1, "idle:" + nonce + ":1");
+  // Another instance draws its own nonce (64 random bits).
+  EXPECT_NE(b.next("close"), a0);
+}
+
 TEST(LeasedLimiter, BadInputIsAStatus) {
   Fleet f(1, {.limit = 10, .window_ms = 1000, .batch = 3});
   EXPECT_TRUE(absl::IsInvalidArgument(f.nodes[0]->check("").status()));

@@ -121,7 +121,6 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -189,10 +188,10 @@ class BasicFederatedFairEscrow {
           "federated_fair_escrow.tenants must hold 1 .. 2^16 tenants; got ",
           options.tenants.size()));
     }
-    absl::StatusOr<detail::TenantIndex> index =
-        detail::index_tenants("federated_fair_escrow", options.tenants,
-                              options.limit, detail::TenantWeights::kInteger);
-    if (!index.ok()) return index.status();
+    absl::StatusOr<detail::TenantTable> tenants = detail::TenantTable::create(
+        "federated_fair_escrow", options.tenants, options.limit,
+        detail::TenantWeights::kInteger);
+    if (!tenants.ok()) return tenants.status();
     int64_t total_weight = 0;
     for (const auto& t : options.tenants) {
       total_weight += static_cast<int64_t>(t.weight);
@@ -222,7 +221,7 @@ class BasicFederatedFairEscrow {
     }
     return std::unique_ptr<BasicFederatedFairEscrow>(
         new BasicFederatedFairEscrow(std::move(options), *budget,
-                                     *std::move(index), std::move(clock)));
+                                     *std::move(tenants), std::move(clock)));
   }
 
   // Admits or denies `cost` credits for `tenant` now (this escrow's clock).
@@ -295,27 +294,23 @@ class BasicFederatedFairEscrow {
   using Ledger = detail::FairShareLedger;
 
   BasicFederatedFairEscrow(FederatedFairEscrowOptions options,
-                           LeaseBudget budget,
-                           absl::flat_hash_map<std::string, size_t> index,
+                           LeaseBudget budget, detail::TenantTable tenants,
                            C clock)
       : options_(std::move(options)),
         budget_(budget),
-        index_(std::move(index)),
+        tenants_(std::move(tenants)),
         clock_(std::move(clock)),
-        ledger_(std::vector<int64_t>(options_.tenants.size(), 0),
-                detail::tenant_hard_caps(options_.tenants)) {}
+        ledger_(std::vector<int64_t>(tenants_.size(), 0),
+                tenants_.hard_caps()) {}
 
   absl::StatusOr<size_t> tenant_index(std::string_view tenant) const {
-    return detail::find_tenant(index_, "federated_fair_escrow", tenant);
+    return tenants_.find(tenant);
   }
 
   int64_t weight_of(size_t i) const {
-    return static_cast<int64_t>(options_.tenants[i].weight);
+    return static_cast<int64_t>(tenants_.weight(i));
   }
-  int64_t limit_of(size_t i) const {
-    const int64_t cap = options_.tenants[i].hard_cap;
-    return cap > 0 ? cap : options_.limit;
-  }
+  int64_t limit_of(size_t i) const { return tenants_.limit_of(i); }
 
   // The region's credits spent in this window, by this escrow or before it
   // asked.
@@ -363,8 +358,7 @@ class BasicFederatedFairEscrow {
     std::vector<WaterClaim> claims;
     claims.reserve(ledger_.size());
     for (size_t i = 0; i < ledger_.size(); ++i) {
-      claims.push_back({options_.tenants[i].weight,
-                        ledger_.active(i) ? limit_of(i) : int64_t{0}});
+      claims.push_back(tenants_.claim(i, ledger_.active(i)));
     }
     absl::StatusOr<std::vector<int64_t>> shares =
         water_fill(std::max<int64_t>(0, fair_ - inherited_), claims);
@@ -477,7 +471,7 @@ class BasicFederatedFairEscrow {
 
   const FederatedFairEscrowOptions options_;
   const LeaseBudget budget_;
-  const absl::flat_hash_map<std::string, size_t> index_;
+  const detail::TenantTable tenants_;
   const C clock_;
 
   mutable Mutex mu_;

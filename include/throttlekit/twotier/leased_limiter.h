@@ -93,7 +93,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <span>
 #include <string>
 #include <string_view>
@@ -121,6 +120,7 @@
 #include "throttlekit/store/memory_store.h"
 #include "throttlekit/strategy/fixed_window.h"
 #include "throttlekit/twotier/internal/credit_source.h"
+#include "throttlekit/twotier/internal/give_back_tokens.h"
 #include "throttlekit/twotier/internal/local_credits.h"
 #include "throttlekit/twotier/lease_sizer.h"
 #include "throttlekit/twotier/lease_spender.h"
@@ -726,11 +726,7 @@ class BasicLeasedLimiter {
     const auto whole = static_cast<int64_t>(std::floor(live));
     if (whole <= 0) return absl::OkStatus();
     absl::StatusOr<int64_t> back = source_->give_back(
-        key, expires - budget_.window_ms(), whole,
-        // Unique per give-back: this limiter's random nonce (processes
-        // forked from one parent share addresses) and a sequence number.
-        absl::StrCat(absl::string_view(why.data(), why.size()), ":", nonce_,
-                     ":", give_back_seq_.fetch_add(1)));
+        key, expires - budget_.window_ms(), whole, tokens_.next(why));
     if (!back.ok()) return back.status();
     returned_credits_.fetch_add(*back, std::memory_order_relaxed);
     return absl::OkStatus();
@@ -781,9 +777,8 @@ class BasicLeasedLimiter {
   // A spend leaving `remaining <= refill_at_` queues a refill (-1: off).
   const int64_t refill_at_;
   const int64_t idle_ms_;
-  const uint64_t nonce_ =
-      std::random_device{}() * 0x100000001ull ^ std::random_device{}();
-  std::atomic<int64_t> give_back_seq_{0};
+  // Unique per give-back (idle, close).
+  detail::GiveBackTokens tokens_;
   EntryMap entries_{static_cast<size_t>(options_.max_keys)};
   std::atomic<int64_t> leases_{0}, leased_credits_{0}, denials_{0}, outages_{0},
       background_refills_{0}, idle_returns_{0}, returned_credits_{0},

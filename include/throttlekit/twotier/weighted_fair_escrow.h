@@ -44,8 +44,9 @@
 // window that paid for it.
 //
 // The accounting and the rule live in `detail::FairShareLedger`
-// (twotier/internal/fair_share_ledger.h), which `FederatedFairEscrow`
-// shares.
+// (twotier/internal/fair_share_ledger.h), the tenants (validation, lookup,
+// limits and water-filling claims) in `detail::TenantTable`
+// (twotier/internal/tenant_table.h); `FederatedFairEscrow` shares both.
 //
 // Locking: one `Mutex` (core/mutex.h), `mu_`, guards all the accounting
 // (the ledger of tenants' use, the window, the credits held, the stats;
@@ -74,7 +75,6 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -138,13 +138,14 @@ class BasicWeightedFairEscrow {
           "weighted_fair_escrow.tenants must hold 1 .. 2^20 tenants; got ",
           options.tenants.size()));
     }
-    absl::StatusOr<detail::TenantIndex> index =
-        detail::index_tenants("weighted_fair_escrow", options.tenants,
-                              options.limit, detail::TenantWeights::kPositive);
-    if (!index.ok()) return index.status();
+    absl::StatusOr<detail::TenantTable> tenants = detail::TenantTable::create(
+        "weighted_fair_escrow", options.tenants, options.limit,
+        detail::TenantWeights::kPositive);
+    if (!tenants.ok()) return tenants.status();
     std::vector<WaterClaim> claims;
-    for (const auto& t : options.tenants) {
-      claims.push_back({t.weight, t.hard_cap > 0 ? t.hard_cap : options.limit});
+    claims.reserve(tenants->size());
+    for (size_t i = 0; i < tenants->size(); ++i) {
+      claims.push_back(tenants->claim(i));
     }
     if (options.coordinator != nullptr) {
       if (absl::Status s = validate_key(options.key); !s.ok()) {
@@ -161,7 +162,7 @@ class BasicWeightedFairEscrow {
         water_fill(options.limit, claims);
     if (!shares.ok()) return shares.status();
     return std::unique_ptr<BasicWeightedFairEscrow>(new BasicWeightedFairEscrow(
-        std::move(options), *budget, *std::move(index), *std::move(shares),
+        std::move(options), *budget, *std::move(tenants), *std::move(shares),
         std::move(clock)));
   }
 
@@ -259,18 +260,17 @@ class BasicWeightedFairEscrow {
   using Ledger = detail::FairShareLedger;
 
   BasicWeightedFairEscrow(WeightedFairEscrowOptions options, LeaseBudget budget,
-                          absl::flat_hash_map<std::string, size_t> index,
+                          detail::TenantTable tenants,
                           std::vector<int64_t> shares, C clock)
       : options_(std::move(options)),
         budget_(budget),
-        index_(std::move(index)),
+        tenants_(std::move(tenants)),
         shares_(shares),
         clock_(std::move(clock)),
-        ledger_(std::move(shares), detail::tenant_hard_caps(options_.tenants)) {
-  }
+        ledger_(std::move(shares), tenants_.hard_caps()) {}
 
   absl::StatusOr<size_t> tenant_index(std::string_view tenant) const {
-    return detail::find_tenant(index_, "weighted_fair_escrow", tenant);
+    return tenants_.find(tenant);
   }
 
   // Moves to the window of `now_ms` if it is newer: usage restarts and the
@@ -289,10 +289,7 @@ class BasicWeightedFairEscrow {
                     std::max<int64_t>(1, end - now_ms)};
   }
 
-  int64_t limit_of(size_t i) const {
-    const int64_t cap = options_.tenants[i].hard_cap;
-    return cap > 0 ? cap : options_.limit;
-  }
+  int64_t limit_of(size_t i) const { return tenants_.limit_of(i); }
 
   // What tenant i could still be admitted in this window (whole credits).
   int64_t room(size_t i) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -356,7 +353,7 @@ class BasicWeightedFairEscrow {
 
   const WeightedFairEscrowOptions options_;
   const LeaseBudget budget_;
-  const absl::flat_hash_map<std::string, size_t> index_;
+  const detail::TenantTable tenants_;
   const std::vector<int64_t> shares_;
   const C clock_;
   const uint64_t nonce_ =

@@ -31,7 +31,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <random>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -47,6 +46,7 @@
 #include "throttlekit/core/key.h"
 #include "throttlekit/core/mutex.h"
 #include "throttlekit/twotier/internal/credit_source.h"
+#include "throttlekit/twotier/internal/give_back_tokens.h"
 
 namespace throttlekit::detail {
 
@@ -79,9 +79,7 @@ class FederationSource final : public CreditSource {
   };
 
   explicit FederationSource(Config c)
-      : c_(std::move(c)),
-        reset_strategy_(*make_strategy(
-            FixedWindow::Options{c_.budget.limit(), c_.budget.window_ms()})) {}
+      : c_(std::move(c)), reset_strategy_(budget_strategy(c_.budget)) {}
 
   absl::StatusOr<LeaseGrant> take(std::string_view key, int64_t want,
                                   bool paced) override {
@@ -232,10 +230,9 @@ class FederationSource final : public CreditSource {
       return;
     }
     add(escrow_errors_, 1);
-    absl::StatusOr<int64_t> back = c_.global->reconcile(
-        c_.budget, global_key, g.window_start_ms, excess,
-        region_token(
-            absl::StrCat("park:", nonce_, ":", park_seq_.fetch_add(1))));
+    absl::StatusOr<int64_t> back =
+        c_.global->reconcile(c_.budget, global_key, g.window_start_ms, excess,
+                             region_token(tokens_.next("park")));
     if (back.ok()) add(reconciled_credits_, *back);
   }
 
@@ -255,11 +252,8 @@ class FederationSource final : public CreditSource {
   const AnyStrategy reset_strategy_;
   std::atomic<bool> healthy_{true};
   std::atomic<int64_t> reprobe_at_{0};
-  // Unique park tokens: a random nonce (processes forked from one parent
-  // share addresses) and a sequence number.
-  const uint64_t nonce_ =
-      std::random_device{}() * 0x100000001ull ^ std::random_device{}();
-  std::atomic<int64_t> park_seq_{0};
+  // Unique park tokens (the leased limiter's give-backs use their own).
+  GiveBackTokens tokens_;
   Mutex mu_;
   std::string last_error_ ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> global_leases_{0}, global_credits_{0}, escrow_takes_{0},

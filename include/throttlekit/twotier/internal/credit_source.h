@@ -49,6 +49,13 @@ class CreditSource {
   virtual absl::Status reset(std::string_view key) = 0;
 };
 
+// The budget as a fixed-window strategy: it names the keys
+// `Coordinator::reset` deletes for a budget's key (both sources reset it).
+inline AnyStrategy budget_strategy(const LeaseBudget& budget) {
+  return *make_strategy(
+      FixedWindow::Options{budget.limit(), budget.window_ms()});
+}
+
 // The leased mode's source: `Coordinator::lease` and `give_back` on
 // `prefix:key`.
 class CoordinatorCreditSource final : public CreditSource {
@@ -58,8 +65,7 @@ class CoordinatorCreditSource final : public CreditSource {
       : coordinator_(std::move(coordinator)),
         budget_(budget),
         prefix_(std::move(prefix)),
-        budget_strategy_(*make_strategy(
-            FixedWindow::Options{budget.limit(), budget.window_ms()})) {}
+        budget_strategy_(budget_strategy(budget)) {}
 
   absl::StatusOr<LeaseGrant> take(std::string_view key, int64_t want,
                                   bool /*paced*/) override {
