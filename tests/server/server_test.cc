@@ -42,17 +42,19 @@ using testing::Pem;
 using testing::self_signed;
 
 // A server over the embedded store on a manual clock, and a client.
+// `options` other than the address, the clock and the reaper are kept.
 class Door {
  public:
-  explicit Door(const std::string& yaml) : clock_(kEpoch) {
+  explicit Door(const std::string& yaml, ServerOptions options = {})
+      : clock_(kEpoch) {
     absl::StatusOr<ServerConfig> config = parse_config(yaml, "test.yaml");
     EXPECT_TRUE(config.ok()) << config.status();
     auto policies = Policies::create(*config, nullptr, ServerClock{&clock_});
     EXPECT_TRUE(policies.ok()) << policies.status();
-    auto server =
-        Server::start(*std::move(policies), {.listen = "127.0.0.1:0",
-                                             .clock = ServerClock{&clock_},
-                                             .reaper = false});
+    options.listen = "127.0.0.1:0";
+    options.clock = ServerClock{&clock_};
+    options.reaper = false;
+    auto server = Server::start(*std::move(policies), std::move(options));
     EXPECT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     stub_ = v1::RateLimiter::NewStub(
@@ -680,7 +682,7 @@ TEST(ServerDoor, MonitorWatchStreamsDenials) {
   EXPECT_EQ(e2.axis(), "concurrency");
   const v1::DenialEvent f1 = next(*fixed);
   EXPECT_EQ(f1.key(), "w9");
-  // Shutdown ends both streams (OK), within the poll interval.
+  // Shutdown ends both streams (OK) at once.
   const auto t0 = std::chrono::steady_clock::now();
   door.server().shutdown();
   v1::WatchResponse rest;
@@ -691,6 +693,76 @@ TEST(ServerDoor, MonitorWatchStreamsDenials) {
   EXPECT_TRUE(all->Finish().ok());
   EXPECT_TRUE(fixed->Finish().ok());
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+}
+
+// A denial wakes its watchers: with the idle check (the only timed wake
+// of a Watch) set to an hour, every denial still arrives, in the order
+// recorded, well before the stream's deadline; nothing but the denial
+// itself can have woken the watcher.
+TEST(ServerDoor, MonitorWatchIsWokenByTheDenial) {
+  Door door(kConfig, {.watch_cancel_check_ms = 3'600'000});
+  auto monitor = v1::Monitor::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", door.server().port()),
+                          grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  v1::WatchRequest only_fixed;
+  only_fixed.set_policy("fixed");
+  auto stream = monitor->Watch(&ctx, only_fixed);
+  // The stream is served once a marker denial arrives (each marker denial
+  // is itself delivered by a wake).
+  std::atomic<bool> marked{false};
+  std::thread marker([&] {
+    Decision m;
+    for (int i = 0; i < 6; ++i) (void)door.check("fixed", "marker", 1, m);
+    while (!marked.load()) {
+      (void)door.check("fixed", "marker", 1, m);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  v1::WatchResponse w;
+  bool seen_marker = false;
+  while (!seen_marker && stream->Read(&w)) {
+    seen_marker = w.denial().key() == "marker";
+  }
+  marked = true;
+  marker.join();
+  ASSERT_TRUE(seen_marker) << stream->Finish().error_message();
+  // One denial each on w1, w2, w3 (the 7th check of each, 6 per window),
+  // read as they happen: each must arrive before the next is made.
+  for (const std::string key : {"w1", "w2", "w3"}) {
+    Decision d;
+    for (int i = 0; i < 7; ++i) {
+      ASSERT_TRUE(door.check("fixed", key, 1, d).ok());
+    }
+    ASSERT_FALSE(d.allowed);
+    v1::DenialEvent got;
+    while (stream->Read(&w)) {
+      if (w.denial().key() != "marker") {
+        got = w.denial();
+        break;
+      }
+    }
+    ASSERT_EQ(got.key(), key) << stream->Finish().error_message();
+    EXPECT_EQ(got.policy(), "fixed");
+    EXPECT_EQ(got.remaining(), 0);
+  }
+  // Then a burst, all arriving, in order.
+  for (const std::string key : {"w4", "w5", "w6"}) {
+    Decision d;
+    for (int i = 0; i < 7; ++i) {
+      ASSERT_TRUE(door.check("fixed", key, 1, d).ok());
+    }
+  }
+  for (const std::string key : {"w4", "w5", "w6"}) {
+    ASSERT_TRUE(stream->Read(&w)) << stream->Finish().error_message();
+    EXPECT_EQ(w.denial().key(), key);
+  }
+  // Shutdown wakes it too (the idle check would take an hour).
+  door.server().shutdown();
+  while (stream->Read(&w)) {
+  }
+  EXPECT_TRUE(stream->Finish().ok());
 }
 
 // At most 16 watchers at once; the others are told to poll instead.
