@@ -11,9 +11,11 @@
 #include <grpcpp/grpcpp.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <future>
 #include <map>
 #include <memory>
@@ -422,6 +424,76 @@ std::string non_loopback_ipv4() {
   return found;
 }
 
+// Runs `command` through the shell; its exit status is 0 or `output`
+// (stdout and stderr) says why not.
+bool run(const std::string& command, std::string& output) {
+  output.clear();
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) {
+    output = "popen failed";
+    return false;
+  }
+  char buf[256];
+  while (fgets(buf, sizeof buf, pipe) != nullptr) output += buf;
+  return pclose(pipe) == 0;
+}
+
+// An IPv4 address off loopback that this machine answers on, for one test.
+// As root with iproute2 it makes one (private, 10.213.x.y/32, x.y from the
+// pid so concurrent runs do not collide) on a dummy interface `tk<pid>`,
+// or, where the kernel has no dummy interfaces (as on some VMs), on `lo`
+// itself (an address outside 127.0.0.0/8 is off loopback to the door,
+// which judges the peer's address), and removes it when destroyed.
+// Otherwise it takes the machine's own first such address. `ip()` is
+// empty when there is none; `why()` then says why.
+class OffLoopbackAddress {
+ public:
+  OffLoopbackAddress() {
+    std::string out;
+    const int pid = static_cast<int>(getpid());
+    const std::string ip =
+        absl::StrCat("10.213.", (pid / 254) % 256, ".", pid % 254 + 1);
+    if (geteuid() != 0) {
+      why_ = "not root, so no address can be added";
+    } else if (!run("ip -V", out)) {
+      why_ = absl::StrCat("iproute2's ip is missing: ", out);
+    } else if (const std::string dev = absl::StrCat("tk", pid);
+               run(absl::StrCat("ip link add ", dev, " type dummy"), out)) {
+      undo_ = absl::StrCat("ip link del ", dev);
+      if (run(absl::StrCat("ip addr add ", ip, "/32 dev ", dev), out) &&
+          run(absl::StrCat("ip link set ", dev, " up"), out)) {
+        ip_ = ip;
+      } else {
+        why_ = absl::StrCat("cannot set up ", dev, ": ", out);
+      }
+    } else if (run(absl::StrCat("ip addr add ", ip, "/32 dev lo"), out)) {
+      undo_ = absl::StrCat("ip addr del ", ip, "/32 dev lo");
+      ip_ = ip;
+    } else {
+      why_ = absl::StrCat("ip cannot add an address: ", out);
+    }
+    if (ip_.empty()) {
+      ip_ = non_loopback_ipv4();
+      if (!ip_.empty()) why_.clear();
+    }
+    if (ip_.empty() && why_.empty()) why_ = "no IPv4 address off loopback";
+  }
+  ~OffLoopbackAddress() {
+    std::string out;
+    if (!undo_.empty()) EXPECT_TRUE(run(undo_, out)) << undo_ << ": " << out;
+  }
+  OffLoopbackAddress(const OffLoopbackAddress&) = delete;
+  OffLoopbackAddress& operator=(const OffLoopbackAddress&) = delete;
+
+  const std::string& ip() const { return ip_; }
+  const std::string& why() const { return why_; }
+
+ private:
+  std::string ip_;
+  std::string why_;
+  std::string undo_;
+};
+
 grpc::Status reserve_from(const std::string& address,
                           const std::string& secret) {
   auto fleet = v1::Fleet::NewStub(
@@ -435,10 +507,15 @@ grpc::Status reserve_from(const std::string& address,
   return fleet->Reserve(&ctx, req, &resp);
 }
 
+// The caller reaches the server through an address off loopback, so the
+// peer the door judges is that address (a local connection's source is its
+// destination).
 TEST(ServerDoor, TheFleetDoorRefusesOffLoopbackCallersWithoutTheSecret) {
-  const std::string ip = non_loopback_ipv4();
-  if (ip.empty())
-    GTEST_SKIP() << "this machine has no IPv4 address off loopback";
+  const OffLoopbackAddress address;
+  if (address.ip().empty()) {
+    GTEST_SKIP() << "no IPv4 address off loopback: " << address.why();
+  }
+  const std::string& ip = address.ip();
   for (const std::string secret : {"", "s3cret"}) {
     absl::StatusOr<ServerConfig> config = parse_config(kConfig, "t.yaml");
     ASSERT_TRUE(config.ok());
