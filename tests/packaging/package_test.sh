@@ -227,7 +227,8 @@ int main() {
   return 0;
 }
 EOF
-export PKG_CONFIG_PATH="$(dirname "$pc")${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+pc_dir=$(dirname "$pc")
+export PKG_CONFIG_PATH="$pc_dir${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 includedir=$(pkg-config --variable=includedir throttlekit)
 [[ "$(realpath "$includedir")" == "$root"/* ]] ||
   fail "throttlekit.pc points at $includedir, not the unpacked package"
