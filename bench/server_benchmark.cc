@@ -8,15 +8,21 @@
 // Each run also reports the client-observed p50 and p99 latency. With a
 // Redis server (THROTTLEKIT_REDIS_PORT), Tier-1 Checks of a federated
 // policy are set beside Tier-2 local spends at batch 10, 100 and 1000.
+// Monitor.Watch's cost to the denial path: a policy's metrics recording a
+// denial with no watcher, beside the same without the denial signal (the
+// floor) and with a watcher registered or following.
 //
 //     scripts/bench_server.sh   (or build/release/bench/server_benchmark)
 
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,7 +31,9 @@
 #include "bench_redis.h"
 #include "benchmark/benchmark.h"
 #include "config.h"
+#include "denial_signal.h"
 #include "fleet_lease_client.h"
+#include "metrics.h"
 #include "policies.h"
 #include "server.h"
 #include "throttlekit/v1/throttlekit.grpc.pb.h"
@@ -33,7 +41,9 @@
 namespace {
 
 namespace v1 = ::throttlekit::v1;
+using throttlekit::server::DenialSignal;
 using throttlekit::server::Policies;
+using throttlekit::server::PolicyMetrics;
 using throttlekit::server::Server;
 
 Server& server() {
@@ -204,6 +214,107 @@ void BM_Tier2Spend(benchmark::State& state) {
   state.counters["reserves"] = static_cast<double>((*client)->stats().reserves);
 }
 
+// What a watcher costs the denial path (PolicyMetrics::on_decision of a
+// denial: counters, latency histogram, both top-key sketches, the ring,
+// then DenialSignal::denied()). Arg 0: no signal at all, the floor (the
+// path as it was under the 20 ms poll, less one null test); 1: the signal
+// with nobody watching (one relaxed load); 2: a watcher registered that
+// never sleeps (adds the epoch increment); 3: a watcher thread following
+// the ring as Watch does (woken per denial while it sleeps, reading what
+// arrived): `wakes` and `delivered` are per denial.
+void BM_PolicyMetrics_Deny(benchmark::State& state) {
+  enum Mode { kNoSignal, kUnwatched, kRegistered, kFollowed };
+  const auto mode = static_cast<Mode>(state.range(0));
+  auto signal = std::make_shared<DenialSignal>();
+  PolicyMetrics metrics(mode == kNoSignal ? nullptr : signal);
+  throttlekit::DecisionEvent e;
+  e.engine = "gcra";
+  e.key = "tenant-42";
+  e.decision = {
+      .allowed = false, .limit = 10, .remaining = 0, .retry_after_ms = 100};
+  e.duration_ns = 500;
+  std::optional<DenialSignal::Watcher> registered;
+  if (mode == kRegistered) registered.emplace(*signal);
+  std::atomic<bool> ready{false};
+  std::atomic<bool> done{false};
+  int64_t wakes = 0;
+  int64_t delivered = 0;
+  std::thread follower;
+  if (mode == kFollowed) {
+    follower = std::thread([&] {
+      const DenialSignal::Watcher watcher(*signal);
+      std::vector<PolicyMetrics::Denial> batch;
+      int64_t cursor = metrics.denials_since(INT64_MAX, batch, nullptr);
+      ready = true;
+      while (!done.load()) {
+        const uint64_t seen = signal->epoch();
+        batch.clear();
+        cursor = metrics.denials_since(cursor, batch, nullptr);
+        delivered += static_cast<int64_t>(batch.size());
+        if (signal->wait(seen, std::chrono::milliseconds(100))) ++wakes;
+      }
+    });
+    while (!ready.load()) std::this_thread::yield();
+  }
+  for (auto _ : state) metrics.on_decision(e);
+  done = true;
+  signal->close();
+  if (follower.joinable()) follower.join();
+  state.SetItemsProcessed(state.iterations());
+  if (mode == kFollowed) {
+    const auto per = [&](int64_t n) {
+      return static_cast<double>(n) / static_cast<double>(state.iterations());
+    };
+    state.counters["wakes"] = per(wakes);
+    state.counters["delivered"] = per(delivered);
+  }
+}
+
+// The denial that finds the watcher asleep, as at RPC rates: each denial
+// (timed alone) wakes the follower, which reads it and sleeps again before
+// the next one is made (untimed). The cost added to arg 1 above is the
+// wake: the mutex taken and dropped and a notify (a futex wake).
+void BM_PolicyMetrics_DenyWakingAWatcher(benchmark::State& state) {
+  auto signal = std::make_shared<DenialSignal>();
+  PolicyMetrics metrics(signal);
+  throttlekit::DecisionEvent e;
+  e.engine = "gcra";
+  e.key = "tenant-42";
+  e.decision = {
+      .allowed = false, .limit = 10, .remaining = 0, .retry_after_ms = 100};
+  e.duration_ns = 500;
+  std::atomic<bool> ready{false};
+  std::atomic<int64_t> delivered{0};
+  std::thread follower([&] {
+    const DenialSignal::Watcher watcher(*signal);
+    std::vector<PolicyMetrics::Denial> batch;
+    int64_t cursor = metrics.denials_since(INT64_MAX, batch, nullptr);
+    ready = true;
+    while (!signal->closed()) {
+      const uint64_t seen = signal->epoch();
+      batch.clear();
+      cursor = metrics.denials_since(cursor, batch, nullptr);
+      delivered.fetch_add(static_cast<int64_t>(batch.size()));
+      signal->wait(seen, std::chrono::milliseconds(100));
+    }
+  });
+  while (!ready.load()) std::this_thread::yield();
+  int64_t made = 0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    metrics.on_decision(e);
+    state.SetIterationTime(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count());
+    ++made;
+    while (delivered.load() < made) {
+    }
+  }
+  signal->close();
+  follower.join();
+  state.SetItemsProcessed(state.iterations());
+}
+
 // Both 1-thread runs before both 32-thread runs: the server's thread pool
 // grows for 32 clients and stays, which would slow whichever 1-thread run
 // came after it.
@@ -213,6 +324,8 @@ BENCHMARK(BM_NoOpRelease)->Threads(32)->UseRealTime();
 BENCHMARK(BM_Check)->Threads(32)->UseRealTime();
 BENCHMARK(BM_Tier1FederatedCheck)->UseRealTime();
 BENCHMARK(BM_Tier2Spend)->Arg(10)->Arg(100)->Arg(1000)->UseRealTime();
+BENCHMARK(BM_PolicyMetrics_Deny)->DenseRange(0, 3)->UseRealTime();
+BENCHMARK(BM_PolicyMetrics_DenyWakingAWatcher)->UseManualTime();
 
 }  // namespace
 

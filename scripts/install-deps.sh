@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages ThrottleKit needs that this machine lacks.
-# Usage: scripts/install-deps.sh demo|server|test|bench-http
+# Usage: scripts/install-deps.sh demo|server|package|test|bench-http
 # Runs apt-get only when something is missing; needs root (or sudo).
 set -euo pipefail
 
@@ -12,6 +12,12 @@ server_packages=(libgrpc++-dev libprotobuf-dev protobuf-compiler
                  protobuf-compiler-grpc libyaml-cpp-dev)
 if [[ "$profile" == "server" ]]; then
   packages+=("${server_packages[@]}")
+fi
+# scripts/package.sh: the .deb packages with both backends and the server's
+# HTTP door; dpkg-shlibdeps (dpkg-dev) computes the server's Depends.
+if [[ "$profile" == "package" ]]; then
+  packages+=("${server_packages[@]}" pkg-config libhiredis-dev libpqxx-dev
+             libcpp-httplib-dev dpkg-dev)
 fi
 # scripts/bench_http.sh: the example server, throttlekit-server and wrk.
 if [[ "$profile" == "bench-http" ]]; then

@@ -52,15 +52,19 @@ void PolicyMetrics::on_decision(const DecisionEvent& e) {
   }
   if (lane >= 0) lanes_[lane].fetch_add(1, std::memory_order_relaxed);
   const int64_t at_ms = SystemClock{}.now_ms();
-  SpinLockHolder hold(ring_mu_);
-  Slot& s = ring_[ring_next_++ % kRecent];
-  s.at_ms = at_ms;
-  s.key_len = static_cast<uint8_t>(std::min(e.key.size(), sizeof s.key));
-  std::memcpy(s.key, e.key.data(), s.key_len);
-  s.lane = static_cast<int8_t>(lane);
-  s.limit = e.decision.limit;
-  s.remaining = e.decision.remaining;
-  s.retry_after_ms = e.decision.retry_after_ms;
+  {
+    SpinLockHolder hold(ring_mu_);
+    Slot& s = ring_[ring_next_++ % kRecent];
+    s.at_ms = at_ms;
+    s.key_len = static_cast<uint8_t>(std::min(e.key.size(), sizeof s.key));
+    std::memcpy(s.key, e.key.data(), s.key_len);
+    s.lane = static_cast<int8_t>(lane);
+    s.limit = e.decision.limit;
+    s.remaining = e.decision.remaining;
+    s.retry_after_ms = e.decision.retry_after_ms;
+  }
+  // After the ring write, so a watcher woken here finds the denial.
+  if (signal_ != nullptr) signal_->denied();
 }
 
 PolicyMetrics::Snapshot PolicyMetrics::snapshot() const {

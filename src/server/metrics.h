@@ -15,7 +15,8 @@
 // for a scan of kTopCapacity hashes). A denial is also copied into a small
 // ring of recent denials (a spin lock held for one fixed-size copy; keys
 // longer than 120 bytes are cut), which Monitor.Watch follows by sequence
-// number.
+// number; then the policies' `DenialSignal` (denial_signal.h) is told, one
+// relaxed load while nobody watches.
 //
 // Thread-safety: every method is safe to call concurrently.
 
@@ -28,8 +29,10 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "denial_signal.h"
 #include "throttlekit/core/spin_lock.h"
 #include "throttlekit/observe/decision_observer.h"
 #include "throttlekit/observe/top_keys.h"
@@ -38,6 +41,12 @@ namespace throttlekit::server {
 
 class PolicyMetrics final : public DecisionObserver {
  public:
+  // `signal` is told of every denial once it is in the ring (null: nobody
+  // can watch these metrics).
+  PolicyMetrics() = default;
+  explicit PolicyMetrics(std::shared_ptr<DenialSignal> signal)
+      : signal_(std::move(signal)) {}
+
   // Lanes of `denies_by_axis`, in this order.
   static constexpr std::array<std::string_view, 4> kLanes = {
       "rate", "concurrency", "cost", "policy"};
@@ -110,6 +119,8 @@ class PolicyMetrics final : public DecisionObserver {
   static std::unique_ptr<TopKeys> make_top();
   const std::unique_ptr<TopKeys> requested_ = make_top();
   const std::unique_ptr<TopKeys> denied_keys_ = make_top();
+
+  const std::shared_ptr<DenialSignal> signal_;
 
   mutable SpinLock ring_mu_;
   std::array<Slot, kRecent> ring_ ABSL_GUARDED_BY(ring_mu_);

@@ -230,6 +230,7 @@ absl::StatusOr<std::unique_ptr<Policies>> Policies::create(
   for (const PolicySpec& spec : config.policies) {
     auto p = std::make_unique<Policy>();
     p->name = spec.name;
+    p->metrics = std::make_shared<PolicyMetrics>(out->denial_signal_);
     const std::string prefix = absl::StrCat("throttlekit:", spec.name);
     const auto* l = std::get_if<LimiterPolicy>(&spec.body);
     if (l != nullptr && l->federated.has_value()) {

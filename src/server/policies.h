@@ -38,6 +38,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "config.h"
+#include "denial_signal.h"
 #include "engine.h"
 #include "metrics.h"
 #include "throttlekit/admission/unified_admission.h"
@@ -86,7 +87,8 @@ struct Policy {
   std::optional<LeaseBudget> lease_budget;
   std::shared_ptr<Coordinator> store;
   // What the policy decided (never null): the admission reports to it as
-  // its observer, the RPC handlers for limiters and budgets.
+  // its observer, the RPC handlers for limiters and budgets. `Policies`
+  // gives it the policies' `DenialSignal`.
   std::shared_ptr<PolicyMetrics> metrics = std::make_shared<PolicyMetrics>();
 
   // The store key of `domain`'s global budget: the key a federated Check
@@ -141,6 +143,9 @@ class Policies {
   std::string_view store_name() const { return store_name_; }
   // The shared store; null for the embedded one.
   const std::shared_ptr<Coordinator>& store() const { return store_; }
+  // Told of every policy's denials (their metrics share it), for
+  // Monitor.Watch.
+  DenialSignal& denial_signal() const { return *denial_signal_; }
 
  private:
   Policies() = default;
@@ -148,6 +153,8 @@ class Policies {
   ServerConfig config_;
   std::string_view store_name_;
   std::shared_ptr<Coordinator> store_;
+  const std::shared_ptr<DenialSignal> denial_signal_ =
+      std::make_shared<DenialSignal>();
   absl::flat_hash_map<std::string, std::unique_ptr<Policy>> by_name_;
   std::vector<Policy*> order_;
 };

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -18,7 +17,6 @@
 #include "absl_view.h"
 #include "throttlekit/concurrency/beat_scheduler.h"
 #include "throttlekit/core/binding_axis.h"
-#include "throttlekit/core/mutex.h"
 #include "throttlekit/observe/decision_observer.h"
 #include "throttlekit/v1/throttlekit.grpc.pb.h"
 
@@ -158,8 +156,12 @@ class FleetService final : public v1::Fleet::Service {
 
 class MonitorService final : public v1::Monitor::Service {
  public:
-  MonitorService(Policies& policies, SlotLeases& leases, std::string secret)
-      : policies_(policies), leases_(leases), secret_(std::move(secret)) {}
+  MonitorService(Policies& policies, SlotLeases& leases, std::string secret,
+                 int64_t cancel_check_ms)
+      : policies_(policies),
+        leases_(leases),
+        secret_(std::move(secret)),
+        cancel_check_(std::max<int64_t>(1, cancel_check_ms)) {}
 
   grpc::Status GetSnapshot(grpc::ServerContext* ctx,
                            const v1::GetSnapshotRequest*,
@@ -240,11 +242,13 @@ class MonitorService final : public v1::Monitor::Service {
   }
 
   // Streams every denial recorded after the call began (of one policy, or
-  // of all), in order per policy, polling the policies' denial rings every
-  // kWatchPollMs; a watcher that falls more than a ring behind (32
-  // denials of one policy within one poll) misses the overwritten ones.
-  // Ends when the client cancels or the server shuts down; at most
-  // kMaxWatchers at once (RESOURCE_EXHAUSTED beyond).
+  // of all), in order per policy. A denial wakes the watchers at once
+  // (the policies' DenialSignal); with nothing to send, a watcher looks
+  // every `cancel_check_` whether its client left (the synchronous API
+  // tells a handler only when asked). A watcher that falls more than a ring
+  // behind (32 denials of one policy while it writes) misses the
+  // overwritten ones. Ends when the client cancels or the server shuts
+  // down; at most kMaxWatchers at once (RESOURCE_EXHAUSTED beyond).
   grpc::Status Watch(grpc::ServerContext* ctx, const v1::WatchRequest* req,
                      grpc::ServerWriter<v1::WatchResponse>* writer) override {
     if (absl::Status s =
@@ -268,6 +272,9 @@ class MonitorService final : public v1::Monitor::Service {
                        " watchers already follow this "
                        "server; poll GetSnapshot instead")));
     }
+    DenialSignal& signal = policies_.denial_signal();
+    // Registered before the first read of a ring (denial_signal.h).
+    const DenialSignal::Watcher registered(signal);
     std::vector<int64_t> cursor;
     std::vector<PolicyMetrics::Denial> batch;
     for (const Policy* p : watched) {
@@ -275,7 +282,9 @@ class MonitorService final : public v1::Monitor::Service {
     }
     grpc::Status status = grpc::Status::OK;
     while (!ctx->IsCancelled()) {
-      for (size_t i = 0; i < watched.size(); ++i) {
+      const uint64_t seen = signal.epoch();
+      if (signal.closed()) break;
+      for (size_t i = 0; i < watched.size() && status.ok(); ++i) {
         batch.clear();
         cursor[i] =
             watched[i]->metrics->denials_since(cursor[i], batch, nullptr);
@@ -289,27 +298,16 @@ class MonitorService final : public v1::Monitor::Service {
         }
       }
       if (!status.ok()) break;
-      MutexLock lock(stop_mu_);
-      if (!stopping_) {
-        stop_cv_.wait_for(lock, std::chrono::milliseconds(kWatchPollMs));
-      }
-      if (stopping_) break;
+      signal.wait(seen, cancel_check_);
     }
     watchers_.fetch_sub(1);
     return status;
   }
 
   // Ends every Watch (the server is shutting down).
-  void stop() {
-    {
-      MutexLock lock(stop_mu_);
-      stopping_ = true;
-    }
-    stop_cv_.notify_all();
-  }
+  void stop() { policies_.denial_signal().close(); }
 
   static constexpr int kMaxWatchers = 16;
-  static constexpr int kWatchPollMs = 20;
   static constexpr size_t kTopKeys = 10;
 
  private:
@@ -342,10 +340,8 @@ class MonitorService final : public v1::Monitor::Service {
   Policies& policies_;
   SlotLeases& leases_;
   const std::string secret_;
+  const std::chrono::milliseconds cancel_check_;
   std::atomic<int> watchers_{0};
-  Mutex stop_mu_;
-  bool stopping_ ABSL_GUARDED_BY(stop_mu_) = false;
-  std::condition_variable_any stop_cv_;
 };
 
 class RateLimiterService final : public v1::RateLimiter::Service {
@@ -613,7 +609,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::start(
                                                std::move(options.fleet_secret));
   builder.RegisterService(impl->fleet.get());
   impl->monitor = std::make_unique<MonitorService>(
-      *impl->policies, *impl->leases, std::move(options.monitor_secret));
+      *impl->policies, *impl->leases, std::move(options.monitor_secret),
+      options.watch_cancel_check_ms);
   builder.RegisterService(impl->monitor.get());
   impl->grpc_server = builder.BuildAndStart();
   if (impl->grpc_server == nullptr || impl->port == 0) {

@@ -24,6 +24,7 @@
 #ifndef THROTTLEKIT_SRC_SERVER_SERVER_H_
 #define THROTTLEKIT_SRC_SERVER_SERVER_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -50,6 +51,10 @@ struct ServerOptions {
   // answers loopback callers only unless this secret is sent as
   // `x-monitor-secret`.
   std::string monitor_secret;
+  // Monitor.Watch: a denial or shutdown wakes a watcher at once; with
+  // nothing to send, it looks this often (ms, at least 1) whether its
+  // client has gone, and frees its place among the 16 if so.
+  int64_t watch_cancel_check_ms = 100;
   // TLS: the server's certificate chain and private key, PEM. Both empty
   // (the default): plaintext. With `tls_client_ca` (PEM) too, every client
   // must present a certificate that CA signed (mutual TLS).

@@ -1,12 +1,15 @@
 // PolicyMetrics (src/server/metrics.h), the server's per-policy record of
 // decisions, without gRPC: the counts, lanes and latency summary; the ring
 // of recent denials and following it by number (Monitor.Watch's cursor),
-// with what a slow follower lost counted; the top keys; and the whole
-// under concurrent writers and readers (also under ThreadSanitizer).
+// with what a slow follower lost counted; the top keys; the denial signal
+// Monitor.Watch sleeps on; and the whole under concurrent writers and
+// readers (also under ThreadSanitizer).
 
 #include "metrics.h"
 
 #include <atomic>
+#include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -193,6 +196,82 @@ TEST(PolicyMetrics, ConcurrentWritersAndReaders) {
   EXPECT_EQ(top[0].key, "shared");
   EXPECT_EQ(top[0].count, kWriters * kPerWriter / 2);
   EXPECT_EQ(top[0].error, 0);
+}
+
+// The signal moves for a denial only while a watcher is registered, never
+// for an allowed decision; `wait` returns at once when it moved, times out
+// when it did not, and always after `close()`.
+TEST(DenialSignal, MovesForDenialsOnlyWhileWatched) {
+  auto signal = std::make_shared<DenialSignal>();
+  PolicyMetrics m(signal);
+  m.on_decision(event("a", false));
+  EXPECT_EQ(signal->epoch(), 0u);  // nobody watches: not even the epoch
+  {
+    const DenialSignal::Watcher watcher(*signal);
+    m.on_decision(event("a", true));
+    EXPECT_EQ(signal->epoch(), 0u);
+    const uint64_t seen = signal->epoch();
+    m.on_decision(event("a", false));
+    EXPECT_EQ(signal->epoch(), seen + 1);
+    EXPECT_TRUE(signal->wait(seen, std::chrono::hours(1)));
+    EXPECT_FALSE(signal->wait(signal->epoch(), std::chrono::milliseconds(1)));
+  }
+  const uint64_t seen = signal->epoch();
+  m.on_decision(event("a", false));
+  EXPECT_EQ(signal->epoch(), seen);
+  EXPECT_FALSE(signal->closed());
+  signal->close();
+  EXPECT_TRUE(signal->closed());
+  EXPECT_TRUE(signal->wait(seen, std::chrono::hours(1)));
+}
+
+// Watch's loop (epoch, read the ring, wait) over two writers: the follower
+// receives (or counts lost) every denial, and never needs its timeout to
+// see one: once the writers stop it has all of them without a timed wake.
+TEST(DenialSignal, AFollowerIsWokenForEveryDenial) {
+  constexpr int kWriters = 2;
+  constexpr int kPerWriter = 20000;
+  auto signal = std::make_shared<DenialSignal>();
+  PolicyMetrics m(signal);
+  std::atomic<int64_t> seen_total{0};
+  std::atomic<int> timeouts{0};
+  std::atomic<bool> registered{false};
+  std::thread follower([&] {
+    const DenialSignal::Watcher watcher(*signal);
+    std::vector<PolicyMetrics::Denial> batch;
+    int64_t lost = 0;
+    int64_t cursor = m.denials_since(0, batch, &lost);
+    registered = true;
+    for (;;) {
+      const uint64_t seen = signal->epoch();
+      if (signal->closed()) break;
+      batch.clear();
+      cursor = m.denials_since(cursor, batch, &lost);
+      seen_total.store(static_cast<int64_t>(batch.size()) + lost +
+                       seen_total.load());
+      lost = 0;
+      if (!signal->wait(seen, std::chrono::seconds(10))) ++timeouts;
+    }
+  });
+  while (!registered.load()) std::this_thread::yield();
+  std::vector<std::thread> writers;
+  for (int w = 0; w < kWriters; ++w) {
+    writers.emplace_back([&, w] {
+      const std::string key = absl::StrCat("w", w);
+      for (int i = 0; i < kPerWriter; ++i) m.on_decision(event(key, false));
+    });
+  }
+  for (std::thread& t : writers) t.join();
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (seen_total.load() < kWriters * kPerWriter &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  signal->close();
+  follower.join();
+  EXPECT_EQ(seen_total.load(), kWriters * kPerWriter);
+  EXPECT_EQ(timeouts.load(), 0);
 }
 
 }  // namespace

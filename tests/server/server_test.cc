@@ -11,9 +11,11 @@
 #include <grpcpp/grpcpp.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <future>
 #include <map>
 #include <memory>
@@ -42,17 +44,19 @@ using testing::Pem;
 using testing::self_signed;
 
 // A server over the embedded store on a manual clock, and a client.
+// `options` other than the address, the clock and the reaper are kept.
 class Door {
  public:
-  explicit Door(const std::string& yaml) : clock_(kEpoch) {
+  explicit Door(const std::string& yaml, ServerOptions options = {})
+      : clock_(kEpoch) {
     absl::StatusOr<ServerConfig> config = parse_config(yaml, "test.yaml");
     EXPECT_TRUE(config.ok()) << config.status();
     auto policies = Policies::create(*config, nullptr, ServerClock{&clock_});
     EXPECT_TRUE(policies.ok()) << policies.status();
-    auto server =
-        Server::start(*std::move(policies), {.listen = "127.0.0.1:0",
-                                             .clock = ServerClock{&clock_},
-                                             .reaper = false});
+    options.listen = "127.0.0.1:0";
+    options.clock = ServerClock{&clock_};
+    options.reaper = false;
+    auto server = Server::start(*std::move(policies), std::move(options));
     EXPECT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     stub_ = v1::RateLimiter::NewStub(
@@ -420,6 +424,76 @@ std::string non_loopback_ipv4() {
   return found;
 }
 
+// Runs `command` through the shell; its exit status is 0 or `output`
+// (stdout and stderr) says why not.
+bool run(const std::string& command, std::string& output) {
+  output.clear();
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) {
+    output = "popen failed";
+    return false;
+  }
+  char buf[256];
+  while (fgets(buf, sizeof buf, pipe) != nullptr) output += buf;
+  return pclose(pipe) == 0;
+}
+
+// An IPv4 address off loopback that this machine answers on, for one test.
+// As root with iproute2 it makes one (private, 10.213.x.y/32, x.y from the
+// pid so concurrent runs do not collide) on a dummy interface `tk<pid>`,
+// or, where the kernel has no dummy interfaces (as on some VMs), on `lo`
+// itself (an address outside 127.0.0.0/8 is off loopback to the door,
+// which judges the peer's address), and removes it when destroyed.
+// Otherwise it takes the machine's own first such address. `ip()` is
+// empty when there is none; `why()` then says why.
+class OffLoopbackAddress {
+ public:
+  OffLoopbackAddress() {
+    std::string out;
+    const int pid = static_cast<int>(getpid());
+    const std::string ip =
+        absl::StrCat("10.213.", (pid / 254) % 256, ".", pid % 254 + 1);
+    if (geteuid() != 0) {
+      why_ = "not root, so no address can be added";
+    } else if (!run("ip -V", out)) {
+      why_ = absl::StrCat("iproute2's ip is missing: ", out);
+    } else if (const std::string dev = absl::StrCat("tk", pid);
+               run(absl::StrCat("ip link add ", dev, " type dummy"), out)) {
+      undo_ = absl::StrCat("ip link del ", dev);
+      if (run(absl::StrCat("ip addr add ", ip, "/32 dev ", dev), out) &&
+          run(absl::StrCat("ip link set ", dev, " up"), out)) {
+        ip_ = ip;
+      } else {
+        why_ = absl::StrCat("cannot set up ", dev, ": ", out);
+      }
+    } else if (run(absl::StrCat("ip addr add ", ip, "/32 dev lo"), out)) {
+      undo_ = absl::StrCat("ip addr del ", ip, "/32 dev lo");
+      ip_ = ip;
+    } else {
+      why_ = absl::StrCat("ip cannot add an address: ", out);
+    }
+    if (ip_.empty()) {
+      ip_ = non_loopback_ipv4();
+      if (!ip_.empty()) why_.clear();
+    }
+    if (ip_.empty() && why_.empty()) why_ = "no IPv4 address off loopback";
+  }
+  ~OffLoopbackAddress() {
+    std::string out;
+    if (!undo_.empty()) EXPECT_TRUE(run(undo_, out)) << undo_ << ": " << out;
+  }
+  OffLoopbackAddress(const OffLoopbackAddress&) = delete;
+  OffLoopbackAddress& operator=(const OffLoopbackAddress&) = delete;
+
+  const std::string& ip() const { return ip_; }
+  const std::string& why() const { return why_; }
+
+ private:
+  std::string ip_;
+  std::string why_;
+  std::string undo_;
+};
+
 grpc::Status reserve_from(const std::string& address,
                           const std::string& secret) {
   auto fleet = v1::Fleet::NewStub(
@@ -433,10 +507,15 @@ grpc::Status reserve_from(const std::string& address,
   return fleet->Reserve(&ctx, req, &resp);
 }
 
+// The caller reaches the server through an address off loopback, so the
+// peer the door judges is that address (a local connection's source is its
+// destination).
 TEST(ServerDoor, TheFleetDoorRefusesOffLoopbackCallersWithoutTheSecret) {
-  const std::string ip = non_loopback_ipv4();
-  if (ip.empty())
-    GTEST_SKIP() << "this machine has no IPv4 address off loopback";
+  const OffLoopbackAddress address;
+  if (address.ip().empty()) {
+    GTEST_SKIP() << "no IPv4 address off loopback: " << address.why();
+  }
+  const std::string& ip = address.ip();
   for (const std::string secret : {"", "s3cret"}) {
     absl::StatusOr<ServerConfig> config = parse_config(kConfig, "t.yaml");
     ASSERT_TRUE(config.ok());
@@ -680,7 +759,7 @@ TEST(ServerDoor, MonitorWatchStreamsDenials) {
   EXPECT_EQ(e2.axis(), "concurrency");
   const v1::DenialEvent f1 = next(*fixed);
   EXPECT_EQ(f1.key(), "w9");
-  // Shutdown ends both streams (OK), within the poll interval.
+  // Shutdown ends both streams (OK) at once.
   const auto t0 = std::chrono::steady_clock::now();
   door.server().shutdown();
   v1::WatchResponse rest;
@@ -691,6 +770,76 @@ TEST(ServerDoor, MonitorWatchStreamsDenials) {
   EXPECT_TRUE(all->Finish().ok());
   EXPECT_TRUE(fixed->Finish().ok());
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+}
+
+// A denial wakes its watchers: with the idle check (the only timed wake
+// of a Watch) set to an hour, every denial still arrives, in the order
+// recorded, well before the stream's deadline; nothing but the denial
+// itself can have woken the watcher.
+TEST(ServerDoor, MonitorWatchIsWokenByTheDenial) {
+  Door door(kConfig, {.watch_cancel_check_ms = 3'600'000});
+  auto monitor = v1::Monitor::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", door.server().port()),
+                          grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  v1::WatchRequest only_fixed;
+  only_fixed.set_policy("fixed");
+  auto stream = monitor->Watch(&ctx, only_fixed);
+  // The stream is served once a marker denial arrives (each marker denial
+  // is itself delivered by a wake).
+  std::atomic<bool> marked{false};
+  std::thread marker([&] {
+    Decision m;
+    for (int i = 0; i < 6; ++i) (void)door.check("fixed", "marker", 1, m);
+    while (!marked.load()) {
+      (void)door.check("fixed", "marker", 1, m);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  v1::WatchResponse w;
+  bool seen_marker = false;
+  while (!seen_marker && stream->Read(&w)) {
+    seen_marker = w.denial().key() == "marker";
+  }
+  marked = true;
+  marker.join();
+  ASSERT_TRUE(seen_marker) << stream->Finish().error_message();
+  // One denial each on w1, w2, w3 (the 7th check of each, 6 per window),
+  // read as they happen: each must arrive before the next is made.
+  for (const std::string key : {"w1", "w2", "w3"}) {
+    Decision d;
+    for (int i = 0; i < 7; ++i) {
+      ASSERT_TRUE(door.check("fixed", key, 1, d).ok());
+    }
+    ASSERT_FALSE(d.allowed);
+    v1::DenialEvent got;
+    while (stream->Read(&w)) {
+      if (w.denial().key() != "marker") {
+        got = w.denial();
+        break;
+      }
+    }
+    ASSERT_EQ(got.key(), key) << stream->Finish().error_message();
+    EXPECT_EQ(got.policy(), "fixed");
+    EXPECT_EQ(got.remaining(), 0);
+  }
+  // Then a burst, all arriving, in order.
+  for (const std::string key : {"w4", "w5", "w6"}) {
+    Decision d;
+    for (int i = 0; i < 7; ++i) {
+      ASSERT_TRUE(door.check("fixed", key, 1, d).ok());
+    }
+  }
+  for (const std::string key : {"w4", "w5", "w6"}) {
+    ASSERT_TRUE(stream->Read(&w)) << stream->Finish().error_message();
+    EXPECT_EQ(w.denial().key(), key);
+  }
+  // Shutdown wakes it too (the idle check would take an hour).
+  door.server().shutdown();
+  while (stream->Read(&w)) {
+  }
+  EXPECT_TRUE(stream->Finish().ok());
 }
 
 // At most 16 watchers at once; the others are told to poll instead.
