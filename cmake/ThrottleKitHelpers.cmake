@@ -2,22 +2,84 @@
 include_guard(GLOBAL)
 include(GNUInstallDirs)
 
+# Which tests a build compiles: a regular expression over a test's labels
+# (empty: every test). The sanitizer presets compile only what they run.
+set(THROTTLEKIT_TEST_SELECT "" CACHE STRING
+  "Build only the tests with a label matching this regex (empty: all)")
+option(THROTTLEKIT_TEST_PCH
+  "Precompile the test executables' heavy third-party headers" ON)
+# A bundle compiles its test files in batches of this many per translation
+# unit (a unity build: the library's templates are instantiated and
+# optimised once per batch, not once per file); 0 compiles each file alone.
+# Each test file keeps its names in namespace throttlekit::<file stem>, so
+# files of one batch do not collide.
+set(THROTTLEKIT_TEST_UNITY_BATCH 4 CACHE STRING
+  "Test files per unity translation unit in a bundle (0: no unity build)")
+
 # throttlekit_test(NAME <name> SOURCES <files...> LABELS <labels...>
-#                  [LIBS <extra link libraries...>])
-# Builds one GoogleTest executable and registers it as one ctest test whose
-# labels say its kind (unit, property, model, ...) and needs (tsan, redis...).
+#                  [LIBS <extra link libraries...>] [STANDALONE])
+# Registers one ctest test named <name> whose labels say its kind (unit,
+# property, model, ...) and needs (tsan, redis...). Its sources join the
+# bundle of their directory: one executable per tests/<area>
+# (`<area>_tests`, main in tests/support/bundle_main.cc), which the test
+# runs with --tk_source=<each source>, so it runs exactly the tests those
+# files define (docs/testing.md). STANDALONE builds an executable of its own
+# named <name> instead (for a test that sets compile definitions on its
+# target, or has a main of its own).
 function(throttlekit_test)
-  cmake_parse_arguments(ARG "" "NAME" "SOURCES;LABELS;LIBS" ${ARGN})
-  add_executable(${ARG_NAME} ${ARG_SOURCES})
-  target_link_libraries(${ARG_NAME} PRIVATE
-    throttlekit::throttlekit GTest::gtest GTest::gtest_main ${ARG_LIBS})
-  if("property" IN_LIST ARG_LABELS OR "conformance" IN_LIST ARG_LABELS)
-    target_link_libraries(${ARG_NAME} PRIVATE rapidcheck)
+  cmake_parse_arguments(ARG "STANDALONE" "NAME" "SOURCES;LABELS;LIBS" ${ARGN})
+  # A test outside THROTTLEKIT_TEST_SELECT is still defined, in executables
+  # left out of `all` that no pass builds.
+  set(_selected TRUE)
+  set(_exclude "")
+  if(NOT THROTTLEKIT_TEST_SELECT STREQUAL "")
+    set(_selected FALSE)
+    foreach(label IN LISTS ARG_LABELS)
+      if(label MATCHES "^(${THROTTLEKIT_TEST_SELECT})$")
+        set(_selected TRUE)
+      endif()
+    endforeach()
+    if(NOT _selected)
+      set(_exclude EXCLUDE_FROM_ALL)
+    endif()
   endif()
-  target_compile_options(${ARG_NAME} PRIVATE ${THROTTLEKIT_WARNINGS})
-  # Shared test helpers: #include "support/...".
-  target_include_directories(${ARG_NAME} PRIVATE "${PROJECT_SOURCE_DIR}/tests")
-  add_test(NAME ${ARG_NAME} COMMAND ${ARG_NAME})
+  if(ARG_STANDALONE)
+    set(target ${ARG_NAME})
+    add_executable(${target} ${_exclude} ${ARG_SOURCES})
+    _throttlekit_test_target(${target})
+    target_link_libraries(${target} PRIVATE GTest::gtest_main ${ARG_LIBS})
+    add_test(NAME ${ARG_NAME} COMMAND ${target})
+  else()
+    cmake_path(GET CMAKE_CURRENT_SOURCE_DIR FILENAME area)
+    if(_selected)
+      set(target ${area}_tests)
+    else()
+      set(target ${area}_unselected_tests)
+    endif()
+    if(NOT TARGET ${target})
+      add_executable(${target} ${_exclude}
+        "${PROJECT_SOURCE_DIR}/tests/support/bundle_main.cc")
+      _throttlekit_test_target(${target})
+      if(THROTTLEKIT_TEST_UNITY_BATCH GREATER 0)
+        set_target_properties(${target} PROPERTIES UNITY_BUILD ON
+          UNITY_BUILD_BATCH_SIZE ${THROTTLEKIT_TEST_UNITY_BATCH})
+        set_source_files_properties(
+          "${PROJECT_SOURCE_DIR}/tests/support/bundle_main.cc"
+          "${PROJECT_SOURCE_DIR}/tests/support/allocation_counter.cc"
+          TARGET_DIRECTORY ${target} PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
+      endif()
+    endif()
+    target_sources(${target} PRIVATE ${ARG_SOURCES})
+    target_link_libraries(${target} PRIVATE ${ARG_LIBS})
+    set(_args "")
+    foreach(source IN LISTS ARG_SOURCES)
+      cmake_path(ABSOLUTE_PATH source NORMALIZE OUTPUT_VARIABLE _abs)
+      cmake_path(RELATIVE_PATH _abs BASE_DIRECTORY "${PROJECT_SOURCE_DIR}"
+                 OUTPUT_VARIABLE _rel)
+      list(APPEND _args "--tk_source=${_rel}")
+    endforeach()
+    add_test(NAME ${ARG_NAME} COMMAND ${target} ${_args})
+  endif()
   set_tests_properties(${ARG_NAME} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT 600)
   if("property" IN_LIST ARG_LABELS OR "conformance" IN_LIST ARG_LABELS)
     # RapidCheck's default is 100 cases; CI runs 1000 per property.
@@ -33,11 +95,31 @@ function(throttlekit_test)
       "THROTTLEKIT_REDIS_SERVER_SCRIPT=${PROJECT_SOURCE_DIR}/tests/servers/redis_server.sh"
       "THROTTLEKIT_TEST_SERVERS_DIR=${CMAKE_BINARY_DIR}/test-servers")
   endif()
+  if(NOT _selected)
+    return()
+  endif()
   if("tsan" IN_LIST ARG_LABELS)
-    set_property(GLOBAL APPEND PROPERTY THROTTLEKIT_TSAN_TESTS ${ARG_NAME})
+    set_property(GLOBAL APPEND PROPERTY THROTTLEKIT_TSAN_TESTS ${target})
   endif()
   if("unit" IN_LIST ARG_LABELS OR "property" IN_LIST ARG_LABELS)
-    set_property(GLOBAL APPEND PROPERTY THROTTLEKIT_ASAN_TESTS ${ARG_NAME})
+    set_property(GLOBAL APPEND PROPERTY THROTTLEKIT_ASAN_TESTS ${target})
+  endif()
+endfunction()
+
+# What every test executable shares: the library, GoogleTest, RapidCheck,
+# the counting operator new (support/allocation_counter.h), the warnings,
+# tests/ on the include path (#include "support/..."), and the precompiled
+# heavy headers.
+function(_throttlekit_test_target target)
+  target_sources(${target} PRIVATE
+    "${PROJECT_SOURCE_DIR}/tests/support/allocation_counter.cc")
+  target_link_libraries(${target} PRIVATE
+    throttlekit::throttlekit GTest::gtest rapidcheck)
+  target_compile_options(${target} PRIVATE ${THROTTLEKIT_WARNINGS})
+  target_include_directories(${target} PRIVATE "${PROJECT_SOURCE_DIR}/tests")
+  if(THROTTLEKIT_TEST_PCH)
+    target_precompile_headers(${target} PRIVATE
+      "$<$<COMPILE_LANGUAGE:CXX>:${PROJECT_SOURCE_DIR}/tests/support/test_pch.h>")
   endif()
 endfunction()
 
@@ -47,8 +129,15 @@ function(throttlekit_benchmark)
   add_executable(${ARG_NAME} ${ARG_SOURCES})
   target_link_libraries(${ARG_NAME} PRIVATE
     throttlekit::throttlekit benchmark::benchmark ${ARG_LIBS})
-  target_compile_options(${ARG_NAME} PRIVATE ${THROTTLEKIT_WARNINGS})
+  target_compile_options(${ARG_NAME} PRIVATE ${THROTTLEKIT_WARNINGS}
+    ${THROTTLEKIT_BENCHMARK_FLAGS})
 endfunction()
+
+# Extra compile options of the benchmarks and the simulator (a list). The
+# test command's build sets -O0: there they are only compiled, never run,
+# so they keep building without costing an optimiser pass.
+set(THROTTLEKIT_BENCHMARK_FLAGS "" CACHE STRING
+  "Extra compile options for the benchmarks (the check preset: -O0)")
 
 set(THROTTLEKIT_WARNINGS
   $<$<OR:$<CXX_COMPILER_ID:GNU>,$<CXX_COMPILER_ID:Clang>>:-Wall -Wextra -Wpedantic

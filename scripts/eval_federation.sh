@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake --preset release >/dev/null
-cmake --build --preset release --target redis_federation_fleet_test
+cmake --build --preset release --target redis_tests
 port=16490
 dir="$(mktemp -d /tmp/tk-eval-fed.XXXXXX)"
 cleanup() { bash tests/servers/redis_server.sh stop "$dir/main" "$port" || true; }
@@ -19,7 +19,8 @@ bash tests/servers/redis_server.sh start "$dir/main" "$port"
 THROTTLEKIT_FEDERATION_SWEEP=full THROTTLEKIT_REDIS_PORT="$port" \
   THROTTLEKIT_REDIS_SERVER_SCRIPT="$PWD/tests/servers/redis_server.sh" \
   THROTTLEKIT_TEST_SERVERS_DIR="$dir" \
-  build/release/tests/redis/redis_federation_fleet_test | tee "$dir/out.txt"
+  build/release/tests/redis/redis_tests \
+    --tk_source=tests/redis/federation_fleet_test.cc | tee "$dir/out.txt"
 grep '^RESULT' "$dir/out.txt" > docs/img/federation/results.txt
 python3 scripts/plot_federation.py docs/img/federation/results.txt \
   docs/img/federation/utilisation.svg

@@ -36,6 +36,10 @@ if [[ "$profile" == "test" ]]; then
              clang libclang-rt-dev clang-format pkg-config libhiredis-dev
              redis-server
              libpqxx-dev postgresql spin)
+  # The packaging test (dpkg-shlibdeps computes the server package's
+  # dependencies) and the server's fleet-door test, which adds an address
+  # off loopback with iproute2's `ip`.
+  packages+=(dpkg-dev iproute2)
 fi
 
 missing=()

@@ -21,6 +21,7 @@
 #include "support/run_threads.h"
 
 namespace throttlekit {
+namespace bid_price_policy_test {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -511,4 +512,5 @@ TEST(BidPricePolicy, ConcurrentAdmitsDuringRefinement) {
 }
 
 }  // namespace
+}  // namespace bid_price_policy_test
 }  // namespace throttlekit

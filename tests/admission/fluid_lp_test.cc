@@ -20,6 +20,7 @@
 #include <vector>
 
 namespace throttlekit {
+namespace fluid_lp_test {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -715,4 +716,5 @@ RC_GTEST_PROP(FluidLpProperty, ContinuousInstancesMatchThePrimal, ()) {
 }
 
 }  // namespace
+}  // namespace fluid_lp_test
 }  // namespace throttlekit

@@ -20,6 +20,7 @@
 #include "throttlekit/admission/fluid_lp.h"
 
 namespace throttlekit {
+namespace joint_lp_regret_test {
 namespace {
 
 constexpr int kArrivalsPerWindow = 1000;
@@ -187,4 +188,5 @@ TEST(JointLpRegret, ProportionalValueAndCostIsTheGuardedFoil) {
 }
 
 }  // namespace
+}  // namespace joint_lp_regret_test
 }  // namespace throttlekit

@@ -26,6 +26,7 @@
 #include "throttlekit/strategy/token_budget.h"
 
 namespace throttlekit {
+namespace reservation_test {
 namespace {
 
 using testing::kEpoch;
@@ -225,4 +226,5 @@ RC_GTEST_PROP(MeteredAdmissionProperty, NoReservationBreachesTheBudget, ()) {
 }
 
 }  // namespace
+}  // namespace reservation_test
 }  // namespace throttlekit

@@ -13,6 +13,7 @@
 #include "throttlekit/strategy/token_bucket.h"
 
 namespace throttlekit {
+namespace unified_admission_alloc_test {
 namespace {
 
 using testing::kEpoch;
@@ -47,4 +48,5 @@ TEST(UnifiedAdmissionAllocations, NoneOnAdmitDenyOrRelease) {
 }
 
 }  // namespace
+}  // namespace unified_admission_alloc_test
 }  // namespace throttlekit

@@ -20,6 +20,7 @@
 #include "throttlekit/strategy/token_bucket.h"
 
 namespace throttlekit {
+namespace unified_admission_concurrency_test {
 namespace {
 
 using Window = RateLimiter<FixedWindow>;
@@ -104,4 +105,5 @@ TEST(UnifiedAdmissionConcurrency, AdaptiveCeilingHoldsAndEverySlotReturns) {
 }
 
 }  // namespace
+}  // namespace unified_admission_concurrency_test
 }  // namespace throttlekit

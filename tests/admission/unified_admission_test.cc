@@ -26,6 +26,7 @@
 #include "throttlekit/strategy/token_bucket.h"
 
 namespace throttlekit {
+namespace unified_admission_test {
 namespace {
 
 using testing::kEpoch;
@@ -538,4 +539,5 @@ TEST(UnifiedAdmissionPolicy, DeniesBelowTheBidBeforeAnyAxis) {
 }
 
 }  // namespace
+}  // namespace unified_admission_test
 }  // namespace throttlekit

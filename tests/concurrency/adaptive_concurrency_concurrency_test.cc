@@ -12,6 +12,7 @@
 #include "throttlekit/core/clock.h"
 
 namespace throttlekit {
+namespace adaptive_concurrency_concurrency_test {
 namespace {
 
 using Limiter = BasicAdaptiveConcurrency<MonotonicClock>;
@@ -155,4 +156,5 @@ TEST(AdaptiveConcurrencyConcurrency, ChangingLimitStaysWithinBounds) {
 }
 
 }  // namespace
+}  // namespace adaptive_concurrency_concurrency_test
 }  // namespace throttlekit

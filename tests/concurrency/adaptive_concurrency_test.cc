@@ -19,6 +19,7 @@
 #include "throttlekit/core/clock.h"
 
 namespace throttlekit {
+namespace adaptive_concurrency_test {
 namespace {
 
 using Limiter = BasicAdaptiveConcurrency<NanoClockRef<ManualMonotonicClock>>;
@@ -793,4 +794,5 @@ TEST(AdaptiveConcurrency, DefaultsAllocateNothingAfterCreate) {
 }
 
 }  // namespace
+}  // namespace adaptive_concurrency_test
 }  // namespace throttlekit

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace throttlekit {
+namespace aimd_test {
 namespace {
 
 TEST(Aimd, UtilizedSuccessAddsOne) {
@@ -24,4 +25,5 @@ TEST(Aimd, ClampsToMinAndMaxLimit) {
 }
 
 }  // namespace
+}  // namespace aimd_test
 }  // namespace throttlekit

@@ -23,6 +23,7 @@
 #include "throttlekit/coordinator/memory_coordinator.h"
 
 namespace throttlekit {
+namespace distributed_concurrency_concurrency_test {
 namespace {
 
 struct Fleet {
@@ -135,4 +136,5 @@ TEST(DistributedConcurrencyThreads, WithoutHandoffTheOvershootIsBounded) {
 }
 
 }  // namespace
+}  // namespace distributed_concurrency_concurrency_test
 }  // namespace throttlekit

@@ -21,6 +21,7 @@
 #include "throttlekit/core/clock.h"
 
 namespace throttlekit {
+namespace distributed_concurrency_test {
 namespace {
 
 using Clock = NanoClockRef<ManualMonotonicClock>;
@@ -487,4 +488,5 @@ TEST_F(DistributedConcurrencyTest, ReportsDemandForProportionalTargets) {
 }
 
 }  // namespace
+}  // namespace distributed_concurrency_test
 }  // namespace throttlekit

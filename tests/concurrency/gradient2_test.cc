@@ -5,6 +5,7 @@
 #include <cmath>
 
 namespace throttlekit {
+namespace gradient2_test {
 namespace {
 
 TEST(Gradient2, GradientIsToleranceTimesNoloadOverRtt) {
@@ -73,4 +74,5 @@ TEST(Gradient2, SettlesWhereGradientBalancesHeadroom) {
 }
 
 }  // namespace
+}  // namespace gradient2_test
 }  // namespace throttlekit

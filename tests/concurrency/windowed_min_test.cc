@@ -7,6 +7,7 @@
 #include <deque>
 
 namespace throttlekit {
+namespace windowed_min_test {
 namespace {
 
 TEST(WindowedMin, EmptyIsZero) {
@@ -57,4 +58,5 @@ TEST(WindowedMin, MatchesBruteForceAndStaysWithinWindowEntries) {
 }
 
 }  // namespace
+}  // namespace windowed_min_test
 }  // namespace throttlekit

@@ -13,6 +13,7 @@
 #include "throttlekit/coordinator/memory_coordinator.h"
 
 namespace throttlekit {
+namespace federation_core_test {
 namespace {
 
 const LeaseBudget kBudget = *LeaseBudget::create({10, 1000});
@@ -126,4 +127,5 @@ TEST(MemoryFederation, ConcurrentLeasesNeverOvergrant) {
 }
 
 }  // namespace
+}  // namespace federation_core_test
 }  // namespace throttlekit

@@ -24,6 +24,7 @@
 #include "throttlekit/core/clock.h"
 
 namespace throttlekit {
+namespace heartbeat_core_test {
 namespace {
 
 constexpr int64_t kNow = 1'000'000;
@@ -412,4 +413,5 @@ TEST(MemoryCoordinatorHeartbeat, RunsTheCoreOnTheStoreClock) {
 }
 
 }  // namespace
+}  // namespace heartbeat_core_test
 }  // namespace throttlekit

@@ -11,6 +11,7 @@
 #include "throttlekit/coordinator/memory_coordinator.h"
 
 namespace throttlekit {
+namespace memory_coordinator_concurrency_test {
 namespace {
 
 constexpr int64_t kEpoch = 1'700'000'000'000;
@@ -61,4 +62,5 @@ TEST(MemoryCoordinatorConcurrency, LeasesNeverExceedTheWindow) {
 }
 
 }  // namespace
+}  // namespace memory_coordinator_concurrency_test
 }  // namespace throttlekit

@@ -19,6 +19,7 @@
 #include "throttlekit/throttlekit.h"
 
 namespace throttlekit {
+namespace memory_coordinator_real_clock_test {
 namespace {
 
 template <class S>
@@ -55,4 +56,5 @@ INSTANTIATE_TEST_SUITE_P(NodesAndBatches, LeasedNodesRealClock,
                                            std::pair{4, 50}, std::pair{8, 10}));
 
 }  // namespace
+}  // namespace memory_coordinator_real_clock_test
 }  // namespace throttlekit

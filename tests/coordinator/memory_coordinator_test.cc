@@ -9,6 +9,7 @@
 #include <vector>
 
 namespace throttlekit {
+namespace memory_coordinator_test {
 namespace {
 
 constexpr int64_t kEpoch = 1'700'000'000'000;
@@ -202,4 +203,5 @@ TEST(MemoryCoordinator, ExpiredStateIsDroppedAfterTheSlack) {
 }
 
 }  // namespace
+}  // namespace memory_coordinator_test
 }  // namespace throttlekit

@@ -10,6 +10,7 @@
 #include "throttlekit/coordinator/memory_coordinator.h"
 
 namespace throttlekit {
+namespace strict_rate_limiter_test {
 namespace {
 
 constexpr int64_t kEpoch = 1'700'000'000'000;
@@ -155,4 +156,5 @@ TEST(StrictRateLimiter, FailPolicyDecidesOutagesOnly) {
 }
 
 }  // namespace
+}  // namespace strict_rate_limiter_test
 }  // namespace throttlekit

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace throttlekit {
+namespace clock_test {
 namespace {
 
 TEST(ManualClock, MovesForwardAndBackward) {
@@ -46,4 +47,5 @@ TEST(MonotonicClock, NeverGoesBackwards) {
 }
 
 }  // namespace
+}  // namespace clock_test
 }  // namespace throttlekit

@@ -22,6 +22,7 @@ struct Arbitrary<throttlekit::Decision> {
 }  // namespace rc
 
 namespace throttlekit {
+namespace decision_property_test {
 namespace {
 
 RC_GTEST_PROP(CombineLaws, Identity, (Decision a)) {
@@ -47,4 +48,5 @@ RC_GTEST_PROP(CombineLaws, DeniedIfEitherDenied, (Decision a, Decision b)) {
 }
 
 }  // namespace
+}  // namespace decision_property_test
 }  // namespace throttlekit

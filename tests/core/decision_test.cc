@@ -5,6 +5,7 @@
 #include "throttlekit/core/binding_axis.h"
 
 namespace throttlekit {
+namespace decision_test {
 namespace {
 
 TEST(Decision, AllowFullIsExactMaxSafeInteger) {
@@ -46,4 +47,5 @@ TEST(BindingAxis, FirstDenialInEvaluationOrderBinds) {
 }
 
 }  // namespace
+}  // namespace decision_test
 }  // namespace throttlekit

@@ -8,6 +8,7 @@
 #include "throttlekit/core/key.h"
 
 namespace throttlekit {
+namespace key_cost_test {
 namespace {
 
 TEST(JoinKey, PrefixAndColon) {
@@ -43,4 +44,5 @@ TEST(ValidateCost, RejectsZeroNegativeNanInfAndHuge) {
 }
 
 }  // namespace
+}  // namespace key_cost_test
 }  // namespace throttlekit

@@ -31,6 +31,7 @@
 #include "throttlekit/twotier/two_tier.h"
 
 namespace throttlekit {
+namespace rate_engine_test {
 namespace {
 
 static_assert(RateEngine<RateLimiter<FixedWindow>>);
@@ -189,4 +190,5 @@ TYPED_TEST(OneHandler, PeekAndForecastAnswerOrSayWhyNot) {
 }
 
 }  // namespace
+}  // namespace rate_engine_test
 }  // namespace throttlekit

@@ -21,6 +21,7 @@
 #include "support/child_process.h"
 #include "support/sf_item.h"
 
+namespace http_middleware_test {
 namespace {
 
 using throttlekit::testing::parse_item;
@@ -170,3 +171,4 @@ limiters:
 #endif
 
 }  // namespace
+}  // namespace http_middleware_test

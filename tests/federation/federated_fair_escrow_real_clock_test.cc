@@ -17,6 +17,7 @@
 #include "throttlekit/federation/region_pool.h"
 
 namespace throttlekit {
+namespace federated_fair_escrow_real_clock_test {
 namespace {
 
 TEST(FederatedFairEscrowRealClock, RegionsHoldTheLimitPerWindow) {
@@ -50,4 +51,5 @@ TEST(FederatedFairEscrowRealClock, RegionsHoldTheLimitPerWindow) {
 }
 
 }  // namespace
+}  // namespace federated_fair_escrow_real_clock_test
 }  // namespace throttlekit

@@ -41,6 +41,7 @@
 #include "throttlekit/twotier/weighted_fair_escrow.h"
 
 namespace throttlekit {
+namespace federated_fair_escrow_test {
 namespace {
 
 constexpr int64_t kEpoch = testing::kEpoch;
@@ -752,4 +753,5 @@ TEST(FederatedFairEscrow, RefusesBadCallsBeforeAskingThePool) {
 }
 
 }  // namespace
+}  // namespace federated_fair_escrow_test
 }  // namespace throttlekit

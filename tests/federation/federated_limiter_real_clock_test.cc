@@ -18,6 +18,7 @@
 #include "throttlekit/federation/federated_limiter.h"
 
 namespace throttlekit {
+namespace federated_limiter_real_clock_test {
 namespace {
 
 constexpr int64_t kLimit = 200;
@@ -70,4 +71,5 @@ TEST(FederatedLimiterRealClock, RegionalEscrowsHoldTheLimitPerWindow) {
 }
 
 }  // namespace
+}  // namespace federated_limiter_real_clock_test
 }  // namespace throttlekit

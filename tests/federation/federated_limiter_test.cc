@@ -20,6 +20,7 @@
 #include "throttlekit/coordinator/memory_coordinator.h"
 
 namespace throttlekit {
+namespace federated_limiter_test {
 namespace {
 
 constexpr int64_t kEpoch = testing::kManualEpoch;
@@ -405,4 +406,5 @@ TEST(FederatedLimiter, RefusesWhatDoesNotFederate) {
 }
 
 }  // namespace
+}  // namespace federated_limiter_test
 }  // namespace throttlekit

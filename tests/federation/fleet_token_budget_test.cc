@@ -16,6 +16,7 @@
 #include "throttlekit/coordinator/memory_coordinator.h"
 
 namespace throttlekit {
+namespace fleet_token_budget_test {
 namespace {
 
 constexpr int64_t kEpoch = testing::kManualEpoch;
@@ -100,4 +101,5 @@ TEST(FleetTokenBudgetRealClock, GatewayThreadsNeverOverspendAWindow) {
 }
 
 }  // namespace
+}  // namespace fleet_token_budget_test
 }  // namespace throttlekit

@@ -22,6 +22,7 @@
 #include "support/test_time.h"
 
 namespace throttlekit {
+namespace region_pool_test {
 namespace {
 
 constexpr int64_t kEpoch = testing::kEpoch;
@@ -392,4 +393,5 @@ TEST(MemoryRegionPool, RefusesBadInputBeforeTouchingState) {
 }
 
 }  // namespace
+}  // namespace region_pool_test
 }  // namespace throttlekit

@@ -52,6 +52,7 @@
 #include "throttlekit/federation/federated_limiter.h"
 
 namespace throttlekit {
+namespace federated_bfs_test {
 namespace {
 
 using Limiter = BasicFederatedLimiter<testing::ManualClockRef>;
@@ -350,4 +351,5 @@ TEST(FederatedBfs, RegionalEscrowsConserveTheWindowsBudgetInEveryState) {
 }
 
 }  // namespace
+}  // namespace federated_bfs_test
 }  // namespace throttlekit

@@ -41,6 +41,7 @@
 #include "throttlekit/coordinator/heartbeat_core.h"
 
 namespace throttlekit {
+namespace heartbeat_bfs_test {
 namespace {
 
 struct Config {
@@ -274,4 +275,5 @@ TEST(HeartbeatBfs, AShareOnlyCapBreaksTheInflightBound) {
 }
 
 }  // namespace
+}  // namespace heartbeat_bfs_test
 }  // namespace throttlekit

@@ -51,6 +51,7 @@
 #include "throttlekit/coordinator/heartbeat_core.h"
 
 namespace throttlekit {
+namespace heartbeat_handoff_bfs_test {
 namespace {
 
 enum class Rule { kHandoff, kDefault, kNoUnacked, kNoInflight };
@@ -393,4 +394,5 @@ TEST(HeartbeatHandoffBfs, ATornSnapshotRefutesTheCap) {
 }
 
 }  // namespace
+}  // namespace heartbeat_handoff_bfs_test
 }  // namespace throttlekit

@@ -37,6 +37,7 @@
 #include "throttlekit/twotier/leased_limiter.h"
 
 namespace throttlekit {
+namespace leasing_bfs_test {
 namespace {
 
 using Limiter = BasicLeasedLimiter<ClockRef<ManualClock>>;
@@ -231,4 +232,5 @@ TEST(LeasingBfs, WindowCoupledMaxAdmittedIsLForAnyFleetSize) {
 }
 
 }  // namespace
+}  // namespace leasing_bfs_test
 }  // namespace throttlekit

@@ -35,6 +35,7 @@
 #include "throttlekit/core/clock.h"
 
 namespace throttlekit {
+namespace self_fence_model_test {
 namespace {
 
 using Node = BasicDistributedConcurrency<NanoClockRef<ManualMonotonicClock>>;
@@ -149,4 +150,5 @@ TEST(SelfFenceModel, WithoutFencingThePartitionedNodeOverlaps) {
 }
 
 }  // namespace
+}  // namespace self_fence_model_test
 }  // namespace throttlekit

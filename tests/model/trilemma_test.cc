@@ -19,6 +19,7 @@
 #include <vector>
 
 namespace throttlekit {
+namespace trilemma_test {
 namespace {
 
 constexpr int64_t kLimit = 12;
@@ -109,4 +110,5 @@ TEST(Trilemma, EveryZeroCoordinationAllocationPaysTheBound) {
 }
 
 }  // namespace
+}  // namespace trilemma_test
 }  // namespace throttlekit

@@ -21,6 +21,7 @@
 #include "throttlekit/strategy/gcra.h"
 
 namespace throttlekit {
+namespace observed_engine_test {
 namespace {
 
 using testing::kEpoch;
@@ -100,4 +101,5 @@ TEST(ObserveNames, PrometheusForms) {
 }
 
 }  // namespace
+}  // namespace observed_engine_test
 }  // namespace throttlekit

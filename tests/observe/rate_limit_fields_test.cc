@@ -13,6 +13,7 @@
 #include "support/sf_item.h"
 
 namespace throttlekit {
+namespace rate_limit_fields_test {
 namespace {
 
 using testing::Item;
@@ -98,4 +99,5 @@ TEST(RateLimitFields, ParserRejectsWhatIsNotAnItem) {
 }
 
 }  // namespace
+}  // namespace rate_limit_fields_test
 }  // namespace throttlekit

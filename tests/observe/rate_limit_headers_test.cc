@@ -6,6 +6,7 @@
 #include <vector>
 
 namespace throttlekit {
+namespace rate_limit_headers_test {
 namespace {
 
 constexpr int64_t kNow = 1'700'000'000'000;
@@ -42,4 +43,5 @@ TEST(RateLimitHeaders, ResetInThePastIsZero) {
 }
 
 }  // namespace
+}  // namespace rate_limit_headers_test
 }  // namespace throttlekit

@@ -28,6 +28,7 @@
 #include "support/allocation_counter.h"
 
 namespace throttlekit {
+namespace top_keys_test {
 namespace {
 
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
@@ -354,4 +355,5 @@ TEST(TopKeys, ConcurrentAddsKeepTotalAndHotKey) {
 }
 
 }  // namespace
+}  // namespace top_keys_test
 }  // namespace throttlekit

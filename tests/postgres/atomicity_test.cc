@@ -24,6 +24,7 @@
 #include "throttlekit/postgres/postgres_coordinator.h"
 
 namespace throttlekit {
+namespace atomicity_test {
 namespace {
 
 using testing::kEpoch;
@@ -134,13 +135,14 @@ TEST(PostgresAtomicity, TwoProcessesAdmitExactlyTheLimit) {
 }
 
 }  // namespace
+}  // namespace atomicity_test
 }  // namespace throttlekit
 
 // The test runner, or a child process of the atomicity test.
 int main(int argc, char** argv) {
   if (argc == 6 && std::strcmp(argv[1], "--tk-child") == 0) {
-    return throttlekit::child_main(argv[2], argv[3], std::atoi(argv[4]),
-                                   std::atoll(argv[5]));
+    return throttlekit::atomicity_test::child_main(
+        argv[2], argv[3], std::atoi(argv[4]), std::atoll(argv[5]));
   }
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();

@@ -22,6 +22,7 @@
 #include "throttlekit/postgres/postgres_coordinator.h"
 
 namespace throttlekit {
+namespace conformance_test {
 namespace {
 
 using testing::kEpoch;
@@ -373,4 +374,5 @@ TEST(PostgresConformanceEdges, LargeEpochs) {
 }
 
 }  // namespace
+}  // namespace conformance_test
 }  // namespace throttlekit

@@ -17,6 +17,7 @@
 #include "throttlekit/postgres/postgres_coordinator.h"
 
 namespace throttlekit {
+namespace distributed_concurrency_fleet_test {
 namespace {
 
 std::string table() {
@@ -54,4 +55,5 @@ TEST(PostgresConcurrencyFleet, OneCeilingWhileCapacityChanges) {
 }
 
 }  // namespace
+}  // namespace distributed_concurrency_fleet_test
 }  // namespace throttlekit

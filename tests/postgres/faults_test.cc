@@ -18,6 +18,7 @@
 #include "throttlekit/postgres/postgres_coordinator.h"
 
 namespace throttlekit {
+namespace faults_test {
 namespace {
 
 using testing::kEpoch;
@@ -161,4 +162,5 @@ TEST_F(PostgresFaults, FrozenServerIsDeadlineExceededWithinTheDeadline) {
 }
 
 }  // namespace
+}  // namespace faults_test
 }  // namespace throttlekit

@@ -14,6 +14,7 @@
 #include "throttlekit/postgres/postgres_coordinator.h"
 
 namespace throttlekit {
+namespace federation_test {
 namespace {
 
 std::unique_ptr<PostgresCoordinator> make(const char* stem, int connections) {
@@ -78,4 +79,5 @@ TEST(PostgresFederation, ConcurrentLeasesNeverOvergrant) {
 }
 
 }  // namespace
+}  // namespace federation_test
 }  // namespace throttlekit

@@ -15,6 +15,7 @@
 #include "throttlekit/postgres/postgres_coordinator.h"
 
 namespace throttlekit {
+namespace fleet_token_budget_test {
 namespace {
 
 constexpr int64_t kBudget = 200;
@@ -63,4 +64,5 @@ TEST(FleetTokenBudgetPostgres, GatewaysNeverOverspend) {
 }
 
 }  // namespace
+}  // namespace fleet_token_budget_test
 }  // namespace throttlekit

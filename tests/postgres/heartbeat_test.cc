@@ -18,6 +18,7 @@
 #include "throttlekit/postgres/postgres_coordinator.h"
 
 namespace throttlekit {
+namespace heartbeat_test {
 namespace {
 
 // Slack 0, as MemoryCoordinator's default: a table whose last lease lapsed
@@ -92,4 +93,5 @@ TEST(PostgresHeartbeat, ConcurrentBeatsNeverOvercommit) {
 }
 
 }  // namespace
+}  // namespace heartbeat_test
 }  // namespace throttlekit

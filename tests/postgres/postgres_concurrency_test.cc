@@ -16,6 +16,7 @@
 #include "throttlekit/postgres/postgres_coordinator.h"
 
 namespace throttlekit {
+namespace postgres_concurrency_test {
 namespace {
 
 using testing::kEpoch;
@@ -129,4 +130,5 @@ TEST(PostgresConcurrency, DeadlinesFireWhileOthersUseThePool) {
 }
 
 }  // namespace
+}  // namespace postgres_concurrency_test
 }  // namespace throttlekit

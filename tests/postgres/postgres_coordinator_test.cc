@@ -17,6 +17,7 @@
 #include "throttlekit/coordinator/memory_coordinator.h"
 
 namespace throttlekit {
+namespace postgres_coordinator_test {
 namespace {
 
 using testing::kEpoch;
@@ -358,4 +359,5 @@ TEST(PostgresCoordinatorArguments, CheckedBeforeAnyIo) {
 }
 
 }  // namespace
+}  // namespace postgres_coordinator_test
 }  // namespace throttlekit

@@ -16,6 +16,7 @@
 #include "throttlekit/throttlekit.h"
 
 namespace throttlekit {
+namespace postgres_real_clock_test {
 namespace {
 
 std::shared_ptr<Coordinator> pg() {
@@ -64,4 +65,5 @@ INSTANTIATE_TEST_SUITE_P(Batches, PostgresLeasedRealClock,
                          ::testing::Values(1, 10, 50));
 
 }  // namespace
+}  // namespace postgres_real_clock_test
 }  // namespace throttlekit

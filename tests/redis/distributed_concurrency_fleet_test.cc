@@ -16,6 +16,7 @@
 #include "throttlekit/redis/redis_coordinator.h"
 
 namespace throttlekit {
+namespace distributed_concurrency_fleet_test {
 namespace {
 
 std::shared_ptr<Coordinator> make_redis() {
@@ -46,4 +47,5 @@ TEST(RedisConcurrencyFleet, OneCeilingWhileCapacityChanges) {
 }
 
 }  // namespace
+}  // namespace distributed_concurrency_fleet_test
 }  // namespace throttlekit

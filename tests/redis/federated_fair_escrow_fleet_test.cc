@@ -43,6 +43,7 @@
 #include "throttlekit/federation/redis_region_pool.h"
 
 namespace throttlekit {
+namespace federated_fair_escrow_fleet_test {
 namespace {
 
 constexpr int64_t kLimit = 6000;
@@ -257,4 +258,5 @@ TEST(FederatedFairEscrowFleetRedis, ThreeRegionProcessesShareLByWeight) {
 }
 
 }  // namespace
+}  // namespace federated_fair_escrow_fleet_test
 }  // namespace throttlekit

@@ -45,6 +45,7 @@
 #include "throttlekit/store/rate_limiter.h"
 
 namespace throttlekit {
+namespace federation_fleet_test {
 namespace {
 
 constexpr int64_t kLimit = 600;
@@ -350,4 +351,5 @@ TEST_F(FederationFleetRedis, AnOutageAdmitsNothingOverTheLimitInEitherMode) {
 }
 
 }  // namespace
+}  // namespace federation_fleet_test
 }  // namespace throttlekit

@@ -15,6 +15,7 @@
 #include "throttlekit/redis/redis_coordinator.h"
 
 namespace throttlekit {
+namespace fleet_token_budget_redis_test {
 namespace {
 
 constexpr int64_t kBudget = 300;
@@ -90,4 +91,5 @@ TEST(FleetTokenBudgetRedis, GatewayProcessesNeverOverspend) {
 }
 
 }  // namespace
+}  // namespace fleet_token_budget_redis_test
 }  // namespace throttlekit

@@ -16,6 +16,7 @@
 #include "throttlekit/redis/redis_coordinator.h"
 
 namespace throttlekit {
+namespace redis_atomicity_test {
 namespace {
 
 constexpr int kThreads = 4;
@@ -87,4 +88,5 @@ TEST(RedisAtomicity, TwoProcessesAdmitExactlyTheLimit) {
 }
 
 }  // namespace
+}  // namespace redis_atomicity_test
 }  // namespace throttlekit

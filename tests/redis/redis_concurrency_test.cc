@@ -13,6 +13,7 @@
 #include "throttlekit/redis/redis_coordinator.h"
 
 namespace throttlekit {
+namespace redis_concurrency_test {
 namespace {
 
 std::string run_id() { return std::to_string(absl::ToUnixNanos(absl::Now())); }
@@ -84,4 +85,5 @@ TEST(RedisConcurrency, CallersGiveUpAtTheirDeadlineWhileOthersWait) {
 }
 
 }  // namespace
+}  // namespace redis_concurrency_test
 }  // namespace throttlekit

@@ -19,6 +19,7 @@
 #include "throttlekit/redis/redis_coordinator.h"
 
 namespace throttlekit {
+namespace redis_conformance_test {
 namespace {
 
 constexpr int64_t kHugeSlack = int64_t{1} << 40;  // no physical expiry
@@ -217,4 +218,5 @@ TEST(RedisConformance, EdgeCases) {
 }
 
 }  // namespace
+}  // namespace redis_conformance_test
 }  // namespace throttlekit

@@ -15,6 +15,7 @@
 #include "throttlekit/core/clock.h"
 
 namespace throttlekit {
+namespace redis_coordinator_test {
 namespace {
 
 using testing::redis_coordinator;
@@ -191,4 +192,5 @@ TEST(RedisCoordinator, AuthAndDatabaseSelection) {
 }
 
 }  // namespace
+}  // namespace redis_coordinator_test
 }  // namespace throttlekit

@@ -16,6 +16,7 @@
 #include "throttlekit/redis/redis_coordinator.h"
 
 namespace throttlekit {
+namespace redis_fault_test {
 namespace {
 
 constexpr absl::Duration kTimeout = absl::Milliseconds(200);
@@ -124,4 +125,5 @@ TEST(RedisFaults, FrozenServerHitsTheDeadline) {
 }
 
 }  // namespace
+}  // namespace redis_fault_test
 }  // namespace throttlekit

@@ -19,6 +19,7 @@
 #include "throttlekit/redis/redis_coordinator.h"
 
 namespace throttlekit {
+namespace redis_federation_test {
 namespace {
 
 std::string run_prefix(const char* stem) {
@@ -116,4 +117,5 @@ TEST(RedisFederation, PingFailsFastWhenTheServerIsGone) {
 }
 
 }  // namespace
+}  // namespace redis_federation_test
 }  // namespace throttlekit

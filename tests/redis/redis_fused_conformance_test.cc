@@ -24,6 +24,7 @@
 #include "throttlekit/redis/redis_coordinator.h"
 
 namespace throttlekit {
+namespace redis_fused_conformance_test {
 namespace {
 
 using testing::kEpoch;
@@ -222,4 +223,5 @@ TEST(FusedRateCost, UnifiedAdmissionIsOneRoundTripAndEqualsSequential) {
 }
 
 }  // namespace
+}  // namespace redis_fused_conformance_test
 }  // namespace throttlekit

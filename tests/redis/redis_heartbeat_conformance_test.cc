@@ -17,6 +17,7 @@
 #include "throttlekit/redis/redis_coordinator.h"
 
 namespace throttlekit {
+namespace redis_heartbeat_conformance_test {
 namespace {
 
 std::string run_prefix(const char* stem) {
@@ -79,4 +80,5 @@ TEST(RedisHeartbeat, ConcurrentBeatsNeverOvercommit) {
 }
 
 }  // namespace
+}  // namespace redis_heartbeat_conformance_test
 }  // namespace throttlekit

@@ -19,6 +19,7 @@
 #include "throttlekit/throttlekit.h"
 
 namespace throttlekit {
+namespace redis_real_clock_test {
 namespace {
 
 // The fixture server with deadlines long enough for a loaded CI machine
@@ -74,4 +75,5 @@ TEST(RedisEscrowRealClock, ThreeEscrowsOnOneBudgetHoldTheLimit) {
 }
 
 }  // namespace
+}  // namespace redis_real_clock_test
 }  // namespace throttlekit

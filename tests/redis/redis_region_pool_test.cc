@@ -31,6 +31,7 @@
 #include "support/run_threads.h"
 
 namespace throttlekit {
+namespace redis_region_pool_test {
 namespace {
 
 std::string run_prefix(const char* stem) {
@@ -268,4 +269,5 @@ TEST(RedisRegionPool, ResumesAfterTheServerRestarts) {
 }
 
 }  // namespace
+}  // namespace redis_region_pool_test
 }  // namespace throttlekit

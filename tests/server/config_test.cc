@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 
 namespace throttlekit::server {
+namespace config_test {
 namespace {
 
 // The error of parsing `yaml` (the test fails if it parses).
@@ -411,4 +412,5 @@ TEST(ServerConfig, AnUnreadableFileIsNotFound) {
 }
 
 }  // namespace
+}  // namespace config_test
 }  // namespace throttlekit::server

@@ -20,6 +20,7 @@
 #include "throttlekit/core/binding_axis.h"
 
 namespace throttlekit::server {
+namespace metrics_test {
 namespace {
 
 DecisionEvent event(std::string_view key, bool allowed,
@@ -275,4 +276,5 @@ TEST(DenialSignal, AFollowerIsWokenForEveryDenial) {
 }
 
 }  // namespace
+}  // namespace metrics_test
 }  // namespace throttlekit::server

@@ -33,6 +33,7 @@
 
 #include "throttlekit/v1/throttlekit.grpc.pb.h"
 
+namespace server_process_test {
 namespace {
 
 namespace v1 = ::throttlekit::v1;
@@ -255,3 +256,4 @@ TEST(ServerProcess, BadArgumentsExitTwo) {
 }
 
 }  // namespace
+}  // namespace server_process_test

@@ -36,6 +36,7 @@
 #endif
 
 namespace throttlekit::server {
+namespace server_store_test {
 namespace {
 
 namespace v1 = ::throttlekit::v1;
@@ -655,4 +656,5 @@ TEST(ServerStore, FederatedFairEscrowNeedsRedis) {
 #endif
 
 }  // namespace
+}  // namespace server_store_test
 }  // namespace throttlekit::server

@@ -36,6 +36,7 @@
 #include "throttlekit/v1/throttlekit.grpc.pb.h"
 
 namespace throttlekit::server {
+namespace server_test {
 namespace {
 
 namespace v1 = ::throttlekit::v1;
@@ -1126,4 +1127,5 @@ TEST(ServerDoor, APortInUseIsUnavailable) {
 }
 
 }  // namespace
+}  // namespace server_test
 }  // namespace throttlekit::server

@@ -16,6 +16,7 @@
 #include "simulation.h"
 
 namespace throttlekit::sim {
+namespace concurrency_sim_test {
 namespace {
 
 Scenario short_overload() {
@@ -158,4 +159,5 @@ TEST(ConcurrencySim, DefaultsPinOnSimulatedTimeAndRejectionsAreChargedToIt) {
 }
 
 }  // namespace
+}  // namespace concurrency_sim_test
 }  // namespace throttlekit::sim

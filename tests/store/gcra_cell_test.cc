@@ -6,6 +6,7 @@
 #include "throttlekit/strategy/gcra.h"
 
 namespace throttlekit {
+namespace gcra_cell_test {
 namespace {
 
 constexpr int64_t kEpoch = 1'700'000'000'000;
@@ -47,4 +48,5 @@ TEST(Cell, DecidesExactlyAsItsStrategy) {
 }
 
 }  // namespace
+}  // namespace gcra_cell_test
 }  // namespace throttlekit

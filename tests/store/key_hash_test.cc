@@ -7,6 +7,7 @@
 #include <vector>
 
 namespace throttlekit::detail {
+namespace key_hash_test {
 namespace {
 
 TEST(KeyHasher, DistinctKeysOfEveryLengthGetDistinctHashes) {
@@ -59,4 +60,5 @@ TEST(KeyHasher, TopBitsSpreadSequentialKeysOverShards) {
 }
 
 }  // namespace
+}  // namespace key_hash_test
 }  // namespace throttlekit::detail

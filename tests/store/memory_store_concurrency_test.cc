@@ -15,6 +15,7 @@
 #include "throttlekit/strategy/gcra.h"
 
 namespace throttlekit {
+namespace memory_store_concurrency_test {
 namespace {
 
 constexpr int64_t kEpoch = 1'700'000'000'000;
@@ -103,4 +104,5 @@ TEST(CellConcurrency, AtLimitAdmitsExactlyLimit) {
 }
 
 }  // namespace
+}  // namespace memory_store_concurrency_test
 }  // namespace throttlekit

@@ -11,6 +11,7 @@
 #include "throttlekit/strategy/gcra.h"
 
 namespace throttlekit {
+namespace memory_store_test {
 namespace {
 
 constexpr int64_t kEpoch = 1'700'000'000'000;
@@ -199,4 +200,5 @@ TEST(MemoryStore, GcraSlotIs32Bytes) {
 }
 
 }  // namespace
+}  // namespace memory_store_test
 }  // namespace throttlekit

@@ -16,6 +16,7 @@
 #include "throttlekit/throttlekit.h"
 
 namespace throttlekit {
+namespace rate_limiter_real_clock_test {
 namespace {
 
 constexpr int kThreads = 8;
@@ -46,4 +47,5 @@ TYPED_TEST(RateLimiterRealClock, HotKeyHoldsItsBoundInEveryWindow) {
 }
 
 }  // namespace
+}  // namespace rate_limiter_real_clock_test
 }  // namespace throttlekit

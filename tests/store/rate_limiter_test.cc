@@ -10,6 +10,7 @@
 #include "throttlekit/strategy/gcra.h"
 
 namespace throttlekit {
+namespace rate_limiter_test {
 namespace {
 
 constexpr int64_t kEpoch = 1'700'000'000'000;
@@ -112,4 +113,5 @@ TEST(RateLimiter, PeekForecastResetAndBackwardClock) {
 }
 
 }  // namespace
+}  // namespace rate_limiter_test
 }  // namespace throttlekit

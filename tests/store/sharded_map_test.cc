@@ -13,6 +13,7 @@
 #include "throttlekit/core/spin_lock.h"
 
 namespace throttlekit::detail {
+namespace sharded_map_test {
 namespace {
 
 using Map = ShardedMap<int64_t, SpinLock>;
@@ -118,4 +119,5 @@ TEST(ShardedMapConcurrency, BoundHoldsUnderThreads) {
 }
 
 }  // namespace
+}  // namespace sharded_map_test
 }  // namespace throttlekit::detail

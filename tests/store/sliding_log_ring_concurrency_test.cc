@@ -19,6 +19,7 @@
 #include "throttlekit/store/sliding_log_ring.h"
 
 namespace throttlekit {
+namespace sliding_log_ring_concurrency_test {
 namespace {
 
 using testing::kEpoch;
@@ -218,4 +219,5 @@ TEST(SlidingLogRingConcurrency, ClockTemplateAndPeekAreRaceFree) {
 }
 
 }  // namespace
+}  // namespace sliding_log_ring_concurrency_test
 }  // namespace throttlekit

@@ -17,6 +17,7 @@
 #include "throttlekit/strategy/sliding_log.h"
 
 namespace throttlekit {
+namespace sliding_log_ring_property_test {
 namespace {
 
 constexpr int64_t kEpoch = 1'700'000'000'000;
@@ -116,4 +117,5 @@ RC_GTEST_PROP(SlidingLogRingProperty, BackwardJumpsFollowTheDocumentedRule,
 }
 
 }  // namespace
+}  // namespace sliding_log_ring_property_test
 }  // namespace throttlekit

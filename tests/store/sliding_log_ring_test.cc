@@ -10,6 +10,7 @@
 #include "throttlekit/strategy/sliding_log.h"
 
 namespace throttlekit {
+namespace sliding_log_ring_test {
 namespace {
 
 constexpr int64_t kEpoch = 1'700'000'000'000;  // large epochs, as in prod
@@ -229,4 +230,5 @@ TEST(SlidingLogRing, MemoryIsEightBytesPerSlot) {
 }
 
 }  // namespace
+}  // namespace sliding_log_ring_test
 }  // namespace throttlekit

@@ -15,6 +15,7 @@
 #include "throttlekit/throttlekit.h"
 
 namespace throttlekit {
+namespace strategies_concurrency_test {
 namespace {
 
 constexpr int64_t kEpoch = 1'700'000'000'000;
@@ -124,4 +125,5 @@ TYPED_TEST(StrategyConcurrency, FractionalAndLargeCostsNeverOvershoot) {
 }
 
 }  // namespace
+}  // namespace strategies_concurrency_test
 }  // namespace throttlekit

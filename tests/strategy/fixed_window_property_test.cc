@@ -17,6 +17,7 @@
 #include "throttlekit/strategy/fixed_window.h"
 
 namespace throttlekit {
+namespace fixed_window_property_test {
 namespace {
 
 using testing::gen_cost;
@@ -62,4 +63,5 @@ RC_GTEST_PROP(FixedWindowProperty, NeverAdmitsMoreThanLimitPerWindow, ()) {
 }
 
 }  // namespace
+}  // namespace fixed_window_property_test
 }  // namespace throttlekit

@@ -10,6 +10,7 @@
 #include "support/test_time.h"
 
 namespace throttlekit {
+namespace fixed_window_test {
 namespace {
 
 using testing::kEpoch;  // a multiple of 1000
@@ -201,4 +202,5 @@ TEST(FixedWindow, RejectsBadOptionsNamingTheField) {
 }
 
 }  // namespace
+}  // namespace fixed_window_test
 }  // namespace throttlekit

@@ -14,6 +14,7 @@
 #include "throttlekit/strategy/gcra.h"
 
 namespace throttlekit {
+namespace gcra_property_test {
 namespace {
 
 using testing::gen_forward_step;
@@ -60,4 +61,5 @@ RC_GTEST_PROP(GcraProperty, AdmitsAtMostBurstPlusElapsedOverT, ()) {
 }
 
 }  // namespace
+}  // namespace gcra_property_test
 }  // namespace throttlekit

@@ -7,6 +7,7 @@
 #include "support/test_time.h"
 
 namespace throttlekit {
+namespace gcra_test {
 namespace {
 
 using testing::kEpoch;  // large epochs, as in prod
@@ -152,4 +153,5 @@ TEST(Gcra, RejectsBadOptionsNamingTheField) {
 }
 
 }  // namespace
+}  // namespace gcra_test
 }  // namespace throttlekit

@@ -12,6 +12,7 @@
 #include "throttlekit/strategy/leaky_bucket.h"
 
 namespace throttlekit {
+namespace leaky_bucket_property_test {
 namespace {
 
 using testing::kEpoch;
@@ -98,4 +99,5 @@ RC_GTEST_PROP(LeakyBucketProperty, ThroughputNeverExceedsRate, ()) {
 }
 
 }  // namespace
+}  // namespace leaky_bucket_property_test
 }  // namespace throttlekit

@@ -8,6 +8,7 @@
 #include "support/test_time.h"
 
 namespace throttlekit {
+namespace leaky_bucket_test {
 namespace {
 
 using testing::kEpoch;
@@ -134,4 +135,5 @@ TEST(LeakyBucket, RejectsBadOptionsNamingTheField) {
 }
 
 }  // namespace
+}  // namespace leaky_bucket_test
 }  // namespace throttlekit

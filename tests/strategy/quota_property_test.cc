@@ -15,6 +15,7 @@
 #include "throttlekit/strategy/quota.h"
 
 namespace throttlekit {
+namespace quota_property_test {
 namespace {
 
 using testing::gen_quota_options;
@@ -99,4 +100,5 @@ RC_GTEST_PROP(QuotaProperty, NeverMoreThanLimitPerPeriod, ()) {
 }
 
 }  // namespace
+}  // namespace quota_property_test
 }  // namespace throttlekit

@@ -9,6 +9,7 @@
 #include "throttlekit/strategy/civil_time.h"
 
 namespace throttlekit {
+namespace quota_test {
 namespace {
 
 using std::chrono::sys_days;
@@ -321,4 +322,5 @@ TEST(Quota, RejectsBadOptionsNamingTheField) {
 }
 
 }  // namespace
+}  // namespace quota_test
 }  // namespace throttlekit

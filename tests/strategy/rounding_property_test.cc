@@ -12,6 +12,7 @@
 #include "throttlekit/strategy/strategy.h"
 
 namespace throttlekit {
+namespace rounding_property_test {
 namespace {
 
 int64_t reference_floor(double v) { return detail::to_int(std::floor(v)); }
@@ -83,4 +84,5 @@ RC_GTEST_PROP(Rounding, EpochScaleValuesMatchLibm, ()) {
 }
 
 }  // namespace
+}  // namespace rounding_property_test
 }  // namespace throttlekit

@@ -21,6 +21,7 @@
 #include "throttlekit/strategy/sliding_log.h"
 
 namespace throttlekit {
+namespace sliding_log_property_test {
 namespace {
 
 using testing::kEpoch;
@@ -319,4 +320,5 @@ RC_GTEST_PROP(SlidingLogProperty, DenialNeverChangesStateAndRetryIsExact, ()) {
 }
 
 }  // namespace
+}  // namespace sliding_log_property_test
 }  // namespace throttlekit

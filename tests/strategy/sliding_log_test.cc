@@ -9,6 +9,7 @@
 #include "support/test_time.h"
 
 namespace throttlekit {
+namespace sliding_log_test {
 namespace {
 
 using testing::kEpoch;  // large epochs, as in prod
@@ -330,4 +331,5 @@ TEST(SlidingLog, RejectsBadOptionsNamingTheField) {
 }
 
 }  // namespace
+}  // namespace sliding_log_test
 }  // namespace throttlekit

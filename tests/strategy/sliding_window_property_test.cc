@@ -28,6 +28,7 @@
 #include "throttlekit/strategy/sliding_window.h"
 
 namespace throttlekit {
+namespace sliding_window_property_test {
 namespace {
 
 using testing::gen_cost;
@@ -108,4 +109,5 @@ RC_GTEST_PROP(SlidingWindowProperty,
 }
 
 }  // namespace
+}  // namespace sliding_window_property_test
 }  // namespace throttlekit

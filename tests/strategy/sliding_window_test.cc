@@ -11,6 +11,7 @@
 #include "support/test_time.h"
 
 namespace throttlekit {
+namespace sliding_window_test {
 namespace {
 
 using testing::kEpoch;  // a multiple of 100 and 1000
@@ -304,4 +305,5 @@ TEST(SlidingWindow, RejectsBadOptionsNamingTheField) {
 }
 
 }  // namespace
+}  // namespace sliding_window_test
 }  // namespace throttlekit

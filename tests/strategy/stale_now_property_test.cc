@@ -42,6 +42,7 @@
 #include "throttlekit/strategy/token_bucket.h"
 
 namespace throttlekit {
+namespace stale_now_property_test {
 namespace {
 
 using testing::kEpoch;
@@ -334,4 +335,5 @@ RC_GTEST_PROP(StaleNowProperty, ForwardClockDecisionsEqualThe1xFormulas, ()) {
 }
 
 }  // namespace
+}  // namespace stale_now_property_test
 }  // namespace throttlekit

@@ -78,6 +78,7 @@
 #include "throttlekit/strategy/token_budget.h"
 
 namespace throttlekit {
+namespace strategy_contract_property_test {
 namespace {
 
 using testing::Clock;
@@ -527,4 +528,5 @@ TYPED_TEST(CostValidationContractProperty, InvalidCostIsAStatusNeverADecision) {
 }
 
 }  // namespace
+}  // namespace strategy_contract_property_test
 }  // namespace throttlekit

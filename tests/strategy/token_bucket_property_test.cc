@@ -16,6 +16,7 @@
 #include "throttlekit/strategy/token_bucket.h"
 
 namespace throttlekit {
+namespace token_bucket_property_test {
 namespace {
 
 using testing::gen_cost;
@@ -54,4 +55,5 @@ RC_GTEST_PROP(TokenBucketProperty, AdmitsAtMostCapacityPlusRateTimesElapsed,
 }
 
 }  // namespace
+}  // namespace token_bucket_property_test
 }  // namespace throttlekit

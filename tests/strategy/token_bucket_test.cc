@@ -10,6 +10,7 @@
 #include "support/test_time.h"
 
 namespace throttlekit {
+namespace token_bucket_test {
 namespace {
 
 using testing::kEpoch;  // large epochs, as in prod
@@ -260,4 +261,5 @@ TEST(TokenBucket, RejectsBadOptionsNamingTheField) {
 }
 
 }  // namespace
+}  // namespace token_bucket_test
 }  // namespace throttlekit

@@ -13,6 +13,7 @@
 #include "throttlekit/strategy/token_budget.h"
 
 namespace throttlekit {
+namespace token_budget_property_test {
 namespace {
 
 using testing::kEpoch;
@@ -80,4 +81,5 @@ RC_GTEST_PROP(TokenBudgetProperty, RollsOnlyForwardAndOnlyAtWindowEnd, ()) {
 }
 
 }  // namespace
+}  // namespace token_budget_property_test
 }  // namespace throttlekit

@@ -9,6 +9,7 @@
 #include "support/test_time.h"
 
 namespace throttlekit {
+namespace token_budget_test {
 namespace {
 
 using testing::kEpoch;
@@ -186,4 +187,5 @@ TEST(TokenBudget, RejectsBadOptionsNamingTheField) {
 }
 
 }  // namespace
+}  // namespace token_budget_test
 }  // namespace throttlekit

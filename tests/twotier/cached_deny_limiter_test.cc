@@ -9,6 +9,7 @@
 #include "throttlekit/strategy/gcra.h"
 
 namespace throttlekit {
+namespace cached_deny_limiter_test {
 namespace {
 
 constexpr int64_t kEpoch = testing::kManualEpoch;
@@ -124,4 +125,5 @@ TEST(CachedDenyLimiter, BadInputIsAStatus) {
 }
 
 }  // namespace
+}  // namespace cached_deny_limiter_test
 }  // namespace throttlekit

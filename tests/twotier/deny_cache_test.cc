@@ -5,6 +5,7 @@
 #include <string>
 
 namespace throttlekit {
+namespace deny_cache_test {
 namespace {
 
 const Decision kDenial{false, 10, 2, 5'000, 300};
@@ -66,4 +67,5 @@ TEST(DenyCache, HoldsAtMostMaxKeys) {
 }
 
 }  // namespace
+}  // namespace deny_cache_test
 }  // namespace throttlekit

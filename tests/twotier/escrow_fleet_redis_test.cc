@@ -23,6 +23,7 @@
 #include "throttlekit/twotier/weighted_fair_escrow.h"
 
 namespace throttlekit {
+namespace escrow_fleet_redis_test {
 namespace {
 
 constexpr int kProcesses = 4;
@@ -103,4 +104,5 @@ TEST(EscrowFleetRedis, TheFleetStaysAtOrUnderTheLimitEveryWindow) {
 }
 
 }  // namespace
+}  // namespace escrow_fleet_redis_test
 }  // namespace throttlekit

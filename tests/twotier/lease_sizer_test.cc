@@ -7,6 +7,7 @@
 #include <vector>
 
 namespace throttlekit {
+namespace lease_sizer_test {
 namespace {
 
 LeaseSizer make(LeaseSizer::Options o = {}) {
@@ -119,4 +120,5 @@ TEST(LeaseSizer, OptionsAreValidated) {
 }
 
 }  // namespace
+}  // namespace lease_sizer_test
 }  // namespace throttlekit

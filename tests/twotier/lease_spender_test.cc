@@ -9,6 +9,7 @@
 #include "support/run_threads.h"
 
 namespace throttlekit {
+namespace lease_spender_test {
 namespace {
 
 constexpr int64_t kEnd = 1'700'000'001'000;  // the first window's end
@@ -175,4 +176,5 @@ TEST(LeaseSpenderConcurrency, WindowCoupledNeverOverspends) {
 }
 
 }  // namespace
+}  // namespace lease_spender_test
 }  // namespace throttlekit

@@ -36,6 +36,7 @@
 #include "throttlekit/twotier/leased_limiter.h"
 
 namespace throttlekit {
+namespace leased_fleet_redis_test {
 namespace {
 
 constexpr int kNodes = 8;
@@ -186,4 +187,5 @@ TEST(LeasedFleetRedis, CarriedCreditsStayWithinTheOvershootBound) {
 }
 
 }  // namespace
+}  // namespace leased_fleet_redis_test
 }  // namespace throttlekit

@@ -19,6 +19,7 @@
 #include "throttlekit/coordinator/memory_coordinator.h"
 
 namespace throttlekit {
+namespace leased_limiter_test {
 namespace {
 
 constexpr int64_t kEpoch = testing::kManualEpoch;
@@ -421,4 +422,5 @@ TEST(LeasedLimiterConcurrency, BackgroundRefillsAndIdleReturnsRaceChecks) {
 }
 
 }  // namespace
+}  // namespace leased_limiter_test
 }  // namespace throttlekit

@@ -6,6 +6,7 @@
 #include <random>
 
 namespace throttlekit {
+namespace predictive_lease_sizer_test {
 namespace {
 
 const LeaseSizer::Options kOptions{.order_cost = 1,
@@ -114,4 +115,5 @@ TEST(PredictiveLeaseSizer, KeepsTheRangeAndIgnoresBadDemand) {
 }
 
 }  // namespace
+}  // namespace predictive_lease_sizer_test
 }  // namespace throttlekit

@@ -9,6 +9,7 @@
 #include "throttlekit/strategy/gcra.h"
 
 namespace throttlekit {
+namespace two_tier_test {
 namespace {
 
 using Clock = testing::ManualClockRef;
@@ -124,4 +125,5 @@ TEST(TwoTier, OptionsAModeWouldIgnoreAreRefused) {
 }
 
 }  // namespace
+}  // namespace two_tier_test
 }  // namespace throttlekit

@@ -11,6 +11,7 @@
 #include "throttlekit/coordinator/memory_coordinator.h"
 
 namespace throttlekit {
+namespace weighted_fair_escrow_real_clock_test {
 namespace {
 
 TEST(WeightedFairEscrowRealClock, OneEscrowHoldsTheLimitAndTheCap) {
@@ -25,4 +26,5 @@ TEST(WeightedFairEscrowRealClock, ThreeEscrowsOnOneBudgetHoldTheLimit) {
 }
 
 }  // namespace
+}  // namespace weighted_fair_escrow_real_clock_test
 }  // namespace throttlekit

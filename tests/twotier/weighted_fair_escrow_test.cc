@@ -15,6 +15,7 @@
 #include "support/run_threads.h"
 
 namespace throttlekit {
+namespace weighted_fair_escrow_test {
 namespace {
 
 constexpr int64_t kEpoch = testing::kManualEpoch;
@@ -326,4 +327,5 @@ TEST(WeightedFairEscrowConcurrency, ThreadsGetTheirSharesAndNoMore) {
 }
 
 }  // namespace
+}  // namespace weighted_fair_escrow_test
 }  // namespace throttlekit

@@ -12,6 +12,7 @@
 #include <vector>
 
 namespace throttlekit {
+namespace water_filling_test {
 namespace {
 
 std::vector<int64_t> fill(int64_t capacity,
@@ -197,4 +198,5 @@ TEST(WaterFilling, LargeCapacitiesStayExact) {
 }
 
 }  // namespace
+}  // namespace water_filling_test
 }  // namespace throttlekit
