@@ -1,5 +1,60 @@
 -- Token bucket (include/throttlekit/strategy/token_bucket.h).
 -- Options: capacity, refill_per_sec. State: d1 = tokens, d2 = last.
+
+-- reset_at (TokenBucket::first_full_ms): the first whole ms >= p_at at which
+-- the state {p_tokens, p_last} the call leaves is full, p_x being its tokens
+-- at p_at. The closed form is the guess (and the answer from 2^53 - 1 on);
+-- the search takes detail::first_ms's probes: forward from the guess until
+-- full, back until not, then bisect.
+CREATE OR REPLACE FUNCTION {{t}}_token_bucket_full_at(
+    p_tokens double precision, p_last double precision,
+    p_at double precision, p_x double precision,
+    p_cap double precision, p_rate double precision)
+RETURNS double precision LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+  lim double precision := 9007199254740991.0::float8;
+  guess double precision := p_at + ceil((p_cap - p_x) / p_rate);
+  lo double precision;
+  hi double precision;
+  step double precision := 1;
+  probe double precision;
+  mid double precision;
+BEGIN
+  IF NOT (guess < lim) THEN RETURN guess; END IF;
+  IF p_x >= p_cap THEN RETURN p_at; END IF;
+  lo := p_at;
+  hi := GREATEST(guess, p_at + 1);
+  WHILE NOT (LEAST(p_cap, p_tokens + GREATEST(0::float8, hi - p_last) * p_rate)
+             >= p_cap) LOOP
+    IF hi >= lim THEN RETURN hi; END IF;
+    lo := hi;
+    hi := hi + step;
+    step := step * 2;
+  END LOOP;
+  step := 1;
+  WHILE hi - lo > 1 LOOP
+    probe := GREATEST(lo + 1, hi - step);
+    IF NOT (LEAST(p_cap, p_tokens + GREATEST(0::float8, probe - p_last) * p_rate)
+            >= p_cap) THEN
+      lo := probe;
+      EXIT;
+    END IF;
+    hi := probe;
+    step := step * 2;
+  END LOOP;
+  WHILE hi - lo > 1 LOOP
+    mid := floor(lo + (hi - lo) / 2);
+    IF LEAST(p_cap, p_tokens + GREATEST(0::float8, mid - p_last) * p_rate)
+       >= p_cap THEN
+      hi := mid;
+    ELSE
+      lo := mid;
+    END IF;
+  END LOOP;
+  RETURN hi;
+END
+$$;
+
 CREATE OR REPLACE FUNCTION {{t}}_token_bucket(
     p_key bytea, p_now bigint, p_cost double precision, p_peek boolean,
     p_capacity bigint, p_refill_per_sec double precision,
@@ -16,8 +71,6 @@ DECLARE
   cost double precision := CASE WHEN p_peek THEN 1.0::float8 ELSE p_cost END;
   left_ double precision;
   at_ double precision;
-  t double precision;
-  step double precision;
 BEGIN
   o_limit := p_capacity;
   LOOP
@@ -32,7 +85,8 @@ BEGIN
     IF NOT (tokens >= cost) OR p_peek THEN
       o_allowed := tokens >= cost;
       o_remaining := GREATEST(0, {{t}}_floor_int(tokens));
-      o_reset_at := {{t}}_to_int(at_ + ceil((cap - tokens) / rate));
+      o_reset_at := {{t}}_to_int({{t}}_token_bucket_full_at(
+          r.d1, r.d2, at_, tokens, cap, rate));
       o_retry := CASE WHEN o_allowed THEN 0
                       ELSE {{t}}_to_int((at_ - now_d)
                                         + ceil((cost - tokens) / rate)) END;
@@ -41,19 +95,13 @@ BEGIN
     left_ := tokens - cost;
     o_allowed := true;
     o_remaining := GREATEST(0, {{t}}_floor_int(left_));
-    o_reset_at := {{t}}_to_int(at_ + ceil((cap - left_) / rate));
+    o_reset_at := {{t}}_to_int({{t}}_token_bucket_full_at(
+        left_, at_, at_, left_, cap, rate));
     o_retry := 0;
-    -- expires_at_ms (TokenBucket::expires_at_ms): the first ms from which
-    -- the rounded refill reaches capacity.
-    t := at_ + ceil((cap - left_) / rate);
-    step := 1;
-    WHILE t < 9007199254740991.0::float8
-          AND LEAST(cap, left_ + GREATEST(0::float8, t - at_) * rate) < cap LOOP
-      t := t + step;
-      step := step * 2;
-    END LOOP;
+    -- expires_at_ms (TokenBucket::expires_at_ms) of the new state is that
+    -- same first full ms.
     IF {{t}}_store(id, p_key, r.key IS NOT NULL, 1::smallint, left_, at_, 0, 0,
-                   NULL, NULL, NULL, {{t}}_to_int(t)) THEN
+                   NULL, NULL, NULL, o_reset_at) THEN
       RETURN;
     END IF;
   END LOOP;

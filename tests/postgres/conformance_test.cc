@@ -293,6 +293,21 @@ TEST(PostgresConformanceEdges, TokenBucketFractions) {
            {kEpoch, kEpoch + 1, kEpoch + 999'999, kEpoch + 1'000'000}, {1});
 }
 
+// The token bucket's reset_at is the first ms the bucket is full, searched
+// from the closed form t + ceil((capacity - tokens) / rate), which rounding
+// puts a ms early or late (docs/semantics.md, "Token bucket"). Capacity 1 at
+// 1/7 token/s: after a check of 1 at kEpoch, the denial at +16 had the
+// closed form +7000, where the stored {0, kEpoch} refills to
+// 0.9999999999999999 (full only at +7001); after a check of 0.5, the denial
+// 1 ms later had +3501 though the bucket is full at +3500. PL/pgSQL must
+// search as the C++ does (forecasts after each step compare full_at_ms).
+TEST(PostgresConformanceEdges, TokenBucketResetAtIsTheFirstFullMs) {
+  const TokenBucket::Options o{.capacity = 1, .refill_per_sec = 1.0 / 7};
+  run_edge(o, {kEpoch, kEpoch + 16, kEpoch + 7000, kEpoch + 7001}, {1});
+  run_edge(o, {kEpoch, kEpoch + 1, kEpoch + 3499, kEpoch + 3500},
+           {0.5, 1, 1, 1});
+}
+
 TEST(PostgresConformanceEdges, FixedWindowBoundaries) {
   run_edge(FixedWindow::Options{.limit = 3, .window_ms = 1000},
            {kEpoch - 1, kEpoch - 1, kEpoch, kEpoch + 999, kEpoch + 1000,

@@ -217,6 +217,30 @@ TEST(RedisConformance, EdgeCases) {
   }
 }
 
+// The token bucket's reset_at is the first ms the bucket is full, searched
+// from the closed form t + ceil((capacity - tokens) / rate), which rounding
+// puts a ms early or late (docs/semantics.md, "Token bucket"). Capacity 1 at
+// 1/7 token/s: after a check of 1, a peek 16 ms later had the closed form
+// +7000, where the stored {0, last} refills to 0.9999999999999999 (so the
+// full bucket is only there at +7001); after a check of 0.5, a check of 1
+// 1 ms later had +3501 though it is full at +3500. Lua must search as the
+// C++ does, and the forecast after each step compares full_at_ms too.
+TEST(RedisConformance, TokenBucketResetAtIsTheFirstFullMs) {
+  const AnyStrategy s = *make_strategy(
+      TokenBucket::Options{.capacity = 1, .refill_per_sec = 1.0 / 7});
+  const std::vector<Step> steps = {
+      {0, 0, 1, false},    {0, 16, 1, true}, {0, 0, 1, false},
+      {0, 6984, 1, false}, {0, 1, 1, false},  // +7000 denies, +7001 admits
+      {1, 0, 0.5, false},  {1, 1, 1, false}, {1, 1, 1, true},
+      {1, 3497, 1, false}, {1, 1, 1, false},  // +3499 denies, +3500 admits
+  };
+  for (int64_t start : {int64_t{1'700'000'000'000}, int64_t{1'706'745'599'000},
+                        int64_t{4'000'000'000'017}}) {
+    EXPECT_EQ(run_timeline(shared_redis(), s, start, steps), "")
+        << "from " << start;
+  }
+}
+
 }  // namespace
 }  // namespace redis_conformance_test
 }  // namespace throttlekit

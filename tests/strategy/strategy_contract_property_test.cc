@@ -34,9 +34,9 @@
 //   exactly when `check` admits now; for a cost that can pass, `check`
 //   admits at `next_replenish_at_ms` and denies 1 ms before it; for a cost
 //   above the ceiling it is `now` plus the denial's retry hint. At
-//   `full_at_ms` the whole ceiling fits (not asserted for the token bucket,
-//   whose `full_at_ms` is the closed-form `reset_at` of `peek`, which
-//   rounding can put a ms early; see its traits).
+//   `full_at_ms` the whole ceiling fits; for the token bucket, whose
+//   `full_at_ms` (`peek`'s `reset_at`) is searched to be the first such ms,
+//   one ms earlier it does not (unless it fits at `now`).
 //
 // CostValidationContractProperty, over the strategies that validate a cost
 // themselves: only the token budget, whose `debit` takes raw tokens. Every
@@ -101,6 +101,8 @@ struct ContractDefaults {
   static constexpr bool kWindowed = false;
   // At a forecast's full_at_ms, a request of the whole ceiling passes.
   static constexpr bool kFullAtAdmitsCeiling = true;
+  // ... and, unless it passes at `now`, 1 ms before full_at_ms it does not.
+  static constexpr bool kFullAtIsFirst = false;
   // Heap the state holds (slots); plain-value states hold none.
   template <class State>
   static size_t footprint(const State&) {
@@ -136,13 +138,11 @@ struct ContractTraits<TokenBucket> : ContractDefaults {
   static int64_t limit(const TokenBucket& b) { return b.options().capacity; }
   // reset_at = t + ceil((capacity - tokens) / rate): `t` on a full bucket.
   static constexpr bool kResetAfterNow = false;
-  // full_at is peek's reset_at, t + ceil((capacity - tokens) / rate), a
-  // closed form that rounding can put a ms before the bucket is full: with
-  // capacity 21 and refill_per_sec 4/7, a check of 21 at full_at denies
-  // (about 1 in 45,000 states after one random admission). The expiry, not
-  // full_at, is searched to be really full (docs/strategies.md, "Token
-  // bucket").
-  static constexpr bool kFullAtAdmitsCeiling = false;
+  // full_at is peek's reset_at: the first ms at which a check of
+  // `capacity` passes, searched from the closed form
+  // t + ceil((capacity - tokens) / rate), which rounding can put a ms early
+  // or late (docs/strategies.md, "Token bucket").
+  static constexpr bool kFullAtIsFirst = true;
 };
 
 template <>
@@ -482,6 +482,16 @@ TYPED_TEST(ForecastContractProperty, NextAdmitsAndTheMsBeforeDoesNot) {
     if constexpr (T::kFullAtAdmitsCeiling) {
       State full = state;
       RC_ASSERT(s.check(full, f.full_at_ms, scale(s)).allowed);
+    }
+    if constexpr (T::kFullAtIsFirst) {
+      // Unless the ceiling fits already (then full_at_ms is
+      // max(now, last)), it does not fit 1 ms before full_at_ms.
+      State probe = state;
+      if (!s.check(probe, now, scale(s)).allowed) {
+        RC_ASSERT(f.full_at_ms > now);
+        State not_yet = state;
+        RC_ASSERT(!s.check(not_yet, f.full_at_ms - 1, scale(s)).allowed);
+      }
     }
   });
 }

@@ -190,6 +190,33 @@ TEST(TokenBucket, ForecastReportsSpendableNextAndFull) {
   EXPECT_EQ(s, before);
 }
 
+TEST(TokenBucket, ResetAtIsTheFirstMsTheWholeBucketFits) {
+  // capacity 1 at 1/7 token/s (rate inexact). After a check of 1 at kEpoch,
+  // a peek at +16 holds 16 * rate tokens; the closed form
+  // +16 + ceil((1 - x) / rate) lands on +7000, where the refill from the
+  // stored {0, kEpoch} gives 7000 * rate = 0.9999999999999999: not full.
+  TokenBucket b = make(1, 1.0 / 7);
+  TokenBucket::State s;
+  ASSERT_TRUE(b.check(s, kEpoch, 1).allowed);
+  EXPECT_LT(7000 * b.rate_per_ms(), 1.0);
+  const Decision peek = b.peek(s, kEpoch + 16);
+  EXPECT_EQ(peek, (Decision{false, 1, 0, kEpoch + 7001, 6984}));
+  EXPECT_EQ(b.forecast(s, kEpoch + 16, 1).full_at_ms, kEpoch + 7001);
+  EXPECT_EQ(b.check(s, kEpoch + 16, 1).reset_at_ms, kEpoch + 7001);
+  TokenBucket::State before = s;
+  EXPECT_FALSE(b.check(before, kEpoch + 7000, 1).allowed);
+  EXPECT_TRUE(b.check(before, kEpoch + 7001, 1).allowed);
+  // The closed form can also be a ms late: after a check of 0.5 at kEpoch,
+  // a peek at +1 guesses +3501, but the bucket is already full at +3500.
+  TokenBucket::State half;
+  ASSERT_TRUE(b.check(half, kEpoch, 0.5).allowed);
+  EXPECT_EQ(b.peek(half, kEpoch + 1).reset_at_ms, kEpoch + 3500);
+  TokenBucket::State at = half;
+  EXPECT_TRUE(b.check(at, kEpoch + 3500, 1).allowed);
+  at = half;
+  EXPECT_FALSE(b.check(at, kEpoch + 3499, 1).allowed);
+}
+
 TEST(TokenBucket, ForecastNextIsTheEarliestAdmittingMs) {
   TokenBucket b = make(7, 3);  // inexact rate 0.003 per ms
   TokenBucket::State s;

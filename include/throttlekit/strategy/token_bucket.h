@@ -14,11 +14,24 @@
 //     tokens  = min(capacity, tokens + elapsed * rate)
 //     allow iff tokens >= cost:  new = tokens - cost;  state = {new, t}
 //         remaining = max(0, floor(new))
-//         reset_at  = t + ceil((capacity - new) / rate)
+//         reset_at  = full_at(state after the call)
 //     deny (state untouched):
 //         remaining = max(0, floor(tokens))
-//         reset_at  = t + ceil((capacity - tokens) / rate)
+//         reset_at  = full_at(state)
 //         retry     = (t - now) + ceil((cost - tokens) / rate)
+//
+// `reset_at` (and `forecast`'s `full_at_ms`) is the first whole ms T >= t
+// at which the state the call leaves is full: at which
+// `min(capacity, tokens + max(0, T - last) * rate) >= capacity`, the very
+// test a check of `capacity` at T makes, so a client that waits until
+// `reset_at` can spend the whole bucket, and not one ms earlier. The closed
+// form `g = t + ceil((capacity - x) / rate)` (x the tokens at t) is only the
+// search's guess: it rounds a quotient, while a later check sums a rounded
+// product onto the stored tokens, so `g` can be a ms early or late (capacity
+// 1 at 1/7 token/s: after a check of 1 at E, a peek at E + 16 gives
+// g = E + 7000, where 0.9999999999999999 tokens are held). When g >= 2^53 - 1
+// it is the answer (whole ms are no longer exact there). Redis and Postgres
+// run the same search (docs/semantics.md, "Token bucket").
 //
 // The reported limit is `capacity`; the policy window is
 // `max(1, ceil(capacity / rate))`, the time to refill an empty bucket.
@@ -109,10 +122,11 @@ class TokenBucket {
       const double left = tokens - cost;
       state = State{left, t};
       return Decision{true, options_.capacity, floor_units(left),
-                      reset_at(left, t), 0};
+                      first_full_ms(state, t, left), 0};
     }
     return Decision{false, options_.capacity, floor_units(tokens),
-                    reset_at(tokens, t), retry(tokens, t, now, cost)};
+                    first_full_ms(state, t, tokens),
+                    retry(tokens, t, now, cost)};
   }
 
   // See strategy.h: the cost-1 decision; `remaining` and `reset_at_ms`
@@ -123,7 +137,7 @@ class TokenBucket {
     const double tokens = refilled(state, now);
     const bool allowed = tokens >= 1.0;
     return Decision{allowed, options_.capacity, floor_units(tokens),
-                    reset_at(tokens, t),
+                    first_full_ms(state, t, tokens),
                     allowed ? 0 : retry(tokens, t, now, 1.0)};
   }
 
@@ -132,13 +146,14 @@ class TokenBucket {
   // `cost` would allow (found by search over the exact admission predicate,
   // so floating rounding cannot make it off by one); for a cost above
   // `capacity` it is `now + retry` with the retry hint of `check`.
-  // `full_at_ms` is the `reset_at_ms` of `peek`. Thread-safety: const.
+  // `full_at_ms` is the `reset_at_ms` of `peek`: the first ms at which a
+  // check of `capacity` allows. Thread-safety: const.
   Forecast forecast(const State& state, int64_t now_ms,
                     double cost) const noexcept {
     const double now = static_cast<double>(now_ms);
     const double t = std::max(now, state.last);
     const double tokens = refilled(state, now);
-    const int64_t full_at = reset_at(tokens, t);
+    const int64_t full_at = first_full_ms(state, t, tokens);
     if (tokens >= cost) return Forecast{floor_units(tokens), now_ms, full_at};
     const double hint = t + detail::ceil_d((cost - tokens) / rate_);
     if (cost > static_cast<double>(options_.capacity)) {
@@ -154,22 +169,14 @@ class TokenBucket {
 
   // The first integer ms from which the refill term saturates at `capacity`
   // exactly as a cold key's does: at any `now >= expires_at_ms(state)`, every
-  // decision and write equals the cold state's. Starts from
-  // `last + ceil((capacity - tokens) / rate)` and steps forward until the
-  // rounded arithmetic of `check` really yields `capacity`, so no rounding
-  // can make an expired bucket differ from a cold one (tokens are monotone
-  // in `now`, so it stays full after). INT64_MIN for the cold state.
-  // Thread-safety: const.
+  // decision and write equals the cold state's. It is the bucket's full
+  // instant searched from `last` (the `reset_at` of the call that wrote the
+  // state), so no rounding can make an expired bucket differ from a cold one
+  // (tokens are monotone in `now`, so it stays full after). INT64_MIN for
+  // the cold state. Thread-safety: const.
   int64_t expires_at_ms(const State& state) const noexcept {
     if (std::isinf(state.last)) return std::numeric_limits<int64_t>::min();
-    const double cap = static_cast<double>(options_.capacity);
-    double t = state.last + detail::ceil_d((cap - state.tokens) / rate_);
-    double step = 1;
-    while (t < kSearchLimit && refilled(state, t) < cap) {
-      t += step;
-      step *= 2;
-    }
-    return detail::to_int(t);
+    return first_full_ms(state, state.last, refilled(state, state.last));
   }
 
  private:
@@ -190,11 +197,20 @@ class TokenBucket {
                     s.tokens + elapsed * rate_);
   }
 
-  // t + ceil((capacity - tokens) / rate), summed in double.
-  int64_t reset_at(double tokens, double t) const noexcept {
-    return detail::to_int(
-        t + detail::ceil_d((static_cast<double>(options_.capacity) - tokens) /
-                           rate_));
+  // reset_at: the first integer ms T >= t at which `s` (the state as the
+  // call leaves it, `last <= t`) is full, refilled(s, T) >= capacity.
+  // `tokens` = refilled(s, t). The guess t + ceil((capacity - tokens) / rate)
+  // is the answer when it reaches 2^53 - 1 (saturating through to_int);
+  // otherwise detail::first_ms searches from it. Lua and PL/pgSQL take the
+  // same steps in the same order.
+  int64_t first_full_ms(const State& s, double t,
+                        double tokens) const noexcept {
+    const double cap = static_cast<double>(options_.capacity);
+    const double guess = t + detail::ceil_d((cap - tokens) / rate_);
+    if (!(guess < kSearchLimit)) return detail::to_int(guess);
+    if (tokens >= cap) return detail::to_int(t);
+    return detail::first_ms(t, guess,
+                            [&](double at) { return refilled(s, at) >= cap; });
   }
 
   // (t - now) + ceil((cost - tokens) / rate): the wait from the caller's
