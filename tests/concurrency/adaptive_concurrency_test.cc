@@ -683,6 +683,7 @@ TEST(AdaptiveConcurrency, PerSampleGradient2IsTheEarlierDefaultLaw) {
   EXPECT_EQ(o.recalibration_jitter_ns, 0);
   EXPECT_EQ(o.recalibration_seed, 0u);
   EXPECT_EQ(o.recalibration_samples, 20);
+  EXPECT_FALSE(o.recalibrate_at_create);
   EXPECT_FALSE(o.freeze_rtt_noload);
   EXPECT_TRUE(AdaptiveConcurrency::create(o).ok());
 }
@@ -704,6 +705,7 @@ TEST(AdaptiveConcurrency, DefaultsAreRoundsAFrozenBaselineAndPinsEveryMinute) {
   EXPECT_EQ(o.recalibration_jitter_ns, 9'000'000'000);
   EXPECT_EQ(o.recalibration_seed, 0u);
   EXPECT_EQ(o.recalibration_samples, 128);
+  EXPECT_FALSE(o.recalibrate_at_create);  // the simulator did not confirm it
   EXPECT_TRUE(o.freeze_rtt_noload);
   // The pin's rounds fit in the window, with room to spare.
   static_assert(o.recalibration_samples <= o.rtt_window * o.round_samples);
@@ -740,12 +742,92 @@ TEST(AdaptiveConcurrency, DefaultsValidateTheirCoupledFields) {
               })).ok());
 }
 
+// The defaults plus `recalibrate_at_create`, on a manual clock: the first
+// pin begins at `create`, as Envoy's controller starts in a minRTT window:
+// 3 slots (min_limit) with L_local at initial_limit 20 and the law frozen;
+// 128 successes (4 rounds of 32) measure rtt_noload as the minimum of their
+// round means; then the limit is 20 again and follows gradient2 against
+// that frozen baseline, and the next pin is due 60-69 s after this one
+// ended.
+TEST(AdaptiveConcurrency, PinAtCreateMeasuresNoLoadThenFollowsGradient2) {
+  AdaptiveConcurrencyOptions o;
+  o.recalibrate_at_create = true;
+  Harness h(o);
+  Limiter::Stats s = h.stats();
+  EXPECT_TRUE(s.recalibrating);
+  EXPECT_EQ(s.recalibrations, 1);
+  EXPECT_EQ(s.effective_limit, 3);
+  EXPECT_EQ(s.limit, 20);  // L_local is not dragged down
+  EXPECT_EQ(s.rtt_noload_ns, 0);
+  {
+    Limiter::Permit a = h.limiter->acquire();
+    Limiter::Permit b = h.limiter->acquire();
+    Limiter::Permit c = h.limiter->acquire();
+    EXPECT_TRUE(a && b && c);
+    EXPECT_FALSE(h.limiter->acquire());  // pinned at min_limit
+    EXPECT_EQ(c.limit_at_acquire(), 3);
+  }  // kIgnored: frees the slots, feeds no sample
+  // Four rounds of 32 whose means are 1.2, 1.0, 1.1 and 1.3 ms.
+  constexpr int64_t kMeansNs[] = {1'200'000, 1'000'000, 1'100'000, 1'300'000};
+  for (int64_t mean_ns : kMeansNs) {
+    for (int i = 0; i < 32; ++i) {
+      EXPECT_TRUE(h.stats().recalibrating);
+      h.sample(mean_ns + (i % 2 == 0 ? 100'000 : -100'000));
+    }
+    EXPECT_DOUBLE_EQ(h.stats().estimate, 20.0);  // the law is frozen
+  }
+  s = h.stats();
+  EXPECT_FALSE(s.recalibrating);
+  EXPECT_EQ(s.samples, 128);
+  EXPECT_EQ(s.rtt_noload_ns, 1'000'000);  // the least round mean
+  EXPECT_EQ(s.effective_limit, 20);
+  EXPECT_DOUBLE_EQ(s.estimate, 20.0);
+  const int64_t pin_end_ns = h.clock.now_ns();
+
+  // After the pin, gradient2 round by round against the measured baseline:
+  // a round of 2 ms reads as a queue (gradient 0.5), one of 1 ms as none.
+  h.hold(9);  // 10 of 20 in flight with each sample: utilized
+  double expected = 20.0;
+  for (int64_t rtt_ns : {2'000'000, 1'000'000}) {
+    for (int i = 0; i < 32; ++i) h.sample(rtt_ns);
+    expected = gradient2_next_estimate(
+        expected, gradient2_gradient(1.0, 1'000'000, rtt_ns), 0.2, true, 3,
+        1000);
+    EXPECT_DOUBLE_EQ(h.stats().estimate, expected) << rtt_ns;
+    EXPECT_EQ(h.stats().limit, static_cast<int64_t>(std::floor(expected)));
+  }
+  EXPECT_EQ(h.stats().rtt_noload_ns, 1'000'000);  // frozen
+  h.drop_holds();
+
+  // The next pin: not within 60 s of the first one's end, by 69 s.
+  h.clock.advance_ns(pin_end_ns + 60'000'000'000 - h.clock.now_ns() - 1);
+  h.sample(0);
+  EXPECT_FALSE(h.stats().recalibrating);
+  h.clock.advance_ns(9'000'000'001);
+  h.sample(0);
+  EXPECT_TRUE(h.stats().recalibrating);
+  EXPECT_EQ(h.stats().recalibrations, 2);
+}
+
+// With pins off, `recalibrate_at_create` is ignored: nothing pins.
+TEST(AdaptiveConcurrency, NoPinAtCreateWithRecalibrationOff) {
+  AdaptiveConcurrencyOptions o;
+  o.recalibration_interval_ns = 0;
+  o.freeze_rtt_noload = false;
+  o.recalibrate_at_create = true;
+  Harness h(o);
+  EXPECT_FALSE(h.stats().recalibrating);
+  EXPECT_EQ(h.stats().recalibrations, 0);
+  EXPECT_EQ(h.stats().effective_limit, 20);
+}
+
 // With the defaults on a manual clock: no pin before 60 s, one by 69 s
 // (interval + the most jitter), at min_limit 3 with L_local untouched; it
 // ends after 128 fresh successes, the baseline it measured then holds, and
 // the next pin is due at least 60 s after this one ended.
 TEST(AdaptiveConcurrency, DefaultsPinAfterIntervalPlusJitter) {
   Harness h(AdaptiveConcurrencyOptions{});
+  EXPECT_FALSE(h.stats().recalibrating);    // no pin at create
   constexpr int64_t kStepNs = 100'000'000;  // a sample every 0.1 s
   constexpr int64_t kRttNs = 1'000'000;
   int64_t elapsed = 0;
