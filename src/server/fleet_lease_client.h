@@ -14,8 +14,12 @@
 // check reserves from the new window. The client never invents a denial: a
 // check that cannot be paid from what is held reserves `max(batch,
 // ceil(cost))`, and a grant that falls short is the server's verdict
-// `{false, limit, 0, expiry, retry_after_ms}`; until that window ends the
-// client repeats the verdict without asking again (the window is spent).
+// `{false, limit, 0, expiry, retry_after_ms}`. A grant of 0 marks the
+// window spent (`detail::SpentMark`, the leased limiter's mechanism,
+// include/throttlekit/twotier/internal/spent_mark.h): until it ends the
+// client repeats the verdict without asking, except that one check per
+// `spent_recheck_ms` reserves again, so units returned to the window (a
+// reset, another region's reconcile) are seen within that interval.
 // Reserves are coalesced: one
 // in flight per client; checks that miss meanwhile wait for it and try the
 // fresh credits first.
@@ -29,12 +33,13 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -44,6 +49,7 @@
 #include "throttlekit/core/cost.h"
 #include "throttlekit/core/decision.h"
 #include "throttlekit/core/mutex.h"
+#include "throttlekit/twotier/internal/spent_mark.h"
 #include "throttlekit/twotier/lease_spender.h"
 #include "throttlekit/v1/throttlekit.grpc.pb.h"
 
@@ -62,14 +68,22 @@ struct FleetLeaseClientOptions {
   std::string client_id;
   // Deadline of one Reserve.
   std::chrono::milliseconds rpc_timeout{2000};
+  // After a grant of 0 (the window is spent) checks are denied locally, but
+  // one per `spent_recheck_ms` reserves again. Unset: an eighth of the time
+  // left in the window when it is first marked spent (at least 1; the
+  // client does not know the policy's window), so at most 8 extra Reserves
+  // per spent window; 0: never (deny until the window ends); else
+  // 1 .. 2^53-1.
+  std::optional<int64_t> spent_recheck_ms;
 };
 
 template <EpochClock C = SystemClock>
 class BasicFleetLeaseClient {
  public:
   struct Stats {
-    int64_t reserves = 0;  // Reserve round trips
-    int64_t granted = 0;   // units they granted
+    int64_t reserves = 0;        // Reserve round trips
+    int64_t granted = 0;         // units they granted
+    int64_t spent_rechecks = 0;  // Reserves of a window marked spent
   };
 
   // Validates `options`; kInvalidArgument naming the field.
@@ -88,6 +102,14 @@ class BasicFleetLeaseClient {
           absl::StrCat("fleet_lease_client.batch must be in [1, 2^53-1]; got ",
                        options.batch));
     }
+    if (options.spent_recheck_ms.has_value() &&
+        (*options.spent_recheck_ms < 0 ||
+         *options.spent_recheck_ms > kMaxSafeInteger)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "fleet_lease_client.spent_recheck_ms must be 0 (never) or in "
+          "[1, 2^53-1]; got ",
+          *options.spent_recheck_ms));
+    }
     return std::unique_ptr<BasicFleetLeaseClient>(new BasicFleetLeaseClient(
         v1::Fleet::NewStub(channel), std::move(options), std::move(clock)));
   }
@@ -102,17 +124,18 @@ class BasicFleetLeaseClient {
       d->limit = limit_.load(std::memory_order_relaxed);
       return *d;
     }
-    if (const int64_t spent = spent_until_.load(std::memory_order_acquire);
-        now < spent) {
-      return Decision{false, limit_.load(std::memory_order_relaxed), 0, spent,
-                      spent - now};
+    const detail::SpentMark::Verdict gate = spent_.gate(now);
+    if (gate.gate == detail::SpentMark::Gate::kDeny) {
+      return spent_denial(now, gate.until_ms);
     }
-    return refresh_and_spend(cost);
+    return refresh_and_spend(cost,
+                             gate.gate == detail::SpentMark::Gate::kRecheck);
   }
 
   Stats stats() const {
     return {reserves_.load(std::memory_order_relaxed),
-            granted_.load(std::memory_order_relaxed)};
+            granted_.load(std::memory_order_relaxed),
+            spent_rechecks_.load(std::memory_order_relaxed)};
   }
   // Credits held now (dead ones included) and the end of their window.
   double credits() const { return spender_.credits(); }
@@ -126,13 +149,31 @@ class BasicFleetLeaseClient {
         clock_(std::move(clock)),
         spender_(0) {}  // the policy's limit arrives with the first lease
 
-  absl::StatusOr<Decision> refresh_and_spend(double cost) {
+  // The server's last verdict on a window marked spent (ending at
+  // `until_ms`), repeated without a round trip.
+  Decision spent_denial(int64_t now_ms, int64_t until_ms) const {
+    return Decision{false, limit_.load(std::memory_order_relaxed), 0, until_ms,
+                    std::max<int64_t>(1, until_ms - now_ms)};
+  }
+
+  // One Reserve, unless a refresh that finished while this one waited paid
+  // for `cost` or marked the window spent. `recheck`: the caller took the
+  // spent window's recheck (spent_mark.h).
+  absl::StatusOr<Decision> refresh_and_spend(double cost, bool recheck) {
     MutexLock lock(refresh_mu_);
-    // A refresh that finished while this one waited may have paid for it.
-    if (std::optional<Decision> d = spender_.spend(clock_.now_ms(), cost)) {
+    const int64_t now = clock_.now_ms();
+    if (std::optional<Decision> d = spender_.spend(now, cost)) {
       d->limit = limit_.load(std::memory_order_relaxed);
       return *d;
     }
+    if (!recheck) {
+      const detail::SpentMark::Verdict gate = spent_.gate(now);
+      if (gate.gate == detail::SpentMark::Gate::kDeny) {
+        return spent_denial(now, gate.until_ms);
+      }
+      recheck = gate.gate == detail::SpentMark::Gate::kRecheck;
+    }
+    if (recheck) spent_rechecks_.fetch_add(1, std::memory_order_relaxed);
     v1::ReserveRequest req;
     req.set_policy(options_.policy);
     req.mutable_caller()->set_domain(options_.domain);
@@ -155,6 +196,16 @@ class BasicFleetLeaseClient {
     reserves_.fetch_add(1, std::memory_order_relaxed);
     granted_.fetch_add(lease.capacity(), std::memory_order_relaxed);
     limit_.store(lease.limit(), std::memory_order_relaxed);
+    // A grant of 0 says the window is spent: checks repeat the verdict
+    // until it ends, but for one Reserve per recheck interval.
+    if (lease.capacity() == 0) {
+      const int64_t at = clock_.now_ms();
+      spent_.mark(lease.expiry_ms(), at,
+                  options_.spent_recheck_ms.value_or(
+                      std::max<int64_t>(1, (lease.expiry_ms() - at) / 8)));
+    } else {
+      spent_.clear();
+    }
     LeaseGrant grant;
     grant.granted = lease.capacity();
     grant.expires_at_ms = lease.expiry_ms();
@@ -163,12 +214,7 @@ class BasicFleetLeaseClient {
       d->limit = lease.limit();
       return *d;
     }
-    // The server's verdict: what it granted does not pay for `cost`. A grant
-    // of 0 says the window is spent: checks repeat the verdict until it
-    // ends.
-    if (lease.capacity() == 0) {
-      spent_until_.store(lease.expiry_ms(), std::memory_order_release);
-    }
+    // The server's verdict: what it granted does not pay for `cost`.
     const int64_t retry =
         lease.retry_after_ms() > 0
             ? lease.retry_after_ms()
@@ -183,10 +229,12 @@ class BasicFleetLeaseClient {
   Mutex refresh_mu_;
   std::atomic<int64_t> reserves_{0};
   std::atomic<int64_t> granted_{0};
+  std::atomic<int64_t> spent_rechecks_{0};
   // The limit decisions report: the last lease's.
   std::atomic<int64_t> limit_{0};
-  // The end of a window the server said is spent (INT64_MIN: none).
-  std::atomic<int64_t> spent_until_{std::numeric_limits<int64_t>::min()};
+  // A window the server said is spent: gated lock-free by `check`,
+  // marked and cleared under `refresh_mu_`.
+  detail::SpentMark spent_;
 };
 
 using FleetLeaseClient = BasicFleetLeaseClient<>;

@@ -116,7 +116,7 @@ struct Fleet : testing::ManualStore {
 };
 
 TEST(FederatedLimiter,
-     OneRegionLeasesABatchPerRoundTripAndAsksASpentWindowOnce) {
+     OneRegionLeasesABatchPerRoundTripAndAsksASpentWindowOncePerRecheck) {
   Fleet f;
   auto eu = f.region("eu", {.batch = 4}, 10);
   for (int i = 0; i < 10; ++i) {
@@ -133,12 +133,21 @@ TEST(FederatedLimiter,
     ASSERT_TRUE(d.ok());
     EXPECT_EQ(*d, (Decision{false, 10, 0, kEpoch + 1000, 750}));
   }
-  EXPECT_EQ(eu->stats().global_leases, 3);  // denied without asking again
+  // The first of them asked again (the recheck, window / 8 = 125 ms after
+  // the window was marked spent); the rest were denied without asking.
+  EXPECT_EQ(eu->stats().global_leases, 4);
   EXPECT_EQ(eu->stats().denials, 20);
   // The next window starts full.
   f.clock.advance_ms(750);
   EXPECT_TRUE(eu->check("api")->allowed);
-  EXPECT_EQ(eu->stats().global_leases, 4);
+  EXPECT_EQ(eu->stats().global_leases, 5);
+  // With the recheck off a spent window is asked once.
+  auto ap = f.region("ap", {.batch = 10, .spent_recheck_ms = 0}, 10);
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(ap->check("q")->allowed);
+  EXPECT_FALSE(ap->check("q")->allowed);
+  f.clock.advance_ms(500);
+  for (int i = 0; i < 20; ++i) EXPECT_FALSE(ap->check("q")->allowed);
+  EXPECT_EQ(ap->stats().global_leases, 1);  // its grant emptied the window
 }
 
 TEST(FederatedLimiter, RegionsShareOneBudgetPerWindowUnderRandomTraffic) {
@@ -273,11 +282,15 @@ TEST(FederatedLimiter, CloseReconcilesLeftoverToItsWindowForOtherRegions) {
   EXPECT_EQ(eu->stats().reconciled_credits, 7);
   int more = 0;
   for (int i = 0; i < 10; ++i) more += us->check("k")->allowed;
-  // us marked the window spent and does not ask again (under-use, never
-  // over-admission); a process that asks gets the 7.
+  // us marked the window spent and does not ask again within the recheck
+  // interval (window / 8, never over-admission); once it is up, us asks
+  // again and gets the 7.
   EXPECT_EQ(more, 0);
-  auto ap = f.region("ap", {.batch = 8}, 10);
-  for (int i = 0; i < 10; ++i) more += ap->check("k")->allowed;
+  f.clock.advance_ms(124);
+  for (int i = 0; i < 10; ++i) more += us->check("k")->allowed;
+  EXPECT_EQ(more, 0);
+  f.clock.advance_ms(1);
+  for (int i = 0; i < 10; ++i) more += us->check("k")->allowed;
   EXPECT_EQ(more, 7);
 }
 

@@ -27,7 +27,11 @@
 // coordinator forfeits it too: the new window's grant proves its window
 // has rolled, so no reconcile round trip is spent on it). A grant of 0 is
 // a denial `{limit, remaining = balance, reset_at = window end, retry =
-// max(1, window end - now)}`; the process never invents one.
+// max(1, window end - now)}`; the process never invents one. A grant that
+// leaves the window empty marks the key spent: misses are denied so
+// without a round trip, but for one per `spent_recheck_ms` (default the
+// window / 8) that asks again and so sees credits reconciled into the
+// window since.
 //
 // Guarantees (proved by spec/GaleFederatedLeasing.tla and its BFS twin,
 // tests/model/federated_bfs_test.cc, and measured in docs/federation.md):
@@ -69,6 +73,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -126,6 +131,12 @@ struct FederationOptions {
   // window, or what it spent in the window before. Safety never depends on
   // it.
   bool size_to_demand = true;
+  // A key whose window the coordinator said is spent is denied without a
+  // round trip, but one miss per `spent_recheck_ms` asks again, seeing
+  // credits another region reconciled into the window since. Unset: the
+  // window / 8 (at least 1); 0: never; else 1 .. 2^53-1 (the leased
+  // limiter's option, docs/twotier.md).
+  std::optional<int64_t> spent_recheck_ms;
 };
 
 // The budget a windowed strategy federates: its limit per window.
@@ -272,7 +283,8 @@ class BasicFederatedLimiter {
             .background_worker = options.background_worker,
             .max_keys = options.max_keys,
             .fail_policy = {FailPolicy::kClosed, options.health_check_ms},
-            .size_to_window_end = options.size_to_demand},
+            .size_to_window_end = options.size_to_demand,
+            .spent_recheck_ms = options.spent_recheck_ms},
         source, clock);
     if (!inner.ok()) return inner.status();
     return std::unique_ptr<BasicFederatedLimiter>(

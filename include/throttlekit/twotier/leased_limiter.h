@@ -21,7 +21,11 @@
 // store's answer is returned as a denial
 // (`retry_after_ms` until the window's end); the node never invents one.
 // A grant that leaves the window empty marks the key spent until the
-// window's end: later shortfalls are denied without a round trip.
+// window's end (`detail::SpentMark`, twotier/internal/spent_mark.h): later
+// shortfalls are denied without a round trip or the lease lock, except that
+// one of them per `spent_recheck_ms` leases again, so credits given back to
+// the window later (another node's idle return or close, a reconcile) are
+// seen within that interval.
 //
 // Bounds (docs/semantics.md, "Leasing and the fleet"): window-coupled
 // (default) credits die at the end of the window that granted them, so a
@@ -122,6 +126,7 @@
 #include "throttlekit/twotier/internal/credit_source.h"
 #include "throttlekit/twotier/internal/give_back_tokens.h"
 #include "throttlekit/twotier/internal/local_credits.h"
+#include "throttlekit/twotier/internal/spent_mark.h"
 #include "throttlekit/twotier/lease_sizer.h"
 #include "throttlekit/twotier/lease_spender.h"
 #include "throttlekit/twotier/predictive_lease_sizer.h"
@@ -176,6 +181,13 @@ struct LeasedLimiterOptions {
   // pace in the window, or at the window's first lease what it spent in the
   // window before. Off by default (federation turns it on).
   bool size_to_window_end = false;
+  // Once the store says a key's window is spent, shortfalls are denied
+  // without a round trip, but one per `spent_recheck_ms` leases again (a
+  // normal lease, bounded by the store) to see credits given back to the
+  // window since. Unset: `window_ms / 8` (at least 1), so at most 8 extra
+  // round trips per spent window, key and node; 0: never (deny until the
+  // window ends); else 1 .. 2^53-1.
+  std::optional<int64_t> spent_recheck_ms;
 };
 
 template <EpochClock C = SystemClock>
@@ -191,6 +203,9 @@ class BasicLeasedLimiter {
     int64_t returned_credits = 0;    // credits given back (idle, close)
     // Denials of a window the store said was spent, without a round trip.
     int64_t spent_denials = 0;
+    // Leases of a window marked spent (at most one per `spent_recheck_ms`
+    // per key), counted in `leases` too.
+    int64_t spent_rechecks = 0;
   };
 
   // Validates `options`; errors name the field and its bound.
@@ -251,6 +266,14 @@ class BasicLeasedLimiter {
           "leased_limiter.return_idle_after_ms must be 0 (off) or in "
           "[1, 2^53-1]; got ",
           options.return_idle_after_ms));
+    }
+    if (options.spent_recheck_ms.has_value() &&
+        (*options.spent_recheck_ms < 0 ||
+         *options.spent_recheck_ms > kMaxSafeInteger)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "leased_limiter.spent_recheck_ms must be 0 (never) or in "
+          "[1, 2^53-1]; got ",
+          *options.spent_recheck_ms));
     }
     if (options.sizing != LeaseSizing::kFixed) {
       if (options.sizing != LeaseSizing::kEoq &&
@@ -342,9 +365,12 @@ class BasicLeasedLimiter {
     if (absl::Status s = validate_key(key); !s.ok()) return s;
     credits_->update(key, clock_.now_ms(), [](CreditState& s) {
       s.credits = 0;
-      s.spent = false;
       return 0;
     });
+    if (std::shared_ptr<Entry> e = find_entry(key); e != nullptr) {
+      MutexLock lock(e->lease_mu);
+      e->spent.clear();
+    }
     return source_->reset(key);
   }
 
@@ -386,9 +412,13 @@ class BasicLeasedLimiter {
                  background_refills_.load(std::memory_order_relaxed),
                  idle_returns_.load(std::memory_order_relaxed),
                  returned_credits_.load(std::memory_order_relaxed),
-                 spent_denials_.load(std::memory_order_relaxed)};
+                 spent_denials_.load(std::memory_order_relaxed),
+                 spent_rechecks_.load(std::memory_order_relaxed)};
   }
   const LeasedLimiterOptions& options() const noexcept { return options_; }
+  // The spent-window recheck interval in force (`spent_recheck_ms` or its
+  // default; 0: never).
+  int64_t spent_recheck_ms() const noexcept { return spent_recheck_ms_; }
 
   // The credits `key` holds on this node now (window-coupled credits of a
   // rolled window count 0).
@@ -445,6 +475,10 @@ class BasicLeasedLimiter {
     // Dropped from the map (idle or evicted): a caller holding it starts
     // over on the key's current entry.
     bool retired ABSL_GUARDED_BY(lease_mu) = false;
+    // The store said the key's window is spent: gated without the lease
+    // lock (atomics); marked and cleared under it. Lost with the entry
+    // (eviction, idle return): the next shortfall then just asks.
+    detail::SpentMark spent;
   };
   // A SpinLock (atomics, so ThreadSanitizer sees it; Debian's abseil is not
   // built for it): held for one probe, an insert or an eviction.
@@ -463,7 +497,9 @@ class BasicLeasedLimiter {
                 {options_.limit, options_.window_coupled, options_.window_ms}),
             {.max_keys = static_cast<size_t>(options_.max_keys)})),
         refill_at_(options_.low_water > 0 ? options_.low_water : -1),
-        idle_ms_(options_.return_idle_after_ms) {
+        idle_ms_(options_.return_idle_after_ms),
+        spent_recheck_ms_(options_.spent_recheck_ms.value_or(
+            std::max<int64_t>(1, options_.window_ms / 8))) {
     if (options_.background_worker && (refill_at_ > 0 || idle_ms_ > 0)) {
       worker_ = std::thread([this] { work(); });
     }
@@ -521,6 +557,13 @@ class BasicLeasedLimiter {
   THROTTLEKIT_NOINLINE absl::StatusOr<Decision> lease_and_spend(
       std::string_view key, int64_t now_ms, double cost) {
     std::shared_ptr<Entry> entry = entry_for(key);
+    // The window's last grant left the store with nothing: deny until the
+    // window ends without a round trip (nor the lease lock), except for the
+    // one call per `spent_recheck_ms` that asks again.
+    detail::SpentMark::Verdict gate = entry->spent.gate(now_ms);
+    if (gate.gate == detail::SpentMark::Gate::kDeny) {
+      return spent_denial(key, now_ms, gate.until_ms);
+    }
     entry->lease_mu.lock();
     // A retired entry was dropped from the map while this call waited:
     // start over on the key's current one.
@@ -533,21 +576,16 @@ class BasicLeasedLimiter {
     // A concurrent miss (or a background refill) may have refilled while
     // this one waited.
     if (Decision d = credits_->check(key, now_ms, cost); d.allowed) return d;
-    // The window's last grant left the store with nothing: deny until the
-    // window ends without asking again (credits given back to it later by
-    // other nodes go unused by this one: under-use, never over-admission).
-    if (const auto [spent, expires, held] = credits_->read(
-            key,
-            [&](const CreditState& s) {
-              return std::tuple{s.spent, s.expires_at_ms,
-                                credits_->strategy().live_credits(s, now_ms)};
-            });
-        spent && now_ms < expires) {
-      spent_denials_.fetch_add(1, std::memory_order_relaxed);
-      denials_.fetch_add(1, std::memory_order_relaxed);
-      return Decision{false, options_.limit,
-                      static_cast<int64_t>(std::floor(held)), expires,
-                      std::max<int64_t>(1, expires - now_ms)};
+    // Or learnt the window is spent: gate again, unless this call holds the
+    // interval's recheck.
+    if (gate.gate != detail::SpentMark::Gate::kRecheck) {
+      gate = entry->spent.gate(now_ms);
+      if (gate.gate == detail::SpentMark::Gate::kDeny) {
+        return spent_denial(key, now_ms, gate.until_ms);
+      }
+    }
+    if (gate.gate == detail::SpentMark::Gate::kRecheck) {
+      spent_rechecks_.fetch_add(1, std::memory_order_relaxed);
     }
     int64_t want = std::max<int64_t>(entry->next_batch(options_.batch),
                                      static_cast<int64_t>(std::ceil(cost)));
@@ -568,6 +606,20 @@ class BasicLeasedLimiter {
                     static_cast<int64_t>(std::floor(credits(key))),
                     grant->expires_at_ms,
                     std::max<int64_t>(1, grant->expires_at_ms - grant->now_ms)};
+  }
+
+  // The denial of a shortfall in a window marked spent (ending at
+  // `until_ms`): the store's last answer, repeated without a round trip.
+  Decision spent_denial(std::string_view key, int64_t now_ms,
+                        int64_t until_ms) {
+    spent_denials_.fetch_add(1, std::memory_order_relaxed);
+    denials_.fetch_add(1, std::memory_order_relaxed);
+    const double held = credits_->read(key, [&](const CreditState& s) {
+      return credits_->strategy().live_credits(s, now_ms);
+    });
+    return Decision{false, options_.limit,
+                    static_cast<int64_t>(std::floor(held)), until_ms,
+                    std::max<int64_t>(1, until_ms - now_ms)};
   }
 
   // One lease round trip of `want` credits into the key's credits, feeding
@@ -592,11 +644,16 @@ class BasicLeasedLimiter {
       s.expires_at_ms = grant->expires_at_ms;
       s.last_used_ms = now_ms;
       s.refill_queued = false;
-      s.spent = grant->window_remaining == 0;
       if (spend != nullptr)
         *spend = credits_->strategy().check(s, now_ms, cost);
       return held;
     });
+    // Marked after the deposit, so a gate denying on it finds the grant.
+    if (grant->window_remaining == 0) {
+      e.spent.mark(grant->expires_at_ms, now_ms, spent_recheck_ms_);
+    } else {
+      e.spent.clear();
+    }
     if (grant->expires_at_ms != e.window_end_ms) {
       // The previous window is over: what it served is what was granted in
       // it less what was left (forfeited or carried).
@@ -777,12 +834,14 @@ class BasicLeasedLimiter {
   // A spend leaving `remaining <= refill_at_` queues a refill (-1: off).
   const int64_t refill_at_;
   const int64_t idle_ms_;
+  // `spent_recheck_ms` resolved (0: never).
+  const int64_t spent_recheck_ms_;
   // Unique per give-back (idle, close).
   detail::GiveBackTokens tokens_;
   EntryMap entries_{static_cast<size_t>(options_.max_keys)};
   std::atomic<int64_t> leases_{0}, leased_credits_{0}, denials_{0}, outages_{0},
       background_refills_{0}, idle_returns_{0}, returned_credits_{0},
-      spent_denials_{0};
+      spent_denials_{0}, spent_rechecks_{0};
   Mutex worker_mu_;
   std::condition_variable_any worker_cv_;
   std::deque<std::string> refills_ ABSL_GUARDED_BY(worker_mu_);

@@ -13,7 +13,8 @@
 // holds nothing: no credits at all, or window-coupled credits one window
 // past their window's end (kept that long so the limiter's lease sizer
 // can read what a window left over when the next window's first lease
-// comes), or a spent window's mark until that window ends.
+// comes). A spent window's mark is not kept here but with the key's lease
+// coordination (`detail::SpentMark`, spent_mark.h).
 //
 // Thread-safety: immutable; states are guarded by the store.
 
@@ -48,9 +49,6 @@ class LocalCredits {
     int64_t last_used_ms = 0;
     // A low-water refill is queued and not yet run.
     bool refill_queued = false;
-    // The last grant left the window with nothing: until `expires_at_ms` a
-    // shortfall is denied without asking the store again.
-    bool spent = false;
   };
   static constexpr std::string_view kName = "local_credits";
 
@@ -83,10 +81,7 @@ class LocalCredits {
   // Reclaimable once it holds nothing, or (window-coupled) one window
   // after its credits died.
   int64_t expires_at_ms(const State& s) const noexcept {
-    // A spent window's mark lives until the window ends.
-    if (!(s.credits > 0)) {
-      return s.spent ? s.expires_at_ms : std::numeric_limits<int64_t>::min();
-    }
+    if (!(s.credits > 0)) return std::numeric_limits<int64_t>::min();
     if (!options_.window_coupled ||
         s.expires_at_ms >
             std::numeric_limits<int64_t>::max() - options_.window_ms) {
