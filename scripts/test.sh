@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 
 # Budgets in seconds on the CI machine class (2 cores, fresh clone).
 declare -A budget=(
-  [install]=120
+  [install]=300
   [check-build]=360
   [asan-build]=640
   [tsan-build]=160
