@@ -83,8 +83,7 @@ function(throttlekit_test)
   set_tests_properties(${ARG_NAME} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT 600)
   if("property" IN_LIST ARG_LABELS OR "conformance" IN_LIST ARG_LABELS)
     # RapidCheck's default is 100 cases; CI runs 1000 per property.
-    set_property(TEST ${ARG_NAME} APPEND PROPERTY
-      ENVIRONMENT "RC_PARAMS=max_success=1000")
+    throttlekit_property_cases(${ARG_NAME} 1000)
   endif()
   # Tests against a real server (label `redis` or `postgres`) require the
   # server fixture started by tests/servers and learn where it listens.
@@ -104,6 +103,38 @@ function(throttlekit_test)
   if("unit" IN_LIST ARG_LABELS OR "property" IN_LIST ARG_LABELS)
     set_property(GLOBAL APPEND PROPERTY THROTTLEKIT_ASAN_TESTS ${target})
   endif()
+endfunction()
+
+# The share of each property's cases a build runs, in percent. The optimised
+# pass runs them all; the sanitizer presets run a fifth (docs/testing.md):
+# they look for memory errors, races and undefined behaviour along the same
+# paths, while the optimised pass searches the inputs.
+set(THROTTLEKIT_PROPERTY_CASES_PERCENT 100 CACHE STRING
+  "Percent of each property test's cases this build runs (sanitizers: 20)")
+
+# throttlekit_property_cases(<test> <cases>): <test> runs <cases> RapidCheck
+# cases per property (scaled by THROTTLEKIT_PROPERTY_CASES_PERCENT, at least
+# RapidCheck's default 100). Call it after any set_tests_properties that
+# replaces the test's ENVIRONMENT.
+function(throttlekit_property_cases test cases)
+  math(EXPR _n "${cases} * ${THROTTLEKIT_PROPERTY_CASES_PERCENT} / 100")
+  if(_n LESS 100)
+    set(_n 100)
+  endif()
+  set_property(TEST ${test} APPEND PROPERTY ENVIRONMENT
+    "RC_PARAMS=max_success=${_n}")
+endfunction()
+
+# throttlekit_serial_test(<tests...>): each test runs with no other test
+# beside it (RUN_SERIAL) and carries the label `serial`, so scripts/test.sh
+# runs these in a pass of their own with the machine otherwise idle
+# (docs/testing.md). For tests whose bounds are timed on a 2-core machine,
+# and for tests that change a shared server's state under the others.
+function(throttlekit_serial_test)
+  foreach(test IN LISTS ARGN)
+    set_tests_properties(${test} PROPERTIES RUN_SERIAL TRUE)
+    set_property(TEST ${test} APPEND PROPERTY LABELS serial)
+  endforeach()
 endfunction()
 
 # What every test executable shares: the library, GoogleTest, RapidCheck,

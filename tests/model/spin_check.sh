@@ -111,12 +111,12 @@ case "$expect" in
     if ((errors >= 1)) && grep -q "assertion violated" pan.log; then
       # The depth-first trail can be long (it wanders through the state
       # space); a second verifier built with -DREACH and run with -i
-      # replaces it by a shortest one, given 30 s (iterative shortening of
-      # a deep counterexample in a large space can take minutes; then the
-      # trail it last wrote, or the first one, is replayed). The verdict
-      # above does not depend on this pass.
-      if gcc -O0 -w -DSAFETY -DNOREDUCE -DREACH -o pan_short pan.c > /dev/null 2>&1 &&
-        timeout 30 ./pan_short -m100000 -n -i > short.log 2>&1; then
+      # replaces it by a shortest one, given SPIN_SHORTEST_SECONDS (default
+      # 10; iterative shortening of a deep counterexample in a large space
+      # can take minutes; then the trail it last wrote, or the first one,
+      # is replayed). The verdict above does not depend on this pass.
+      if gcc -O2 -w -DSAFETY -DNOREDUCE -DREACH -o pan_short pan.c > /dev/null 2>&1 &&
+        timeout "${SPIN_SHORTEST_SECONDS:-10}" ./pan_short -m100000 -n -i > short.log 2>&1; then
         echo "spin_check: shortest counterexample:"
       else
         echo "spin_check: counterexample (depth-first, not necessarily shortest):"
