@@ -214,6 +214,17 @@ void BM_Tier2Spend(benchmark::State& state) {
   state.counters["reserves"] = static_cast<double>((*client)->stats().reserves);
 }
 
+// The denial both watcher benchmarks record.
+throttlekit::DecisionEvent denial_event() {
+  throttlekit::DecisionEvent e;
+  e.engine = "gcra";
+  e.key = "tenant-42";
+  e.decision = {
+      .allowed = false, .limit = 10, .remaining = 0, .retry_after_ms = 100};
+  e.duration_ns = 500;
+  return e;
+}
+
 // What a watcher costs the denial path (PolicyMetrics::on_decision of a
 // denial: counters, latency histogram, both top-key sketches, the ring,
 // then DenialSignal::denied()). Arg 0: no signal at all, the floor (the
@@ -227,12 +238,7 @@ void BM_PolicyMetrics_Deny(benchmark::State& state) {
   const auto mode = static_cast<Mode>(state.range(0));
   auto signal = std::make_shared<DenialSignal>();
   PolicyMetrics metrics(mode == kNoSignal ? nullptr : signal);
-  throttlekit::DecisionEvent e;
-  e.engine = "gcra";
-  e.key = "tenant-42";
-  e.decision = {
-      .allowed = false, .limit = 10, .remaining = 0, .retry_after_ms = 100};
-  e.duration_ns = 500;
+  const throttlekit::DecisionEvent e = denial_event();
   std::optional<DenialSignal::Watcher> registered;
   if (mode == kRegistered) registered.emplace(*signal);
   std::atomic<bool> ready{false};
@@ -277,12 +283,7 @@ void BM_PolicyMetrics_Deny(benchmark::State& state) {
 void BM_PolicyMetrics_DenyWakingAWatcher(benchmark::State& state) {
   auto signal = std::make_shared<DenialSignal>();
   PolicyMetrics metrics(signal);
-  throttlekit::DecisionEvent e;
-  e.engine = "gcra";
-  e.key = "tenant-42";
-  e.decision = {
-      .allowed = false, .limit = 10, .remaining = 0, .retry_after_ms = 100};
-  e.duration_ns = 500;
+  const throttlekit::DecisionEvent e = denial_event();
   std::atomic<bool> ready{false};
   std::atomic<int64_t> delivered{0};
   std::thread follower([&] {

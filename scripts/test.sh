@@ -106,13 +106,20 @@ cmake --preset check >/dev/null
 cmake --build --preset check
 end
 
-# The sanitizer builds run from here on beside the optimised tests, under
-# the idle scheduling class (SCHED_IDLE, and the idle I/O class): they get a
-# core only when no test wants it, and a test waking up takes it back at
-# once. The optimised tests wait on clocks and servers most of the time and
-# leave about one and a half cores idle, which the builds use (nice 19 was
-# not enough: it starved the serial fleet tests into failures). Their rows
-# are the builds' own times, beside the tests.
+# The tests labelled `serial` (timed fleet bounds, a shared server's script
+# cache) first, each with nothing beside it: no other test, no build.
+begin check-serial "optimised tests that run alone (label serial)"
+ctest --preset check -L serial
+end
+
+# The sanitizer builds run from here on beside the other optimised tests,
+# under the idle scheduling class (SCHED_IDLE, and the idle I/O class): they
+# get a core only when no test wants it, and a test waking up takes it back
+# at once. Those tests wait on clocks and servers most of the time and leave
+# about a core idle, which the builds use. The serial fleet tests ran before,
+# alone: even under SCHED_IDLE a build beside them starved their table
+# readers into failures (docs/testing.md). The builds' rows are their own
+# times, beside the tests.
 sanitizer_builds() {
   set -e
   local t0 t1
@@ -142,13 +149,7 @@ set -m
 sanitizer_pid=$!
 set +m
 
-# The tests labelled `serial` (timed fleet bounds, a shared server's script
-# cache) first, each with no other test beside it; then the rest, two at a
-# time.
-begin check-serial "optimised tests that run alone (label serial)"
-ctest --preset check -L serial
-end
-
+# Then the other optimised tests, two at a time.
 begin check-tests "the other optimised tests"
 ctest --preset check -j2 -LE serial
 end

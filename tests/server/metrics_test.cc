@@ -226,12 +226,13 @@ TEST(DenialSignal, MovesForDenialsOnlyWhileWatched) {
   EXPECT_TRUE(signal->wait(seen, std::chrono::hours(1)));
 }
 
-// Watch's loop (epoch, read the ring, wait) over two writers: the follower
-// receives (or counts lost) every denial, and never needs its timeout to
-// see one: once the writers stop it has all of them without a timed wake.
+// Watch's loop (epoch, read the ring, wait) over four writers (with the
+// follower, more threads than the machine's cores): the follower receives
+// (or counts lost) every denial, and never needs its timeout to see one:
+// once the writers stop it has all of them without a timed wake.
 TEST(DenialSignal, AFollowerIsWokenForEveryDenial) {
-  constexpr int kWriters = 2;
-  constexpr int kPerWriter = 20000;
+  constexpr int kWriters = 4;
+  constexpr int kPerWriter = 10000;
   auto signal = std::make_shared<DenialSignal>();
   PolicyMetrics m(signal);
   std::atomic<int64_t> seen_total{0};

@@ -686,6 +686,50 @@ TEST(ServerDoor, MonitorTopKeysFindTheHeavyHitters) {
   }
 }
 
+// Denies `marker` on policy `fixed` (after its window's 6 admissions)
+// every 5 ms until destroyed: a Watch stream is being served once a marker
+// denial arrives on it (a Watch starts from the denials after it began).
+class MarkerDenials {
+ public:
+  explicit MarkerDenials(Door& door)
+      : thread_([this, &door] {
+          Decision m;
+          for (int i = 0; i < 6; ++i) {
+            (void)door.check("fixed", "marker", 1, m);
+          }
+          while (!done_.load()) {
+            (void)door.check("fixed", "marker", 1, m);
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          }
+        }) {}
+  ~MarkerDenials() {
+    done_ = true;
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+// Reads until a marker denial arrives; false if the stream ended first.
+bool await_marker(grpc::ClientReader<v1::WatchResponse>& r) {
+  v1::WatchResponse w;
+  while (r.Read(&w)) {
+    if (w.denial().key() == "marker") return true;
+  }
+  return false;
+}
+
+// The next denial that is not a marker (empty if the stream ended first).
+v1::DenialEvent next_denial(grpc::ClientReader<v1::WatchResponse>& r) {
+  v1::WatchResponse w;
+  while (r.Read(&w)) {
+    if (w.denial().key() != "marker") return w.denial();
+  }
+  return v1::DenialEvent();
+}
+
 // A Watch stream: each denial recorded after it began, in order, from the
 // policy asked (or every policy); it ends when the server shuts down.
 TEST(ServerDoor, MonitorWatchStreamsDenials) {
@@ -703,29 +747,15 @@ TEST(ServerDoor, MonitorWatchStreamsDenials) {
   v1::WatchRequest only_fixed;
   only_fixed.set_policy("fixed");
   auto fixed = monitor->Watch(&fixed_ctx, only_fixed);
-  // Wait until both streams are being served (a Watch starts from the
-  // denials after it began): a denial on a key nobody else uses, until it
+  // Wait until both streams are being served: marker denials until one
   // shows up on both.
-  const auto await_marker = [&](grpc::ClientReader<v1::WatchResponse>& r) {
-    v1::WatchResponse w;
-    while (r.Read(&w)) {
-      if (w.denial().key() == "marker") return true;
-    }
-    return false;
-  };
-  std::atomic<bool> marked{false};
-  std::thread marker([&] {
-    Decision m;
-    for (int i = 0; i < 6; ++i) (void)door.check("fixed", "marker", 1, m);
-    while (!marked.load()) {
-      (void)door.check("fixed", "marker", 1, m);
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-  });
-  const bool all_marked = await_marker(*all);
-  const bool fixed_marked = await_marker(*fixed);
-  marked = true;
-  marker.join();
+  bool all_marked = false;
+  bool fixed_marked = false;
+  {
+    const MarkerDenials markers(door);
+    all_marked = await_marker(*all);
+    fixed_marked = await_marker(*fixed);
+  }
   ASSERT_TRUE(all_marked);
   ASSERT_TRUE(fixed_marked);
   // Now one denial on `fixed` (the 7th check of w9: 6 per key and window,
@@ -742,23 +772,16 @@ TEST(ServerDoor, MonitorWatchStreamsDenials) {
   ASSERT_TRUE(door.admit("checkout", "k3", c).ok());
   ASSERT_FALSE(c.decision().allowed());
   // Read what arrived: skip further markers; the rest in order.
-  const auto next = [](grpc::ClientReader<v1::WatchResponse>& r) {
-    v1::WatchResponse w;
-    while (r.Read(&w)) {
-      if (w.denial().key() != "marker") return w.denial();
-    }
-    return v1::DenialEvent();
-  };
-  const v1::DenialEvent e1 = next(*all);
+  const v1::DenialEvent e1 = next_denial(*all);
   EXPECT_EQ(e1.policy(), "fixed");
   EXPECT_EQ(e1.key(), "w9");
   EXPECT_EQ(e1.remaining(), 0);
   EXPECT_GE(e1.retry_after_ms(), 1);
-  const v1::DenialEvent e2 = next(*all);
+  const v1::DenialEvent e2 = next_denial(*all);
   EXPECT_EQ(e2.policy(), "checkout");
   EXPECT_EQ(e2.key(), "k3");
   EXPECT_EQ(e2.axis(), "concurrency");
-  const v1::DenialEvent f1 = next(*fixed);
+  const v1::DenialEvent f1 = next_denial(*fixed);
   EXPECT_EQ(f1.key(), "w9");
   // Shutdown ends both streams (OK) at once.
   const auto t0 = std::chrono::steady_clock::now();
@@ -789,23 +812,13 @@ TEST(ServerDoor, MonitorWatchIsWokenByTheDenial) {
   auto stream = monitor->Watch(&ctx, only_fixed);
   // The stream is served once a marker denial arrives (each marker denial
   // is itself delivered by a wake).
-  std::atomic<bool> marked{false};
-  std::thread marker([&] {
-    Decision m;
-    for (int i = 0; i < 6; ++i) (void)door.check("fixed", "marker", 1, m);
-    while (!marked.load()) {
-      (void)door.check("fixed", "marker", 1, m);
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-  });
-  v1::WatchResponse w;
   bool seen_marker = false;
-  while (!seen_marker && stream->Read(&w)) {
-    seen_marker = w.denial().key() == "marker";
+  {
+    const MarkerDenials markers(door);
+    seen_marker = await_marker(*stream);
   }
-  marked = true;
-  marker.join();
   ASSERT_TRUE(seen_marker) << stream->Finish().error_message();
+  v1::WatchResponse w;
   // One denial each on w1, w2, w3 (the 7th check of each, 6 per window),
   // read as they happen: each must arrive before the next is made.
   for (const std::string key : {"w1", "w2", "w3"}) {
@@ -814,13 +827,7 @@ TEST(ServerDoor, MonitorWatchIsWokenByTheDenial) {
       ASSERT_TRUE(door.check("fixed", key, 1, d).ok());
     }
     ASSERT_FALSE(d.allowed);
-    v1::DenialEvent got;
-    while (stream->Read(&w)) {
-      if (w.denial().key() != "marker") {
-        got = w.denial();
-        break;
-      }
-    }
+    const v1::DenialEvent got = next_denial(*stream);
     ASSERT_EQ(got.key(), key) << stream->Finish().error_message();
     EXPECT_EQ(got.policy(), "fixed");
     EXPECT_EQ(got.remaining(), 0);
