@@ -46,7 +46,7 @@ function(throttlekit_test)
   if(ARG_STANDALONE)
     set(target ${ARG_NAME})
     add_executable(${target} ${_exclude} ${ARG_SOURCES})
-    _throttlekit_test_target(${target})
+    _throttlekit_test_target(${target} STANDALONE)
     target_link_libraries(${target} PRIVATE GTest::gtest_main ${ARG_LIBS})
     add_test(NAME ${ARG_NAME} COMMAND ${target})
   else()
@@ -140,18 +140,42 @@ endfunction()
 # What every test executable shares: the library, GoogleTest, RapidCheck,
 # the counting operator new (support/allocation_counter.h), the warnings,
 # tests/ on the include path (#include "support/..."), and the precompiled
-# heavy headers.
+# heavy headers. The area bundles (no definitions of their own) share one
+# precompiled header, built once per configuration by the object library
+# throttlekit_test_pch; a STANDALONE test, which may set definitions the
+# header must see, precompiles its own.
 function(_throttlekit_test_target target)
+  cmake_parse_arguments(ARG "STANDALONE" "" "" ${ARGN})
   target_sources(${target} PRIVATE
     "${PROJECT_SOURCE_DIR}/tests/support/allocation_counter.cc")
+  _throttlekit_test_flags(${target})
+  if(NOT THROTTLEKIT_TEST_PCH)
+    return()
+  endif()
+  set(_pch
+    "$<$<COMPILE_LANGUAGE:CXX>:${PROJECT_SOURCE_DIR}/tests/support/test_pch.h>")
+  if(ARG_STANDALONE)
+    target_precompile_headers(${target} PRIVATE "${_pch}")
+    return()
+  endif()
+  if(NOT TARGET throttlekit_test_pch)
+    add_library(throttlekit_test_pch OBJECT EXCLUDE_FROM_ALL
+      "${PROJECT_SOURCE_DIR}/tests/support/test_pch.cc")
+    _throttlekit_test_flags(throttlekit_test_pch)
+    target_precompile_headers(throttlekit_test_pch PRIVATE "${_pch}")
+  endif()
+  target_precompile_headers(${target} REUSE_FROM throttlekit_test_pch)
+endfunction()
+
+# The compile and link settings every test translation unit is built with
+# (the shared precompiled header requires the same on both sides; -pthread
+# because gRPC's targets add it to the server's bundle, and a header
+# precompiled without it is refused there).
+function(_throttlekit_test_flags target)
   target_link_libraries(${target} PRIVATE
     throttlekit::throttlekit GTest::gtest rapidcheck)
-  target_compile_options(${target} PRIVATE ${THROTTLEKIT_WARNINGS})
+  target_compile_options(${target} PRIVATE ${THROTTLEKIT_WARNINGS} -pthread)
   target_include_directories(${target} PRIVATE "${PROJECT_SOURCE_DIR}/tests")
-  if(THROTTLEKIT_TEST_PCH)
-    target_precompile_headers(${target} PRIVATE
-      "$<$<COMPILE_LANGUAGE:CXX>:${PROJECT_SOURCE_DIR}/tests/support/test_pch.h>")
-  endif()
 endfunction()
 
 # throttlekit_benchmark(NAME <name> SOURCES <files...> [LIBS ...])
