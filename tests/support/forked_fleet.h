@@ -9,11 +9,15 @@
 // `FleetSchedule` names the run's windows and attributes each admission to
 // the window that paid for it. `map_shared<T>()` puts a `T` in memory the
 // forked processes share, and `raise_to` keeps a lock-free maximum there.
+// An `ObserverPriority` in scope runs the observing thread in the
+// real-time class where that is allowed.
 
 #ifndef THROTTLEKIT_TESTS_SUPPORT_FORKED_FLEET_H_
 #define THROTTLEKIT_TESTS_SUPPORT_FORKED_FLEET_H_
 
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -55,6 +59,31 @@ inline void raise_to(std::atomic<int64_t>& slot, int64_t value) {
   while (value > seen && !slot.compare_exchange_weak(seen, value)) {
   }
 }
+
+// While in scope, the calling thread (a fleet test's observer) runs in
+// the real-time class SCHED_FIFO at the lowest priority, so a read it
+// waits for is handled the moment it is answered, ahead of the fleet's
+// threads; where that is not allowed (not root), it runs as before.
+class ObserverPriority {
+ public:
+  ObserverPriority() {
+    raised_ = pthread_getschedparam(pthread_self(), &policy_, &param_) == 0;
+    if (!raised_) return;
+    sched_param fifo{};
+    fifo.sched_priority = sched_get_priority_min(SCHED_FIFO);
+    raised_ = pthread_setschedparam(pthread_self(), SCHED_FIFO, &fifo) == 0;
+  }
+  ~ObserverPriority() {
+    if (raised_) (void)pthread_setschedparam(pthread_self(), policy_, &param_);
+  }
+  ObserverPriority(const ObserverPriority&) = delete;
+  ObserverPriority& operator=(const ObserverPriority&) = delete;
+
+ private:
+  bool raised_ = false;
+  int policy_ = SCHED_OTHER;
+  sched_param param_{};
+};
 
 inline int64_t wall_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
