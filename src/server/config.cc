@@ -17,123 +17,26 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl_view.h"
+#include "envoy_config.h"
 #include "throttlekit/core/decision.h"
 #include "throttlekit/core/key.h"
 #include "throttlekit/federation/federated_fair_escrow.h"
 #include "throttlekit/federation/region_pool.h"
+#include "yaml_reader.h"
 
 namespace throttlekit::server {
 namespace {
 
-// Where in the document a node sits, for errors: `limiters.api.limit`.
-std::string child(std::string_view path, std::string_view key) {
-  return path.empty() ? std::string(key) : absl::StrCat(sv(path), ".", sv(key));
-}
+using yaml_reader::boolean;
+using yaml_reader::check_shape;
+using yaml_reader::child;
+using yaml_reader::Errors;
+using yaml_reader::integer;
+using yaml_reader::Map;
+using yaml_reader::mapping;
+using yaml_reader::quoted;
 
-// Builds errors naming the source and the path.
-class Errors {
- public:
-  explicit Errors(std::string_view source) : source_(source) {}
-
-  absl::Status at(std::string_view path, std::string_view problem) const {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source_, ": ", path.empty() ? "(document)" : sv(path),
-                     ": ", sv(problem)));
-  }
-
- private:
-  std::string source_;
-};
-
-// What a scalar said, quoted for an error.
-std::string quoted(const YAML::Node& n) {
-  if (!n.IsScalar()) return n.IsMap() ? "a mapping" : "a sequence";
-  return absl::StrCat("\"", n.Scalar(), "\"");
-}
-
-// A mapping whose keys are consumed one by one; `unknown` reports the first
-// key nobody asked for.
-class Map {
- public:
-  Map(YAML::Node node, std::string path, const Errors& errors)
-      : node_(std::move(node)), path_(std::move(path)), errors_(errors) {}
-
-  const std::string& path() const { return path_; }
-  const Errors& errors() const { return errors_; }
-
-  // The value under `key`, or an undefined node; marks `key` as known.
-  YAML::Node get(std::string_view key) {
-    known_.insert(std::string(key));
-    return node_[std::string(key)];
-  }
-  bool has(std::string_view key) const {
-    return node_[std::string(key)].IsDefined();
-  }
-
-  // kInvalidArgument naming the first key nobody asked for, with the keys
-  // this mapping accepts.
-  absl::Status unknown() const {
-    for (const auto& kv : node_) {
-      const std::string key = kv.first.Scalar();
-      if (!known_.contains(key)) {
-        return errors_.at(child(path_, key),
-                          absl::StrCat("unknown key; expected one of ",
-                                       absl::StrJoin(known_, ", ")));
-      }
-    }
-    return absl::OkStatus();
-  }
-
- private:
-  YAML::Node node_;
-  std::string path_;
-  const Errors& errors_;
-  std::set<std::string> known_;
-};
-
-// Refuses documents nested deeper than kMaxConfigDepth and keys that are
-// not plain strings.
-absl::Status check_shape(const YAML::Node& n, const std::string& path,
-                         int depth, const Errors& errors) {
-  if (depth > kMaxConfigDepth) {
-    return errors.at(
-        path, absl::StrCat("nested deeper than ", kMaxConfigDepth, " levels"));
-  }
-  if (n.IsMap()) {
-    for (const auto& kv : n) {
-      if (!kv.first.IsScalar()) {
-        return errors.at(path, "a mapping key must be a plain string");
-      }
-      if (absl::Status s = check_shape(
-              kv.second, child(path, kv.first.Scalar()), depth + 1, errors);
-          !s.ok()) {
-        return s;
-      }
-    }
-  } else if (n.IsSequence()) {
-    for (size_t i = 0; i < n.size(); ++i) {
-      if (absl::Status s = check_shape(n[i], absl::StrCat(path, "[", i, "]"),
-                                       depth + 1, errors);
-          !s.ok()) {
-        return s;
-      }
-    }
-  }
-  return absl::OkStatus();
-}
-
-// An integer in [lo, hi].
-absl::StatusOr<int64_t> integer(const YAML::Node& n, const std::string& path,
-                                int64_t lo, int64_t hi, const Errors& errors,
-                                std::string_view bounds) {
-  int64_t v = 0;
-  if (!n.IsScalar() || !absl::SimpleAtoi(n.Scalar(), &v) || v < lo || v > hi) {
-    return errors.at(path, absl::StrCat("must be an integer in ", sv(bounds),
-                                        "; got ", quoted(n)));
-  }
-  return v;
-}
-
+// A count: an integer in [1, 2^53-1].
 absl::StatusOr<int64_t> count(const YAML::Node& n, const std::string& path,
                               const Errors& errors) {
   return integer(n, path, 1, kMaxSafeInteger, errors, "[1, 2^53-1]");
@@ -149,16 +52,6 @@ absl::StatusOr<double> positive(const YAML::Node& n, const std::string& path,
         path, absl::StrCat("must be a finite number > 0; got ", quoted(n)));
   }
   return v;
-}
-
-// `true` or `false` (YAML's other spellings are refused: one way to say it).
-absl::StatusOr<bool> boolean(const YAML::Node& n, const std::string& path,
-                             const Errors& errors) {
-  if (n.IsScalar() && (n.Scalar() == "true" || n.Scalar() == "false")) {
-    return n.Scalar() == "true";
-  }
-  return errors.at(path,
-                   absl::StrCat("must be true or false; got ", quoted(n)));
 }
 
 // Milliseconds: an integer, or a string with a unit (ms, s, m, h, d).
@@ -339,14 +232,6 @@ absl::StatusOr<StrategySpec> strategy(Map& m) {
     return m.errors().at(m.path(), std::string(v.status().message()));
   }
   return spec;
-}
-
-absl::StatusOr<Map> mapping(const YAML::Node& n, const std::string& path,
-                            const Errors& errors) {
-  if (!n.IsMap()) {
-    return errors.at(path, absl::StrCat("must be a mapping; got ", quoted(n)));
-  }
-  return Map(n, path, errors);
 }
 
 // An adaptive limit from `m`: `adaptive` (gradient2 or aimd; required
@@ -705,7 +590,8 @@ absl::StatusOr<PolicySpec> policy(const std::string& name, const YAML::Node& n,
 }
 
 absl::StatusOr<ServerConfig> parse_document(const YAML::Node& doc,
-                                            const Errors& errors) {
+                                            const Errors& errors,
+                                            std::string_view base_dir) {
   if (absl::Status s = check_shape(doc, "", 1, errors); !s.ok()) return s;
   absl::StatusOr<Map> top = mapping(doc, "", errors);
   if (!top.ok()) return top.status();
@@ -728,8 +614,18 @@ absl::StatusOr<ServerConfig> parse_document(const YAML::Node& doc,
     TK_ASSIGN(config.max_batch,
               integer(n, "maxBatch", 1, 1'000'000, errors, "[1, 10^6]"));
   }
+  if (const YAML::Node envoy = top->get("envoy"); envoy.IsDefined()) {
+    TK_ASSIGN(config.envoy,
+              yaml_reader::envoy_block(envoy, "envoy", errors, base_dir));
+  }
   const YAML::Node limiters = top->get("limiters");
-  if (!limiters.IsDefined()) return errors.at("", "missing `limiters`");
+  if (!limiters.IsDefined()) {
+    if (!config.envoy.domains.empty()) {
+      if (absl::Status s = top->unknown(); !s.ok()) return s;
+      return config;
+    }
+    return errors.at("", "missing `limiters` (or an `envoy` block)");
+  }
   if (!limiters.IsMap() || limiters.size() == 0) {
     return errors.at("limiters",
                      "must be a non-empty mapping of names to "
@@ -758,21 +654,15 @@ absl::StatusOr<ServerConfig> parse_document(const YAML::Node& doc,
 absl::StatusOr<ServerConfig> parse_config(std::string_view yaml,
                                           std::string_view source) {
   const Errors errors(source);
-  YAML::Node doc;
-  try {
-    doc = YAML::Load(std::string(yaml));
-  } catch (const YAML::Exception& e) {
-    // yaml-cpp reports 0-based positions.
-    return absl::InvalidArgumentError(
-        absl::StrCat(sv(source), ": line ", e.mark.line + 1, ", column ",
-                     e.mark.column + 1, ": not valid YAML: ", e.msg));
-  }
-  try {
-    return parse_document(doc, errors);
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(sv(source), ": line ", e.mark.line + 1, ": ", e.msg));
-  }
+  return yaml_reader::read_yaml<ServerConfig>(
+      yaml, source, [&](const YAML::Node& doc) {
+        // `envoy.files` are named relative to the document's directory.
+        const size_t slash = source.rfind('/');
+        return parse_document(doc, errors,
+                              slash == std::string_view::npos
+                                  ? std::string_view()
+                                  : source.substr(0, slash == 0 ? 1 : slash));
+      });
 }
 
 absl::StatusOr<ServerConfig> load_config(const std::string& path) {

@@ -39,7 +39,9 @@
 // Durations are integers (milliseconds) or strings with a unit: `250ms`,
 // `1s`, `5m`, `1h`, `1d`. Unknown keys are errors (a misspelt option must
 // not silently fall back to a default). Nesting deeper than 64 levels is
-// refused. Thread-safety: the functions are pure.
+// refused. An `envoy:` block holds rate-limit domains in the format of
+// Envoy's reference rate-limit service (envoy_config.h, docs/envoy.md).
+// Thread-safety: the functions read the files named and are otherwise pure.
 
 #ifndef THROTTLEKIT_SRC_SERVER_CONFIG_H_
 #define THROTTLEKIT_SRC_SERVER_CONFIG_H_
@@ -52,6 +54,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "envoy_config.h"
 #include "throttlekit/concurrency/adaptive_concurrency.h"
 #include "throttlekit/concurrency/distributed_concurrency.h"
 #include "throttlekit/coordinator/any_strategy.h"
@@ -140,6 +143,9 @@ struct PolicySpec {
 
 struct ServerConfig {
   std::vector<PolicySpec> policies;  // in document order; names unique
+  // The Envoy rate-limit service's domains (`envoy:`, docs/envoy.md); a
+  // document needs `limiters`, `envoy` or both.
+  EnvoyConfig envoy;
   // An Admit slot not renewed (Heartbeat) for this long is reclaimed.
   int64_t lease_ttl_ms = 30'000;
   // Keys longer than this are refused (kInvalidArgument).
@@ -149,6 +155,7 @@ struct ServerConfig {
 };
 
 // Parses and validates `yaml`; `source` names it in errors (a file name).
+// The `envoy.files` it names are read relative to `source`'s directory.
 absl::StatusOr<ServerConfig> parse_config(std::string_view yaml,
                                           std::string_view source);
 

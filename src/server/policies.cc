@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl_view.h"
+#include "envoy_rls.h"
 #include "throttlekit/coordinator/strict_rate_limiter.h"
 #include "throttlekit/federation/federated_fair_escrow.h"
 #include "throttlekit/store/rate_limiter.h"
@@ -26,32 +27,6 @@ absl::Status named(std::string_view policy, const absl::Status& s) {
       s.code(),
       absl::StrCat("policy ", absl::string_view(policy.data(), policy.size()),
                    ": ", s.message()));
-}
-
-// The engine of `spec`: the embedded store's limiter, or the strict limiter
-// over `store`, with keys under `prefix`.
-absl::StatusOr<std::shared_ptr<Engine>> engine(
-    const StrategySpec& spec, const std::shared_ptr<Coordinator>& store,
-    const std::string& prefix, ServerClock clock) {
-  return std::visit(
-      [&](const auto& options) -> absl::StatusOr<std::shared_ptr<Engine>> {
-        using O = std::decay_t<decltype(options)>;
-        using S = std::variant_alternative_t<
-            ::throttlekit::detail::VariantIndex<O, StrategyOptions>::value,
-            AnyStrategy>;
-        if (store == nullptr) {
-          auto l = RateLimiter<S, ServerClock>::create(
-              options, RateLimiterOptions{.prefix = prefix}, clock);
-          if (!l.ok()) return l.status();
-          return make_engine(
-              std::make_unique<RateLimiter<S, ServerClock>>(*std::move(l)));
-        }
-        auto l = StrictRateLimiter<S, ServerClock>::create(
-            options, store, StrictRateLimiterOptions{.prefix = prefix}, clock);
-        if (!l.ok()) return l.status();
-        return make_engine(*std::move(l));
-      },
-      spec.options);
 }
 
 // A fair escrow behind the limiter interface: Check (and CheckMany) admit
@@ -193,14 +168,14 @@ absl::Status admission(Policy& p, const AdmissionPolicy& a,
     }
   }
   if (a.rate.has_value()) {
-    auto e = engine(*a.rate, store, absl::StrCat("throttlekit:", name, ":rate"),
-                    clock);
+    auto e = make_policy_engine(
+        *a.rate, store, absl::StrCat("throttlekit:", name, ":rate"), clock);
     if (!e.ok()) return e.status();
     o.rate = *std::move(e);
   }
   if (a.cost.has_value()) {
-    auto e = engine(*a.cost, store, absl::StrCat("throttlekit:", name, ":cost"),
-                    clock);
+    auto e = make_policy_engine(
+        *a.cost, store, absl::StrCat("throttlekit:", name, ":cost"), clock);
     if (!e.ok()) return e.status();
     o.cost = *std::move(e);
   }
@@ -211,6 +186,30 @@ absl::Status admission(Policy& p, const AdmissionPolicy& a,
 }
 
 }  // namespace
+
+absl::StatusOr<std::shared_ptr<Engine>> make_policy_engine(
+    const StrategySpec& spec, const std::shared_ptr<Coordinator>& store,
+    const std::string& prefix, ServerClock clock) {
+  return std::visit(
+      [&](const auto& options) -> absl::StatusOr<std::shared_ptr<Engine>> {
+        using O = std::decay_t<decltype(options)>;
+        using S = std::variant_alternative_t<
+            ::throttlekit::detail::VariantIndex<O, StrategyOptions>::value,
+            AnyStrategy>;
+        if (store == nullptr) {
+          auto l = RateLimiter<S, ServerClock>::create(
+              options, RateLimiterOptions{.prefix = prefix}, clock);
+          if (!l.ok()) return l.status();
+          return make_engine(
+              std::make_unique<RateLimiter<S, ServerClock>>(*std::move(l)));
+        }
+        auto l = StrictRateLimiter<S, ServerClock>::create(
+            options, store, StrictRateLimiterOptions{.prefix = prefix}, clock);
+        if (!l.ok()) return l.status();
+        return make_engine(*std::move(l));
+      },
+      spec.options);
+}
 
 std::string default_node_id() {
   char host[256] = {};
@@ -264,7 +263,7 @@ absl::StatusOr<std::unique_ptr<Policies>> Policies::create(
       p->strategy = l->strategy.name;
       p->debits =
           std::holds_alternative<TokenBudget::Options>(l->strategy.options);
-      auto e = engine(l->strategy, store, prefix, clock);
+      auto e = make_policy_engine(l->strategy, store, prefix, clock);
       if (!e.ok()) return named(spec.name, e.status());
       p->limiter = *std::move(e);
     } else if (const auto* a = std::get_if<AdmissionPolicy>(&spec.body)) {
@@ -296,8 +295,24 @@ absl::StatusOr<std::unique_ptr<Policies>> Policies::create(
     out->order_.push_back(p.get());
     out->by_name_.emplace(spec.name, std::move(p));
   }
+  if (!config.envoy.domains.empty()) {
+    if (store != nullptr) {
+      return absl::InvalidArgumentError(
+          "envoy: the rate-limit domains count in the embedded memory store "
+          "only in this version (docs/envoy.md, \"Caveats\"); start the "
+          "server without --redis and --postgres to serve them");
+    }
+    auto envoy = EnvoyLimits::create(config.envoy,
+                                     {.max_key_bytes = config.max_key_bytes,
+                                      .max_descriptors = config.max_batch},
+                                     clock);
+    if (!envoy.ok()) return envoy.status();
+    out->envoy_ = *std::move(envoy);
+  }
   return out;
 }
+
+Policies::~Policies() = default;
 
 absl::Status Policies::close() {
   absl::Status first;

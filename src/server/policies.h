@@ -20,6 +20,10 @@
 //     store: one budget per window across every server; Fleet.Reserve
 //     leases from the same budget (`lease_budget`, `lease_key`).
 //
+// The Envoy rate-limit service's domains (`envoy:`, docs/envoy.md) are built
+// into an `EnvoyLimits` (envoy_rls.h) over the same engine construction
+// (`make_policy_engine`), on the embedded memory store.
+//
 // Store keys are `throttlekit:<policy>[:rate|:cost]:<key>`, so servers
 // sharing a store and a configuration share their budgets.
 //
@@ -117,15 +121,28 @@ struct PolicyContext {
 // `<host name>:<pid>`.
 std::string default_node_id();
 
+// The engine counting `spec`: the embedded store's `RateLimiter<S>` when
+// `store` is null, otherwise the strict limiter over `store`; keys live
+// under `prefix`. kInvalidArgument for options the strategy refuses.
+absl::StatusOr<std::shared_ptr<Engine>> make_policy_engine(
+    const StrategySpec& spec, const std::shared_ptr<Coordinator>& store,
+    const std::string& prefix, ServerClock clock);
+
+class EnvoyLimits;
+
 class Policies {
  public:
   // Builds every policy of `config` over `store` (null: the embedded
   // memory store). kInvalidArgument naming the policy when the store cannot
   // serve it (a fleet budget, a federated limiter or distributed
   // concurrency without a shared store).
+  // The Envoy domains are refused with a shared store in this version
+  // (kInvalidArgument): they count in the embedded memory store only.
   static absl::StatusOr<std::unique_ptr<Policies>> create(
       const ServerConfig& config, std::shared_ptr<Coordinator> store,
       ServerClock clock = {}, PolicyContext context = {});
+
+  ~Policies();
 
   // The policy named `name`, or null.
   Policy* find(std::string_view name) const {
@@ -146,6 +163,8 @@ class Policies {
   // Told of every policy's denials (their metrics share it), for
   // Monitor.Watch.
   DenialSignal& denial_signal() const { return *denial_signal_; }
+  // The Envoy rate-limit service's domains; null when none are configured.
+  EnvoyLimits* envoy() const { return envoy_.get(); }
 
  private:
   Policies() = default;
@@ -157,6 +176,7 @@ class Policies {
       std::make_shared<DenialSignal>();
   absl::flat_hash_map<std::string, std::unique_ptr<Policy>> by_name_;
   std::vector<Policy*> order_;
+  std::unique_ptr<EnvoyLimits> envoy_;
 };
 
 }  // namespace throttlekit::server

@@ -15,6 +15,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl_view.h"
+#include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "envoy_rls.h"
 #include "throttlekit/concurrency/beat_scheduler.h"
 #include "throttlekit/core/binding_axis.h"
 #include "throttlekit/observe/decision_observer.h"
@@ -93,6 +95,30 @@ absl::Status door_admits(const grpc::ServerContext& ctx,
           ? " (this server has no secret for others)"
           : absl::StrCat("; others must send the secret as ", sv(header))));
 }
+
+// Envoy's global rate-limit service (docs/envoy.md) over the configured
+// domains.
+class EnvoyRateLimitService final
+    : public ::envoy::service::ratelimit::v3::RateLimitService::Service {
+ public:
+  explicit EnvoyRateLimitService(Policies& policies) : policies_(policies) {}
+
+  grpc::Status ShouldRateLimit(
+      grpc::ServerContext*,
+      const ::envoy::service::ratelimit::v3::RateLimitRequest* req,
+      ::envoy::service::ratelimit::v3::RateLimitResponse* resp) override {
+    EnvoyLimits* envoy = policies_.envoy();
+    if (envoy == nullptr) {
+      return to_grpc(absl::NotFoundError(
+          absl::StrCat("ShouldRateLimit: unknown domain \"", req->domain(),
+                       "\" (this server has no envoy domains configured)")));
+    }
+    return to_grpc(envoy->should_rate_limit(*req, resp));
+  }
+
+ private:
+  Policies& policies_;
+};
 
 class FleetService final : public v1::Fleet::Service {
  public:
@@ -553,6 +579,7 @@ struct Server::Impl {
   std::unique_ptr<Policies> policies;
   std::unique_ptr<SlotLeases> leases;
   std::unique_ptr<RateLimiterService> service;
+  std::unique_ptr<EnvoyRateLimitService> envoy;
   std::unique_ptr<FleetService> fleet;
   std::unique_ptr<MonitorService> monitor;
   std::unique_ptr<grpc::Server> grpc_server;
@@ -605,6 +632,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::start(
   }
   builder.AddListeningPort(options.listen, credentials, &impl->port);
   builder.RegisterService(impl->service.get());
+  impl->envoy = std::make_unique<EnvoyRateLimitService>(*impl->policies);
+  builder.RegisterService(impl->envoy.get());
   impl->fleet = std::make_unique<FleetService>(*impl->policies,
                                                std::move(options.fleet_secret));
   builder.RegisterService(impl->fleet.get());

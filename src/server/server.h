@@ -3,8 +3,11 @@
 // Provides `Server`: throttlekit-server's gRPC door (docs/server.md). It
 // serves `throttlekit.v1.RateLimiter` (proto/throttlekit/v1/throttlekit.proto)
 // over the configured `Policies`, `throttlekit.v1.Fleet` (Tier-2 leases of
-// federated policies), `throttlekit.v1.Monitor` (GetSnapshot, Watch) and the
-// standard gRPC health service, in plaintext or over TLS (`ServerOptions`).
+// federated policies), `throttlekit.v1.Monitor` (GetSnapshot, Watch),
+// Envoy's global rate-limit service
+// (`envoy.service.ratelimit.v3.RateLimitService`, envoy_rls.h,
+// docs/envoy.md) over the configured domains, and the standard gRPC health
+// service, in plaintext or over TLS (`ServerOptions`).
 //
 //     auto policies = Policies::create(*config, store);
 //     auto server = Server::start(*std::move(policies), {.listen =

@@ -1,0 +1,462 @@
+// src/server/envoy_config.cc: the Envoy door's configuration
+// (envoy_config.h), in the reference rate-limit service's format.
+
+#include "envoy_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl_view.h"
+#include "yaml_reader.h"
+
+namespace throttlekit::server {
+namespace {
+
+using yaml_reader::boolean;
+using yaml_reader::check_shape;
+using yaml_reader::child;
+using yaml_reader::Errors;
+using yaml_reader::integer;
+using yaml_reader::Map;
+using yaml_reader::mapping;
+using yaml_reader::quoted;
+
+struct UnitRow {
+  EnvoyUnit unit;
+  std::string_view name;
+  int64_t ms;
+};
+
+constexpr std::array<UnitRow, 7> kUnits = {{
+    {EnvoyUnit::kSecond, "second", 1'000},
+    {EnvoyUnit::kMinute, "minute", 60'000},
+    {EnvoyUnit::kHour, "hour", 3'600'000},
+    {EnvoyUnit::kDay, "day", 86'400'000},
+    {EnvoyUnit::kWeek, "week", 7 * int64_t{86'400'000}},
+    {EnvoyUnit::kMonth, "month", 30 * int64_t{86'400'000}},
+    {EnvoyUnit::kYear, "year", 365 * int64_t{86'400'000}},
+}};
+
+const UnitRow& row(EnvoyUnit unit) {
+  for (const UnitRow& r : kUnits) {
+    if (r.unit == unit) return r;
+  }
+  return kUnits[0];  // unreachable: every enumerator has a row
+}
+
+// A non-empty string scalar under `key` of `m`, or an error; `required`
+// says whether its absence is one.
+absl::StatusOr<std::optional<std::string>> text(Map& m, std::string_view key,
+                                                bool required,
+                                                bool allow_empty) {
+  const YAML::Node n = m.get(key);
+  const std::string at = child(m.path(), key);
+  if (!n.IsDefined() || n.IsNull()) {
+    if (required) {
+      return m.errors().at(m.path(), absl::StrCat("missing `", sv(key), "`"));
+    }
+    return std::optional<std::string>();
+  }
+  if (!n.IsScalar() || (!allow_empty && n.Scalar().empty())) {
+    return m.errors().at(
+        at, absl::StrCat("must be a non-empty string; got ", quoted(n)));
+  }
+  return std::optional<std::string>(n.Scalar());
+}
+
+#define TK_ASSIGN(lhs, expr)              \
+  do {                                    \
+    auto tk_v = (expr);                   \
+    if (!tk_v.ok()) return tk_v.status(); \
+    lhs = *std::move(tk_v);               \
+  } while (0)
+
+// A `rate_limit: {unit, requests_per_unit, unlimited, name, replaces,
+// strategy, burst, buckets}` block.
+absl::StatusOr<EnvoyRateLimit> rate_limit(const YAML::Node& n,
+                                          const std::string& path,
+                                          const Errors& errors) {
+  absl::StatusOr<Map> m = mapping(n, path, errors);
+  if (!m.ok()) return m.status();
+  EnvoyRateLimit r;
+  if (const YAML::Node u = m->get("unlimited"); u.IsDefined()) {
+    TK_ASSIGN(r.unlimited, boolean(u, child(path, "unlimited"), errors));
+  }
+  const YAML::Node unit = m->get("unit");
+  const YAML::Node rpu = m->get("requests_per_unit");
+  const YAML::Node strategy = m->get("strategy");
+  const YAML::Node burst = m->get("burst");
+  const YAML::Node buckets = m->get("buckets");
+  std::optional<std::string> name;
+  TK_ASSIGN(name, text(*m, "name", /*required=*/false, /*allow_empty=*/true));
+  r.name = name.value_or("");
+  if (r.unlimited) {
+    // As the reference: an unlimited limit is never counted, so a unit
+    // would mean nothing (its requests_per_unit is ignored).
+    if (unit.IsDefined()) {
+      return errors.at(child(path, "unit"),
+                       "an unlimited limit takes no unit (it is never "
+                       "counted)");
+    }
+    if (strategy.IsDefined() || burst.IsDefined() || buckets.IsDefined()) {
+      return errors.at(path,
+                       "an unlimited limit takes no strategy, burst or "
+                       "buckets (it is never counted)");
+    }
+  } else {
+    if (!unit.IsDefined()) {
+      return errors.at(path,
+                       "missing `unit` (second, minute, hour, day, "
+                       "week, month or year)");
+    }
+    std::string lower = unit.IsScalar() ? unit.Scalar() : "";
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char c) { return std::tolower(c); });
+    const auto it =
+        std::find_if(kUnits.begin(), kUnits.end(),
+                     [&](const UnitRow& u) { return u.name == lower; });
+    if (!unit.IsScalar() || it == kUnits.end()) {
+      return errors.at(child(path, "unit"),
+                       absl::StrCat("unknown unit ", quoted(unit),
+                                    "; expected second, minute, hour, day, "
+                                    "week, month or year"));
+    }
+    r.unit = it->unit;
+    if (!rpu.IsDefined()) {
+      return errors.at(path,
+                       "missing `requests_per_unit` (0 refuses every "
+                       "request)");
+    }
+    TK_ASSIGN(r.requests_per_unit,
+              integer(rpu, child(path, "requests_per_unit"), 0,
+                      kMaxRequestsPerUnit, errors, "[0, 2^32-1]"));
+    if (strategy.IsDefined()) {
+      if (!strategy.IsScalar()) {
+        return errors.at(child(path, "strategy"), "must be a strategy name");
+      }
+      r.strategy = strategy.Scalar();
+    }
+    int64_t burst_v = 0;
+    int64_t buckets_v = 0;
+    if (burst.IsDefined()) {
+      if (r.strategy != "gcra") {
+        return errors.at(child(path, "burst"), "applies to strategy gcra only");
+      }
+      TK_ASSIGN(burst_v, integer(burst, child(path, "burst"), 1,
+                                 kMaxSafeInteger, errors, "[1, 2^53-1]"));
+    }
+    if (buckets.IsDefined()) {
+      if (r.strategy != "slidingWindow") {
+        return errors.at(child(path, "buckets"),
+                         "applies to strategy slidingWindow only");
+      }
+      TK_ASSIGN(buckets_v, integer(buckets, child(path, "buckets"), 1, 100'000,
+                                   errors, "[1, 100000]"));
+    }
+    absl::StatusOr<StrategyOptions> o = envoy_strategy_options(
+        r.strategy, std::max<int64_t>(1, r.requests_per_unit), r.unit, burst_v,
+        buckets_v);
+    if (!o.ok()) {
+      return errors.at(strategy.IsDefined() ? child(path, "strategy") : path,
+                       std::string(o.status().message()));
+    }
+    // A limit of 0 refuses without counting: it needs no strategy.
+    if (r.requests_per_unit > 0) r.options = *std::move(o);
+  }
+  if (const YAML::Node rep = m->get("replaces"); rep.IsDefined()) {
+    const std::string rpath = child(path, "replaces");
+    if (!rep.IsSequence()) {
+      return errors.at(rpath, "must be a list of {name: <a limit's name>}");
+    }
+    for (size_t i = 0; i < rep.size(); ++i) {
+      const std::string at = absl::StrCat(rpath, "[", i, "]");
+      absl::StatusOr<Map> e = mapping(rep[i], at, errors);
+      if (!e.ok()) return e.status();
+      std::optional<std::string> replaced;
+      TK_ASSIGN(replaced, text(*e, "name", /*required=*/true,
+                               /*allow_empty=*/false));
+      if (*replaced == r.name) {
+        return errors.at(
+            child(at, "name"),
+            absl::StrCat("a limit cannot replace itself (\"", r.name, "\")"));
+      }
+      if (absl::Status s = e->unknown(); !s.ok()) return s;
+      r.replaces.push_back(*std::move(replaced));
+    }
+  }
+  if (absl::Status s = m->unknown(); !s.ok()) return s;
+  return r;
+}
+
+// A list of descriptors at `path`; `composite` is the composite key of the
+// level above (`domain` at the top), for errors naming duplicates.
+absl::StatusOr<std::vector<EnvoyDescriptor>> descriptor_list(
+    const YAML::Node& n, const std::string& path, const Errors& errors,
+    const std::string& composite) {
+  std::vector<EnvoyDescriptor> out;
+  if (!n.IsDefined() || n.IsNull()) return out;
+  if (!n.IsSequence()) {
+    return errors.at(path,
+                     absl::StrCat("must be a list of descriptors ({key, value, "
+                                  "rate_limit, descriptors}); got ",
+                                  quoted(n)));
+  }
+  // (key, value) -> the index that defined it, for duplicates.
+  std::map<std::pair<std::string, std::string>, size_t> seen;
+  for (size_t i = 0; i < n.size(); ++i) {
+    const std::string at = absl::StrCat(path, "[", i, "]");
+    absl::StatusOr<Map> m = mapping(n[i], at, errors);
+    if (!m.ok()) return m.status();
+    EnvoyDescriptor d;
+    std::optional<std::string> key;
+    TK_ASSIGN(key, text(*m, "key", /*required=*/true, /*allow_empty=*/false));
+    d.key = *std::move(key);
+    std::optional<std::string> value;
+    TK_ASSIGN(value, text(*m, "value", /*required=*/false,
+                          /*allow_empty=*/true));
+    d.value = value.value_or("");
+    const std::string full = absl::StrCat(composite, ".", d.key,
+                                          d.value.empty() ? "" : "_", d.value);
+    if (auto [it, fresh] = seen.emplace(std::pair(d.key, d.value), i); !fresh) {
+      return errors.at(
+          at, absl::StrCat("duplicate descriptor composite key \"", full,
+                           "\" (also ", path, "[", it->second, "])"));
+    }
+    if (const YAML::Node r = m->get("rate_limit"); r.IsDefined()) {
+      TK_ASSIGN(d.rate_limit, rate_limit(r, child(at, "rate_limit"), errors));
+    }
+    if (const YAML::Node s = m->get("shadow_mode"); s.IsDefined()) {
+      TK_ASSIGN(d.shadow_mode, boolean(s, child(at, "shadow_mode"), errors));
+    }
+    // Metrics naming only (the reference's per-value metric keys): read and
+    // checked, with no effect on decisions.
+    for (const std::string_view flag : {"detailed_metric", "value_to_metric"}) {
+      if (const YAML::Node f = m->get(flag); f.IsDefined()) {
+        if (absl::StatusOr<bool> b = boolean(f, child(at, flag), errors);
+            !b.ok()) {
+          return b.status();
+        }
+      }
+    }
+    if (const YAML::Node s = m->get("share_threshold"); s.IsDefined()) {
+      TK_ASSIGN(d.share_threshold,
+                boolean(s, child(at, "share_threshold"), errors));
+      if (d.share_threshold && d.value.find('*') == std::string::npos) {
+        return errors.at(child(at, "share_threshold"),
+                         "applies to a value with `*` (a pattern) only");
+      }
+    }
+    // Reference features that change decisions or responses and are not
+    // served yet: refused rather than ignored.
+    for (const std::string_view unserved : {"quota_mode", "metadata"}) {
+      if (m->has(unserved)) {
+        return errors.at(child(at, unserved),
+                         "not supported by throttlekit-server yet "
+                         "(docs/envoy.md, \"Caveats\")");
+      }
+    }
+    TK_ASSIGN(d.descriptors,
+              descriptor_list(m->get("descriptors"), child(at, "descriptors"),
+                              errors, full));
+    if (absl::Status s = m->unknown(); !s.ok()) return s;
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+// A domain document (`domain`, `descriptors`) at `path`; `source` names it.
+absl::StatusOr<EnvoyDomain> domain(const YAML::Node& n, const std::string& path,
+                                   const Errors& errors, std::string source) {
+  absl::StatusOr<Map> m = mapping(n, path, errors);
+  if (!m.ok()) return m.status();
+  EnvoyDomain d;
+  d.source = std::move(source);
+  std::optional<std::string> name;
+  TK_ASSIGN(name, text(*m, "domain", /*required=*/true, /*allow_empty=*/false));
+  d.domain = *std::move(name);
+  TK_ASSIGN(d.descriptors,
+            descriptor_list(m->get("descriptors"), child(path, "descriptors"),
+                            errors, d.domain));
+  if (absl::Status s = m->unknown(); !s.ok()) return s;
+  return d;
+}
+
+absl::StatusOr<EnvoyDomain> parse_domain_text(std::string_view yaml,
+                                              std::string_view source) {
+  const Errors errors(source);
+  return yaml_reader::read_yaml<EnvoyDomain>(
+      yaml, source, [&](const YAML::Node& doc) -> absl::StatusOr<EnvoyDomain> {
+        if (absl::Status s = check_shape(doc, "", 1, errors); !s.ok()) {
+          return s;
+        }
+        return domain(doc, "", errors, std::string(source));
+      });
+}
+
+}  // namespace
+
+int64_t envoy_unit_ms(EnvoyUnit unit) { return row(unit).ms; }
+
+std::string_view envoy_unit_name(EnvoyUnit unit) { return row(unit).name; }
+
+std::optional<EnvoyUnit> envoy_unit_from_wire(int number) {
+  for (const UnitRow& r : kUnits) {
+    if (static_cast<int>(r.unit) == number) return r.unit;
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<StrategyOptions> envoy_strategy_options(
+    std::string_view strategy, int64_t requests_per_unit, EnvoyUnit unit,
+    int64_t burst, int64_t buckets) {
+  const int64_t window_ms = envoy_unit_ms(unit);
+  StrategyOptions options;
+  if (strategy == "fixedWindow") {
+    options = FixedWindow::Options{.limit = requests_per_unit,
+                                   .window_ms = window_ms};
+  } else if (strategy == "gcra") {
+    options = Gcra::Options{
+        .limit = requests_per_unit, .period_ms = window_ms, .burst = burst};
+  } else if (strategy == "tokenBucket") {
+    // A full bucket holds one unit's requests and refills at that rate.
+    options = TokenBucket::Options{
+        .capacity = requests_per_unit,
+        .refill_per_sec = static_cast<double>(requests_per_unit) * 1000.0 /
+                          static_cast<double>(window_ms)};
+  } else if (strategy == "slidingWindow") {
+    SlidingWindow::Options o{.limit = requests_per_unit,
+                             .window_ms = window_ms};
+    if (buckets > 0) o.buckets = buckets;
+    options = o;
+  } else if (strategy == "slidingLog") {
+    options =
+        SlidingLog::Options{.limit = requests_per_unit, .window_ms = window_ms};
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown strategy \"", sv(strategy),
+                     "\"; expected fixedWindow (the default), gcra, "
+                     "tokenBucket, slidingWindow or slidingLog"));
+  }
+  if (absl::StatusOr<AnyStrategy> s = make_strategy(options); !s.ok()) {
+    return s.status();
+  }
+  return options;
+}
+
+absl::StatusOr<EnvoyDomain> parse_envoy_domain(std::string_view yaml,
+                                               std::string_view source) {
+  return parse_domain_text(yaml, source);
+}
+
+namespace yaml_reader {
+
+absl::StatusOr<EnvoyConfig> envoy_block(const YAML::Node& n,
+                                        const std::string& path,
+                                        const Errors& errors,
+                                        std::string_view base_dir) {
+  absl::StatusOr<Map> m = mapping(n, path, errors);
+  if (!m.ok()) return m.status();
+  EnvoyConfig config;
+  if (const YAML::Node h = m->get("headers"); h.IsDefined()) {
+    const std::string s = h.IsScalar() ? h.Scalar() : "";
+    if (s == "structured") {
+      config.headers = RateLimitStyle::kStructured;
+    } else if (s == "draft07") {
+      config.headers = RateLimitStyle::kDraft07;
+    } else if (s == "legacy") {
+      config.headers = RateLimitStyle::kLegacy;
+    } else if (s != "off") {
+      return errors.at(child(path, "headers"),
+                       absl::StrCat("must be off, draft07, structured or "
+                                    "legacy; got ",
+                                    quoted(h)));
+    }
+  }
+  // Where each domain was defined, for duplicates.
+  std::map<std::string, std::string, std::less<>> defined_at;
+  const auto add =
+      [&](EnvoyDomain d,
+          const std::function<absl::Status(std::string)>& dup) -> absl::Status {
+    if (auto it = defined_at.find(d.domain); it != defined_at.end()) {
+      return dup(absl::StrCat("duplicate domain \"", d.domain,
+                              "\"; also defined at ", it->second));
+    }
+    defined_at.emplace(d.domain, d.source);
+    config.domains.push_back(std::move(d));
+    return absl::OkStatus();
+  };
+  if (const YAML::Node ds = m->get("domains"); ds.IsDefined()) {
+    const std::string dpath = child(path, "domains");
+    if (!ds.IsSequence()) {
+      return errors.at(dpath,
+                       "must be a list of domains ({domain, descriptors})");
+    }
+    for (size_t i = 0; i < ds.size(); ++i) {
+      const std::string at = absl::StrCat(dpath, "[", i, "]");
+      absl::StatusOr<EnvoyDomain> d =
+          domain(ds[i], at, errors, absl::StrCat(errors.source(), ": ", at));
+      if (!d.ok()) return d.status();
+      if (absl::Status s = add(*std::move(d),
+                               [&](std::string problem) {
+                                 return errors.at(child(at, "domain"), problem);
+                               });
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
+  if (const YAML::Node fs = m->get("files"); fs.IsDefined()) {
+    const std::string fpath = child(path, "files");
+    if (!fs.IsSequence()) {
+      return errors.at(fpath, "must be a list of file names");
+    }
+    for (size_t i = 0; i < fs.size(); ++i) {
+      const std::string at = absl::StrCat(fpath, "[", i, "]");
+      if (!fs[i].IsScalar() || fs[i].Scalar().empty()) {
+        return errors.at(
+            at, absl::StrCat("must be a file name; got ", quoted(fs[i])));
+      }
+      const std::string& name = fs[i].Scalar();
+      const std::string file = name.front() == '/' || base_dir.empty()
+                                   ? name
+                                   : absl::StrCat(sv(base_dir), "/", name);
+      std::ifstream in(file, std::ios::binary);
+      if (!in) {
+        return errors.at(at, absl::StrCat("cannot read the file ", file));
+      }
+      std::ostringstream body;
+      body << in.rdbuf();
+      absl::StatusOr<EnvoyDomain> d = parse_domain_text(body.str(), file);
+      if (!d.ok()) return d.status();
+      if (absl::Status s = add(*std::move(d),
+                               [&](std::string problem) {
+                                 return absl::InvalidArgumentError(
+                                     absl::StrCat(file, ": domain: ", problem));
+                               });
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
+  if (absl::Status s = m->unknown(); !s.ok()) return s;
+  if (config.domains.empty()) {
+    return errors.at(path, "needs at least one domain (domains or files)");
+  }
+  return config;
+}
+
+}  // namespace yaml_reader
+
+#undef TK_ASSIGN
+
+}  // namespace throttlekit::server

@@ -1,0 +1,463 @@
+// src/server/envoy_rls.cc: the Envoy rate-limit service's decisions
+// (envoy_rls.h, docs/envoy.md).
+
+#include "envoy_rls.h"
+
+#include <algorithm>
+#include <limits>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl_view.h"
+#include "throttlekit/core/decision.h"
+
+namespace throttlekit::server {
+
+namespace rls = ::envoy::service::ratelimit::v3;
+namespace rlc = ::envoy::extensions::common::ratelimit::v3;
+
+// The children of a node (or a domain's top level), by entry key.
+struct EnvoyLimits::Level {
+  struct ByKey {
+    absl::flat_hash_map<std::string, const Node*> exact;  // by value
+    std::vector<const Node*> patterns;  // values with `*`, in config order
+    const Node* any = nullptr;          // the value-less node
+  };
+  absl::flat_hash_map<std::string, ByKey> by_key;
+  std::vector<std::unique_ptr<Node>> owned;
+};
+
+// One configured descriptor.
+struct EnvoyLimits::Node {
+  // The value as configured, and split on `*` when it is a pattern (empty
+  // otherwise).
+  std::string value;
+  std::vector<std::string> pattern;
+  // A pattern whose matching values share one count: the counter key holds
+  // the pattern in place of the value.
+  bool share_threshold = false;
+  // `key[_value]` joined by `.` from the domain down: the store prefix's
+  // tail and the default name in the headers.
+  std::string path;
+  bool has_limit = false;
+  bool unlimited = false;
+  bool shadow = false;
+  int64_t requests_per_unit = 0;
+  EnvoyUnit unit = EnvoyUnit::kSecond;
+  std::string name;
+  std::vector<std::string> replaces;
+  // Counts the limit; null when unlimited or requests_per_unit is 0.
+  std::shared_ptr<Engine> engine;
+  // The limit's name in structured headers (its name, else its path).
+  std::optional<RateLimitPolicyName> header_name;
+  Level children;
+};
+
+struct EnvoyLimits::Domain {
+  std::string name;
+  Level top;
+  std::optional<RateLimitPolicyName> header_name;  // for limit overrides
+};
+
+// What one descriptor of a request is decided against.
+struct EnvoyLimits::Plan {
+  const Node* node = nullptr;  // the matched limit, if any
+  bool from_override = false;  // the descriptor's own limit
+  int64_t requests_per_unit = 0;
+  EnvoyUnit unit = EnvoyUnit::kSecond;
+  Engine* engine = nullptr;  // null: requests_per_unit is 0, or unlimited
+  std::string key;           // the counter key within the engine
+  double hits = 1;
+  bool peek = false;  // a descriptor hits_addend of 0: check, count nothing
+};
+
+namespace {
+
+// `s` as an RFC 8941 string for structured headers, or "envoy" when it is
+// not one (not printable ASCII, or longer than 256 bytes).
+std::optional<RateLimitPolicyName> policy_name_for(std::string_view s) {
+  if (auto n = RateLimitPolicyName::create(s); n.ok()) return *std::move(n);
+  if (auto n = RateLimitPolicyName::create("envoy"); n.ok()) {
+    return *std::move(n);
+  }
+  return std::nullopt;
+}
+
+// Whether `value` matches the pattern split on `*` into `parts` (at least
+// two): it starts with the first part, ends with the last, and holds the
+// middle ones in order between them; each `*` matches any run of bytes.
+bool matches(const std::vector<std::string>& parts, std::string_view value) {
+  const std::string& first = parts.front();
+  const std::string& last = parts.back();
+  if (value.size() < first.size() + last.size()) return false;
+  if (value.substr(0, first.size()) != first) return false;
+  if (value.substr(value.size() - last.size()) != last) return false;
+  std::string_view middle =
+      value.substr(first.size(), value.size() - first.size() - last.size());
+  for (size_t i = 1; i + 1 < parts.size(); ++i) {
+    const size_t at = middle.find(parts[i]);
+    if (at == std::string_view::npos) return false;
+    middle.remove_prefix(at + parts[i].size());
+  }
+  return true;
+}
+
+// Appends `s` length-prefixed (`5:users`), so no two sequences of strings
+// make the same key.
+void append_field(std::string& key, std::string_view s) {
+  absl::StrAppend(&key, s.size(), ":", sv(s));
+}
+
+// The reply to a limit of 0 requests: refused until the unit's window
+// ends (nothing is counted).
+Decision refused(int64_t now_ms, EnvoyUnit unit) {
+  const int64_t window_ms = envoy_unit_ms(unit);
+  const int64_t start =
+      now_ms - (((now_ms % window_ms) + window_ms) % window_ms);
+  return Decision{.allowed = false,
+                  .limit = 0,
+                  .remaining = 0,
+                  .reset_at_ms = start + window_ms,
+                  .retry_after_ms = start + window_ms - now_ms};
+}
+
+rls::RateLimitResponse::RateLimit::Unit wire_unit(EnvoyUnit unit) {
+  return static_cast<rls::RateLimitResponse::RateLimit::Unit>(
+      static_cast<int>(unit));
+}
+
+}  // namespace
+
+EnvoyLimits::EnvoyLimits(Options options, ServerClock clock)
+    : options_(options), clock_(clock) {}
+
+EnvoyLimits::~EnvoyLimits() = default;
+
+size_t EnvoyLimits::domains() const { return domains_.size(); }
+
+absl::StatusOr<std::unique_ptr<EnvoyLimits>> EnvoyLimits::create(
+    const EnvoyConfig& config, Options options, ServerClock clock) {
+  std::unique_ptr<EnvoyLimits> out(new EnvoyLimits(options, clock));
+  out->headers_ = config.headers;
+  // Builds `descriptors` into `level`, their paths under `parent`.
+  const auto build = [&](const auto& self, const std::string& domain,
+                         const std::vector<EnvoyDescriptor>& descriptors,
+                         const std::string& parent,
+                         Level& level) -> absl::Status {
+    for (const EnvoyDescriptor& d : descriptors) {
+      auto node = std::make_unique<Node>();
+      const std::string segment =
+          d.value.empty() ? d.key : absl::StrCat(d.key, "_", d.value);
+      node->path =
+          parent.empty() ? segment : absl::StrCat(parent, ".", segment);
+      if (d.value.find('*') != std::string::npos) {
+        std::vector<std::string> parts = absl::StrSplit(d.value, '*');
+        node->pattern = std::move(parts);
+      }
+      node->value = d.value;
+      node->share_threshold = d.share_threshold;
+      node->shadow = d.shadow_mode;
+      if (d.rate_limit.has_value()) {
+        const EnvoyRateLimit& r = *d.rate_limit;
+        node->has_limit = true;
+        node->unlimited = r.unlimited;
+        node->requests_per_unit = r.requests_per_unit;
+        node->unit = r.unit;
+        node->name = r.name;
+        node->replaces = r.replaces;
+        node->header_name =
+            policy_name_for(r.name.empty() ? node->path : r.name);
+        if (r.options.has_value()) {
+          absl::StatusOr<std::shared_ptr<Engine>> e = make_policy_engine(
+              StrategySpec{.name = r.strategy, .options = *r.options}, nullptr,
+              absl::StrCat("throttlekit:envoy:", domain, ":", node->path),
+              clock);
+          if (!e.ok()) {
+            return absl::Status(
+                e.status().code(),
+                absl::StrCat("envoy domain ", domain, ", ", node->path, ": ",
+                             e.status().message()));
+          }
+          node->engine = *std::move(e);
+        }
+      }
+      if (absl::Status s =
+              self(self, domain, d.descriptors, node->path, node->children);
+          !s.ok()) {
+        return s;
+      }
+      Level::ByKey& by_key = level.by_key[d.key];
+      if (d.value.empty()) {
+        by_key.any = node.get();
+      } else if (!node->pattern.empty()) {
+        by_key.patterns.push_back(node.get());
+      } else {
+        by_key.exact.emplace(d.value, node.get());
+      }
+      level.owned.push_back(std::move(node));
+    }
+    return absl::OkStatus();
+  };
+  for (const EnvoyDomain& d : config.domains) {
+    auto domain = std::make_unique<Domain>();
+    domain->name = d.domain;
+    domain->header_name = policy_name_for(d.domain);
+    if (absl::Status s = build(build, d.domain, d.descriptors, "", domain->top);
+        !s.ok()) {
+      return s;
+    }
+    if (!out->domains_.emplace(d.domain, std::move(domain)).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("envoy: duplicate domain \"", d.domain, "\""));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<Engine*> EnvoyLimits::override_engine(int64_t requests_per_unit,
+                                                     EnvoyUnit unit) {
+  const std::pair<int64_t, int> id(requests_per_unit, static_cast<int>(unit));
+  MutexLock lock(overrides_mu_);
+  if (auto it = overrides_.find(id); it != overrides_.end()) {
+    return it->second.get();
+  }
+  if (static_cast<int64_t>(overrides_.size()) >= kMaxLimitOverrides) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "ShouldRateLimit: the server counts at most ", kMaxLimitOverrides,
+        " distinct limit overrides; this request brings another (",
+        requests_per_unit, " per ", sv(envoy_unit_name(unit)), ")"));
+  }
+  absl::StatusOr<StrategyOptions> o =
+      envoy_strategy_options("fixedWindow", requests_per_unit, unit);
+  if (!o.ok()) return o.status();
+  absl::StatusOr<std::shared_ptr<Engine>> e = make_policy_engine(
+      StrategySpec{.name = "fixedWindow", .options = *o}, nullptr,
+      absl::StrCat("throttlekit:envoy:override:", requests_per_unit, ":",
+                   sv(envoy_unit_name(unit))),
+      clock_);
+  if (!e.ok()) return e.status();
+  Engine* engine = e->get();
+  overrides_.emplace(id, *std::move(e));
+  return engine;
+}
+
+absl::Status EnvoyLimits::should_rate_limit(const rls::RateLimitRequest& req,
+                                            rls::RateLimitResponse* resp) {
+  // Everything is checked before anything is counted.
+  if (req.domain().empty()) {
+    return absl::InvalidArgumentError("ShouldRateLimit: the domain is empty");
+  }
+  const int n = req.descriptors_size();
+  if (n == 0) {
+    return absl::InvalidArgumentError(
+        "ShouldRateLimit: no descriptors (a request needs at least one)");
+  }
+  if (n > options_.max_descriptors) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ShouldRateLimit: ", n, " descriptors; the server's limit is ",
+        options_.max_descriptors, " (maxBatch)"));
+  }
+  if (req.hits_addend() > kMaxHitsAddend) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ShouldRateLimit: hits_addend is ", req.hits_addend(),
+                     "; at most ", kMaxHitsAddend));
+  }
+  const auto found = domains_.find(req.domain());
+  if (found == domains_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("ShouldRateLimit: unknown domain \"", req.domain(),
+                     "\" (the configuration names ", domains_.size(), ")"));
+  }
+  const Domain& domain = *found->second;
+  const double request_hits =
+      req.hits_addend() == 0 ? 1.0 : static_cast<double>(req.hits_addend());
+  std::vector<Plan> plans(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    const rlc::RateLimitDescriptor& d = req.descriptors(i);
+    const auto bad = [&](std::string_view problem) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ShouldRateLimit: descriptors[", i, "]", sv(problem)));
+    };
+    const int entries = d.entries_size();
+    if (entries == 0) return bad(": no entries (at least one is required)");
+    for (int j = 0; j < entries; ++j) {
+      if (d.entries(j).key().empty()) {
+        return bad(absl::StrCat(".entries[", j, "]: the key is empty"));
+      }
+    }
+    Plan& p = plans[static_cast<size_t>(i)];
+    p.hits = request_hits;
+    if (d.has_hits_addend()) {
+      const uint64_t hits = d.hits_addend().value();
+      if (hits > static_cast<uint64_t>(kMaxHitsAddend)) {
+        return bad(
+            absl::StrCat(".hits_addend: ", hits, "; at most ", kMaxHitsAddend));
+      }
+      p.peek = hits == 0;
+      p.hits = p.peek ? 1.0 : static_cast<double>(hits);
+    }
+    if (d.has_limit()) {
+      const std::optional<EnvoyUnit> unit =
+          envoy_unit_from_wire(static_cast<int>(d.limit().unit()));
+      if (!unit.has_value()) {
+        return bad(
+            absl::StrCat(".limit.unit: ", static_cast<int>(d.limit().unit()),
+                         " is not a unit (SECOND .. YEAR)"));
+      }
+      p.from_override = true;
+      p.requests_per_unit = d.limit().requests_per_unit();
+      p.unit = *unit;
+      // Per domain and full descriptor (keys and values), as the
+      // reference keys an override.
+      append_field(p.key, domain.name);
+      for (const rlc::RateLimitDescriptor::Entry& e : d.entries()) {
+        append_field(p.key, e.key());
+        append_field(p.key, e.value());
+      }
+    } else {
+      // The counter key is built along the way: each entry's value (or, for
+      // a pattern sharing its count, the pattern).
+      std::string key;
+      const Level* level = &domain.top;
+      for (int j = 0; j < entries && level != nullptr; ++j) {
+        const rlc::RateLimitDescriptor::Entry& e = d.entries(j);
+        const Node* next = nullptr;
+        if (auto k = level->by_key.find(e.key()); k != level->by_key.end()) {
+          const Level::ByKey& by_key = k->second;
+          if (auto x = by_key.exact.find(e.value()); x != by_key.exact.end()) {
+            next = x->second;
+          }
+          for (size_t q = 0; next == nullptr && q < by_key.patterns.size();
+               ++q) {
+            if (matches(by_key.patterns[q]->pattern, e.value())) {
+              next = by_key.patterns[q];
+            }
+          }
+          if (next == nullptr) next = by_key.any;
+        }
+        if (next == nullptr) break;
+        append_field(key, next->share_threshold ? next->value : e.value());
+        if (j == entries - 1) {
+          if (next->has_limit) p.node = next;
+        } else {
+          level = &next->children;
+        }
+      }
+      if (p.node != nullptr) {
+        p.requests_per_unit = p.node->requests_per_unit;
+        p.unit = p.node->unit;
+        p.engine = p.node->engine.get();
+        p.key = std::move(key);
+      }
+    }
+    if (static_cast<int64_t>(p.key.size()) > options_.max_key_bytes) {
+      return bad(absl::StrCat(": its counter key is ", p.key.size(),
+                              " bytes; the server's limit is ",
+                              options_.max_key_bytes, " (maxKeyBytes)"));
+    }
+  }
+  // Overrides need their engines before anything is counted (the cap on
+  // them refuses the whole request).
+  for (Plan& p : plans) {
+    if (p.from_override && p.requests_per_unit > 0) {
+      absl::StatusOr<Engine*> e = override_engine(p.requests_per_unit, p.unit);
+      if (!e.ok()) return e.status();
+      p.engine = *e;
+    }
+  }
+  // `replaces`: a matched limit named by another matched limit is dropped
+  // (the reference collects the names from every matched limit, unlimited
+  // ones included).
+  absl::flat_hash_set<absl::string_view> replaced;
+  for (const Plan& p : plans) {
+    if (p.node == nullptr) continue;
+    for (const std::string& r : p.node->replaces) replaced.insert(r);
+  }
+  if (!replaced.empty()) {
+    for (Plan& p : plans) {
+      if (p.node != nullptr && !p.node->name.empty() &&
+          replaced.contains(p.node->name)) {
+        p = Plan{};
+      }
+    }
+  }
+
+  const int64_t now_ms = clock_.now_ms();
+  bool over = false;
+  // The descriptor whose numbers the headers carry: the one closest to its
+  // limit, an over-limit one taking precedence (the last such), as the
+  // reference picks it.
+  int chosen = -1;
+  int64_t chosen_remaining = std::numeric_limits<uint32_t>::max();
+  std::vector<Decision> decisions(plans.size());
+  for (int i = 0; i < n; ++i) {
+    const Plan& p = plans[static_cast<size_t>(i)];
+    rls::RateLimitResponse::DescriptorStatus* status = resp->add_statuses();
+    status->set_code(rls::RateLimitResponse::OK);
+    if (p.node == nullptr && !p.from_override) continue;  // no limit applies
+    if (p.node != nullptr && p.node->unlimited) {
+      status->set_limit_remaining(std::numeric_limits<uint32_t>::max());
+      continue;
+    }
+    absl::StatusOr<Decision> d;
+    if (p.requests_per_unit == 0) {
+      d = refused(now_ms, p.unit);
+    } else if (p.engine == nullptr) {  // every counted limit has one
+      return absl::InternalError("ShouldRateLimit: a limit without engine");
+    } else if (p.peek) {
+      d = p.engine->peek(p.key);
+    } else {
+      d = p.engine->check_at(p.key, now_ms, p.hits);
+    }
+    if (!d.ok()) return d.status();
+    decisions[static_cast<size_t>(i)] = *d;
+    const bool shadow = p.node != nullptr && p.node->shadow;
+    const bool refuses = !d->allowed && !shadow;
+    over = over || refuses;
+    status->set_code(refuses ? rls::RateLimitResponse::OVER_LIMIT
+                             : rls::RateLimitResponse::OK);
+    rls::RateLimitResponse::RateLimit* limit = status->mutable_current_limit();
+    if (p.node != nullptr) limit->set_name(p.node->name);
+    limit->set_requests_per_unit(static_cast<uint32_t>(p.requests_per_unit));
+    limit->set_unit(wire_unit(p.unit));
+    const int64_t remaining = std::clamp<int64_t>(
+        d->remaining, 0, std::numeric_limits<uint32_t>::max());
+    status->set_limit_remaining(static_cast<uint32_t>(remaining));
+    const int64_t until_ms = std::max<int64_t>(0, d->reset_at_ms - now_ms);
+    status->mutable_duration_until_reset()->set_seconds(until_ms / 1000);
+    status->mutable_duration_until_reset()->set_nanos(
+        static_cast<int32_t>(until_ms % 1000) * 1'000'000);
+    if (remaining < chosen_remaining) {
+      chosen = i;
+      chosen_remaining = remaining;
+    }
+    if (refuses) {
+      chosen = i;
+      chosen_remaining = 0;
+    }
+  }
+  resp->set_overall_code(over ? rls::RateLimitResponse::OVER_LIMIT
+                              : rls::RateLimitResponse::OK);
+  if (headers_.has_value() && chosen >= 0) {
+    const Plan& p = plans[static_cast<size_t>(chosen)];
+    const std::optional<RateLimitPolicyName>& name =
+        p.node != nullptr ? p.node->header_name : domain.header_name;
+    if (name.has_value()) {
+      const RateLimitFields fields =
+          rate_limit_fields(decisions[static_cast<size_t>(chosen)], now_ms,
+                            *name, envoy_unit_ms(p.unit), *headers_);
+      fields.for_each([&](std::string_view key, std::string_view value) {
+        ::envoy::config::core::v3::HeaderValue* h =
+            resp->add_response_headers_to_add();
+        h->set_key(std::string(key));
+        h->set_value(std::string(value));
+      });
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace throttlekit::server

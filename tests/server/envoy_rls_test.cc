@@ -1,0 +1,788 @@
+// Envoy's global rate-limit service on throttlekit-server
+// (src/server/envoy_rls.h, docs/envoy.md): a real gRPC server on loopback
+// over the embedded memory store on a manual clock, and a real
+// `envoy.service.ratelimit.v3.RateLimitService` client stub. The reference
+// service's documented matching examples (nested descriptors, exact values,
+// patterns and value-less keys, shared patterns, depth, unlimited, shadow
+// mode, replaces), hits_addend per request and per descriptor, limit
+// overrides, windows aligned to the unit, another strategy backing a
+// descriptor, the headers in each form, every response field, the
+// decisions equal to the library's engines over a random timeline, and bad
+// requests refused with their status having counted nothing.
+
+#include "envoy_rls.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "config.h"
+#include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "gtest/gtest.h"
+#include "policies.h"
+#include "server.h"
+#include "support/test_time.h"
+#include "throttlekit/coordinator/memory_coordinator.h"
+#include "throttlekit/store/rate_limiter.h"
+
+namespace throttlekit::server {
+namespace envoy_rls_test {
+namespace {
+
+namespace rls = ::envoy::service::ratelimit::v3;
+namespace rlc = ::envoy::extensions::common::ratelimit::v3;
+using R = rls::RateLimitResponse;
+
+// A minute boundary (2023-11-14T22:13:00Z): windows of a second, a minute
+// and an hour start here; the day ends 6420 s later.
+constexpr int64_t kStart = testing::kEpoch - 20'000;
+constexpr uint32_t kUnlimited = 4'294'967'295;
+
+using Entries = std::vector<std::pair<std::string, std::string>>;
+
+rlc::RateLimitDescriptor desc(const Entries& entries) {
+  rlc::RateLimitDescriptor d;
+  for (const auto& [key, value] : entries) {
+    rlc::RateLimitDescriptor::Entry* e = d.add_entries();
+    e->set_key(key);
+    e->set_value(value);
+  }
+  return d;
+}
+
+// `d` with its own hits_addend.
+rlc::RateLimitDescriptor with_hits(rlc::RateLimitDescriptor d, uint64_t hits) {
+  d.mutable_hits_addend()->set_value(hits);
+  return d;
+}
+
+// `d` with a limit override.
+rlc::RateLimitDescriptor with_limit(rlc::RateLimitDescriptor d,
+                                    uint32_t requests_per_unit,
+                                    ::envoy::type::v3::RateLimitUnit unit) {
+  d.mutable_limit()->set_requests_per_unit(requests_per_unit);
+  d.mutable_limit()->set_unit(unit);
+  return d;
+}
+
+rls::RateLimitRequest request(const std::string& domain,
+                              const std::vector<rlc::RateLimitDescriptor>& ds,
+                              uint32_t hits = 0) {
+  rls::RateLimitRequest r;
+  r.set_domain(domain);
+  for (const rlc::RateLimitDescriptor& d : ds) *r.add_descriptors() = d;
+  r.set_hits_addend(hits);
+  return r;
+}
+
+// A server over the embedded store on a manual clock at kStart, and a
+// client of its Envoy door.
+class EnvoyDoor {
+ public:
+  explicit EnvoyDoor(const std::string& yaml) : clock_(kStart) {
+    absl::StatusOr<ServerConfig> config = parse_config(yaml, "test.yaml");
+    EXPECT_TRUE(config.ok()) << config.status();
+    auto policies = Policies::create(*config, nullptr, ServerClock{&clock_});
+    EXPECT_TRUE(policies.ok()) << policies.status();
+    auto server =
+        Server::start(*std::move(policies), {.listen = "127.0.0.1:0",
+                                             .clock = ServerClock{&clock_},
+                                             .reaper = false});
+    EXPECT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    stub_ = rls::RateLimitService::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
+                            grpc::InsecureChannelCredentials()));
+  }
+
+  ManualClock& clock() { return clock_; }
+
+  grpc::Status call(const rls::RateLimitRequest& req, R& resp) {
+    grpc::ClientContext ctx;
+    return stub_->ShouldRateLimit(&ctx, req, &resp);
+  }
+
+  // The answer to `req`, which must succeed.
+  R decide(const rls::RateLimitRequest& req) {
+    R resp;
+    const grpc::Status s = call(req, resp);
+    EXPECT_TRUE(s.ok()) << s.error_code() << ": " << s.error_message();
+    EXPECT_EQ(resp.statuses_size(), req.descriptors_size());
+    return resp;
+  }
+
+  // The answer to a request of the one descriptor `entries`.
+  R decide(const std::string& domain, const Entries& entries) {
+    return decide(request(domain, {desc(entries)}));
+  }
+
+ private:
+  ManualClock clock_;
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<rls::RateLimitService::Stub> stub_;
+};
+
+// Expects status `s` to be a counted limit: `code`, `remaining`, and the
+// configured {requests_per_unit, unit, name}.
+void expect_limit(const R::DescriptorStatus& s, R::Code code,
+                  uint32_t remaining, uint32_t requests_per_unit,
+                  R::RateLimit::Unit unit, const std::string& name = "") {
+  EXPECT_EQ(s.code(), code);
+  EXPECT_EQ(s.limit_remaining(), remaining);
+  ASSERT_TRUE(s.has_current_limit());
+  EXPECT_EQ(s.current_limit().requests_per_unit(), requests_per_unit);
+  EXPECT_EQ(s.current_limit().unit(), unit);
+  EXPECT_EQ(s.current_limit().name(), name);
+  EXPECT_TRUE(s.has_duration_until_reset());
+  EXPECT_FALSE(s.has_quota());
+}
+
+// Expects status `s` to be OK with no limit applied.
+void expect_no_limit(const R::DescriptorStatus& s) {
+  EXPECT_EQ(s.code(), R::OK);
+  EXPECT_FALSE(s.has_current_limit());
+  EXPECT_EQ(s.limit_remaining(), 0u);
+  EXPECT_FALSE(s.has_duration_until_reset());
+}
+
+std::vector<std::pair<std::string, std::string>> headers(const R& r) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& h : r.response_headers_to_add()) {
+    out.emplace_back(h.key(), h.value());
+  }
+  return out;
+}
+
+constexpr char kMessaging[] = R"(
+version: 1
+envoy:
+  domains:
+    - domain: messaging
+      descriptors:
+        - key: message_type
+          value: marketing
+          descriptors:
+            - key: to_number
+              rate_limit: {unit: day, requests_per_unit: 5, name: marketing}
+        - key: to_number
+          rate_limit: {unit: day, requests_per_unit: 100}
+)";
+
+TEST(EnvoyRls, NestedDescriptorsAllMustPassAndTheOthersStillCount) {
+  EnvoyDoor door(kMessaging);
+  const auto marketing =
+      desc({{"message_type", "marketing"}, {"to_number", "2061111111"}});
+  const auto number = desc({{"to_number", "2061111111"}});
+  for (uint32_t i = 1; i <= 5; ++i) {
+    const R r = door.decide(request("messaging", {marketing, number}));
+    EXPECT_EQ(r.overall_code(), R::OK) << i;
+    expect_limit(r.statuses(0), R::OK, 5 - i, 5, R::RateLimit::DAY,
+                 "marketing");
+    expect_limit(r.statuses(1), R::OK, 100 - i, 100, R::RateLimit::DAY);
+  }
+  // The sixth is over the marketing limit: the request is OVER_LIMIT, and
+  // the per-number limit still counts it (as the reference service does).
+  const R r = door.decide(request("messaging", {marketing, number}));
+  EXPECT_EQ(r.overall_code(), R::OVER_LIMIT);
+  expect_limit(r.statuses(0), R::OVER_LIMIT, 0, 5, R::RateLimit::DAY,
+               "marketing");
+  expect_limit(r.statuses(1), R::OK, 94, 100, R::RateLimit::DAY);
+  // Every other field of the response: the day's window ends 6420 s after
+  // kStart; nothing else is sent without headers configured.
+  for (const R::DescriptorStatus& s : r.statuses()) {
+    EXPECT_EQ(s.duration_until_reset().seconds(), 6420);
+    EXPECT_EQ(s.duration_until_reset().nanos(), 0);
+  }
+  EXPECT_EQ(r.response_headers_to_add_size(), 0);
+  EXPECT_EQ(r.request_headers_to_add_size(), 0);
+  EXPECT_TRUE(r.raw_body().empty());
+  EXPECT_FALSE(r.has_dynamic_metadata());
+  EXPECT_FALSE(r.has_quota());
+
+  // Another number is counted apart.
+  const R other = door.decide("messaging", {{"message_type", "marketing"},
+                                            {"to_number", "2062222222"}});
+  expect_limit(other.statuses(0), R::OK, 4, 5, R::RateLimit::DAY, "marketing");
+  // A message type the configuration does not name matches nothing.
+  const R transactional = door.decide(
+      "messaging",
+      {{"message_type", "transactional"}, {"to_number", "2061111111"}});
+  EXPECT_EQ(transactional.overall_code(), R::OK);
+  expect_no_limit(transactional.statuses(0));
+  // The next day's window starts afresh.
+  door.clock().advance_ms(6'420'000);
+  const R next_day = door.decide(request("messaging", {marketing, number}));
+  expect_limit(next_day.statuses(0), R::OK, 4, 5, R::RateLimit::DAY,
+               "marketing");
+  expect_limit(next_day.statuses(1), R::OK, 99, 100, R::RateLimit::DAY);
+  EXPECT_EQ(next_day.statuses(0).duration_until_reset().seconds(), 86'400);
+}
+
+TEST(EnvoyRls, ExactValueBeatsPatternBeatsKeyOnly) {
+  EnvoyDoor door(R"(
+version: 1
+envoy:
+  domains:
+    - domain: edge
+      descriptors:
+        - key: remote_address
+          rate_limit: {unit: second, requests_per_unit: 3}
+        - key: remote_address
+          value: 50.0.0.5
+          rate_limit: {unit: second, requests_per_unit: 0}
+        - key: remote_address
+          value: "10.*"
+          rate_limit: {unit: second, requests_per_unit: 2, name: ten_net}
+        - key: path
+          value: /api/*/action
+          rate_limit: {unit: minute, requests_per_unit: 1}
+)");
+  // The exact value: a limit of 0 refuses every request.
+  const R blocked = door.decide("edge", {{"remote_address", "50.0.0.5"}});
+  EXPECT_EQ(blocked.overall_code(), R::OVER_LIMIT);
+  expect_limit(blocked.statuses(0), R::OVER_LIMIT, 0, 0, R::RateLimit::SECOND);
+  EXPECT_EQ(blocked.statuses(0).duration_until_reset().seconds(), 1);
+  // The pattern, each matching value counted apart.
+  const std::vector<R::Code> ten = {R::OK, R::OK, R::OVER_LIMIT};
+  for (size_t i = 0; i < ten.size(); ++i) {
+    const R r = door.decide("edge", {{"remote_address", "10.1.1.1"}});
+    expect_limit(r.statuses(0), ten[i], i == 0 ? 1 : 0, 2, R::RateLimit::SECOND,
+                 "ten_net");
+  }
+  expect_limit(
+      door.decide("edge", {{"remote_address", "10.1.1.2"}}).statuses(0), R::OK,
+      1, 2, R::RateLimit::SECOND, "ten_net");
+  // Any other value: the value-less descriptor.
+  expect_limit(
+      door.decide("edge", {{"remote_address", "192.168.0.1"}}).statuses(0),
+      R::OK, 2, 3, R::RateLimit::SECOND);
+  expect_limit(
+      door.decide("edge", {{"remote_address", "1.10.0.1"}}).statuses(0), R::OK,
+      2, 3, R::RateLimit::SECOND);
+  // A pattern with its `*` in the middle; a value it does not match, with
+  // no value-less descriptor beside it, gets no limit.
+  expect_limit(door.decide("edge", {{"path", "/api/42/action"}}).statuses(0),
+               R::OK, 0, 1, R::RateLimit::MINUTE);
+  expect_limit(door.decide("edge", {{"path", "/api/42/action"}}).statuses(0),
+               R::OVER_LIMIT, 0, 1, R::RateLimit::MINUTE);
+  expect_no_limit(door.decide("edge", {{"path", "/api/42/other"}}).statuses(0));
+}
+
+TEST(EnvoyRls, ASharedPatternCountsAllItsValuesAsOne) {
+  EnvoyDoor door(R"(
+version: 1
+envoy:
+  domains:
+    - domain: files
+      descriptors:
+        - key: path
+          value: "docs/*"
+          share_threshold: true
+          rate_limit: {unit: minute, requests_per_unit: 2}
+        - key: path
+          value: "img/*"
+          rate_limit: {unit: minute, requests_per_unit: 2}
+)");
+  const std::vector<std::pair<std::string, R::Code>> shared = {
+      {"docs/a.pdf", R::OK}, {"docs/b.csv", R::OK}, {"docs/c", R::OVER_LIMIT}};
+  for (const auto& [path, code] : shared) {
+    EXPECT_EQ(door.decide("files", {{"path", path}}).statuses(0).code(), code)
+        << path;
+  }
+  // Without share_threshold each value has its own count.
+  for (const std::string path : {"img/a.png", "img/b.png", "img/c.png"}) {
+    expect_limit(door.decide("files", {{"path", path}}).statuses(0), R::OK, 1,
+                 2, R::RateLimit::MINUTE);
+  }
+}
+
+TEST(EnvoyRls, TheDescriptorsDepthMustBeTheLimitsDepth) {
+  EnvoyDoor door(R"(
+version: 1
+envoy:
+  domains:
+    - domain: example4
+      descriptors:
+        - key: key
+          value: value
+          rate_limit: {unit: second, requests_per_unit: 300}
+        - key: parent
+          descriptors:
+            - key: subkey
+              rate_limit: {unit: second, requests_per_unit: 7}
+)");
+  expect_no_limit(
+      door.decide("example4", {{"key", "value"}, {"subkey", "subvalue"}})
+          .statuses(0));
+  expect_limit(door.decide("example4", {{"key", "value"}}).statuses(0), R::OK,
+               299, 300, R::RateLimit::SECOND);
+  expect_no_limit(door.decide("example4", {{"parent", "x"}}).statuses(0));
+  expect_limit(
+      door.decide("example4", {{"parent", "x"}, {"subkey", "y"}}).statuses(0),
+      R::OK, 6, 7, R::RateLimit::SECOND);
+  expect_no_limit(
+      door.decide("example4", {{"parent", "x"}, {"subkey", "y"}, {"more", "z"}})
+          .statuses(0));
+}
+
+TEST(EnvoyRls, UnlimitedAnswersOkWithoutCounting) {
+  EnvoyDoor door(R"(
+version: 1
+envoy:
+  domains:
+    - domain: internal
+      descriptors:
+        - key: ldap
+          rate_limit: {unlimited: true}
+        - key: azure
+          rate_limit: {unit: minute, requests_per_unit: 1}
+)");
+  const auto ldap = desc({{"ldap", "a"}});
+  const auto azure = desc({{"azure", "b"}});
+  const std::vector<R::Code> overall = {R::OK, R::OVER_LIMIT, R::OVER_LIMIT};
+  for (const R::Code want : overall) {
+    const R r = door.decide(request("internal", {ldap, azure}));
+    EXPECT_EQ(r.overall_code(), want);
+    const R::DescriptorStatus& s = r.statuses(0);
+    EXPECT_EQ(s.code(), R::OK);
+    EXPECT_EQ(s.limit_remaining(), kUnlimited);
+    EXPECT_FALSE(s.has_current_limit());
+    EXPECT_FALSE(s.has_duration_until_reset());
+    EXPECT_EQ(r.statuses(1).code(), want);
+  }
+}
+
+TEST(EnvoyRls, ShadowModeCountsAndReportsButAnswersOk) {
+  EnvoyDoor door(R"(
+version: 1
+envoy:
+  domains:
+    - domain: example6
+      descriptors:
+        - key: service
+          descriptors:
+            - key: user
+              value: user-a
+              shadow_mode: true
+              rate_limit: {unit: second, requests_per_unit: 2}
+            - key: user
+              value: user-b
+              rate_limit: {unit: second, requests_per_unit: 2}
+)");
+  const std::vector<uint32_t> remaining = {1, 0, 0};
+  const std::vector<R::Code> user_b = {R::OK, R::OK, R::OVER_LIMIT};
+  for (size_t i = 0; i < remaining.size(); ++i) {
+    const R a =
+        door.decide("example6", {{"service", "auth"}, {"user", "user-a"}});
+    EXPECT_EQ(a.overall_code(), R::OK);
+    expect_limit(a.statuses(0), R::OK, remaining[i], 2, R::RateLimit::SECOND);
+    const R b =
+        door.decide("example6", {{"service", "auth"}, {"user", "user-b"}});
+    EXPECT_EQ(b.overall_code(), user_b[i]);
+    expect_limit(b.statuses(0), user_b[i], remaining[i], 2,
+                 R::RateLimit::SECOND);
+  }
+}
+
+TEST(EnvoyRls, ReplacesDropsTheReplacedLimitAndLeavesItsCount) {
+  EnvoyDoor door(R"(
+version: 1
+envoy:
+  domains:
+    - domain: example7
+      descriptors:
+        - key: key_1
+          value: value_1
+          descriptors:
+            - key: user
+              value: bkthomps
+              rate_limit: {name: specific_limit, requests_per_unit: 5, unit: second}
+        - key: key_2
+          value: value_2
+          descriptors:
+            - key: user
+              value: bkthomps
+              rate_limit:
+                replaces: [{name: specific_limit}]
+                requests_per_unit: 10
+                unit: second
+)");
+  const auto first = desc({{"key_1", "value_1"}, {"user", "bkthomps"}});
+  const auto second = desc({{"key_2", "value_2"}, {"user", "bkthomps"}});
+  for (uint32_t i = 1; i <= 7; ++i) {
+    const R r = door.decide(request("example7", {first, second}));
+    EXPECT_EQ(r.overall_code(), R::OK) << i;
+    expect_no_limit(r.statuses(0));
+    expect_limit(r.statuses(1), R::OK, 10 - i, 10, R::RateLimit::SECOND);
+  }
+  // The replaced limit was not counted; alone, it applies again.
+  expect_limit(door.decide(request("example7", {first})).statuses(0), R::OK, 4,
+               5, R::RateLimit::SECOND, "specific_limit");
+  expect_limit(door.decide(request("example7", {second})).statuses(0), R::OK, 2,
+               10, R::RateLimit::SECOND);
+}
+
+TEST(EnvoyRls, HitsAddendPerRequestAndPerDescriptor) {
+  EnvoyDoor door(R"(
+version: 1
+envoy:
+  domains:
+    - domain: hits
+      descriptors:
+        - key: k
+          rate_limit: {unit: minute, requests_per_unit: 10}
+)");
+  const auto k = desc({{"k", "v"}});
+  const auto remaining = [&](const rls::RateLimitRequest& req) {
+    const R r = door.decide(req);
+    EXPECT_EQ(r.overall_code(), r.statuses(0).code());
+    return std::pair(r.statuses(0).code(), r.statuses(0).limit_remaining());
+  };
+  using Want = std::pair<R::Code, uint32_t>;
+  EXPECT_EQ(remaining(request("hits", {k}, 3)), Want(R::OK, 7));
+  EXPECT_EQ(remaining(request("hits", {k}, 0)), Want(R::OK, 6));  // 0 is 1
+  // The descriptor's own hits_addend takes precedence over the request's.
+  EXPECT_EQ(remaining(request("hits", {with_hits(k, 2)}, 4)), Want(R::OK, 4));
+  // A descriptor hits_addend of 0 checks without counting.
+  EXPECT_EQ(remaining(request("hits", {with_hits(k, 0)}, 4)), Want(R::OK, 4));
+  // Hits that do not fit are refused and not counted: what is left stays.
+  EXPECT_EQ(remaining(request("hits", {k}, 5)), Want(R::OVER_LIMIT, 4));
+  EXPECT_EQ(remaining(request("hits", {k}, 4)), Want(R::OK, 0));
+  // At the limit, a check without counting asks whether one more would pass.
+  EXPECT_EQ(remaining(request("hits", {with_hits(k, 0)})),
+            Want(R::OVER_LIMIT, 0));
+}
+
+TEST(EnvoyRls, ALimitOverrideIsCountedInsteadOfTheConfiguredLimit) {
+  EnvoyDoor door(R"(
+version: 1
+envoy:
+  domains:
+    - domain: api
+      descriptors:
+        - key: tenant
+          rate_limit: {unit: second, requests_per_unit: 100, name: tenants}
+)");
+  const auto acme =
+      with_limit(desc({{"tenant", "acme"}}), 3, ::envoy::type::v3::MINUTE);
+  const std::vector<R::Code> codes = {R::OK, R::OK, R::OK, R::OVER_LIMIT};
+  const std::vector<uint32_t> left = {2, 1, 0, 0};
+  for (size_t i = 0; i < codes.size(); ++i) {
+    const R r = door.decide(request("api", {acme}));
+    EXPECT_EQ(r.overall_code(), codes[i]);
+    expect_limit(r.statuses(0), codes[i], left[i], 3, R::RateLimit::MINUTE);
+    EXPECT_EQ(r.statuses(0).duration_until_reset().seconds(), 60);
+  }
+  // The configured limit was not touched.
+  expect_limit(door.decide("api", {{"tenant", "acme"}}).statuses(0), R::OK, 99,
+               100, R::RateLimit::SECOND, "tenants");
+  // Each descriptor has its own count under an override ...
+  expect_limit(
+      door.decide(request("api", {with_limit(desc({{"tenant", "other"}}), 3,
+                                             ::envoy::type::v3::MINUTE)}))
+          .statuses(0),
+      R::OK, 2, 3, R::RateLimit::MINUTE);
+  // ... which applies whether or not the configuration matches it (as in
+  // the reference service) ...
+  expect_limit(
+      door.decide(request("api", {with_limit(desc({{"unconfigured", "x"}}), 2,
+                                             ::envoy::type::v3::SECOND)}))
+          .statuses(0),
+      R::OK, 1, 2, R::RateLimit::SECOND);
+  // ... and refuses every request when it is 0.
+  expect_limit(
+      door.decide(request("api", {with_limit(desc({{"tenant", "zero"}}), 0,
+                                             ::envoy::type::v3::HOUR)}))
+          .statuses(0),
+      R::OVER_LIMIT, 0, 0, R::RateLimit::HOUR);
+}
+
+TEST(EnvoyRls, TheServerCountsAtMost1024DistinctOverrides) {
+  EnvoyDoor door(R"(
+version: 1
+envoy:
+  domains: [{domain: api}]
+)");
+  const auto tenant = desc({{"tenant", "acme"}});
+  for (uint32_t limit = 1; limit <= kMaxLimitOverrides; ++limit) {
+    const R r = door.decide(
+        request("api", {with_limit(tenant, limit, ::envoy::type::v3::HOUR)}));
+    ASSERT_EQ(r.statuses(0).limit_remaining(), limit - 1) << limit;
+  }
+  R resp;
+  const grpc::Status s = door.call(
+      request("api",
+              {desc({{"tenant", "other"}}),
+               with_limit(tenant, static_cast<uint32_t>(kMaxLimitOverrides + 1),
+                          ::envoy::type::v3::HOUR)}),
+      resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(s.error_message().find("at most 1024 distinct limit overrides"),
+            std::string::npos)
+      << s.error_message();
+  // A limit already counted is still served.
+  const R again = door.decide(
+      request("api", {with_limit(tenant, 5, ::envoy::type::v3::HOUR)}));
+  expect_limit(again.statuses(0), R::OK, 3, 5, R::RateLimit::HOUR);
+}
+
+TEST(EnvoyRls, WindowsAreAlignedToTheUnit) {
+  EnvoyDoor door(R"(
+version: 1
+envoy:
+  domains:
+    - domain: aligned
+      descriptors:
+        - key: k
+          rate_limit: {unit: minute, requests_per_unit: 2}
+)");
+  door.clock().set_ms(kStart + 50'250);
+  const std::vector<R::Code> codes = {R::OK, R::OK, R::OVER_LIMIT};
+  for (const R::Code want : codes) {
+    const R r = door.decide("aligned", {{"k", "v"}});
+    EXPECT_EQ(r.statuses(0).code(), want);
+    // 9.75 s to the minute's end.
+    EXPECT_EQ(r.statuses(0).duration_until_reset().seconds(), 9);
+    EXPECT_EQ(r.statuses(0).duration_until_reset().nanos(), 750'000'000);
+  }
+  door.clock().advance_ms(9'750);  // the next minute
+  const R r = door.decide("aligned", {{"k", "v"}});
+  expect_limit(r.statuses(0), R::OK, 1, 2, R::RateLimit::MINUTE);
+  EXPECT_EQ(r.statuses(0).duration_until_reset().seconds(), 60);
+}
+
+TEST(EnvoyRls, AnotherStrategyMayBackADescriptor) {
+  EnvoyDoor door(R"(
+version: 1
+envoy:
+  domains:
+    - domain: shaped
+      descriptors:
+        - key: fixed
+          rate_limit: {unit: second, requests_per_unit: 2}
+        - key: smooth
+          rate_limit: {unit: second, requests_per_unit: 2, strategy: gcra}
+)");
+  const std::vector<R::Code> codes = {R::OK, R::OK, R::OVER_LIMIT};
+  for (const R::Code want : codes) {
+    EXPECT_EQ(door.decide("shaped", {{"fixed", "a"}}).statuses(0).code(), want);
+    EXPECT_EQ(door.decide("shaped", {{"smooth", "a"}}).statuses(0).code(),
+              want);
+  }
+  // Half a second later the fixed window is still spent; GCRA has paced one
+  // request back in (one per 500 ms).
+  door.clock().advance_ms(500);
+  EXPECT_EQ(door.decide("shaped", {{"fixed", "a"}}).statuses(0).code(),
+            R::OVER_LIMIT);
+  const R smooth = door.decide("shaped", {{"smooth", "a"}});
+  expect_limit(smooth.statuses(0), R::OK, 0, 2, R::RateLimit::SECOND);
+  EXPECT_EQ(smooth.statuses(0).duration_until_reset().seconds(), 1);
+}
+
+TEST(EnvoyRls, DecisionsEqualTheLibrarysOverARandomTimeline) {
+  EnvoyDoor door(R"(
+version: 1
+envoy:
+  domains:
+    - domain: eq
+      descriptors:
+        - key: user
+          rate_limit: {unit: second, requests_per_unit: 5}
+        - key: route
+          value: "/v1/*"
+          rate_limit:
+            unit: minute
+            requests_per_unit: 40
+            strategy: gcra
+            burst: 6
+)");
+  // The same engines in process, on the same clock, keyed by the value.
+  const ServerClock clock{&door.clock()};
+  auto fixed = RateLimiter<FixedWindow, ServerClock>::create(
+      {.limit = 5, .window_ms = 1000}, {}, clock);
+  auto gcra = RateLimiter<Gcra, ServerClock>::create(
+      {.limit = 40, .period_ms = 60'000, .burst = 6}, {}, clock);
+  ASSERT_TRUE(fixed.ok() && gcra.ok());
+  const auto expect_same = [&](const R::DescriptorStatus& s, const Decision& d,
+                               int step) {
+    EXPECT_EQ(s.code(), d.allowed ? R::OK : R::OVER_LIMIT) << step;
+    EXPECT_EQ(s.limit_remaining(), static_cast<uint32_t>(d.remaining)) << step;
+    const int64_t until_ms = s.duration_until_reset().seconds() * 1000 +
+                             s.duration_until_reset().nanos() / 1'000'000;
+    EXPECT_EQ(until_ms,
+              std::max<int64_t>(0, d.reset_at_ms - door.clock().now_ms()))
+        << step;
+  };
+  std::mt19937 rng(32);
+  const std::vector<std::string> users = {"alice", "bob", "carol"};
+  for (int step = 0; step < 300; ++step) {
+    door.clock().advance_ms(static_cast<int64_t>(rng() % 400));
+    const std::string& user = users[rng() % users.size()];
+    const std::string route = absl::StrCat("/v1/", rng() % 2);
+    const uint32_t hits = 1 + static_cast<uint32_t>(rng() % 3);
+    const bool peek = step % 7 == 0;  // a descriptor hits_addend of 0
+    auto user_desc = desc({{"user", user}});
+    if (peek) user_desc = with_hits(user_desc, 0);
+    const R r =
+        door.decide(request("eq", {user_desc, desc({{"route", route}})}, hits));
+    const absl::StatusOr<Decision> want_user =
+        peek ? fixed->peek(user) : fixed->check(user, hits);
+    const absl::StatusOr<Decision> want_route = gcra->check(route, hits);
+    ASSERT_TRUE(want_user.ok() && want_route.ok());
+    expect_same(r.statuses(0), *want_user, step);
+    expect_same(r.statuses(1), *want_route, step);
+    EXPECT_EQ(r.overall_code(),
+              want_user->allowed && want_route->allowed ? R::OK : R::OVER_LIMIT)
+        << step;
+  }
+}
+
+constexpr char kTwoLimits[] = R"(
+      descriptors:
+        - key: a
+          rate_limit: {unit: minute, requests_per_unit: 10}
+        - key: b
+          rate_limit: {unit: minute, requests_per_unit: 3}
+)";
+
+std::string with_headers(const std::string& form) {
+  return absl::StrCat("version: 1\nenvoy:\n  headers: ", form,
+                      "\n  domains:\n    - domain: hdr", kTwoLimits);
+}
+
+TEST(EnvoyRls, HeadersNameTheDescriptorClosestToItsLimit) {
+  EnvoyDoor door(with_headers("draft07"));
+  const auto req = request("hdr", {desc({{"a", "x"}}), desc({{"b", "x"}})});
+  using Headers = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(headers(door.decide(req)),
+            (Headers{{"RateLimit-Limit", "3"},
+                     {"RateLimit-Remaining", "2"},
+                     {"RateLimit-Reset", "60"},
+                     {"RateLimit-Policy", "3;w=60"}}));
+  door.clock().advance_ms(1'500);
+  door.decide(req);
+  door.decide(req);
+  // Over the limit: that descriptor's numbers, and Retry-After.
+  const R over = door.decide(req);
+  EXPECT_EQ(over.overall_code(), R::OVER_LIMIT);
+  EXPECT_EQ(headers(over), (Headers{{"RateLimit-Limit", "3"},
+                                    {"RateLimit-Remaining", "0"},
+                                    {"RateLimit-Reset", "59"},
+                                    {"RateLimit-Policy", "3;w=60"},
+                                    {"Retry-After", "59"}}));
+
+  EnvoyDoor legacy(with_headers("legacy"));
+  EXPECT_EQ(
+      headers(legacy.decide(req)),
+      (Headers{{"X-RateLimit-Limit", "3"},
+               {"X-RateLimit-Remaining", "2"},
+               {"X-RateLimit-Reset", absl::StrCat((kStart + 60'000) / 1000)}}));
+  EnvoyDoor structured(with_headers("structured"));
+  EXPECT_EQ(headers(structured.decide(req)),
+            (Headers{{"RateLimit-Policy", "\"b\";q=3;w=60"},
+                     {"RateLimit", "\"b\";r=2;t=60"}}));
+  EnvoyDoor off(with_headers("off"));
+  EXPECT_TRUE(headers(off.decide(req)).empty());
+}
+
+TEST(EnvoyRls, BadRequestsAreRefusedAndCountNothing) {
+  EnvoyDoor door(R"(
+version: 1
+maxKeyBytes: 64
+maxBatch: 100
+envoy:
+  domains:
+    - domain: d
+      descriptors:
+        - key: k
+          rate_limit: {unit: minute, requests_per_unit: 5}
+)");
+  const auto good = desc({{"k", "v"}});
+  rlc::RateLimitDescriptor no_entries;
+  rlc::RateLimitDescriptor empty_key = desc({{"", "v"}});
+  const auto no_unit =
+      with_limit(desc({{"k", "v"}}), 3, ::envoy::type::v3::UNKNOWN);
+  const auto long_key = desc({{"k", std::string(70, 'x')}});
+  rls::RateLimitRequest many = request("d", {});
+  for (int i = 0; i < 100'000; ++i) *many.add_descriptors() = good;
+  struct Case {
+    rls::RateLimitRequest req;
+    grpc::StatusCode code;
+    std::string message;  // a substring of the error
+  };
+  const Case cases[] = {
+      {request("", {good}), grpc::StatusCode::INVALID_ARGUMENT,
+       "the domain is empty"},
+      {request("d", {}), grpc::StatusCode::INVALID_ARGUMENT, "no descriptors"},
+      {request("nope", {good}), grpc::StatusCode::NOT_FOUND,
+       "unknown domain \"nope\""},
+      {many, grpc::StatusCode::INVALID_ARGUMENT,
+       "100000 descriptors; the server's limit is 100 (maxBatch)"},
+      {request("d", {good}, 2'000'000'000), grpc::StatusCode::INVALID_ARGUMENT,
+       "hits_addend is 2000000000; at most 1000000000"},
+      {request("d", {good, with_hits(good, uint64_t{1} << 40)}),
+       grpc::StatusCode::INVALID_ARGUMENT, "descriptors[1].hits_addend"},
+      {request("d", {good, no_entries}), grpc::StatusCode::INVALID_ARGUMENT,
+       "descriptors[1]: no entries"},
+      {request("d", {good, empty_key}), grpc::StatusCode::INVALID_ARGUMENT,
+       "descriptors[1].entries[0]: the key is empty"},
+      {request("d", {good, no_unit}), grpc::StatusCode::INVALID_ARGUMENT,
+       "descriptors[1].limit.unit: 0 is not a unit"},
+      {request("d", {good, long_key}), grpc::StatusCode::INVALID_ARGUMENT,
+       "descriptors[1]: its counter key is 73 bytes; the server's limit is "
+       "64 (maxKeyBytes)"},
+  };
+  for (const Case& c : cases) {
+    R resp;
+    const grpc::Status s = door.call(c.req, resp);
+    EXPECT_EQ(s.error_code(), c.code) << c.message;
+    EXPECT_NE(s.error_message().find(c.message), std::string::npos)
+        << s.error_message() << "\nexpected: " << c.message;
+  }
+  // None of them counted the good descriptor they carried.
+  expect_limit(door.decide(request("d", {good})).statuses(0), R::OK, 4, 5,
+               R::RateLimit::MINUTE);
+
+  // A server without envoy domains answers NOT_FOUND.
+  EnvoyDoor none(R"(
+version: 1
+limiters:
+  api: {strategy: gcra, limit: 1, period: 1s}
+)");
+  R resp;
+  const grpc::Status s = none.call(request("d", {good}), resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(s.error_message().find("no envoy domains configured"),
+            std::string::npos)
+      << s.error_message();
+}
+
+TEST(EnvoyRls, DomainsNeedTheEmbeddedStoreInThisVersion) {
+  absl::StatusOr<ServerConfig> config = parse_config(R"(
+version: 1
+envoy:
+  domains: [{domain: d}]
+)",
+                                                     "test.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto store = MemoryCoordinator::create();
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto policies = Policies::create(
+      *config, std::shared_ptr<Coordinator>(*std::move(store)));
+  ASSERT_FALSE(policies.ok());
+  EXPECT_EQ(policies.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(policies.status().message().find("embedded memory store only"),
+            std::string::npos)
+      << policies.status();
+}
+
+}  // namespace
+}  // namespace envoy_rls_test
+}  // namespace throttlekit::server
