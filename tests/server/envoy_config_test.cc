@@ -202,9 +202,10 @@ TEST(EnvoyConfig, UnitsAndStrategies) {
   const auto& tb = std::get<TokenBucket::Options>(*bucket);
   EXPECT_EQ(tb.capacity, 120);
   EXPECT_DOUBLE_EQ(tb.refill_per_sec, 2.0);
-  const auto& sliding = std::get<SlidingWindow::Options>(
-      *envoy_strategy_options("slidingWindow", 10, EnvoyUnit::kSecond, 0, 5));
-  EXPECT_EQ(sliding.buckets, 5);
+  absl::StatusOr<StrategyOptions> sliding =
+      envoy_strategy_options("slidingWindow", 10, EnvoyUnit::kSecond, 0, 5);
+  ASSERT_TRUE(sliding.ok()) << sliding.status();
+  EXPECT_EQ(std::get<SlidingWindow::Options>(*sliding).buckets, 5);
   EXPECT_FALSE(envoy_strategy_options("quota", 1, EnvoyUnit::kDay).ok());
 }
 
