@@ -27,6 +27,10 @@ inline PostgresCoordinatorOptions pg_options(const std::string& table) {
   o.port = port != nullptr ? std::atoi(port) : 15432;
   o.table = table;
   o.command_timeout = absl::Milliseconds(10'000);
+  // Connecting sets up the schema and prepares every statement: on a loaded
+  // 2-core machine that once took over the default 5 s. A test about the
+  // connect deadline sets its own.
+  o.connect_timeout = absl::Milliseconds(10'000);
   return o;
 }
 
