@@ -2,11 +2,14 @@
 // its yardstick in the same binary:
 //
 // - BM_FluidLp_Solve2Axis/n: solve_fluid_lp on n random continuous classes
-//   (no ties, so n distinct planes) for n = 10 .. 1000, with the fitted
-//   complexity (the worst case is O(n^3); the pruned evaluation makes the
-//   typical growth lower, and the fit says by how much).
-// - BM_FluidLp_Solve3Axis/n: the same with a concurrency budget, n = 10 ..
-//   100 (O(n^4) worst case).
+//   (no ties, so n distinct planes) for n = 10 .. 100000, with the fitted
+//   complexity (O(n log n) expected: the bisection's 64 probes of O(n)
+//   each, the sorts, and O(n) per candidate vertex on the optimal face).
+// - BM_FluidLp_Solve2AxisEnumerated/n: the enumerator it replaced (now the
+//   oracle, detail::solve_fluid_lp_enumerated) on the same instances, n =
+//   10 .. 1000 (O(n^3) worst case; beyond 1000 it takes seconds).
+// - BM_FluidLp_Solve3Axis/n: the 3-axis form (still the enumerator), n =
+//   10 .. 100 (O(n^4) worst case).
 // - BM_BidPricePolicy_Admits: the frozen policy's admits() (one acquire
 //   load, the bid, one relaxed counter), 1 and 2 threads on one policy.
 // - BM_Floor_TwoMultipliesAndCompare: the floor of any bid-price filter,
@@ -57,21 +60,32 @@ Instance random_instance(int n, bool three_axis) {
   return in;
 }
 
-void BM_FluidLp_Solve2Axis(benchmark::State& state) {
+template <auto Solve>
+void solve_2axis(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
   const Instance in = random_instance(n, false);
   for (auto _ : state) {
-    absl::StatusOr<Duals> p = solve_fluid_lp(in.classes, in.budgets);
+    absl::StatusOr<Duals> p = Solve(in.classes, in.budgets);
     benchmark::DoNotOptimize(p);
   }
   state.SetComplexityN(n);
 }
+
+void BM_FluidLp_Solve2Axis(benchmark::State& state) {
+  solve_2axis<solve_fluid_lp>(state);
+}
 BENCHMARK(BM_FluidLp_Solve2Axis)
-    ->Arg(10)
-    ->Arg(30)
-    ->Arg(100)
-    ->Arg(300)
-    ->Arg(1000)
+    ->RangeMultiplier(10)
+    ->Range(10, 100000)
+    ->Unit(benchmark::kMicrosecond)
+    ->Complexity(benchmark::oNLogN);
+
+void BM_FluidLp_Solve2AxisEnumerated(benchmark::State& state) {
+  solve_2axis<detail::solve_fluid_lp_enumerated>(state);
+}
+BENCHMARK(BM_FluidLp_Solve2AxisEnumerated)
+    ->RangeMultiplier(10)
+    ->Range(10, 1000)
     ->Unit(benchmark::kMicrosecond)
     ->Complexity();
 

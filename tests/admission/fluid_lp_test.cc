@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <random>
 #include <span>
 #include <string>
 #include <vector>
@@ -713,6 +714,201 @@ RC_GTEST_PROP(FluidLpProperty, ContinuousInstancesMatchThePrimal, ()) {
     in.budgets.concurrency_seconds = *rc::gen::inRange(0, 3000) / 10.0;
   }
   check_against_primal_oracle(in);
+}
+
+// ---------------------------------------------------------------------------
+// The 2-axis solver against the enumerator it replaced
+// (detail::solve_fluid_lp_enumerated), on random instances drawn to be
+// degenerate: tie-heavy small integers, duplicated classes, parallel
+// planes (one cost, many values), every plane through one point (value
+// proportional to cost), zero budgets and budgets above demand, classes
+// of value <= 0, continuous values, magnitudes from 1e-6 to 1e6 mixed in
+// one instance, and whole instances scaled by powers of two and by
+// non-binary factors from 1e-12 to 1e12.
+
+// Draws one of the degenerate shapes above with up to `max_classes`.
+Instance gen_degenerate_instance(int max_classes, bool magnitudes = true) {
+  Instance in;
+  const int shape = *rc::gen::element(0, 1, 2, 3, 4, magnitudes ? 5 : 0, 6);
+  const int n = *rc::gen::inRange(0, max_classes + 1);
+  const int base = std::max(1, n / 3);
+  const double density = *rc::gen::element(0.5, 1.0, 2.0, 3.0);
+  for (int j = 0; j < n; ++j) {
+    LpClass k;
+    switch (shape) {
+      case 0:  // tie-heavy
+        k.arrivals = *rc::gen::element(0.0, 1.0, 1.0, 2.0, 3.0);
+        k.value = *rc::gen::element(-1.0, 0.0, 1.0, 2.0, 2.0, 3.0, 4.0);
+        k.cost = *rc::gen::element(0.0, 1.0, 1.0, 2.0);
+        break;
+      case 1:  // continuous
+        k.arrivals = *rc::gen::inRange(1, 1000) / 10.0;
+        k.value = *rc::gen::inRange(-100, 1000) / 100.0;
+        k.cost = *rc::gen::inRange(0, 1000) / 100.0;
+        break;
+      case 2: {  // duplicates of a few classes
+        const int of = *rc::gen::inRange(0, base);
+        k.arrivals = *rc::gen::inRange(1, 4);
+        k.value = 1 + of % 3;
+        k.cost = of % 2;
+        break;
+      }
+      case 3:  // parallel planes: few costs, many values
+        k.arrivals = *rc::gen::inRange(1, 5);
+        k.value = *rc::gen::inRange(-2, 12) / 2.0;
+        k.cost = *rc::gen::element(1.0, 3.0);
+        break;
+      case 4:  // value proportional to cost: one point on every plane
+        k.arrivals = *rc::gen::inRange(1, 5);
+        k.cost = *rc::gen::inRange(0, 9);
+        k.value = density * k.cost;
+        break;
+      case 5:  // volumes and values of mixed magnitudes (costs: see below)
+        k.arrivals =
+            *rc::gen::element(1e-6, 1.0, 1e6) * *rc::gen::inRange(1, 4);
+        k.value = *rc::gen::element(1e-6, 1.0, 1e6) * *rc::gen::inRange(-1, 4);
+        k.cost = *rc::gen::inRange(0, 3);
+        break;
+      default:  // costs and values from wide continuous ranges
+        k.arrivals = *rc::gen::inRange(1, 100000) / 1000.0;
+        k.value = *rc::gen::inRange(-1000, 100000) / 977.0;
+        k.cost = *rc::gen::inRange(0, 100000) / 313.0;
+        break;
+    }
+    in.classes.push_back(k);
+  }
+  double requests = 0;
+  double cost = 0;
+  for (const LpClass& k : in.classes) {
+    requests += k.arrivals;
+    cost += k.arrivals * k.cost;
+  }
+  // Zero, a share of the demand (tie-prone eighths), exactly the demand,
+  // or above it.
+  auto budget = [](double demand) {
+    switch (*rc::gen::inRange(0, 5)) {
+      case 0:
+        return 0.0;
+      case 1:
+        return demand;
+      case 2:
+        return demand * 2 + 1;
+      default:
+        return demand * *rc::gen::inRange(1, 8) / 8;
+    }
+  };
+  in.budgets.requests = budget(requests);
+  in.budgets.cost = budget(cost);
+
+  // Magnitudes: values and volumes each scaled, by a power of two or by a
+  // factor that is not one. Not the cost unit: the enumerator clamps a
+  // coordinate within 1e-12 of |p_R| + |p_C| below 0 to 0, which compares
+  // prices in two units, so with costs scaled by 2^30 it takes points that
+  // are not vertices (a pair of bid lines meeting at p_C < 0, moved to
+  // p_C = 0), which no other solver reproduces.
+  auto factor = [&] {
+    return magnitudes
+               ? *rc::gen::element(1.0, 0x1p-30, 0x1p30, 1e-12, 1e12, 3e-7, 7e5)
+               : 1.0;
+  };
+  const double fv = factor();
+  const double fa = factor();
+  for (LpClass& k : in.classes) {
+    k.value *= fv;
+    k.arrivals *= fa;
+  }
+  in.budgets.requests *= fa;
+  in.budgets.cost *= fa;
+  return in;
+}
+
+// The new solver's duals against the enumerator's: bit-equal, or every
+// class's bid within 1e-9 (relative) of the enumerator's and the same
+// classes admitted by `bid_price` (the rounding of the same vertex reached
+// through other planes, or the 1e-9 tolerance of the tie rules, can differ
+// in the last bits). Returns whether they are bit-equal.
+bool same_choice(const Instance& in, const Duals& got, const Duals& want) {
+  if (got == want) return true;
+  for (const LpClass& k : in.classes) {
+    const double g = bid_price(got, k.cost);
+    const double w = bid_price(want, k.cost);
+    RC_ASSERT(std::abs(g - w) <=
+              1e-9 * std::max({std::abs(g), std::abs(w), std::abs(k.value)}));
+    RC_ASSERT((k.value >= g) == (k.value >= w));
+  }
+  return false;
+}
+
+void check_against_enumerator(const Instance& in) {
+  absl::StatusOr<Duals> want =
+      detail::solve_fluid_lp_enumerated(in.classes, in.budgets);
+  RC_ASSERT(want.ok());
+  // The fast path itself, not only through its fallback.
+  const std::optional<Duals> fast =
+      detail::solve_fluid_lp_2axis(detail::fluid_lp_rows(in.classes, false),
+                                   detail::fluid_lp_budget_vector(in.budgets));
+  absl::StatusOr<Duals> got = solve_fluid_lp(in.classes, in.budgets);
+  RC_ASSERT(got.ok());
+  if (!fast) {
+    RC_ASSERT(*got == *want);
+    RC_TAG("fallback to the enumerator");
+    return;
+  }
+  RC_ASSERT(*got == *fast);
+  RC_TAG(same_choice(in, *got, *want) ? "bit-equal"
+                                      : "within 1e-9, same admitted set");
+  // The same minimum, within the solver's own tolerance.
+  double scale = 0;
+  for (const LpClass& k : in.classes) scale += k.arrivals * std::abs(k.value);
+  const double d = dual_value(in.classes, in.budgets, *got);
+  const double d_want = dual_value(in.classes, in.budgets, *want);
+  RC_ASSERT(std::abs(d - d_want) <=
+            2e-9 * std::max(std::abs(d_want), 1e-3 * scale));
+}
+
+RC_GTEST_PROP(FluidLpProperty, TwoAxisSolverMatchesTheEnumerator, ()) {
+  check_against_enumerator(gen_degenerate_instance(40));
+}
+
+// Unscaled instances: the certificate's own tolerances are absolute near 0
+// (1e-12 on x, pivots below 1e-12 taken as singular).
+RC_GTEST_PROP(FluidLpProperty, TwoAxisSolverPassesTheKktCertificate, ()) {
+  const Instance in = gen_degenerate_instance(7, false);
+  check_against_enumerator(in);
+  absl::StatusOr<Duals> p = solve_fluid_lp(in.classes, in.budgets);
+  RC_ASSERT(p.ok());
+  expect_kkt_certificate(in.classes, in.budgets, *p);
+  RC_ASSERT(!::testing::Test::HasFailure());
+}
+
+// Larger instances than the properties draw: the benchmark's shape (no
+// ties) and every plane through one point (value = 2 x cost).
+TEST(FluidLp, TwoAxisSolverMatchesTheEnumeratorOnLargeInstances) {
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int n : {50, 300}) {
+    for (bool proportional : {false, true}) {
+      std::vector<LpClass> classes;
+      double requests = 0;
+      double cost = 0;
+      for (int j = 0; j < n; ++j) {
+        LpClass k{.arrivals = 1 + 99 * u(rng),
+                  .value = 10 * u(rng),
+                  .cost = 1 + 9 * u(rng)};
+        if (proportional) k.value = 2 * k.cost;
+        requests += k.arrivals;
+        cost += k.arrivals * k.cost;
+        classes.push_back(k);
+      }
+      const LpBudgets budgets{.requests = 0.5 * requests, .cost = 0.3 * cost};
+      const std::optional<Duals> fast =
+          detail::solve_fluid_lp_2axis(detail::fluid_lp_rows(classes, false),
+                                       detail::fluid_lp_budget_vector(budgets));
+      ASSERT_TRUE(fast.has_value()) << n;
+      EXPECT_EQ(*fast, *detail::solve_fluid_lp_enumerated(classes, budgets))
+          << n << (proportional ? " proportional" : "");
+    }
+  }
 }
 
 }  // namespace

@@ -57,10 +57,10 @@
 // So the policy is never worse than its prior on the observed sample and
 // can still escape a catastrophically misspecified one. The guarantee is
 // on the sample only: under non-stationary arrivals an adopted dual can do
-// worse on the rest of the stream. The re-solve costs O(m^3) in the m
-// distinct pairs (sample_size <= 2048; 1000 distinct pairs take about
-// 80 ms) and runs once, on the caller's thread; refinement and the 3-axis
-// form together are refused at create.
+// worse on the rest of the stream. The re-solve (2-axis, fluid_lp.h)
+// costs O(m log m) expected in the m distinct pairs (sample_size <= 2048)
+// and runs once, on the caller's thread; refinement and the 3-axis form
+// together are refused at create.
 //
 // Thread-safety: every method may be called concurrently. Without
 // refinement, and once frozen, `admits` reads one atomic flag (acquire),
@@ -141,8 +141,8 @@ inline double replay_revenue(std::span<const BidSample> sample, const Duals& p,
 
 class BidPricePolicy {
  public:
-  // The largest accepted `refinement.sample_size` (the re-solve is cubic in
-  // the distinct pairs).
+  // The largest accepted `refinement.sample_size` (the sample buffer is
+  // reserved at create and replayed under both duals).
   static constexpr int64_t kMaxSampleSize = 2048;
 
   struct Stats {

@@ -32,23 +32,78 @@
 // dearer than it is) and a negative hold cannot buy a discount. The 2-axis
 // form (no `concurrency_seconds`) ignores holds and returns p_K = 0.
 //
-// The solver. D is convex and piecewise linear, and the orthant p >= 0
+// The minimum. D is convex and piecewise linear, and the orthant p >= 0
 // contains no line, so D attains its minimum (it is >= 0) at a vertex of
 // the arrangement of the bid hyperplanes {p : a_j.p = v_j} and the
-// coordinate planes {p_k = 0}. The solver enumerates every such vertex:
-// every pair (2-axis) or triple (3-axis, Cramer's rule) of those planes
-// whose system is not singular, keeps the ones with p >= 0 (a coordinate
-// within 1e-12 of the point's size below 0 counts as 0), evaluates D there
-// and takes the minimiser. Classes with no arrivals are dropped, classes
-// equal in (value, cost, hold) are merged, and only classes with value > 0
-// contribute a plane (any other term is 0 for every p >= 0). With m
-// distinct classes that is O(m^2) candidates times O(m) per evaluation,
-// O(m^3) time, in the 2-axis form and O(m^4) in the 3-axis form; O(m)
-// memory. An evaluation stops once its partial sum exceeds the best value
-// so far (every term is >= 0), so most candidates cost O(1): on random
-// continuous instances the measured growth is about n^2.3 to n^2.6 in the
-// 2-axis form (1000 classes in about 80 ms) and n^2.7 to n^3.3 in the
-// 3-axis form (100 classes in about 14 ms; bench/fluid_lp_benchmark.cc).
+// coordinate planes {p_k = 0}. Classes with no arrivals are dropped,
+// classes equal in (value, cost, hold) are merged, and only classes with
+// value > 0 contribute a plane (any other term is 0 for every p >= 0).
+//
+// The enumerator (`detail::solve_fluid_lp_enumerated`, the 3-axis solver
+// and the 2-axis oracle) takes every vertex: every pair (2-axis) or triple
+// (3-axis, Cramer's rule) of those planes whose system is not singular,
+// keeps the ones with p >= 0 (a coordinate within 1e-12 of the point's
+// size below 0 counts as 0), evaluates D there and takes the minimiser.
+// With m distinct classes that is O(m^2) candidates times O(m) per
+// evaluation, O(m^3) time, in the 2-axis form and O(m^4) in the 3-axis
+// form; O(m) memory. An evaluation stops once its partial sum exceeds the
+// best value so far (every term is >= 0), so most candidates cost O(1):
+// measured growth about n^2.3 to n^2.6 (2-axis, 1000 classes in about
+// 80 ms) and n^2.7 to n^3.3 (3-axis, 100 classes in about 14 ms).
+//
+// The 2-axis solver finds the optimal face F = {p >= 0 : D(p) = D_min}
+// and gives the enumerator's tie rules only the vertices on it:
+//   1. A point p0 of F. For fixed p_C = t, D(., t) is convex piecewise
+//      linear in p_R with breakpoints v_j - c_j t and is least at a
+//      weighted quantile of them: the rate budget filled greedily by
+//      surplus v_j - c_j t (expected O(n) by selection). The outer
+//      h(t) = min_{p_R} D(p_R, t) is convex (a partial minimum of a convex
+//      function) with right derivative C - (the least cost of an optimal
+//      fill), monotone in t: bisection on its sign over the doubles finds
+//      the least minimiser in at most 64 probes.
+//   2. F itself. A primal optimum x is read off p0 (classes above their
+//      bid at lambda_j, below at 0, at their bid filling what is left of
+//      the priced budgets), and D(p0) == sum v_j x_j certifies both (weak
+//      duality). By complementary slackness with x, F is the polygon
+//      {p >= 0 : a_j.p <= v_j where x_j > 0, a_j.p >= v_j where
+//      x_j < lambda_j, p_k = 0 where budget k is left unused}: the region
+//      between a concave and a convex envelope of lines (O(n log n)).
+//   3. Its corners. No bid line crosses the interior of F (D would kink
+//      there), so the vertices of the arrangement on F are F's corners:
+//      the envelopes' breakpoints where they do not cross, and their
+//      crossings. At each corner the planes through it (classes at their
+//      bid within 1e-9) give the enumerator's own vertices there, from
+//      the same plane pairs in the same order.
+//   4. The tolerance. The tie rules below count as optimal every vertex
+//      within the 1e-9 tolerance of the minimum, and off F D can grow
+//      slowly enough (a budget within 1e-9 of a demand) for a vertex next
+//      to F to be within it: from each candidate the solver walks along
+//      every plane through it to the next vertex on either side (O(n)
+//      each), keeps those within the tolerance and walks on from them.
+//   The enumerator's tie rules then choose among these candidates exactly
+//   as they do among all vertices.
+// Time O(n log n) expected plus O(n) per candidate vertex: the bisection's
+// 64 probes of O(n) each, the envelopes' sorts, and a handful of
+// candidates unless F is a polygon with many corners (a budget that
+// exactly matches a demand, such as a zero budget) or many planes meet at
+// one corner (values proportional to costs: k planes cost O(k^2)
+// arithmetic, of which the 8 lexicographically smallest vertices are
+// kept). O(n) memory. On 60,000 random degenerate instances (ties,
+// duplicates, parallel and concurrent planes, zero and exact budgets,
+// mixed magnitudes) the result was the enumerator's bit for bit; the
+// contract tested is that every bid is within 1e-9 (relative) of the
+// enumerator's and `bid_price` admits the same classes. Where the
+// certificate of step 2 fails, the minimum of step 3 is not reached, or
+// the walk of step 4 passes 256 vertices (numerically pathological
+// input), the solver falls back to the enumerator.
+//
+// A known limit of the tolerance rule, shared by both solvers: a
+// coordinate within 1e-12 of |p_R| + |p_C| below 0 counts as 0, which
+// compares prices in two units. With costs in units 2^30 apart from
+// values, a pair of bid lines meeting at a small negative p_C becomes a
+// point on p_C = 0 that is not a vertex. The enumerator can take it (it
+// is optimal and can be more selective than every vertex); the 2-axis
+// solver never generates it, so there the two can differ.
 //
 // Ties. Every vertex with D within tol = 1e-9 * max(D_min, 1e-3 * S) of
 // the minimum D_min is optimal (S = sum_j lambda_j |v_j|, so the rule does
@@ -83,13 +138,16 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <ostream>
 #include <span>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -335,6 +393,619 @@ void for_each_fluid_lp_vertex(std::span<const LpPlane> planes, int dims,
   }
 }
 
+// The planes of the arrangement in `dims` dimensions, in the order every
+// solver visits them: the coordinate planes p_k = 0, then one plane
+// a_j . p = v_j per row of value > 0, in row order.
+inline std::vector<LpPlane> fluid_lp_planes(std::span<const LpRow> rows,
+                                            int dims) {
+  std::vector<LpPlane> planes;
+  planes.reserve(rows.size() + 3);
+  for (int k = 0; k < dims; ++k) {
+    LpPlane axis{{0.0, 0.0, 0.0}, 0.0};
+    axis.normal[k] = 1;
+    planes.push_back(axis);
+  }
+  for (const LpRow& r : rows) {
+    if (r.value > 0) planes.push_back({r.a, r.value});
+  }
+  return planes;
+}
+
+// S = sum_j lambda_j |v_j|, the scale of D.
+inline double fluid_lp_scale(std::span<const LpRow> rows) {
+  double scale = 0;
+  for (const LpRow& r : rows) scale += r.arrivals * std::abs(r.value);
+  return scale;
+}
+
+// The tolerance within which a D counts as the minimum `d_min`: 1e-9
+// relative, and never below 1e-12 of the scale S.
+inline double fluid_lp_tolerance(double scale, double d_min) {
+  return 1e-9 * std::max(d_min, 1e-3 * scale);
+}
+
+// The choice among candidate vertices: `p` the most selective one within
+// the tolerance of the least D, `d_min`, then scaled down (the file
+// comment's tie rules and snap).
+struct VertexChoice {
+  std::optional<Duals> p;  // unset: no candidate within the tolerance
+  double d_min;
+};
+
+// The tie rules of the file comment over a set of candidate vertices:
+// `for_each_candidate(visit)` calls visit(p) for every candidate p >= 0 and
+// is called twice (the minimum, then the most selective vertex within the
+// tolerance), then the final scale-down. O(n) per candidate; the origin's
+// D is the starting minimum whether or not it is a candidate.
+template <class ForEachCandidate>
+VertexChoice most_selective_vertex(std::span<const LpRow> rows,
+                                   const std::array<double, 3>& b,
+                                   ForEachCandidate&& for_each_candidate) {
+  const double scale = fluid_lp_scale(rows);
+  double volume = 0;
+  for (const LpRow& r : rows) volume += r.arrivals;
+  auto tolerance = [&](double d_min) {
+    return fluid_lp_tolerance(scale, d_min);
+  };
+
+  // Pass 1: the minimum.
+  double d_min = fluid_lp_dual_bounded(rows, b, Duals{}, HUGE_VAL);
+  for_each_candidate([&](const Duals& p) {
+    const double d =
+        fluid_lp_dual_bounded(rows, b, p, d_min + tolerance(d_min));
+    d_min = std::min(d_min, d);
+  });
+
+  // Pass 2: the most selective vertex within the tolerance.
+  const double bound = d_min + tolerance(d_min);
+  struct Key {
+    double admitted;
+    double budget_value;
+    double total;
+    Duals p;
+  };
+  auto key_of = [&](const Duals& p) {
+    Key k{0, p.rate * b[0] + p.cost * b[1] + p.concurrency * b[2],
+          p.rate + p.cost + p.concurrency, p};
+    for (const LpRow& r : rows) {
+      if (row_admitted(r, p)) k.admitted += r.arrivals;
+    }
+    return k;
+  };
+  auto better = [&](const Key& x, const Key& y) {
+    const double vol_tol = 1e-9 * volume;
+    if (x.admitted < y.admitted - vol_tol) return true;
+    if (x.admitted > y.admitted + vol_tol) return false;
+    const double value_tol =
+        1e-9 * std::max(std::abs(x.budget_value), std::abs(y.budget_value));
+    if (x.budget_value > y.budget_value + value_tol) return true;
+    if (x.budget_value < y.budget_value - value_tol) return false;
+    const double total_tol = 1e-9 * std::max(x.total, y.total);
+    if (x.total < y.total - total_tol) return true;
+    if (x.total > y.total + total_tol) return false;
+    return std::tie(x.p.rate, x.p.cost, x.p.concurrency) <
+           std::tie(y.p.rate, y.p.cost, y.p.concurrency);
+  };
+  std::optional<Key> best;
+  for_each_candidate([&](const Duals& p) {
+    if (fluid_lp_dual_bounded(rows, b, p, bound) > bound) return;
+    Key k = key_of(p);
+    if (!best || better(k, *best)) best = k;
+  });
+  if (!best) return {std::nullopt, d_min};
+  Duals p = best->p;
+
+  // Snap: a class admitted within the tolerance is admitted exactly. The
+  // bid is linear in p, so scaling p by value / bid (< 1 by at most the
+  // 1e-9 tolerance) brings that class's bid to its value; a further 2^-48
+  // absorbs the rounding, and a second pass catches what is left.
+  for (int pass = 0; pass < 8; ++pass) {
+    double factor = 1;
+    for (const LpRow& r : rows) {
+      const double bid = row_bid(r, p);
+      if (row_admitted(r, p) && !(r.value >= bid)) {
+        factor = std::min(factor, r.value / bid);
+      }
+    }
+    if (factor == 1) break;
+    factor *= 1 - 0x1p-48;
+    p = Duals{p.rate * factor, p.cost * factor, p.concurrency * factor};
+  }
+  return {p, d_min};
+}
+
+// The budgets as the vector B (K = 0 in the 2-axis form).
+inline std::array<double, 3> fluid_lp_budget_vector(const LpBudgets& budgets) {
+  return {budgets.requests, budgets.cost,
+          budgets.concurrency_seconds.value_or(0.0)};
+}
+
+// The reference solver: every vertex of the arrangement is a candidate
+// (the file comment's "the enumerator"). Kept as the oracle of
+// `solve_fluid_lp` and as its 3-axis form. Same contract and statuses as
+// `solve_fluid_lp`; O(m^3) (2-axis) or O(m^4) (3-axis) time in the m
+// distinct classes. Pure; thread-safe.
+[[nodiscard]] inline absl::StatusOr<Duals> solve_fluid_lp_enumerated(
+    std::span<const LpClass> classes, const LpBudgets& budgets) {
+  if (auto s = validate_fluid_lp(classes, budgets); !s.ok()) return s;
+  const bool three_axis = budgets.concurrency_seconds.has_value();
+  const int dims = three_axis ? 3 : 2;
+  const std::vector<LpRow> rows = fluid_lp_rows(classes, three_axis);
+  const std::vector<LpPlane> planes = fluid_lp_planes(rows, dims);
+  // Never empty: the minimiser is a vertex (the coordinate planes alone
+  // give the origin).
+  return most_selective_vertex(rows, fluid_lp_budget_vector(budgets),
+                               [&](auto&& visit) {
+                                 for_each_fluid_lp_vertex(planes, dims, visit);
+                               })
+      .p.value_or(Duals{});
+}
+
+// ---------------------------------------------------------------------------
+// The 2-axis solver. Coordinates: t = p_C, y = p_R; the plane of a class
+// is the line y = v - c t.
+
+struct LpLine {
+  double v;
+  double c;
+};
+
+// A class of value > 0 with its surplus w = v - c t at one probe t.
+struct LpSurplus {
+  double surplus;
+  double cost;
+  double arrivals;
+};
+
+// The rate budget filled greedily at p_C = t, the classes of surplus > 0
+// in the order (surplus descending, cost ascending): `marginal` is set when
+// they ask for more than `requests`, and then `p_rate` is the surplus of
+// the class that crosses the budget (the least minimiser of D(., t) over
+// p_R >= 0: a weighted quantile); `cost_used` is the cost of the fill, the
+// least cost among the fills optimal at t (the order's cost key), so
+// `budgets.cost - cost_used` is the right derivative of min_{p_R} D(p_R, t)
+// in t. Expected O(n): a weighted selection by halving, not a sort.
+struct RateFill {
+  bool marginal = false;
+  double p_rate = 0;
+  double cost_used = 0;
+};
+
+inline RateFill fill_rate_budget(std::span<const LpRow> rows, double requests,
+                                 double t, std::vector<LpSurplus>& items) {
+  items.clear();
+  for (const LpRow& r : rows) {
+    if (!(r.value > 0)) continue;
+    const double w = r.value - r.a[1] * t;
+    if (w > 0) items.push_back({w, r.a[1], r.arrivals});
+  }
+  auto first = [](const LpSurplus& x, const LpSurplus& y) {
+    return x.surplus > y.surplus || (x.surplus == y.surplus && x.cost < y.cost);
+  };
+  size_t lo = 0;
+  size_t hi = items.size();
+  double volume = 0;
+  double cost = 0;
+  // Invariant: [0, lo) fits within `requests` (volume, cost), and the
+  // class that crosses the budget, if any, is in [lo, hi).
+  while (hi - lo > 16) {
+    const size_t mid = lo + (hi - lo) / 2;
+    std::nth_element(items.begin() + lo, items.begin() + mid,
+                     items.begin() + hi, first);
+    double v = 0;
+    double c = 0;
+    for (size_t i = lo; i < mid; ++i) {
+      v += items[i].arrivals;
+      c += items[i].cost * items[i].arrivals;
+    }
+    if (volume + v > requests) {
+      hi = mid;
+    } else {
+      volume += v;
+      cost += c;
+      lo = mid;
+    }
+  }
+  std::sort(items.begin() + lo, items.begin() + hi, first);
+  for (size_t i = lo; i < hi; ++i) {
+    if (volume + items[i].arrivals > requests) {
+      return {true, items[i].surplus,
+              cost + items[i].cost * (requests - volume)};
+    }
+    volume += items[i].arrivals;
+    cost += items[i].cost * items[i].arrivals;
+  }
+  return {false, 0.0, cost};
+}
+
+// A point of the optimal face: p_C is the least minimiser of the convex
+// h(t) = min_{p_R >= 0} D(p_R, t), found by bisection on the sign of h's
+// right derivative over the doubles t / u in (0, 1] (u a power of two
+// above every v / c, so that scaling the values by 2^k scales the search
+// exactly), at most 64 probes of `fill_rate_budget`; p_R is the least
+// minimiser of D(., p_C).
+inline Duals locate_fluid_lp_optimum(std::span<const LpRow> rows,
+                                     const std::array<double, 3>& b) {
+  std::vector<LpSurplus> items;
+  items.reserve(rows.size());
+  auto past_optimum = [&](double t) {
+    return fill_rate_budget(rows, b[0], t, items).cost_used <= b[1];
+  };
+  double t = 0;
+  if (!past_optimum(0)) {
+    double t_max = 0;
+    for (const LpRow& r : rows) {
+      if (r.value > 0 && r.a[1] > 0) t_max = std::max(t_max, r.value / r.a[1]);
+    }
+    // t_max > 0: a fill that costs more than C >= 0 holds a class with
+    // v > 0 and c > 0. From u on, every such class has surplus <= 0. An
+    // overflowing v / c leaves p0 wrong, which the certificate catches.
+    if (!(t_max < 0x1p1000)) t_max = 0x1p1000;
+    const double u = std::ldexp(1.0, std::ilogb(t_max) + 2);
+    uint64_t lo = 0;
+    uint64_t hi = std::bit_cast<uint64_t>(1.0);
+    while (hi - lo > 1) {
+      const uint64_t mid = lo + (hi - lo) / 2;
+      if (past_optimum(u * std::bit_cast<double>(mid))) {
+        hi = mid;
+      } else {
+        lo = mid;
+      }
+    }
+    t = u * std::bit_cast<double>(hi);
+  }
+  const RateFill fill = fill_rate_budget(rows, b[0], t, items);
+  return Duals{fill.marginal ? fill.p_rate : 0.0, t, 0.0};
+}
+
+inline bool at_bid(double value, double bid) {
+  return std::abs(value - bid) <=
+         1e-9 * std::max(std::abs(value), std::abs(bid));
+}
+
+// The optimal face F = {p >= 0 : D(p) = D_min} as complementary slackness
+// with one primal optimum x: p is optimal iff x_j > 0 implies
+// v_j >= a_j . p (an `upper` line: y <= v - c t), x_j < lambda_j implies
+// v_j <= a_j . p (a `lower` line), and a budget left unused has price 0.
+// `primal` is the value of x and `feasible` whether x keeps within the
+// budgets (within 1e-9): the certificate that p0 is optimal is
+// D(p0) == primal.
+struct FluidLpFace {
+  std::vector<LpLine> upper;
+  std::vector<LpLine> lower;
+  bool cost_price_zero = false;
+  double primal = 0;
+  bool feasible = false;
+};
+
+// F from a point p0 of it: x = lambda above the bid, 0 below, and the
+// classes at their bid (within 1e-9) fill what the others leave of the
+// priced budgets: for a given volume, the cheapest-first and the
+// dearest-first fills bound the cost, and their blend hits the cost budget
+// (the set of (volume, cost) a box of classes can use is convex).
+inline FluidLpFace fluid_lp_face(std::span<const LpRow> rows,
+                                 const std::array<double, 3>& b,
+                                 const Duals& p0) {
+  std::vector<double> x(rows.size(), 0.0);
+  std::vector<size_t> ties;
+  double used_r = 0;
+  double used_c = 0;
+  for (size_t j = 0; j < rows.size(); ++j) {
+    const LpRow& r = rows[j];
+    if (!(r.value > 0)) continue;
+    const double bid = row_bid(r, p0);
+    if (at_bid(r.value, bid)) {
+      ties.push_back(j);
+    } else if (r.value > bid) {
+      x[j] = r.arrivals;
+      used_r += r.arrivals;
+      used_c += r.a[1] * r.arrivals;
+    }
+  }
+  const double room_r = std::max(0.0, b[0] - used_r);
+  const double room_c = std::max(0.0, b[1] - used_c);
+  std::sort(ties.begin(), ties.end(), [&](size_t i, size_t j) {
+    return std::tie(rows[i].a[1], i) < std::tie(rows[j].a[1], j);
+  });
+  // Fills `ties` in order (reversed: dearest first) until the volume
+  // reaches `volume_cap` or the cost reaches `cost_cap`.
+  auto fill = [&](bool dearest, double volume_cap, double cost_cap) {
+    std::vector<double> f(ties.size(), 0.0);
+    double v = 0;
+    double c = 0;
+    for (size_t i = 0; i < ties.size(); ++i) {
+      const size_t k = dearest ? ties.size() - 1 - i : i;
+      const LpRow& r = rows[ties[k]];
+      double take = std::min(r.arrivals, volume_cap - v);
+      if (r.a[1] > 0) take = std::min(take, (cost_cap - c) / r.a[1]);
+      if (!(take > 0)) break;
+      f[k] = take;
+      v += take;
+      c += take * r.a[1];
+    }
+    return std::pair{f, c};
+  };
+  std::vector<double> tie_x(ties.size(), 0.0);
+  if (p0.rate > 0) {
+    auto [cheap, cheap_cost] = fill(false, room_r, HUGE_VAL);
+    tie_x = cheap;
+    if (p0.cost > 0) {
+      auto [dear, dear_cost] = fill(true, room_r, HUGE_VAL);
+      const double theta =
+          dear_cost > cheap_cost
+              ? std::clamp((room_c - cheap_cost) / (dear_cost - cheap_cost),
+                           0.0, 1.0)
+              : 0.0;
+      for (size_t i = 0; i < ties.size(); ++i) {
+        tie_x[i] = cheap[i] + theta * (dear[i] - cheap[i]);
+      }
+    }
+  } else if (p0.cost > 0) {
+    tie_x = fill(true, room_r, room_c).first;
+  }
+  for (size_t i = 0; i < ties.size(); ++i) {
+    x[ties[i]] = tie_x[i];
+    used_r += tie_x[i];
+    used_c += tie_x[i] * rows[ties[i]].a[1];
+  }
+
+  FluidLpFace face;
+  face.feasible = used_r <= b[0] + 1e-9 * std::max(b[0], used_r) &&
+                  used_c <= b[1] + 1e-9 * std::max(b[1], used_c);
+  face.lower.push_back({0.0, 0.0});  // p_R >= 0
+  for (size_t j = 0; j < rows.size(); ++j) {
+    const LpRow& r = rows[j];
+    if (!(r.value > 0)) continue;  // v <= a . p for every p >= 0
+    face.primal += r.value * x[j];
+    if (x[j] > 1e-9 * r.arrivals) face.upper.push_back({r.value, r.a[1]});
+    if (x[j] < r.arrivals * (1 - 1e-9)) face.lower.push_back({r.value, r.a[1]});
+  }
+  if (p0.rate == 0 && used_r < b[0] * (1 - 1e-9)) {
+    face.upper.push_back({0.0, 0.0});  // the rate budget is slack: p_R = 0
+  }
+  face.cost_price_zero = p0.cost == 0 && used_c < b[1] * (1 - 1e-9);
+  return face;
+}
+
+// One piece of an envelope: `line` from t = `from` to the next piece.
+struct EnvelopePiece {
+  LpLine line;
+  double from;
+};
+
+// min_j (v_j - c_j t) over t >= 0 (max_j when `maximum`), as pieces in
+// increasing t; empty for no lines. O(n log n).
+inline std::vector<EnvelopePiece> envelope(std::vector<LpLine> lines,
+                                           bool maximum) {
+  // max_j (v_j - c_j t) = -min_j (-v_j - (-c_j) t).
+  if (maximum) {
+    for (LpLine& l : lines) l = {-l.v, -l.c};
+  }
+  std::sort(lines.begin(), lines.end(), [](const LpLine& x, const LpLine& y) {
+    return std::tie(x.c, x.v) < std::tie(y.c, y.v);
+  });
+  auto meet = [](const LpLine& x, const LpLine& y) {
+    return (y.v - x.v) / (y.c - x.c);
+  };
+  // The minimum takes the lines in increasing c as t increases.
+  std::vector<LpLine> hull;
+  for (const LpLine& l : lines) {
+    if (!hull.empty() && hull.back().c == l.c) continue;  // never lower
+    while (hull.size() >= 2 && meet(hull[hull.size() - 2], l) <=
+                                   meet(hull[hull.size() - 2], hull.back())) {
+      hull.pop_back();
+    }
+    hull.push_back(l);
+  }
+  std::vector<EnvelopePiece> pieces;
+  for (size_t i = 0; i < hull.size(); ++i) {
+    const double from = i == 0 ? -HUGE_VAL : meet(hull[i - 1], hull[i]);
+    const LpLine line = maximum ? LpLine{-hull[i].v, -hull[i].c} : hull[i];
+    if (from <= 0 && !pieces.empty()) pieces.clear();
+    pieces.push_back({line, std::max(from, 0.0)});
+  }
+  return pieces;
+}
+
+inline const LpLine& piece_at(const std::vector<EnvelopePiece>& pieces,
+                              double t) {
+  auto it = std::upper_bound(
+      pieces.begin(), pieces.end(), t,
+      [](double t, const EnvelopePiece& p) { return t < p.from; });
+  return std::prev(it)->line;
+}
+
+// Points (p_R, p_C) that include every corner of the face: its
+// corners are breakpoints of the envelopes U = min(upper) and
+// G = max(lower) where G <= U (within 1e-9), and the points where U and G
+// cross; and `p0`. A superset: each point only costs a scan.
+inline std::vector<Duals> fluid_lp_face_points(const FluidLpFace& face,
+                                               const Duals& p0) {
+  const std::vector<EnvelopePiece> u = envelope(face.upper, false);
+  const std::vector<EnvelopePiece> g = envelope(face.lower, true);
+  std::vector<double> ts = {0.0};
+  if (!face.cost_price_zero) {
+    for (const auto* pieces : {&u, &g}) {
+      for (const EnvelopePiece& p : *pieces) {
+        if (p.from > 0) ts.push_back(p.from);
+      }
+    }
+  }
+  std::sort(ts.begin(), ts.end());
+  ts.erase(std::unique(ts.begin(), ts.end()), ts.end());
+
+  std::vector<Duals> points = {p0};
+  auto value = [](const LpLine& l, double t) { return l.v - l.c * t; };
+  // G(t) <= U(t) within 1e-9 of the terms' size (v and c t cancel at
+  // p_R = 0).
+  auto feasible = [&](double t) {
+    if (u.empty()) return true;
+    const LpLine& top = piece_at(u, t);
+    const LpLine& bottom = piece_at(g, t);
+    const double size = std::max({std::abs(top.v), std::abs(top.c * t),
+                                  std::abs(bottom.v), std::abs(bottom.c * t)});
+    return value(top, t) - value(bottom, t) >= -1e-9 * size;
+  };
+  auto add = [&](double t) {
+    points.push_back({value(piece_at(g, t), t), t, 0.0});
+    if (!u.empty()) points.push_back({value(piece_at(u, t), t), t, 0.0});
+  };
+  // Where U and G cross after `t`, if they do.
+  auto crossing = [&](double t) -> std::optional<double> {
+    if (u.empty()) return std::nullopt;
+    const LpLine& top = piece_at(u, t);
+    const LpLine& bottom = piece_at(g, t);
+    if (top.c == bottom.c) return std::nullopt;
+    const double at = (top.v - bottom.v) / (top.c - bottom.c);
+    if (!(at > t)) return std::nullopt;
+    return at;
+  };
+  bool was_feasible = false;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const bool is_feasible = feasible(ts[i]);
+    if (is_feasible) add(ts[i]);
+    if (i > 0 && is_feasible != was_feasible) {
+      if (std::optional<double> at = crossing(ts[i - 1]); at && *at < ts[i]) {
+        add(*at);
+      }
+    }
+    was_feasible = is_feasible;
+  }
+  if (!face.cost_price_zero) {
+    if (std::optional<double> at = crossing(ts.back())) add(*at);
+  }
+  for (Duals& p : points) p.rate = std::max(p.rate, 0.0);
+  return points;
+}
+
+// The 2-axis solver (steps 1 to 4 of the file comment), or nullopt when
+// its certificate fails or its walk passes 256 vertices (the caller then
+// runs the enumerator). `rows` from `fluid_lp_rows(classes, false)`.
+inline std::optional<Duals> solve_fluid_lp_2axis(
+    std::span<const LpRow> rows, const std::array<double, 3>& b) {
+  const std::vector<LpPlane> planes = fluid_lp_planes(rows, 2);
+  const Duals p0 = locate_fluid_lp_optimum(rows, b);
+  const FluidLpFace face = fluid_lp_face(rows, b, p0);
+  const double d0 = fluid_lp_dual_bounded(rows, b, p0, HUGE_VAL);
+  const double tol = fluid_lp_tolerance(fluid_lp_scale(rows), d0);
+  if (!face.feasible || !(std::abs(d0 - face.primal) <= tol)) {
+    return std::nullopt;
+  }
+  const std::vector<Duals> points = fluid_lp_face_points(face, p0);
+
+  // The planes through q, as indices into `planes` in increasing order:
+  // classes at their bid within 1e-9, and a coordinate plane where q's
+  // coordinate is within 1e-9 of its scale among those classes.
+  auto planes_through = [&](const Duals& q) {
+    std::vector<size_t> at;
+    double size = 0;
+    double t_size = 0;
+    for (size_t k = 2; k < planes.size(); ++k) {
+      const LpPlane& plane = planes[k];
+      if (at_bid(plane.rhs, q.rate + q.cost * plane.normal[1])) {
+        at.push_back(k);
+        size = std::max(size, plane.rhs);
+        if (plane.normal[1] > 0) {
+          t_size = std::max(t_size, plane.rhs / plane.normal[1]);
+        }
+      }
+    }
+    std::vector<size_t> axes;
+    if (q.rate <= 1e-9 * size) axes.push_back(0);
+    if (q.cost == 0 || q.cost <= 1e-9 * t_size) axes.push_back(1);
+    at.insert(at.begin(), axes.begin(), axes.end());
+    return at;
+  };
+  // The enumerator's vertices from the pairs of `indices`.
+  std::vector<LpPlane> sub;
+  auto vertices_of = [&](const std::vector<size_t>& indices,
+                         std::vector<Duals>& out) {
+    sub.clear();
+    for (size_t k : indices) sub.push_back(planes[k]);
+    for_each_fluid_lp_vertex(sub, 2, [&](const Duals& p) { out.push_back(p); });
+  };
+  auto lex = [](const Duals& x, const Duals& y) {
+    return std::tie(x.rate, x.cost) < std::tie(y.rate, y.cost);
+  };
+
+  std::vector<Duals> candidates;
+  std::vector<Duals> local;
+  for (const Duals& q : points) {
+    const std::vector<size_t> at = planes_through(q);
+    local.clear();
+    vertices_of(at, local);
+    if (at.size() > 12) {
+      const size_t keep = std::min<size_t>(8, local.size());
+      std::partial_sort(local.begin(), local.begin() + keep, local.end(), lex);
+      local.resize(keep);
+    }
+    candidates.insert(candidates.end(), local.begin(), local.end());
+  }
+  std::sort(candidates.begin(), candidates.end(), lex);
+  candidates.erase(std::unique(candidates.begin(), candidates.end()),
+                   candidates.end());
+
+  // The tie rules count every vertex within the tolerance of the minimum
+  // as optimal, and D can grow slowly enough off F (a budget within 1e-9
+  // of a demand) for a vertex next to F to be within it. So walk the
+  // arrangement's edges from F's vertices to each next vertex along every
+  // plane through them, and keep walking from those within the tolerance
+  // (at most 256, else the enumerator decides).
+  const double scale = fluid_lp_scale(rows);
+  double d_min = fluid_lp_dual_bounded(rows, b, Duals{}, HUGE_VAL);
+  for (const Duals& p : candidates) {
+    d_min = std::min(d_min, fluid_lp_dual_bounded(rows, b, p, HUGE_VAL));
+  }
+  const double bound = d_min + fluid_lp_tolerance(scale, d_min);
+  for (size_t next = 0; next < candidates.size(); ++next) {
+    if (candidates.size() > 256) return std::nullopt;
+    const Duals q = candidates[next];
+    const std::vector<size_t> at = planes_through(q);
+    for (size_t k : at) {
+      const LpPlane& along = planes[k];
+      const double dir[2] = {along.normal[1], -along.normal[0]};
+      // The nearest plane crossing the line on either side of q.
+      double s_hi = HUGE_VAL;
+      double s_lo = -HUGE_VAL;
+      size_t hi = 0;
+      size_t lo = 0;
+      for (size_t m = 0; m < planes.size(); ++m) {
+        if (std::binary_search(at.begin(), at.end(), m)) continue;
+        const LpPlane& w = planes[m];
+        const double rate = w.normal[0] * dir[0] + w.normal[1] * dir[1];
+        if (rate == 0) continue;
+        const double s =
+            (w.rhs - w.normal[0] * q.rate - w.normal[1] * q.cost) / rate;
+        if (s > 0 && s < s_hi) {
+          s_hi = s;
+          hi = m;
+        } else if (s < 0 && s > s_lo) {
+          s_lo = s;
+          lo = m;
+        }
+      }
+      for (auto [s, m] : {std::pair{s_hi, hi}, std::pair{s_lo, lo}}) {
+        if (!std::isfinite(s)) continue;
+        local.clear();
+        vertices_of({std::min(k, m), std::max(k, m)}, local);
+        for (const Duals& p : local) {
+          if (fluid_lp_dual_bounded(rows, b, p, bound) > bound) continue;
+          if (std::find(candidates.begin(), candidates.end(), p) ==
+              candidates.end()) {
+            candidates.push_back(p);
+          }
+        }
+      }
+    }
+  }
+
+  const VertexChoice choice = most_selective_vertex(rows, b, [&](auto&& visit) {
+    for (const Duals& p : candidates) visit(p);
+  });
+  if (!(choice.d_min <= d0 + tol)) return std::nullopt;
+  return choice.p;
+}
+
 }  // namespace detail
 
 // D(p) for `classes` and `budgets` (validated by the caller): in the 2-axis
@@ -357,102 +1028,19 @@ void for_each_fluid_lp_vertex(std::span<const LpPlane> planes, int dims,
 // kInvalidArgument "fluid_lp.<field> must be finite[ and >= 0]; got X",
 // naming the class index, when an arrival volume, cost or budget is
 // negative or non-finite or a value is non-finite (holds are never an
-// error). O(m^3) (2-axis) or O(m^4) (3-axis) time in the m distinct
-// classes. Pure; thread-safe.
+// error). 2-axis: O(n log n + V n) time (see the file comment); 3-axis:
+// the enumerator, O(m^4) in the m distinct classes. Pure; thread-safe.
 [[nodiscard]] inline absl::StatusOr<Duals> solve_fluid_lp(
     std::span<const LpClass> classes, const LpBudgets& budgets) {
+  if (budgets.concurrency_seconds) {
+    return detail::solve_fluid_lp_enumerated(classes, budgets);
+  }
   if (auto s = detail::validate_fluid_lp(classes, budgets); !s.ok()) return s;
-  const bool three_axis = budgets.concurrency_seconds.has_value();
-  const int dims = three_axis ? 3 : 2;
-  const std::array<double, 3> b = {
-      budgets.requests, budgets.cost,
-      three_axis ? *budgets.concurrency_seconds : 0.0};
-  const std::vector<detail::LpRow> rows =
-      detail::fluid_lp_rows(classes, three_axis);
-
-  std::vector<detail::LpPlane> planes;
-  planes.reserve(rows.size() + 3);
-  for (int k = 0; k < dims; ++k) {
-    detail::LpPlane axis{{0.0, 0.0, 0.0}, 0.0};
-    axis.normal[k] = 1;
-    planes.push_back(axis);
-  }
-  double scale = 0;
-  double volume = 0;
-  for (const detail::LpRow& r : rows) {
-    scale += r.arrivals * std::abs(r.value);
-    volume += r.arrivals;
-    if (r.value > 0) planes.push_back({r.a, r.value});
-  }
-  auto tolerance = [&](double d_min) {
-    return 1e-9 * std::max(d_min, 1e-3 * scale);
-  };
-
-  // Pass 1: the minimum.
-  double d_min = detail::fluid_lp_dual_bounded(rows, b, Duals{}, HUGE_VAL);
-  detail::for_each_fluid_lp_vertex(planes, dims, [&](const Duals& p) {
-    const double d =
-        detail::fluid_lp_dual_bounded(rows, b, p, d_min + tolerance(d_min));
-    d_min = std::min(d_min, d);
-  });
-
-  // Pass 2: the most selective vertex within the tolerance.
-  const double bound = d_min + tolerance(d_min);
-  struct Key {
-    double admitted;
-    double budget_value;
-    double total;
-    Duals p;
-  };
-  auto key_of = [&](const Duals& p) {
-    Key k{0, p.rate * b[0] + p.cost * b[1] + p.concurrency * b[2],
-          p.rate + p.cost + p.concurrency, p};
-    for (const detail::LpRow& r : rows) {
-      if (detail::row_admitted(r, p)) k.admitted += r.arrivals;
-    }
-    return k;
-  };
-  auto better = [&](const Key& x, const Key& y) {
-    const double vol_tol = 1e-9 * volume;
-    if (x.admitted < y.admitted - vol_tol) return true;
-    if (x.admitted > y.admitted + vol_tol) return false;
-    const double value_tol =
-        1e-9 * std::max(std::abs(x.budget_value), std::abs(y.budget_value));
-    if (x.budget_value > y.budget_value + value_tol) return true;
-    if (x.budget_value < y.budget_value - value_tol) return false;
-    const double total_tol = 1e-9 * std::max(x.total, y.total);
-    if (x.total < y.total - total_tol) return true;
-    if (x.total > y.total + total_tol) return false;
-    return std::tie(x.p.rate, x.p.cost, x.p.concurrency) <
-           std::tie(y.p.rate, y.p.cost, y.p.concurrency);
-  };
-  std::optional<Key> best;
-  detail::for_each_fluid_lp_vertex(planes, dims, [&](const Duals& p) {
-    if (detail::fluid_lp_dual_bounded(rows, b, p, bound) > bound) return;
-    Key k = key_of(p);
-    if (!best || better(k, *best)) best = k;
-  });
-  // Never empty: the minimiser is a vertex (the coordinate planes alone
-  // give the origin).
-  Duals p = best ? best->p : Duals{};
-
-  // Snap: a class admitted within the tolerance is admitted exactly. The
-  // bid is linear in p, so scaling p by value / bid (< 1 by at most the
-  // 1e-9 tolerance) brings that class's bid to its value; a further 2^-48
-  // absorbs the rounding, and a second pass catches what is left.
-  for (int pass = 0; pass < 8; ++pass) {
-    double factor = 1;
-    for (const detail::LpRow& r : rows) {
-      const double bid = detail::row_bid(r, p);
-      if (detail::row_admitted(r, p) && !(r.value >= bid)) {
-        factor = std::min(factor, r.value / bid);
-      }
-    }
-    if (factor == 1) break;
-    factor *= 1 - 0x1p-48;
-    p = Duals{p.rate * factor, p.cost * factor, p.concurrency * factor};
-  }
-  return p;
+  std::optional<Duals> p =
+      detail::solve_fluid_lp_2axis(detail::fluid_lp_rows(classes, false),
+                                   detail::fluid_lp_budget_vector(budgets));
+  if (p) return *p;
+  return detail::solve_fluid_lp_enumerated(classes, budgets);
 }
 
 }  // namespace throttlekit
