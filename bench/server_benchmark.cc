@@ -11,6 +11,10 @@
 // Monitor.Watch's cost to the denial path: a policy's metrics recording a
 // denial with no watcher, beside the same without the denial signal (the
 // floor) and with a watcher registered or following.
+// The Envoy door (docs/envoy.md, "Benchmarks"): ShouldRateLimit with one
+// and with five descriptors beside the same no-op at 1 and 32 client
+// threads; with Redis, a strict descriptor (a round trip per hit) against
+// a leased one (a round trip per batch of 1,000) at 1 and 32 threads.
 //
 //     scripts/bench_server.sh   (or build/release/bench/server_benchmark)
 
@@ -20,11 +24,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -32,6 +38,7 @@
 #include "benchmark/benchmark.h"
 #include "config.h"
 #include "denial_signal.h"
+#include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "fleet_lease_client.h"
 #include "metrics.h"
 #include "policies.h"
@@ -52,6 +59,23 @@ Server& server() {
 version: 1
 limiters:
   api: {strategy: gcra, limit: 1000000000, period: 1s, burst: 1000000000}
+envoy:
+  domains:
+    - domain: bench
+      descriptors:
+        - key: user
+          rate_limit: {unit: second, requests_per_unit: 4000000000}
+        - key: route
+          rate_limit: {unit: second, requests_per_unit: 4000000000}
+        - key: ip
+          rate_limit: {unit: second, requests_per_unit: 4000000000}
+        - key: tenant
+          rate_limit: {unit: second, requests_per_unit: 4000000000}
+        - key: plan
+          value: free
+          descriptors:
+            - key: user
+              rate_limit: {unit: second, requests_per_unit: 4000000000}
 )",
                                                     "bench.yaml");
     auto policies = Policies::create(*config, nullptr);
@@ -100,10 +124,12 @@ void report(benchmark::State& state, Latencies& all,
   all.reported = 0;
 }
 
-template <class Call>
-void run(benchmark::State& state, Latencies& all, Call call) {
-  auto stub = v1::RateLimiter::NewStub(grpc::CreateCustomChannel(
-      absl::StrCat("127.0.0.1:", server().port()),
+// Calls `call(stub, thread)` per iteration on a stub of `Service` with a
+// connection of its own to `port` (default: server()'s).
+template <class Service = v1::RateLimiter, class Call>
+void run(benchmark::State& state, Latencies& all, Call call, int port = 0) {
+  auto stub = Service::NewStub(grpc::CreateCustomChannel(
+      absl::StrCat("127.0.0.1:", port != 0 ? port : server().port()),
       grpc::InsecureChannelCredentials(), [] {
         grpc::ChannelArguments args;
         // One connection per client thread.
@@ -149,15 +175,113 @@ void BM_NoOpRelease(benchmark::State& state) {
   });
 }
 
+namespace rls = ::envoy::service::ratelimit::v3;
+
+// A request of `n` (1 or 5) descriptors of `domain`, valued per thread so
+// that threads do not share counters.
+rls::RateLimitRequest envoy_request(const std::string& domain, int n,
+                                    int thread) {
+  rls::RateLimitRequest req;
+  req.set_domain(domain);
+  const std::string me = absl::StrCat("client-", thread);
+  const auto add =
+      [&](std::initializer_list<std::pair<const char*, std::string>> entries) {
+        auto* d = req.add_descriptors();
+        for (const auto& [key, value] : entries) {
+          auto* e = d->add_entries();
+          e->set_key(key);
+          e->set_value(value);
+        }
+      };
+  add({{"user", me}});
+  if (n == 5) {
+    add({{"route", "/api/cart"}});
+    add({{"ip", absl::StrCat("10.0.0.", thread)}});
+    add({{"tenant", "acme"}});
+    add({{"plan", "free"}, {"user", me}});
+  }
+  return req;
+}
+
+// ShouldRateLimit of 1 or 5 descriptors (every one admitted) on the
+// embedded store, beside BM_NoOpRelease on the same server.
+void BM_EnvoyShouldRateLimit(benchmark::State& state) {
+  static Latencies all;
+  const int n = static_cast<int>(state.range(0));
+  const rls::RateLimitRequest req =
+      envoy_request("bench", n, state.thread_index());
+  run<rls::RateLimitService>(
+      state, all, [&](rls::RateLimitService::Stub& stub, int) {
+        rls::RateLimitResponse resp;
+        grpc::ClientContext ctx;
+        return stub.ShouldRateLimit(&ctx, req, &resp).ok() &&
+               resp.overall_code() == rls::RateLimitResponse::OK;
+      });
+}
+
+// A server on the benchmark's Redis (THROTTLEKIT_REDIS_PORT) configured by
+// `yaml`, or null without one.
+Server* start_on_bench_redis(const char* yaml) {
+  throttlekit::RedisCoordinator* redis = throttlekit::bench::bench_redis();
+  if (redis == nullptr) return nullptr;
+  auto config = throttlekit::server::parse_config(yaml, "bench.yaml");
+  if (!config.ok()) return nullptr;
+  auto policies =
+      Policies::create(*config, std::shared_ptr<throttlekit::Coordinator>(
+                                    redis, [](throttlekit::Coordinator*) {}));
+  if (!policies.ok()) return nullptr;
+  auto server = Server::start(*std::move(policies), {.listen = "127.0.0.1:0"});
+  return server.ok() ? server->release() : nullptr;
+}
+
+// The Envoy door over Redis: `strict` (a round trip per hit) and `leased`
+// (batches of 1,000), limits far above the load.
+Server* envoy_redis_server() {
+  static Server* s = start_on_bench_redis(R"(
+version: 1
+envoy:
+  domains:
+    - domain: strict
+      descriptors:
+        - key: user
+          rate_limit: {unit: hour, requests_per_unit: 4000000000}
+    - domain: leased
+      descriptors:
+        - key: user
+          rate_limit: {unit: hour, requests_per_unit: 4000000000,
+                       leased: {batch: 1000}}
+)");
+  return s;
+}
+
+// Arg 0: strict, 1: leased; one descriptor.
+void BM_EnvoyRedis(benchmark::State& state) {
+  if (throttlekit::bench::skip_without_redis(state)) return;
+  static Latencies all;
+  Server* door = envoy_redis_server();
+  if (door == nullptr) {
+    state.SkipWithError("the Envoy server over Redis did not start");
+    return;
+  }
+  const rls::RateLimitRequest req = envoy_request(
+      state.range(0) == 0 ? "strict" : "leased", 1, state.thread_index());
+  run<rls::RateLimitService>(
+      state, all,
+      [&](rls::RateLimitService::Stub& stub, int) {
+        rls::RateLimitResponse resp;
+        grpc::ClientContext ctx;
+        return stub.ShouldRateLimit(&ctx, req, &resp).ok() &&
+               resp.overall_code() == rls::RateLimitResponse::OK;
+      },
+      door->port());
+}
+
 // Tier 1 against Tier 2 on a federated policy over Redis (needs
 // THROTTLEKIT_REDIS_PORT: scripts/bench_server.sh starts a private server):
 // a gRPC Check per decision, against FleetLeaseClient spending leases of
 // 10, 100 and 1000 locally (one Reserve per batch).
 Server* redis_server() {
-  static Server* s = []() -> Server* {
-    throttlekit::RedisCoordinator* redis = throttlekit::bench::bench_redis();
-    if (redis == nullptr) return nullptr;
-    auto config = throttlekit::server::parse_config(R"(
+  static Server* s = start_on_bench_redis(R"(
 version: 1
 limiters:
   global:
@@ -165,16 +289,7 @@ limiters:
     strategy: fixedWindow
     limit: 1000000000000
     period: 1h
-)",
-                                                    "bench.yaml");
-    auto policies =
-        Policies::create(*config, std::shared_ptr<throttlekit::Coordinator>(
-                                      redis, [](throttlekit::Coordinator*) {}));
-    if (!policies.ok()) return nullptr;
-    auto server =
-        Server::start(*std::move(policies), {.listen = "127.0.0.1:0"});
-    return server.ok() ? server->release() : nullptr;
-  }();
+)");
   return s;
 }
 
@@ -321,8 +436,12 @@ void BM_PolicyMetrics_DenyWakingAWatcher(benchmark::State& state) {
 // came after it.
 BENCHMARK(BM_NoOpRelease)->Threads(1)->UseRealTime();
 BENCHMARK(BM_Check)->Threads(1)->UseRealTime();
+BENCHMARK(BM_EnvoyShouldRateLimit)->Arg(1)->Arg(5)->Threads(1)->UseRealTime();
 BENCHMARK(BM_NoOpRelease)->Threads(32)->UseRealTime();
 BENCHMARK(BM_Check)->Threads(32)->UseRealTime();
+BENCHMARK(BM_EnvoyShouldRateLimit)->Arg(1)->Arg(5)->Threads(32)->UseRealTime();
+BENCHMARK(BM_EnvoyRedis)->Arg(0)->Arg(1)->Threads(1)->UseRealTime();
+BENCHMARK(BM_EnvoyRedis)->Arg(0)->Arg(1)->Threads(32)->UseRealTime();
 BENCHMARK(BM_Tier1FederatedCheck)->UseRealTime();
 BENCHMARK(BM_Tier2Spend)->Arg(10)->Arg(100)->Arg(1000)->UseRealTime();
 BENCHMARK(BM_PolicyMetrics_Deny)->DenseRange(0, 3)->UseRealTime();

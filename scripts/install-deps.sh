@@ -40,6 +40,9 @@ if [[ "$profile" == "test" ]]; then
   # dependencies) and the server's fleet-door test, which adds an address
   # off loopback with iproute2's `ip`.
   packages+=(dpkg-dev iproute2)
+  # The Envoy door's second client, in Python (grpcio, with stubs generated
+  # at test time by protoc's Python output and grpc_python_plugin).
+  packages+=(python3-grpcio python3-protobuf)
 fi
 
 missing=()

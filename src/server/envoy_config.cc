@@ -82,7 +82,7 @@ absl::StatusOr<std::optional<std::string>> text(Map& m, std::string_view key,
   } while (0)
 
 // A `rate_limit: {unit, requests_per_unit, unlimited, name, replaces,
-// strategy, burst, buckets}` block.
+// strategy, burst, buckets, leased}` block.
 absl::StatusOr<EnvoyRateLimit> rate_limit(const YAML::Node& n,
                                           const std::string& path,
                                           const Errors& errors) {
@@ -163,6 +163,8 @@ absl::StatusOr<EnvoyRateLimit> rate_limit(const YAML::Node& n,
       TK_ASSIGN(buckets_v, integer(buckets, child(path, "buckets"), 1, 100'000,
                                    errors, "[1, 100000]"));
     }
+    r.burst = burst_v;
+    r.buckets = buckets_v;
     absl::StatusOr<StrategyOptions> o = envoy_strategy_options(
         r.strategy, std::max<int64_t>(1, r.requests_per_unit), r.unit, burst_v,
         buckets_v);
@@ -172,6 +174,46 @@ absl::StatusOr<EnvoyRateLimit> rate_limit(const YAML::Node& n,
     }
     // A limit of 0 refuses without counting: it needs no strategy.
     if (r.requests_per_unit > 0) r.options = *std::move(o);
+  }
+  if (const YAML::Node leased = m->get("leased"); leased.IsDefined()) {
+    const std::string lpath = child(path, "leased");
+    if (r.unlimited || r.requests_per_unit == 0) {
+      return errors.at(lpath, r.unlimited
+                                  ? "an unlimited limit is never counted; it "
+                                    "cannot be leased"
+                                  : "a limit of 0 refuses without counting; "
+                                    "it cannot be leased");
+    }
+    if (r.strategy != "fixedWindow") {
+      return errors.at(lpath, absl::StrCat("leases count a fixed window; "
+                                           "strategy ",
+                                           r.strategy, " cannot be leased"));
+    }
+    if (leased.IsMap()) {
+      absl::StatusOr<Map> lm = mapping(leased, lpath, errors);
+      if (!lm.ok()) return lm.status();
+      const YAML::Node batch = lm->get("batch");
+      if (!batch.IsDefined()) {
+        r.leased_batch = envoy_default_lease_batch(r.requests_per_unit);
+      } else {
+        TK_ASSIGN(r.leased_batch,
+                  integer(batch, child(lpath, "batch"), 1, r.requests_per_unit,
+                          errors,
+                          absl::StrCat("[1, requests_per_unit = ",
+                                       r.requests_per_unit, "]")));
+      }
+      if (absl::Status s = lm->unknown(); !s.ok()) return s;
+    } else {
+      if (!leased.IsScalar() ||
+          (leased.Scalar() != "true" && leased.Scalar() != "false")) {
+        return errors.at(lpath,
+                         absl::StrCat("must be true, false or {batch: N}; got ",
+                                      quoted(leased)));
+      }
+      if (leased.Scalar() == "true") {
+        r.leased_batch = envoy_default_lease_batch(r.requests_per_unit);
+      }
+    }
   }
   if (const YAML::Node rep = m->get("replaces"); rep.IsDefined()) {
     const std::string rpath = child(path, "replaces");
@@ -316,6 +358,10 @@ std::optional<EnvoyUnit> envoy_unit_from_wire(int number) {
   return std::nullopt;
 }
 
+int64_t envoy_default_lease_batch(int64_t requests_per_unit) {
+  return std::clamp<int64_t>(requests_per_unit / 16, 1, 256);
+}
+
 absl::StatusOr<StrategyOptions> envoy_strategy_options(
     std::string_view strategy, int64_t requests_per_unit, EnvoyUnit unit,
     int64_t burst, int64_t buckets) {
@@ -382,6 +428,18 @@ absl::StatusOr<EnvoyConfig> envoy_block(const YAML::Node& n,
                                     quoted(h)));
     }
   }
+  if (const YAML::Node f = m->get("failPolicy"); f.IsDefined()) {
+    const std::string s = f.IsScalar() ? f.Scalar() : "";
+    if (s == "open") {
+      config.fail_policy = FailPolicy::kOpen;
+    } else if (s == "closed") {
+      config.fail_policy = FailPolicy::kClosed;
+    } else if (s != "error") {
+      return errors.at(
+          child(path, "failPolicy"),
+          absl::StrCat("must be error, open or closed; got ", quoted(f)));
+    }
+  }
   // Where each domain was defined, for duplicates.
   std::map<std::string, std::string, std::less<>> defined_at;
   const auto add =
@@ -436,6 +494,7 @@ absl::StatusOr<EnvoyConfig> envoy_block(const YAML::Node& n,
       }
       std::ostringstream body;
       body << in.rdbuf();
+      config.files.push_back(file);
       absl::StatusOr<EnvoyDomain> d = parse_domain_text(body.str(), file);
       if (!d.ok()) return d.status();
       if (absl::Status s = add(*std::move(d),

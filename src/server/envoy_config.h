@@ -39,6 +39,7 @@
 
 #include "absl/status/statusor.h"
 #include "throttlekit/coordinator/any_strategy.h"
+#include "throttlekit/coordinator/fail_policy.h"
 #include "throttlekit/observe/rate_limit_fields.h"
 
 namespace throttlekit::server {
@@ -90,8 +91,20 @@ struct EnvoyRateLimit {
   // options (set when the limit counts: not unlimited, requests_per_unit >
   // 0).
   std::string strategy = "fixedWindow";
+  // The strategy's option as written (0: its default).
+  int64_t burst = 0;    // gcra
+  int64_t buckets = 0;  // slidingWindow
   std::optional<StrategyOptions> options;
+  // `leased: true` or `leased: {batch: N}`: counted by a window-coupled
+  // leased limiter on the shared store (docs/envoy.md, "The leased path"),
+  // taking credits `batch` at a time; fixedWindow only, 1 .. requests_per_unit.
+  // nullopt: every hit is one round trip to the store (strict).
+  std::optional<int64_t> leased_batch;
 };
+
+// The batch of `leased: true`: a sixteenth of the limit, at least 1, at
+// most 256.
+int64_t envoy_default_lease_batch(int64_t requests_per_unit);
 
 // One node of a domain's descriptor tree.
 struct EnvoyDescriptor {
@@ -123,6 +136,13 @@ struct EnvoyConfig {
   // The rate-limit headers sent in response_headers_to_add, in one of the
   // header helpers' forms; nullopt (the default, as the reference): none.
   std::optional<RateLimitStyle> headers;
+  // What a store outage answers (`failPolicy: error | open | closed`):
+  // kPropagate (the default) returns the store's status (UNAVAILABLE or
+  // DEADLINE_EXCEEDED) and leaves the choice to Envoy's
+  // `failure_mode_deny`; kOpen answers OK, kClosed OVER_LIMIT.
+  FailPolicy fail_policy;
+  // The files `files:` named, as read (for a watcher to reread on change).
+  std::vector<std::string> files;
 };
 
 // Parses one document in the reference service's format (a `domain` and

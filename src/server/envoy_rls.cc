@@ -4,6 +4,7 @@
 #include "envoy_rls.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <limits>
 #include <string_view>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl_view.h"
+#include "metrics.h"
 #include "throttlekit/core/decision.h"
 
 namespace throttlekit::server {
@@ -51,6 +53,13 @@ struct EnvoyLimits::Node {
   std::vector<std::string> replaces;
   // Counts the limit; null when unlimited or requests_per_unit is 0.
   std::shared_ptr<Engine> engine;
+  // What the engine counts (envoy_signature): a reload keeps the engine of
+  // a node whose signature is unchanged.
+  std::string signature;
+  bool leased = false;
+  std::shared_ptr<BasicLeasedLimiter<ServerClock>> leased_limiter;
+  // What was decided against it (the reference's statistics).
+  std::shared_ptr<LimitCounters> counters = std::make_shared<LimitCounters>();
   // The limit's name in structured headers (its name, else its path).
   std::optional<RateLimitPolicyName> header_name;
   Level children;
@@ -60,6 +69,11 @@ struct EnvoyLimits::Domain {
   std::string name;
   Level top;
   std::optional<RateLimitPolicyName> header_name;  // for limit overrides
+  // Descriptors counted against a request's own `limit`, together.
+  std::shared_ptr<LimitCounters> overrides = std::make_shared<LimitCounters>();
+  // Requests answered OK, OVER_LIMIT, and refused with a status.
+  std::shared_ptr<RequestCounters> requests =
+      std::make_shared<RequestCounters>();
 };
 
 // What one descriptor of a request is decided against.
@@ -124,6 +138,28 @@ Decision refused(int64_t now_ms, EnvoyUnit unit) {
                   .retry_after_ms = start + window_ms - now_ms};
 }
 
+// Adds a descriptor's decision `d` of `hits` against a limit of
+// `requests_per_unit` to `c`: the hits in total_hits, and in over_limit
+// (and shadow_mode when `shadow`) or within_limit (and near_limit past 80%
+// of the limit, unless `leased`: a leased limit's remaining is this
+// server's).
+void count(EnvoyLimits::LimitCounters& c, int64_t hits,
+           int64_t requests_per_unit, bool leased, const Decision& d,
+           bool shadow) {
+  constexpr auto kRelaxed = std::memory_order_relaxed;
+  c.total_hits.fetch_add(hits, kRelaxed);
+  if (!d.allowed) {
+    c.over_limit.fetch_add(hits, kRelaxed);
+    if (shadow) c.shadow_mode.fetch_add(hits, kRelaxed);
+    return;
+  }
+  c.within_limit.fetch_add(hits, kRelaxed);
+  if (!leased &&
+      5 * (requests_per_unit - d.remaining) > 4 * requests_per_unit) {
+    c.near_limit.fetch_add(hits, kRelaxed);
+  }
+}
+
 rls::RateLimitResponse::RateLimit::Unit wire_unit(EnvoyUnit unit) {
   return static_cast<rls::RateLimitResponse::RateLimit::Unit>(
       static_cast<int>(unit));
@@ -131,17 +167,110 @@ rls::RateLimitResponse::RateLimit::Unit wire_unit(EnvoyUnit unit) {
 
 }  // namespace
 
-EnvoyLimits::EnvoyLimits(Options options, ServerClock clock)
-    : options_(options), clock_(clock) {}
+EnvoyLimits::EnvoyLimits(Options options, std::shared_ptr<Coordinator> store,
+                         ServerClock clock)
+    : options_(options), store_(std::move(store)), clock_(clock) {}
+
+absl::Status EnvoyLimits::close() {
+  absl::Status first;
+  for (const auto& l : leased_) first.Update(l->close());
+  return first;
+}
+
+absl::Status EnvoyLimits::close_dropped(const EnvoyLimits& next) {
+  absl::flat_hash_set<const BasicLeasedLimiter<ServerClock>*> kept;
+  for (const auto& l : next.leased_) kept.insert(l.get());
+  absl::Status first;
+  for (const auto& l : leased_) {
+    if (!kept.contains(l.get())) first.Update(l->close());
+  }
+  return first;
+}
+
+absl::Status EnvoyLimits::make_limit_engine(const EnvoyRateLimit& limit,
+                                            const std::string& prefix,
+                                            Node& node, const Node* reuse) {
+  node.signature =
+      absl::StrCat(limit.strategy, "/", limit.requests_per_unit, "/",
+                   static_cast<int>(limit.unit), "/", limit.burst, "/",
+                   limit.buckets, "/", limit.leased_batch.value_or(0), "/",
+                   static_cast<int>(fail_policy_.mode()), "/",
+                   fail_policy_.closed_retry_ms());
+  node.leased = limit.leased_batch.has_value();
+  if (reuse != nullptr && reuse->engine != nullptr &&
+      reuse->signature == node.signature) {
+    node.engine = reuse->engine;
+    node.leased_limiter = reuse->leased_limiter;
+    if (node.leased_limiter != nullptr) leased_.push_back(node.leased_limiter);
+    return absl::OkStatus();
+  }
+  if (!node.leased) {
+    absl::StatusOr<std::shared_ptr<Engine>> e = make_policy_engine(
+        StrategySpec{.name = limit.strategy, .options = *limit.options}, store_,
+        prefix, clock_, fail_policy_);
+    if (!e.ok()) return e.status();
+    node.engine = *std::move(e);
+    return absl::OkStatus();
+  }
+  if (store_ == nullptr) {
+    return absl::InvalidArgumentError(
+        "leased needs a store the servers share (--redis or --postgres); the "
+        "embedded memory store has nothing to lease from");
+  }
+  absl::StatusOr<std::unique_ptr<BasicLeasedLimiter<ServerClock>>> l =
+      BasicLeasedLimiter<ServerClock>::create(
+          {.prefix = prefix,
+           .limit = limit.requests_per_unit,
+           .window_ms = envoy_unit_ms(limit.unit),
+           .batch = *limit.leased_batch,
+           .fail_policy = fail_policy_},
+          store_, clock_);
+  if (!l.ok()) return l.status();
+  node.leased_limiter = *std::move(l);
+  leased_.push_back(node.leased_limiter);
+  node.engine = make_engine(node.leased_limiter);
+  return absl::OkStatus();
+}
 
 EnvoyLimits::~EnvoyLimits() = default;
 
 size_t EnvoyLimits::domains() const { return domains_.size(); }
 
 absl::StatusOr<std::unique_ptr<EnvoyLimits>> EnvoyLimits::create(
-    const EnvoyConfig& config, Options options, ServerClock clock) {
-  std::unique_ptr<EnvoyLimits> out(new EnvoyLimits(options, clock));
+    const EnvoyConfig& config, Options options,
+    std::shared_ptr<Coordinator> store, ServerClock clock,
+    const EnvoyLimits* previous) {
+  std::unique_ptr<EnvoyLimits> out(
+      new EnvoyLimits(options, std::move(store), clock));
   out->headers_ = config.headers;
+  out->fail_policy_ = config.fail_policy;
+  // The previous limits' nodes by domain and path, to carry over.
+  absl::flat_hash_map<std::string, const Node*> old_nodes;
+  const auto node_id = [](std::string_view domain, std::string_view path) {
+    return absl::StrCat(sv(domain), "\n", sv(path));
+  };
+  if (previous != nullptr) {
+    for (const auto& entry : previous->domains_) {
+      const std::string& name = entry.first;
+      const auto walk = [&](const auto& self, const Level& level) -> void {
+        for (const std::unique_ptr<Node>& n : level.owned) {
+          old_nodes.emplace(node_id(name, n->path), n.get());
+          self(self, n->children);
+        }
+      };
+      walk(walk, entry.second->top);
+    }
+    // Override engines embed the fail policy: kept while it is unchanged.
+    if (previous->fail_policy_.mode() == out->fail_policy_.mode() &&
+        previous->fail_policy_.closed_retry_ms() ==
+            out->fail_policy_.closed_retry_ms()) {
+      MutexLock lock(previous->overrides_mu_);
+      MutexLock mine(out->overrides_mu_);
+      out->overrides_ = previous->overrides_;
+    }
+    out->unrouted_.store(previous->unrouted_.load(std::memory_order_relaxed),
+                         std::memory_order_relaxed);
+  }
   // Builds `descriptors` into `level`, their paths under `parent`.
   const auto build = [&](const auto& self, const std::string& domain,
                          const std::vector<EnvoyDescriptor>& descriptors,
@@ -160,6 +289,9 @@ absl::StatusOr<std::unique_ptr<EnvoyLimits>> EnvoyLimits::create(
       node->value = d.value;
       node->share_threshold = d.share_threshold;
       node->shadow = d.shadow_mode;
+      const auto old = old_nodes.find(node_id(domain, node->path));
+      const Node* was = old == old_nodes.end() ? nullptr : old->second;
+      if (was != nullptr) node->counters = was->counters;
       if (d.rate_limit.has_value()) {
         const EnvoyRateLimit& r = *d.rate_limit;
         node->has_limit = true;
@@ -170,18 +302,17 @@ absl::StatusOr<std::unique_ptr<EnvoyLimits>> EnvoyLimits::create(
         node->replaces = r.replaces;
         node->header_name =
             policy_name_for(r.name.empty() ? node->path : r.name);
+        node->leased = r.leased_batch.has_value();
         if (r.options.has_value()) {
-          absl::StatusOr<std::shared_ptr<Engine>> e = make_policy_engine(
-              StrategySpec{.name = r.strategy, .options = *r.options}, nullptr,
-              absl::StrCat("throttlekit:envoy:", domain, ":", node->path),
-              clock);
-          if (!e.ok()) {
-            return absl::Status(
-                e.status().code(),
-                absl::StrCat("envoy domain ", domain, ", ", node->path, ": ",
-                             e.status().message()));
+          if (absl::Status e = out->make_limit_engine(
+                  r,
+                  absl::StrCat("throttlekit:envoy:", domain, ":", node->path),
+                  *node, was);
+              !e.ok()) {
+            return absl::Status(e.code(),
+                                absl::StrCat("envoy domain ", domain, ", ",
+                                             node->path, ": ", e.message()));
           }
-          node->engine = *std::move(e);
         }
       }
       if (absl::Status s =
@@ -205,6 +336,13 @@ absl::StatusOr<std::unique_ptr<EnvoyLimits>> EnvoyLimits::create(
     auto domain = std::make_unique<Domain>();
     domain->name = d.domain;
     domain->header_name = policy_name_for(d.domain);
+    if (previous != nullptr) {
+      if (auto it = previous->domains_.find(d.domain);
+          it != previous->domains_.end()) {
+        domain->overrides = it->second->overrides;
+        domain->requests = it->second->requests;
+      }
+    }
     if (absl::Status s = build(build, d.domain, d.descriptors, "", domain->top);
         !s.ok()) {
       return s;
@@ -234,10 +372,10 @@ absl::StatusOr<Engine*> EnvoyLimits::override_engine(int64_t requests_per_unit,
       envoy_strategy_options("fixedWindow", requests_per_unit, unit);
   if (!o.ok()) return o.status();
   absl::StatusOr<std::shared_ptr<Engine>> e = make_policy_engine(
-      StrategySpec{.name = "fixedWindow", .options = *o}, nullptr,
+      StrategySpec{.name = "fixedWindow", .options = *o}, store_,
       absl::StrCat("throttlekit:envoy:override:", requests_per_unit, ":",
                    sv(envoy_unit_name(unit))),
-      clock_);
+      clock_, fail_policy_);
   if (!e.ok()) return e.status();
   Engine* engine = e->get();
   overrides_.emplace(id, *std::move(e));
@@ -246,6 +384,102 @@ absl::StatusOr<Engine*> EnvoyLimits::override_engine(int64_t requests_per_unit,
 
 absl::Status EnvoyLimits::should_rate_limit(const rls::RateLimitRequest& req,
                                             rls::RateLimitResponse* resp) {
+  const Domain* domain = nullptr;
+  const absl::Status s = decide(req, resp, domain);
+  if (domain == nullptr) {
+    unrouted_.fetch_add(1, std::memory_order_relaxed);
+  } else if (!s.ok()) {
+    domain->requests->error.fetch_add(1, std::memory_order_relaxed);
+  } else if (resp->overall_code() == rls::RateLimitResponse::OVER_LIMIT) {
+    domain->requests->over_limit.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    domain->requests->ok.fetch_add(1, std::memory_order_relaxed);
+  }
+  return s;
+}
+
+void EnvoyLimits::append_prometheus(std::string& out) const {
+  // Domains and each domain's limits in a stable order (by name, then by
+  // path), so scrapes diff cleanly.
+  std::vector<const Domain*> domains;
+  for (const auto& [name, d] : domains_) domains.push_back(d.get());
+  std::sort(domains.begin(), domains.end(),
+            [](const Domain* a, const Domain* b) { return a->name < b->name; });
+  struct Row {
+    std::string domain, key;
+    const LimitCounters* c;
+  };
+  std::vector<Row> rows;
+  for (const Domain* d : domains) {
+    const std::string label = prometheus_label(d->name);
+    const size_t first = rows.size();
+    const auto walk = [&](const auto& self, const Level& level) -> void {
+      for (const std::unique_ptr<Node>& n : level.owned) {
+        if (n->has_limit && !n->unlimited) {
+          rows.push_back({label, prometheus_label(n->path), n->counters.get()});
+        }
+        self(self, n->children);
+      }
+    };
+    walk(walk, d->top);
+    std::sort(rows.begin() + static_cast<std::ptrdiff_t>(first), rows.end(),
+              [](const Row& a, const Row& b) { return a.key < b.key; });
+    rows.push_back({label, "(override)", d->overrides.get()});
+  }
+  const auto family = [&](std::string_view name, std::string_view help,
+                          std::atomic<int64_t> LimitCounters::*field) {
+    absl::StrAppend(&out, "# HELP ", sv(name), " ", sv(help), "\n# TYPE ",
+                    sv(name), " counter\n");
+    for (const Row& r : rows) {
+      absl::StrAppend(&out, sv(name), "{domain=\"", r.domain, "\",key1=\"",
+                      r.key, "\"} ",
+                      (r.c->*field).load(std::memory_order_relaxed), "\n");
+    }
+  };
+  family("ratelimit_service_rate_limit_total_hits",
+         "Envoy door: hits counted against the limit.",
+         &LimitCounters::total_hits);
+  family("ratelimit_service_rate_limit_over_limit",
+         "Envoy door: hits refused by the limit (counted in shadow mode too).",
+         &LimitCounters::over_limit);
+  family("ratelimit_service_rate_limit_near_limit",
+         "Envoy door: hits admitted with over 80% of the limit used.",
+         &LimitCounters::near_limit);
+  family("ratelimit_service_rate_limit_within_limit",
+         "Envoy door: hits admitted by the limit.",
+         &LimitCounters::within_limit);
+  family("ratelimit_service_rate_limit_shadow_mode",
+         "Envoy door: hits over the limit answered OK in shadow mode.",
+         &LimitCounters::shadow_mode);
+  absl::StrAppend(&out,
+                  "# HELP throttlekit_envoy_requests_total Envoy door: "
+                  "ShouldRateLimit requests by domain and answer.\n"
+                  "# TYPE throttlekit_envoy_requests_total counter\n");
+  for (const Domain* d : domains) {
+    const std::string label = prometheus_label(d->name);
+    const auto line = [&](std::string_view code,
+                          const std::atomic<int64_t>& v) {
+      absl::StrAppend(&out, "throttlekit_envoy_requests_total{domain=\"", label,
+                      "\",code=\"", sv(code), "\"} ",
+                      v.load(std::memory_order_relaxed), "\n");
+    };
+    line("OK", d->requests->ok);
+    line("OVER_LIMIT", d->requests->over_limit);
+    line("ERROR", d->requests->error);
+  }
+  absl::StrAppend(
+      &out,
+      "# HELP throttlekit_envoy_unrouted_requests_total Envoy door: requests "
+      "refused before a configured domain was found (bad or unknown "
+      "domain).\n"
+      "# TYPE throttlekit_envoy_unrouted_requests_total counter\n"
+      "throttlekit_envoy_unrouted_requests_total ",
+      unrouted_.load(std::memory_order_relaxed), "\n");
+}
+
+absl::Status EnvoyLimits::decide(const rls::RateLimitRequest& req,
+                                 rls::RateLimitResponse* resp,
+                                 const Domain*& domain_out) {
   // Everything is checked before anything is counted.
   if (req.domain().empty()) {
     return absl::InvalidArgumentError("ShouldRateLimit: the domain is empty");
@@ -272,6 +506,7 @@ absl::Status EnvoyLimits::should_rate_limit(const rls::RateLimitRequest& req,
                      "\" (the configuration names ", domains_.size(), ")"));
   }
   const Domain& domain = *found->second;
+  domain_out = &domain;
   const double request_hits =
       req.hits_addend() == 0 ? 1.0 : static_cast<double>(req.hits_addend());
   std::vector<Plan> plans(static_cast<size_t>(n));
@@ -416,6 +651,11 @@ absl::Status EnvoyLimits::should_rate_limit(const rls::RateLimitRequest& req,
     decisions[static_cast<size_t>(i)] = *d;
     const bool shadow = p.node != nullptr && p.node->shadow;
     const bool refuses = !d->allowed && !shadow;
+    if (!p.peek) {  // a check without counting adds no hit
+      count(p.node != nullptr ? *p.node->counters : *domain.overrides,
+            static_cast<int64_t>(p.hits), p.requests_per_unit,
+            p.node != nullptr && p.node->leased, *d, shadow);
+    }
     over = over || refuses;
     status->set_code(refuses ? rls::RateLimitResponse::OVER_LIMIT
                              : rls::RateLimitResponse::OK);

@@ -29,18 +29,25 @@
 // Each limit counts per distinct sequence of the request's values along its
 // path (`key: remote_address` without a value limits each address apart;
 // a pattern with `share_threshold` counts all its values as one), in an
-// engine of its own under `throttlekit:envoy:<domain>:<path>`.
+// engine of its own under `throttlekit:envoy:<domain>:<path>`: the embedded
+// memory store's limiter, or over a shared store (Redis, Postgres) the
+// strict limiter (one round trip per descriptor) or, for a `leased` limit,
+// a window-coupled `LeasedLimiter` (one round trip per batch; every server
+// on the store together admits at most the limit per window). Store
+// outages are decided by the configured fail policy.
 //
 // Thread-safety: every method is safe to call concurrently.
 
 #ifndef THROTTLEKIT_SRC_SERVER_ENVOY_RLS_H_
 #define THROTTLEKIT_SRC_SERVER_ENVOY_RLS_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -50,7 +57,9 @@
 #include "envoy/service/ratelimit/v3/rls.pb.h"
 #include "envoy_config.h"
 #include "policies.h"
+#include "throttlekit/coordinator/coordinator.h"
 #include "throttlekit/core/mutex.h"
+#include "throttlekit/twotier/leased_limiter.h"
 
 namespace throttlekit::server {
 
@@ -73,10 +82,24 @@ class EnvoyLimits {
     int64_t max_descriptors = 1000;
   };
 
-  // Builds every domain's tree and an engine per counted limit, on the
-  // embedded memory store, reading `clock`.
+  // Builds every domain's tree and an engine per counted limit over `store`
+  // (null: the embedded memory store), reading `clock`. kInvalidArgument
+  // naming the domain and descriptor for a `leased` limit without a shared
+  // store.
+  //
+  // With `previous` (the limits this one replaces, on a reload), every
+  // limit whose domain, path and counting (strategy, requests_per_unit,
+  // unit, strategy options, leasing, fail policy) are unchanged keeps its
+  // engine, so its counts go on; every (domain, path) keeps its counters.
+  // `previous` must stay alive until this returns; it keeps serving.
   static absl::StatusOr<std::unique_ptr<EnvoyLimits>> create(
-      const EnvoyConfig& config, Options options, ServerClock clock = {});
+      const EnvoyConfig& config, Options options,
+      std::shared_ptr<Coordinator> store = nullptr, ServerClock clock = {},
+      const EnvoyLimits* previous = nullptr);
+
+  // After a reload to `next`: gives back the live credits of every leased
+  // limit `next` did not keep; returns the first error.
+  absl::Status close_dropped(const EnvoyLimits& next);
 
   ~EnvoyLimits();
   EnvoyLimits(const EnvoyLimits&) = delete;
@@ -97,13 +120,59 @@ class EnvoyLimits {
   // The number of configured domains.
   size_t domains() const;
 
+  // What the door decided for one configured limit (or a domain's limit
+  // overrides together), in hits, under the reference service's statistic
+  // names: every counted hit; hits refused (a refused descriptor's hits),
+  // hits admitted, hits admitted with the limit over 80% used (not for
+  // leased limits, whose remaining is this server's), hits over the limit
+  // in shadow mode. Relaxed counters.
+  struct LimitCounters {
+    std::atomic<int64_t> total_hits{0};
+    std::atomic<int64_t> over_limit{0};
+    std::atomic<int64_t> near_limit{0};
+    std::atomic<int64_t> within_limit{0};
+    std::atomic<int64_t> shadow_mode{0};
+  };
+  // Requests of one domain by answer.
+  struct RequestCounters {
+    std::atomic<int64_t> ok{0};
+    std::atomic<int64_t> over_limit{0};
+    std::atomic<int64_t> error{0};
+  };
+
+  // Appends the door's Prometheus families to `out` (docs/envoy.md,
+  // "Metrics"): ratelimit_service_rate_limit_{total_hits, over_limit,
+  // near_limit, within_limit, shadow_mode}{domain, key1} per counted limit,
+  // throttlekit_envoy_requests_total{domain, code} and
+  // throttlekit_envoy_unrouted_requests_total. Thread-safe.
+  void append_prometheus(std::string& out) const;
+
+  // Gives every leased limit's live credits back to its window, for the
+  // other servers; returns the first error. Thread-safe; checks after it
+  // lease again.
+  absl::Status close();
+
  private:
   struct Node;
   struct Level;
   struct Domain;
   struct Plan;
 
-  EnvoyLimits(Options options, ServerClock clock);
+  EnvoyLimits(Options options, std::shared_ptr<Coordinator> store,
+              ServerClock clock);
+
+  // `should_rate_limit`'s decision; `domain` is set once the request's
+  // domain is found.
+  absl::Status decide(
+      const ::envoy::service::ratelimit::v3::RateLimitRequest& request,
+      ::envoy::service::ratelimit::v3::RateLimitResponse* response,
+      const Domain*& domain);
+
+  // Sets `node`'s engine for `limit` under `prefix`: `reuse`'s when given,
+  // else a new one.
+  absl::Status make_limit_engine(const EnvoyRateLimit& limit,
+                                 const std::string& prefix, Node& node,
+                                 const Node* reuse);
 
   // The engine counting a fixed window of `requests_per_unit` per `unit`
   // for limit overrides, made on first use. Thread-safe.
@@ -111,10 +180,17 @@ class EnvoyLimits {
                                           EnvoyUnit unit);
 
   const Options options_;
+  const std::shared_ptr<Coordinator> store_;  // null: the memory store
   const ServerClock clock_;
   std::optional<RateLimitStyle> headers_;
+  FailPolicy fail_policy_;
+  // The leased limits' limiters (also behind their nodes' engines), for
+  // close().
+  std::vector<std::shared_ptr<BasicLeasedLimiter<ServerClock>>> leased_;
+  // Requests refused before a configured domain was found.
+  std::atomic<int64_t> unrouted_{0};
   absl::flat_hash_map<std::string, std::unique_ptr<Domain>> domains_;
-  Mutex overrides_mu_;
+  mutable Mutex overrides_mu_;
   // (requests_per_unit, unit) -> its engine; at most kMaxLimitOverrides.
   absl::flat_hash_map<std::pair<int64_t, int>, std::shared_ptr<Engine>>
       overrides_ ABSL_GUARDED_BY(overrides_mu_);

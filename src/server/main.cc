@@ -6,7 +6,12 @@
 //                        [--fleet-secret SECRET] [--monitor-secret SECRET]
 //                        [--metrics-listen 127.0.0.1:PORT] [--node-id ID]
 //                        [--tls-cert FILE --tls-key FILE [--tls-client-ca
-//                        FILE]]
+//                        FILE]] [--reload-interval-ms MS]
+//
+// --reload-interval-ms: how often the configuration (and the Envoy domain
+// files it names) is reread; a change to its `envoy:` block is applied
+// without a restart, keeping every count (docs/envoy.md, "Reloading").
+// Default 1000; 0 turns it off.
 //
 // --tls-cert and --tls-key (PEM files) make the gRPC door speak TLS only;
 // --tls-client-ca (PEM) also requires every client to present a
@@ -44,6 +49,7 @@
 
 #include "absl/strings/numbers.h"
 #include "config.h"
+#include "config_watcher.h"
 #include "policies.h"
 #include "server.h"
 
@@ -75,6 +81,7 @@ struct Args {
   std::string tls_cert;
   std::string tls_key;
   std::string tls_client_ca;
+  int64_t reload_interval_ms = 1000;
 };
 
 constexpr const char* kUsage =
@@ -83,7 +90,7 @@ constexpr const char* kUsage =
     "        [--postgres-user NAME]] [--fleet-secret SECRET]\n"
     "       [--monitor-secret SECRET] [--metrics-listen 127.0.0.1:PORT]\n"
     "       [--node-id ID] [--tls-cert FILE --tls-key FILE\n"
-    "        [--tls-client-ca FILE]]\n";
+    "        [--tls-client-ca FILE]] [--reload-interval-ms MS]\n";
 
 int usage(const std::string& problem) {
   std::fprintf(stderr, "throttlekit-server: %s\n%s", problem.c_str(), kUsage);
@@ -149,6 +156,11 @@ int main(int argc, char** argv) {
       args.tls_client_ca = value;
     } else if (flag == "--metrics-listen") {
       args.metrics_listen = value;
+    } else if (flag == "--reload-interval-ms") {
+      if (!absl::SimpleAtoi(value, &args.reload_interval_ms) ||
+          args.reload_interval_ms < 0 || args.reload_interval_ms > 86'400'000) {
+        return usage("--reload-interval-ms wants 0 .. 86400000; got " + value);
+      }
     } else {
       return usage("unknown flag " + std::string(flag));
     }
@@ -318,6 +330,19 @@ int main(int argc, char** argv) {
   }
 #endif
 
+  std::unique_ptr<throttlekit::server::ConfigWatcher> watcher;
+  if (args.reload_interval_ms > 0) {
+    auto w = throttlekit::server::ConfigWatcher::start(
+        args.config, (*server)->policies(),
+        {.interval_ms = args.reload_interval_ms});
+    if (!w.ok()) {
+      std::fprintf(stderr, "throttlekit-server: %s\n",
+                   std::string(w.status().message()).c_str());
+      return 1;
+    }
+    watcher = *std::move(w);
+  }
+
   std::thread stopper([&] {
     int sig = 0;
     sigwait(&stop_signals, &sig);
@@ -325,5 +350,6 @@ int main(int argc, char** argv) {
   });
   (*server)->wait();
   stopper.join();
+  watcher.reset();
   return 0;
 }

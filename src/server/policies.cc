@@ -189,7 +189,7 @@ absl::Status admission(Policy& p, const AdmissionPolicy& a,
 
 absl::StatusOr<std::shared_ptr<Engine>> make_policy_engine(
     const StrategySpec& spec, const std::shared_ptr<Coordinator>& store,
-    const std::string& prefix, ServerClock clock) {
+    const std::string& prefix, ServerClock clock, FailPolicy fail_policy) {
   return std::visit(
       [&](const auto& options) -> absl::StatusOr<std::shared_ptr<Engine>> {
         using O = std::decay_t<decltype(options)>;
@@ -204,7 +204,10 @@ absl::StatusOr<std::shared_ptr<Engine>> make_policy_engine(
               std::make_unique<RateLimiter<S, ServerClock>>(*std::move(l)));
         }
         auto l = StrictRateLimiter<S, ServerClock>::create(
-            options, store, StrictRateLimiterOptions{.prefix = prefix}, clock);
+            options, store,
+            StrictRateLimiterOptions{.prefix = prefix,
+                                     .fail_policy = fail_policy},
+            clock);
         if (!l.ok()) return l.status();
         return make_engine(*std::move(l));
       },
@@ -296,20 +299,42 @@ absl::StatusOr<std::unique_ptr<Policies>> Policies::create(
     out->by_name_.emplace(spec.name, std::move(p));
   }
   if (!config.envoy.domains.empty()) {
-    if (store != nullptr) {
-      return absl::InvalidArgumentError(
-          "envoy: the rate-limit domains count in the embedded memory store "
-          "only in this version (docs/envoy.md, \"Caveats\"); start the "
-          "server without --redis and --postgres to serve them");
-    }
     auto envoy = EnvoyLimits::create(config.envoy,
                                      {.max_key_bytes = config.max_key_bytes,
                                       .max_descriptors = config.max_batch},
-                                     clock);
+                                     store, clock);
     if (!envoy.ok()) return envoy.status();
-    out->envoy_ = *std::move(envoy);
+    out->envoy_.store(std::shared_ptr<EnvoyLimits>(*std::move(envoy)),
+                      std::memory_order_release);
   }
+  out->clock_ = clock;
   return out;
+}
+
+absl::Status Policies::reload_envoy(const EnvoyConfig& config) {
+  MutexLock lock(reload_mu_);
+  const std::shared_ptr<EnvoyLimits> current = envoy();
+  std::shared_ptr<EnvoyLimits> next;
+  if (!config.domains.empty()) {
+    auto made = EnvoyLimits::create(config,
+                                    {.max_key_bytes = config_.max_key_bytes,
+                                     .max_descriptors = config_.max_batch},
+                                    store_, clock_, current.get());
+    if (!made.ok()) {
+      envoy_reload_errors_.fetch_add(1, std::memory_order_relaxed);
+      return made.status();
+    }
+    next = *std::move(made);
+  }
+  envoy_.store(next, std::memory_order_release);
+  envoy_reloads_.fetch_add(1, std::memory_order_relaxed);
+  // Requests still on `current` may lease once more after this; what they
+  // take dies with its window (window-coupled), never over-admits.
+  if (current != nullptr) {
+    if (next != nullptr) return current->close_dropped(*next);
+    return current->close();
+  }
+  return absl::OkStatus();
 }
 
 Policies::~Policies() = default;
@@ -318,6 +343,10 @@ absl::Status Policies::close() {
   absl::Status first;
   for (Policy* p : order_) {
     if (p->federated != nullptr) first.Update(p->federated->close());
+  }
+  if (const std::shared_ptr<EnvoyLimits> envoy = this->envoy();
+      envoy != nullptr) {
+    first.Update(envoy->close());
   }
   return first;
 }

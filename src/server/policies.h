@@ -21,8 +21,9 @@
 //     leases from the same budget (`lease_budget`, `lease_key`).
 //
 // The Envoy rate-limit service's domains (`envoy:`, docs/envoy.md) are built
-// into an `EnvoyLimits` (envoy_rls.h) over the same engine construction
-// (`make_policy_engine`), on the embedded memory store.
+// into an `EnvoyLimits` (envoy_rls.h) over the same store and the same
+// engine construction (`make_policy_engine`); a `leased` descriptor is a
+// window-coupled `LeasedLimiter` on the shared store.
 //
 // Store keys are `throttlekit:<policy>[:rate|:cost]:<key>`, so servers
 // sharing a store and a configuration share their budgets.
@@ -32,6 +33,7 @@
 #ifndef THROTTLEKIT_SRC_SERVER_POLICIES_H_
 #define THROTTLEKIT_SRC_SERVER_POLICIES_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -50,6 +52,7 @@
 #include "throttlekit/coordinator/coordinator.h"
 #include "throttlekit/coordinator/lease.h"
 #include "throttlekit/core/clock.h"
+#include "throttlekit/core/mutex.h"
 #include "throttlekit/federation/federated_limiter.h"
 #include "throttlekit/federation/fleet_token_budget.h"
 #include "throttlekit/federation/region_pool.h"
@@ -122,11 +125,12 @@ struct PolicyContext {
 std::string default_node_id();
 
 // The engine counting `spec`: the embedded store's `RateLimiter<S>` when
-// `store` is null, otherwise the strict limiter over `store`; keys live
-// under `prefix`. kInvalidArgument for options the strategy refuses.
+// `store` is null, otherwise the strict limiter over `store`, deciding
+// outages by `fail_policy`; keys live under `prefix`. kInvalidArgument for
+// options the strategy refuses.
 absl::StatusOr<std::shared_ptr<Engine>> make_policy_engine(
     const StrategySpec& spec, const std::shared_ptr<Coordinator>& store,
-    const std::string& prefix, ServerClock clock);
+    const std::string& prefix, ServerClock clock, FailPolicy fail_policy = {});
 
 class EnvoyLimits;
 
@@ -136,8 +140,8 @@ class Policies {
   // memory store). kInvalidArgument naming the policy when the store cannot
   // serve it (a fleet budget, a federated limiter or distributed
   // concurrency without a shared store).
-  // The Envoy domains are refused with a shared store in this version
-  // (kInvalidArgument): they count in the embedded memory store only.
+  // The Envoy domains count on the same store (a `leased` one needs a
+  // shared store: kInvalidArgument on the memory store).
   static absl::StatusOr<std::unique_ptr<Policies>> create(
       const ServerConfig& config, std::shared_ptr<Coordinator> store,
       ServerClock clock = {}, PolicyContext context = {});
@@ -152,8 +156,9 @@ class Policies {
 
   const std::vector<Policy*>& all() const { return order_; }
 
-  // Gives back the credits every federated limiter holds (reconcile);
-  // returns the first error. The server calls it at shutdown.
+  // Gives back the credits every federated limiter and every leased Envoy
+  // limit holds (reconcile); returns the first error. The server calls it at
+  // shutdown.
   absl::Status close();
   const ServerConfig& config() const { return config_; }
   // "memory", "redis" or "postgres".
@@ -164,7 +169,32 @@ class Policies {
   // Monitor.Watch.
   DenialSignal& denial_signal() const { return *denial_signal_; }
   // The Envoy rate-limit service's domains; null when none are configured.
-  EnvoyLimits* envoy() const { return envoy_.get(); }
+  // One atomic load: a caller holding the result keeps deciding on it while
+  // a reload swaps in the next. Thread-safe.
+  std::shared_ptr<EnvoyLimits> envoy() const {
+    return envoy_.load(std::memory_order_acquire);
+  }
+
+  // Replaces the Envoy domains with `config`'s (empty: none), keeping the
+  // engines and counts of every limit whose counting is unchanged
+  // (EnvoyLimits::create) and giving back the credits of leased limits
+  // dropped. Requests in flight finish on the limits they started on; none
+  // is refused by the swap. On an error (a limit the store cannot serve)
+  // the domains in force stay. Thread-safe; reloads are serialised.
+  absl::Status reload_envoy(const EnvoyConfig& config);
+  // Reloads applied and refused since start (reload_envoy's, and those a
+  // watcher counted with `count_envoy_reload_error`).
+  int64_t envoy_reloads() const {
+    return envoy_reloads_.load(std::memory_order_relaxed);
+  }
+  int64_t envoy_reload_errors() const {
+    return envoy_reload_errors_.load(std::memory_order_relaxed);
+  }
+  // Counts a reload refused before it reached `reload_envoy` (a
+  // configuration that does not parse).
+  void count_envoy_reload_error() {
+    envoy_reload_errors_.fetch_add(1, std::memory_order_relaxed);
+  }
 
  private:
   Policies() = default;
@@ -176,7 +206,11 @@ class Policies {
       std::make_shared<DenialSignal>();
   absl::flat_hash_map<std::string, std::unique_ptr<Policy>> by_name_;
   std::vector<Policy*> order_;
-  std::unique_ptr<EnvoyLimits> envoy_;
+  ServerClock clock_;
+  std::atomic<std::shared_ptr<EnvoyLimits>> envoy_;
+  Mutex reload_mu_;
+  std::atomic<int64_t> envoy_reloads_{0};
+  std::atomic<int64_t> envoy_reload_errors_{0};
 };
 
 }  // namespace throttlekit::server

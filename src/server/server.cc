@@ -107,7 +107,7 @@ class EnvoyRateLimitService final
       grpc::ServerContext*,
       const ::envoy::service::ratelimit::v3::RateLimitRequest* req,
       ::envoy::service::ratelimit::v3::RateLimitResponse* resp) override {
-    EnvoyLimits* envoy = policies_.envoy();
+    const std::shared_ptr<EnvoyLimits> envoy = policies_.envoy();
     if (envoy == nullptr) {
       return to_grpc(absl::NotFoundError(
           absl::StrCat("ShouldRateLimit: unknown domain \"", req->domain(),
@@ -806,6 +806,17 @@ std::string Server::prometheus_text() {
   family("throttlekit_store_up", "gauge",
          "1 when the store answers a ping (always on the embedded store).");
   absl::StrAppend(&out, "throttlekit_store_up ", healthy() ? 1 : 0, "\n");
+  if (const std::shared_ptr<EnvoyLimits> envoy = impl_->policies->envoy();
+      envoy != nullptr) {
+    envoy->append_prometheus(out);
+  }
+  family("throttlekit_envoy_reloads_total", "counter",
+         "Envoy door: configuration reloads by result (applied, refused: the "
+         "domains in force stayed).");
+  absl::StrAppend(&out, "throttlekit_envoy_reloads_total{result=\"applied\"} ",
+                  impl_->policies->envoy_reloads(), "\n",
+                  "throttlekit_envoy_reloads_total{result=\"refused\"} ",
+                  impl_->policies->envoy_reload_errors(), "\n");
   return out;
 }
 

@@ -7,8 +7,11 @@
 
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "config.h"
@@ -134,6 +137,50 @@ envoy:
   // A limit of 0 refuses everything and counts nothing: no strategy.
   EXPECT_EQ(d.descriptors[4].rate_limit->requests_per_unit, 0);
   EXPECT_FALSE(d.descriptors[4].rate_limit->options.has_value());
+}
+
+TEST(EnvoyConfig, LeasedLimitsAndTheFailPolicy) {
+  absl::StatusOr<ServerConfig> c = parse_config(R"(
+version: 1
+envoy:
+  failPolicy: closed
+  domains:
+    - domain: d
+      descriptors:
+        - key: a
+          rate_limit: {unit: second, requests_per_unit: 1000, leased: true}
+        - key: b
+          rate_limit: {unit: second, requests_per_unit: 10, leased: true}
+        - key: c
+          rate_limit: {unit: hour, requests_per_unit: 100000,
+                       leased: {batch: 500}}
+        - key: e
+          rate_limit: {unit: hour, requests_per_unit: 100000, leased: {}}
+        - key: f
+          rate_limit: {unit: hour, requests_per_unit: 5, leased: false}
+)",
+                                                "server.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->envoy.fail_policy.mode(), FailPolicy::kClosed);
+  const std::vector<EnvoyDescriptor>& ds = c->envoy.domains[0].descriptors;
+  // `leased: true`: a sixteenth of the limit, at least 1, at most 256.
+  EXPECT_EQ(ds[0].rate_limit->leased_batch, std::optional<int64_t>(62));
+  EXPECT_EQ(ds[1].rate_limit->leased_batch, std::optional<int64_t>(1));
+  EXPECT_EQ(ds[2].rate_limit->leased_batch, std::optional<int64_t>(500));
+  EXPECT_EQ(ds[3].rate_limit->leased_batch, std::optional<int64_t>(256));
+  EXPECT_FALSE(ds[4].rate_limit->leased_batch.has_value());
+  EXPECT_TRUE(ds[0].rate_limit->options.has_value());
+
+  for (const char* mode : {"open", "error"}) {
+    absl::StatusOr<ServerConfig> m =
+        parse_config(absl::StrCat("version: 1\nenvoy: {failPolicy: ", mode,
+                                  ", domains: [{domain: d}]}"),
+                     "server.yaml");
+    ASSERT_TRUE(m.ok()) << m.status();
+    EXPECT_EQ(m->envoy.fail_policy.mode(), std::string_view(mode) == "open"
+                                               ? FailPolicy::kOpen
+                                               : FailPolicy::kPropagate);
+  }
 }
 
 TEST(EnvoyConfig, LoadsFilesBesideThePolicies) {
@@ -317,6 +364,31 @@ TEST(EnvoyConfig, RefusesEachBadDocument) {
        "descriptors[0].quota_mode: not supported"},
       {one_domain("        - {key: a, vaule: b}\n"),
        "envoy.domains[0].descriptors[0].vaule: unknown key"},
+      {one_domain("        - {key: a, rate_limit: {unit: second, "
+                  "requests_per_unit: 10, strategy: gcra, leased: true}}\n"),
+       "envoy.domains[0].descriptors[0].rate_limit.leased: leases count a "
+       "fixed window; strategy gcra cannot be leased"},
+      {one_domain("        - {key: a, rate_limit: {unit: second, "
+                  "requests_per_unit: 10, leased: {batch: 11}}}\n"),
+       "rate_limit.leased.batch: must be an integer in [1, "
+       "requests_per_unit = 10]; got \"11\""},
+      {one_domain("        - {key: a, rate_limit: {unit: second, "
+                  "requests_per_unit: 10, leased: {batch: 0}}}\n"),
+       "rate_limit.leased.batch: must be an integer in [1, "},
+      {one_domain("        - {key: a, rate_limit: {unit: second, "
+                  "requests_per_unit: 10, leased: {size: 2}}}\n"),
+       "rate_limit.leased.size: unknown key"},
+      {one_domain("        - {key: a, rate_limit: {unit: second, "
+                  "requests_per_unit: 10, leased: yes}}\n"),
+       "rate_limit.leased: must be true, false or {batch: N}; got \"yes\""},
+      {one_domain("        - {key: a, rate_limit: {unit: second, "
+                  "requests_per_unit: 0, leased: true}}\n"),
+       "rate_limit.leased: a limit of 0 refuses without counting"},
+      {one_domain("        - {key: a, rate_limit: {unlimited: true, leased: "
+                  "true}}\n"),
+       "rate_limit.leased: an unlimited limit is never counted"},
+      {"version: 1\nenvoy: {failPolicy: deny, domains: [{domain: d}]}",
+       "envoy.failPolicy: must be error, open or closed; got \"deny\""},
       {"version: 1\nenvoy: {files: [/nonexistent/throttlekit/rls.yaml]}",
        "server.yaml: envoy.files[0]: cannot read the file "
        "/nonexistent/throttlekit/rls.yaml"},

@@ -15,16 +15,26 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <cstdlib>
+#include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "config.h"
+#include "config_watcher.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "google/protobuf/text_format.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "policies.h"
 #include "server.h"
@@ -82,14 +92,22 @@ rls::RateLimitRequest request(const std::string& domain,
   return r;
 }
 
-// A server over the embedded store on a manual clock at kStart, and a
-// client of its Envoy door.
+// A server over `store` (null: the embedded store) on a manual clock (its
+// own at kStart, or `shared`), and a client of its Envoy door.
 class EnvoyDoor {
  public:
-  explicit EnvoyDoor(const std::string& yaml) : clock_(kStart) {
-    absl::StatusOr<ServerConfig> config = parse_config(yaml, "test.yaml");
+  explicit EnvoyDoor(const std::string& yaml,
+                     std::shared_ptr<Coordinator> store = nullptr,
+                     ManualClock* shared = nullptr)
+      : EnvoyDoor(parse_config(yaml, "test.yaml"), std::move(store), shared) {}
+
+  explicit EnvoyDoor(const absl::StatusOr<ServerConfig>& config,
+                     std::shared_ptr<Coordinator> store = nullptr,
+                     ManualClock* shared = nullptr)
+      : own_clock_(kStart), clock_(shared != nullptr ? *shared : own_clock_) {
     EXPECT_TRUE(config.ok()) << config.status();
-    auto policies = Policies::create(*config, nullptr, ServerClock{&clock_});
+    auto policies =
+        Policies::create(*config, std::move(store), ServerClock{&clock_});
     EXPECT_TRUE(policies.ok()) << policies.status();
     auto server =
         Server::start(*std::move(policies), {.listen = "127.0.0.1:0",
@@ -123,8 +141,11 @@ class EnvoyDoor {
     return decide(request(domain, {desc(entries)}));
   }
 
+  Server& server() { return *server_; }
+
  private:
-  ManualClock clock_;
+  ManualClock own_clock_;
+  ManualClock& clock_;
   std::unique_ptr<Server> server_;
   std::unique_ptr<rls::RateLimitService::Stub> stub_;
 };
@@ -764,23 +785,419 @@ limiters:
       << s.error_message();
 }
 
-TEST(EnvoyRls, DomainsNeedTheEmbeddedStoreInThisVersion) {
+// The door's metrics on /metrics: per limit in hits under the reference
+// service's names, per domain in requests by answer, and the requests no
+// domain took.
+TEST(EnvoyRls, MetricsPerDomainAndDescriptor) {
+  EnvoyDoor door(R"(
+version: 1
+envoy:
+  domains:
+    - domain: m
+      descriptors:
+        - key: user
+          rate_limit: {unit: minute, requests_per_unit: 10}
+        - key: route
+          value: /a
+          shadow_mode: true
+          rate_limit: {unit: minute, requests_per_unit: 2}
+)");
+  for (int i = 0; i < 9; ++i) door.decide("m", {{"user", "ann"}});
+  // 3 hits with 1 left: refused, all three over the limit.
+  EXPECT_EQ(
+      door.decide(request("m", {desc({{"user", "ann"}})}, 3)).overall_code(),
+      R::OVER_LIMIT);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(door.decide("m", {{"route", "/a"}}).overall_code(), R::OK);
+  }
+  door.decide(request(
+      "m", {with_limit(desc({{"other", "x"}}), 5, ::envoy::type::v3::MINUTE)}));
+  // A check without counting adds no hit.
+  door.decide(request("m", {with_hits(desc({{"user", "bob"}}), 0)}));
+  R resp;
+  EXPECT_FALSE(
+      door.call(request("nope", {desc({{"user", "ann"}})}), resp).ok());
+  EXPECT_FALSE(door.call(request("m", {}), resp).ok());
+  EXPECT_FALSE(door.call(request("m", {desc({{"", "x"}})}), resp).ok());
+
+  const std::string text = door.server().prometheus_text();
+  for (
+      const char* line : {
+          "# TYPE ratelimit_service_rate_limit_total_hits counter\n",
+          "ratelimit_service_rate_limit_total_hits{domain=\"m\",key1=\"user\"} "
+          "12\n",
+          "ratelimit_service_rate_limit_within_limit{domain=\"m\",key1="
+          "\"user\"} 9\n",
+          "ratelimit_service_rate_limit_near_limit{domain=\"m\",key1=\"user\"} "
+          "1\n",
+          "ratelimit_service_rate_limit_over_limit{domain=\"m\",key1=\"user\"} "
+          "3\n",
+          "ratelimit_service_rate_limit_shadow_mode{domain=\"m\",key1="
+          "\"user\"} 0\n",
+          "ratelimit_service_rate_limit_total_hits{domain=\"m\",key1="
+          "\"route_/a\"} 3\n",
+          "ratelimit_service_rate_limit_within_limit{domain=\"m\",key1="
+          "\"route_/a\"} 2\n",
+          "ratelimit_service_rate_limit_near_limit{domain=\"m\",key1="
+          "\"route_/a\"} 1\n",
+          "ratelimit_service_rate_limit_over_limit{domain=\"m\",key1="
+          "\"route_/a\"} 1\n",
+          "ratelimit_service_rate_limit_shadow_mode{domain=\"m\",key1="
+          "\"route_/a\"} 1\n",
+          "ratelimit_service_rate_limit_total_hits{domain=\"m\",key1="
+          "\"(override)\"} 1\n",
+          "ratelimit_service_rate_limit_within_limit{domain=\"m\",key1="
+          "\"(override)\"} 1\n",
+          "throttlekit_envoy_requests_total{domain=\"m\",code=\"OK\"} 14\n",
+          "throttlekit_envoy_requests_total{domain=\"m\",code=\"OVER_LIMIT\"} "
+          "1\n",
+          "throttlekit_envoy_requests_total{domain=\"m\",code=\"ERROR\"} 1\n",
+          "throttlekit_envoy_unrouted_requests_total 2\n",
+      }) {
+    EXPECT_NE(text.find(line), std::string::npos) << "missing: " << line;
+  }
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  ASSERT_TRUE(out.good()) << path;
+}
+
+// Two versions of one configuration: `user` is 1000 per hour in both; `ip`
+// changes its limit; `extra` comes and goes.
+constexpr char kReloadA[] = R"(domain: r
+descriptors:
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 1000}
+  - key: ip
+    rate_limit: {unit: hour, requests_per_unit: 5}
+)";
+constexpr char kReloadB[] = R"(domain: r
+descriptors:
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 1000}
+  - key: ip
+    rate_limit: {unit: hour, requests_per_unit: 7, name: seven}
+)";
+
+// The configuration rewritten at least 40 times (and once broken) while
+// four clients send 1,500 requests: no request fails, the unchanged limit keeps
+// its count through every reload (exactly 1,000 admitted), a changed limit
+// takes effect, a domain added and removed comes and goes, the broken
+// version is refused with the domains in force kept, and the counters
+// carry over.
+TEST(EnvoyRls, ReloadUnderTrafficKeepsCountsAndRefusesNothing) {
+  const std::string dir =
+      absl::StrCat(::testing::TempDir(), "/envoy-reload-", getpid());
+  ASSERT_EQ(std::system(absl::StrCat("mkdir -p '", dir, "'").c_str()), 0);
+  const std::string server_yaml = dir + "/server.yaml";
+  const std::string rls_yaml = dir + "/rls.yaml";
+  const std::string extra_yaml = dir + "/extra.yaml";
+  write_file(rls_yaml, kReloadA);
+  write_file(extra_yaml,
+             "domain: extra\ndescriptors:\n  - key: k\n    "
+             "rate_limit: {unit: minute, requests_per_unit: 3}\n");
+  const std::string files_a = "version: 1\nenvoy: {files: [rls.yaml]}\n";
+  const std::string files_b =
+      "version: 1\nenvoy: {files: [rls.yaml, extra.yaml]}\n";
+  write_file(server_yaml, files_a);
+  EnvoyDoor door(load_config(server_yaml));
+  auto watcher = ConfigWatcher::start(server_yaml, door.server().policies(),
+                                      {.background = false});
+  ASSERT_TRUE(watcher.ok()) << watcher.status();
+  EXPECT_EQ((*watcher)->poll().value_or(true), false);  // nothing changed
+
+  constexpr int kRequests = 1500;
+  std::atomic<int> sent{0};
+  std::atomic<int> admitted{0};
+  std::atomic<int> failed{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 4; ++c) {
+    clients.emplace_back([&] {
+      while (sent.fetch_add(1) < kRequests) {
+        R resp;
+        const grpc::Status st =
+            door.call(request("r", {desc({{"user", "ann"}})}), resp);
+        if (!st.ok() || resp.statuses_size() != 1) {
+          failed.fetch_add(1);
+          continue;
+        }
+        admitted.fetch_add(resp.statuses(0).code() == R::OK ? 1 : 0);
+      }
+    });
+  }
+  // Reloads start once traffic flows, and go on (at least 40, an even
+  // number, so version A is the last) until every request was sent.
+  while (sent.load() < 50) std::this_thread::yield();
+  int applied = 0;
+  int i = 0;
+  for (; i < 40 || sent.load() < kRequests || i % 2 != 0; ++i) {
+    const bool b = i % 2 == 0;
+    write_file(rls_yaml, b ? kReloadB : kReloadA);
+    write_file(server_yaml, b ? files_b : files_a);
+    absl::StatusOr<bool> changed = (*watcher)->poll();
+    ASSERT_TRUE(changed.ok()) << changed.status();
+    applied += *changed ? 1 : 0;
+    if (i == 20) {
+      // A broken version: refused, naming the file and the problem; the
+      // domains in force (version A) stay.
+      write_file(rls_yaml,
+                 "domain: r\ndescriptors:\n  - key: user\n    rate_limit: "
+                 "{unit: fortnight, requests_per_unit: 1}\n");
+      absl::StatusOr<bool> broken = (*watcher)->poll();
+      ASSERT_FALSE(broken.ok());
+      EXPECT_NE(broken.status().message().find(
+                    "rls.yaml: descriptors[0].rate_limit.unit: unknown unit"),
+                std::string::npos)
+          << broken.status();
+    }
+  }
+  for (std::thread& t : clients) t.join();
+  EXPECT_EQ(applied, i);
+  EXPECT_EQ(failed.load(), 0);
+  // Exactly the limit: no reload lost or reset the count.
+  EXPECT_EQ(admitted.load(), 1000);
+  R last = door.decide("r", {{"user", "ann"}});
+  EXPECT_EQ(last.statuses(0).code(), R::OVER_LIMIT);
+
+  // The last version applied is A: `ip` at 5, `extra` gone.
+  EXPECT_EQ(door.decide("r", {{"ip", "1.2.3.4"}})
+                .statuses(0)
+                .current_limit()
+                .requests_per_unit(),
+            5u);
+  R resp;
+  EXPECT_EQ(
+      door.call(request("extra", {desc({{"k", "v"}})}), resp).error_code(),
+      grpc::StatusCode::NOT_FOUND);
+  // Version B again: `ip` at 7 under its new name, `extra` served.
+  write_file(rls_yaml, kReloadB);
+  write_file(server_yaml, files_b);
+  ASSERT_TRUE((*watcher)->poll().value_or(false));
+  const R seven = door.decide("r", {{"ip", "1.2.3.4"}});
+  EXPECT_EQ(seven.statuses(0).current_limit().requests_per_unit(), 7u);
+  EXPECT_EQ(seven.statuses(0).current_limit().name(), "seven");
+  EXPECT_EQ(door.decide("extra", {{"k", "v"}}).statuses(0).code(), R::OK);
+
+  const std::string text = door.server().prometheus_text();
+  for (const std::string& line : {
+           std::string("ratelimit_service_rate_limit_total_hits{domain=\"r\","
+                       "key1=\"user\"} 1501\n"),
+           std::string("ratelimit_service_rate_limit_within_limit{domain="
+                       "\"r\",key1=\"user\"} 1000\n"),
+           absl::StrCat("throttlekit_envoy_reloads_total{result=\"applied\"} ",
+                        applied + 1, "\n"),
+           std::string("throttlekit_envoy_reloads_total{result=\"refused\"} "
+                       "1\n"),
+       }) {
+    EXPECT_NE(text.find(line), std::string::npos) << "missing: " << line;
+  }
+}
+
+// The watcher's own thread sees a change within a few intervals.
+TEST(EnvoyRls, TheWatcherThreadAppliesAChange) {
+  const std::string dir =
+      absl::StrCat(::testing::TempDir(), "/envoy-watch-", getpid());
+  ASSERT_EQ(std::system(absl::StrCat("mkdir -p '", dir, "'").c_str()), 0);
+  const std::string server_yaml = dir + "/server.yaml";
+  write_file(server_yaml, "version: 1\nenvoy: {domains: [{domain: a}]}\n");
+  EnvoyDoor door(load_config(server_yaml));
+  auto watcher = ConfigWatcher::start(server_yaml, door.server().policies(),
+                                      {.interval_ms = 10});
+  ASSERT_TRUE(watcher.ok()) << watcher.status();
+  write_file(server_yaml,
+             "version: 1\nenvoy: {domains: [{domain: a}, {domain: b}]}\n");
+  bool seen = false;
+  for (int i = 0; i < 500 && !seen; ++i) {
+    R resp;
+    seen = door.call(request("b", {desc({{"k", "v"}})}), resp).ok();
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(seen) << "the watcher did not apply the change in 5 s";
+  EXPECT_FALSE(
+      ConfigWatcher::start(dir + "/absent.yaml", door.server().policies(), {})
+          .ok());
+  EXPECT_FALSE(ConfigWatcher::start(server_yaml, door.server().policies(),
+                                    {.interval_ms = 0})
+                   .ok());
+}
+
+// The shared request script (tests/server/envoy_script/script.txt, also
+// sent by the Python client): every answer exactly as written, but
+// duration_until_reset, checked set, positive and within the unit.
+TEST(EnvoyRls, TheSharedScriptAnswersAsWritten) {
+  const char* dir = std::getenv("THROTTLEKIT_ENVOY_SCRIPT_DIR");
+  ASSERT_NE(dir, nullptr) << "THROTTLEKIT_ENVOY_SCRIPT_DIR is not set";
+  EnvoyDoor door(load_config(absl::StrCat(dir, "/server.yaml")));
+  std::ifstream in(absl::StrCat(dir, "/script.txt"));
+  ASSERT_TRUE(in.good());
+  std::string line;
+  int number = 0;
+  int steps = 0;
+  std::optional<rls::RateLimitRequest> pending;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.empty() || line[0] == '#') continue;
+    const size_t colon = line.find(':');
+    ASSERT_NE(colon, std::string::npos) << "script.txt:" << number;
+    const std::string tag = line.substr(0, colon);
+    const std::string body = line.substr(colon + 1);
+    if (tag == "request") {
+      pending.emplace();
+      ASSERT_TRUE(
+          google::protobuf::TextFormat::ParseFromString(body, &*pending))
+          << "script.txt:" << number;
+      continue;
+    }
+    ASSERT_TRUE(pending.has_value()) << "script.txt:" << number;
+    R got;
+    const grpc::Status s = door.call(*pending, got);
+    pending.reset();
+    ++steps;
+    if (tag == "expect_error") {
+      grpc::StatusCode want = grpc::StatusCode::OK;
+      if (absl::StrContains(body, "INVALID_ARGUMENT")) {
+        want = grpc::StatusCode::INVALID_ARGUMENT;
+      } else if (absl::StrContains(body, "NOT_FOUND")) {
+        want = grpc::StatusCode::NOT_FOUND;
+      }
+      ASSERT_NE(want, grpc::StatusCode::OK) << "script.txt:" << number;
+      EXPECT_EQ(s.error_code(), want) << "script.txt:" << number;
+      continue;
+    }
+    ASSERT_EQ(tag, "expect") << "script.txt:" << number;
+    ASSERT_TRUE(s.ok()) << "script.txt:" << number << ": " << s.error_message();
+    R want;
+    ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(body, &want))
+        << "script.txt:" << number;
+    for (R::DescriptorStatus& st : *got.mutable_statuses()) {
+      if (st.has_current_limit()) {
+        const auto unit = envoy_unit_from_wire(st.current_limit().unit());
+        ASSERT_TRUE(unit.has_value());
+        const int64_t ms = st.duration_until_reset().seconds() * 1000 +
+                           st.duration_until_reset().nanos() / 1'000'000;
+        EXPECT_TRUE(st.has_duration_until_reset()) << "script.txt:" << number;
+        EXPECT_GT(ms, 0) << "script.txt:" << number;
+        EXPECT_LE(ms, envoy_unit_ms(*unit)) << "script.txt:" << number;
+      }
+      st.clear_duration_until_reset();
+    }
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(got, want))
+        << "script.txt:" << number << ": expected\n"
+        << want.DebugString() << "got\n"
+        << got.DebugString();
+  }
+  EXPECT_EQ(steps, 26);
+}
+
+TEST(EnvoyRls, LeasedNeedsASharedStore) {
   absl::StatusOr<ServerConfig> config = parse_config(R"(
 version: 1
 envoy:
-  domains: [{domain: d}]
+  domains:
+    - domain: d
+      descriptors:
+        - key: k
+          rate_limit: {unit: minute, requests_per_unit: 10, leased: true}
 )",
                                                      "test.yaml");
   ASSERT_TRUE(config.ok()) << config.status();
-  auto store = MemoryCoordinator::create();
-  ASSERT_TRUE(store.ok()) << store.status();
-  auto policies = Policies::create(
-      *config, std::shared_ptr<Coordinator>(*std::move(store)));
+  auto policies = Policies::create(*config, nullptr);
   ASSERT_FALSE(policies.ok());
   EXPECT_EQ(policies.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(policies.status().message().find("embedded memory store only"),
+  EXPECT_NE(policies.status().message().find("envoy domain d, k: leased needs "
+                                             "a store the servers share"),
             std::string::npos)
       << policies.status();
+}
+
+// Two servers over one shared store (the memory coordinator, which the
+// conformance suites hold equal to Redis and Postgres) on one manual
+// clock: a strict limit and a leased one (batch 4), each descriptor counted
+// across both servers, every response field as documented, and close()
+// giving a server's unspent credits back to the other.
+TEST(EnvoyRls, TwoServersOnOneStoreShareEachLimit) {
+  constexpr char kFleet[] = R"(
+version: 1
+envoy:
+  domains:
+    - domain: fleet
+      descriptors:
+        - key: user
+          rate_limit: {unit: minute, requests_per_unit: 10, name: strict}
+        - key: route
+          rate_limit: {unit: minute, requests_per_unit: 20, name: leased,
+                       leased: {batch: 4}}
+)";
+  ManualClock clock(kStart);
+  auto store = MemoryCoordinator::create(
+      {}, std::make_shared<ClockAdapter<ServerClock>>(ServerClock{&clock}));
+  ASSERT_TRUE(store.ok()) << store.status();
+  const std::shared_ptr<Coordinator> shared(*std::move(store));
+  EnvoyDoor a(kFleet, shared, &clock);
+  EnvoyDoor b(kFleet, shared, &clock);
+  const auto both = [](EnvoyDoor& door) {
+    return door.decide(request(
+        "fleet", {desc({{"user", "ann"}}), desc({{"route", "/cart"}})}));
+  };
+  int strict_ok = 0;
+  int leased_ok = 0;
+  for (int i = 0; i < 40; ++i) {
+    clock.advance_ms(100);
+    const R r = both(i % 2 == 0 ? a : b);
+    const R::DescriptorStatus& user = r.statuses(0);
+    const R::DescriptorStatus& route = r.statuses(1);
+    strict_ok += user.code() == R::OK ? 1 : 0;
+    leased_ok += route.code() == R::OK ? 1 : 0;
+    // The strict limit's remaining is the store's count, across servers.
+    EXPECT_EQ(user.limit_remaining(),
+              static_cast<uint32_t>(std::max(0, 10 - strict_ok)))
+        << i;
+    EXPECT_EQ(user.current_limit().name(), "strict");
+    EXPECT_EQ(route.current_limit().name(), "leased");
+    EXPECT_EQ(route.current_limit().requests_per_unit(), 20u);
+    // Both windows end on the minute: kStart is a minute boundary.
+    const int64_t until = 60'000 - (clock.now_ms() - kStart);
+    EXPECT_EQ(user.duration_until_reset().seconds() * 1000 +
+                  user.duration_until_reset().nanos() / 1'000'000,
+              until)
+        << i;
+    EXPECT_EQ(route.duration_until_reset().seconds() * 1000 +
+                  route.duration_until_reset().nanos() / 1'000'000,
+              until)
+        << i;
+    EXPECT_EQ(r.overall_code(), user.code() == R::OK && route.code() == R::OK
+                                    ? R::OK
+                                    : R::OVER_LIMIT);
+  }
+  EXPECT_EQ(strict_ok, 10);
+  // Window-coupled leases: the two servers together spend the window's 20
+  // credits, and not one more.
+  EXPECT_EQ(leased_ok, 20);
+
+  // The next window: `a` leases a batch of 4 and spends one; `b` spends
+  // the other 16, then is refused; once `a` closes, its 3 unspent credits
+  // are back in the window for `b`.
+  clock.set_ms(kStart + 60'000);
+  EXPECT_EQ(a.decide("fleet", {{"route", "/cart"}}).statuses(0).code(), R::OK);
+  int b_ok = 0;
+  while (b_ok < 30 &&
+         b.decide("fleet", {{"route", "/cart"}}).statuses(0).code() == R::OK) {
+    ++b_ok;
+  }
+  EXPECT_EQ(b_ok, 16);
+  ASSERT_TRUE(a.server().policies().close().ok());
+  // `b` marked the window spent: it leases again once per spent_recheck_ms
+  // (an eighth of the window), denying without a round trip in between.
+  EXPECT_NE(b.decide("fleet", {{"route", "/cart"}}).statuses(0).code(), R::OK);
+  clock.advance_ms(60'000 / 8);
+  int returned = 0;
+  while (returned < 10 &&
+         b.decide("fleet", {{"route", "/cart"}}).statuses(0).code() == R::OK) {
+    ++returned;
+  }
+  EXPECT_EQ(returned, 3);
 }
 
 }  // namespace

@@ -524,7 +524,11 @@ Running start_yaml(const std::string& yaml) {
   PolicyContext context;
 #ifdef THROTTLEKIT_SERVER_TEST_REDIS
   context.region_pool = []() -> absl::StatusOr<std::shared_ptr<RegionPool>> {
-    auto pool = RedisRegionPool::create({.port = testing::redis_port()});
+    // The test is about fairness, not latency: a command timeout well
+    // above the default 250 ms, so that a call stalled on the loaded test
+    // machine (other tests, the sanitizer builds) is not an outage.
+    auto pool = RedisRegionPool::create(
+        {.port = testing::redis_port(), .command_timeout = absl::Seconds(2)});
     if (!pool.ok()) return pool.status();
     return std::shared_ptr<RegionPool>(*std::move(pool));
   };

@@ -1,0 +1,128 @@
+// src/server/config_watcher.cc: rereading the configuration and applying
+// its Envoy domains on change (config_watcher.h).
+
+#include "config_watcher.h"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "config.h"
+#include "envoy_config.h"
+#include "envoy_rls.h"
+
+namespace throttlekit::server {
+
+namespace {
+
+// The file's bytes, or nullopt when it cannot be read.
+std::optional<std::string> slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream body;
+  body << in.rdbuf();
+  return body.str();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ConfigWatcher>> ConfigWatcher::start(
+    std::string path, Policies& policies, Options options) {
+  if (options.interval_ms < 1 || options.interval_ms > 86'400'000) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config_watcher.interval_ms must be in [1, 86400000]; got ",
+        options.interval_ms));
+  }
+  if (!slurp(path).has_value()) {
+    return absl::NotFoundError(
+        absl::StrCat("config_watcher: cannot read ", path));
+  }
+  std::unique_ptr<ConfigWatcher> w(
+      new ConfigWatcher(std::move(path), policies, options));
+  {
+    MutexLock lock(w->poll_mu_);
+    w->files_ = policies.config().envoy.files;
+    w->seen_ = w->read_all();
+  }
+  if (options.background) w->thread_ = std::thread([p = w.get()] { p->run(); });
+  return w;
+}
+
+ConfigWatcher::ConfigWatcher(std::string path, Policies& policies,
+                             Options options)
+    : path_(std::move(path)), policies_(policies), options_(options) {}
+
+ConfigWatcher::~ConfigWatcher() {
+  {
+    MutexLock lock(stop_mu_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::string ConfigWatcher::read_all() const {
+  // Each file as <US> name <RS> bytes, so no two lists of files and
+  // contents read the same.
+  std::string all;
+  const auto add = [&](const std::string& f) {
+    absl::StrAppend(&all, "\x1f", f, "\x1e",
+                    slurp(f).value_or("\x1a(unreadable)"));
+  };
+  add(path_);
+  for (const std::string& f : files_) add(f);
+  return all;
+}
+
+absl::StatusOr<bool> ConfigWatcher::poll() {
+  MutexLock lock(poll_mu_);
+  std::string now = read_all();
+  if (now == seen_) return false;
+  seen_ = std::move(now);
+  absl::StatusOr<ServerConfig> config = load_config(path_);
+  if (!config.ok()) {
+    policies_.count_envoy_reload_error();
+    return config.status();
+  }
+  // The files the new configuration names are watched from now on, even
+  // if the store refuses its limits (a fix may come in any of them).
+  files_ = config->envoy.files;
+  seen_ = read_all();
+  if (absl::Status s = policies_.reload_envoy(config->envoy); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(path_, ": ", s.message()));
+  }
+  return true;
+}
+
+void ConfigWatcher::run() {
+  MutexLock lock(stop_mu_);
+  while (!stop_) {
+    stop_cv_.wait_for(lock, std::chrono::milliseconds(options_.interval_ms),
+                      [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_; });
+    if (stop_) break;
+    lock.unlock();
+    absl::StatusOr<bool> changed = poll();
+    if (!changed.ok()) {
+      std::fprintf(stderr,
+                   "throttlekit-server: reload refused, the Envoy domains in "
+                   "force stay: %s\n",
+                   std::string(changed.status().message()).c_str());
+    } else if (*changed) {
+      const std::shared_ptr<EnvoyLimits> envoy = policies_.envoy();
+      std::fprintf(stderr,
+                   "throttlekit-server: reloaded %s: %zu Envoy domain(s) in "
+                   "force (only the envoy block reloads; other changes take "
+                   "effect at a restart)\n",
+                   path_.c_str(),
+                   envoy == nullptr ? size_t{0} : envoy->domains());
+    }
+    lock.lock();
+  }
+}
+
+}  // namespace throttlekit::server

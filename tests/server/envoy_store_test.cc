@@ -1,0 +1,268 @@
+// The Envoy door (docs/envoy.md) over a shared store: Redis or Postgres,
+// chosen at build time by THROTTLEKIT_SERVER_TEST_REDIS / _POSTGRES, the
+// real server the ctest fixture started. Two throttlekit-servers on one
+// store, clients spread across both on the real clock, hold each
+// descriptor's limit per window: a strict limit (one round trip per
+// descriptor) and a leased one (one round trip per batch, window-coupled).
+// On Redis, a store that dies is answered by the configured fail policy.
+
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "config.h"
+#include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "gtest/gtest.h"
+#include "policies.h"
+#include "server.h"
+#include "support/forked_fleet.h"
+
+#ifdef THROTTLEKIT_SERVER_TEST_REDIS
+#include "support/redis_test_server.h"
+#include "throttlekit/redis/redis_coordinator.h"
+#else
+#include "support/pg_test_env.h"
+#endif
+
+namespace throttlekit::server {
+namespace envoy_store_test {
+namespace {
+
+namespace rls = ::envoy::service::ratelimit::v3;
+namespace rlc = ::envoy::extensions::common::ratelimit::v3;
+using R = rls::RateLimitResponse;
+
+std::shared_ptr<Coordinator> store() {
+#ifdef THROTTLEKIT_SERVER_TEST_REDIS
+  return testing::redis_coordinator();
+#else
+  static const std::string table = testing::unique_table("envoy_store");
+  return testing::make_pg(testing::pg_options(table));
+#endif
+}
+
+// Descriptor values unique to this run (the store outlives it).
+std::string fresh(const std::string& stem) {
+  static const int64_t run = testing::wall_ms();
+  return absl::StrCat(stem, "-", getpid(), "-", run);
+}
+
+struct Door {
+  std::unique_ptr<Server> server;
+  std::unique_ptr<rls::RateLimitService::Stub> stub;
+};
+
+Door serve(const std::string& yaml, std::shared_ptr<Coordinator> coordinator) {
+  absl::StatusOr<ServerConfig> config = parse_config(yaml, "envoy.yaml");
+  EXPECT_TRUE(config.ok()) << config.status();
+  auto policies = Policies::create(*config, std::move(coordinator));
+  EXPECT_TRUE(policies.ok()) << policies.status();
+  auto server = Server::start(*std::move(policies), {.listen = "127.0.0.1:0"});
+  EXPECT_TRUE(server.ok()) << server.status();
+  Door d;
+  d.server = *std::move(server);
+  d.stub = rls::RateLimitService::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", d.server->port()),
+                          grpc::InsecureChannelCredentials()));
+  return d;
+}
+
+rls::RateLimitRequest request(
+    const std::vector<std::pair<std::string, std::string>>& descriptors) {
+  rls::RateLimitRequest r;
+  r.set_domain("fleet");
+  for (const auto& [key, value] : descriptors) {
+    rlc::RateLimitDescriptor::Entry* e = r.add_descriptors()->add_entries();
+    e->set_key(key);
+    e->set_value(value);
+  }
+  return r;
+}
+
+constexpr int64_t kUserLimit = 40;   // strict, per second
+constexpr int64_t kRouteLimit = 60;  // leased, per second
+constexpr int64_t kRouteBatch = 6;
+
+constexpr char kFleet[] = R"(
+version: 1
+envoy:
+  domains:
+    - domain: fleet
+      descriptors:
+        - key: user
+          rate_limit: {unit: second, requests_per_unit: 40}
+        - key: route
+          rate_limit: {unit: second, requests_per_unit: 60,
+                       leased: {batch: 6}}
+)";
+
+// Two servers on one store; 6 clients, each alternating between them,
+// send both descriptors for 6 windows of a second. Each descriptor's OK is
+// counted in the window its status names (now + duration_until_reset is
+// the window's end, on the second): per window at most the limit, and in
+// every window where demand exceeded the limit at least the limit (strict)
+// or the limit less what two servers can strand (under a batch each).
+TEST(EnvoyStore, TwoServersHoldEachDescriptorsLimitPerWindow) {
+  Door a = serve(kFleet, store());
+  Door b = serve(kFleet, store());  // its own connections to the same store
+  const rls::RateLimitRequest req =
+      request({{"user", fresh("ann")}, {"route", fresh("/cart")}});
+  struct Window {
+    int64_t asked = 0;
+    int64_t user_ok = 0;
+    int64_t route_ok = 0;
+  };
+  std::mutex mu;
+  std::map<int64_t, Window> windows;
+  int64_t failed = 0;
+  const int64_t end = testing::wall_ms() + 6'000;
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 6; ++c) {
+    clients.emplace_back([&, c] {
+      int i = c;
+      while (testing::wall_ms() < end) {
+        R resp;
+        grpc::ClientContext ctx;
+        const grpc::Status s = ((i++ % 2 == 0) ? a.stub : b.stub)
+                                   ->ShouldRateLimit(&ctx, req, &resp);
+        const int64_t now = testing::wall_ms();
+        std::lock_guard lock(mu);
+        if (!s.ok() || resp.statuses_size() != 2) {
+          ++failed;
+          continue;
+        }
+        const auto window_of = [&](const R::DescriptorStatus& st) {
+          const int64_t until = st.duration_until_reset().seconds() * 1000 +
+                                st.duration_until_reset().nanos() / 1'000'000;
+          return static_cast<int64_t>(
+                     std::llround(static_cast<double>(now + until) / 1000.0)) *
+                 1000;
+        };
+        const R::DescriptorStatus& user = resp.statuses(0);
+        const R::DescriptorStatus& route = resp.statuses(1);
+        ++windows[window_of(user)].asked;
+        windows[window_of(user)].user_ok += user.code() == R::OK ? 1 : 0;
+        windows[window_of(route)].route_ok += route.code() == R::OK ? 1 : 0;
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  EXPECT_EQ(failed, 0);
+  ASSERT_GE(windows.size(), 5u);
+  int64_t full = 0;
+  for (const auto& [window_end, w] : windows) {
+    EXPECT_LE(w.user_ok, kUserLimit) << "window ending " << window_end;
+    EXPECT_LE(w.route_ok, kRouteLimit) << "window ending " << window_end;
+    // The first and last windows are partly outside the run.
+    if (window_end <= windows.begin()->first ||
+        window_end >= windows.rbegin()->first) {
+      continue;
+    }
+    if (w.asked >= 2 * kRouteLimit) {
+      ++full;
+      EXPECT_EQ(w.user_ok, kUserLimit) << "window ending " << window_end;
+      EXPECT_GE(w.route_ok, kRouteLimit - 2 * kRouteBatch)
+          << "window ending " << window_end;
+    }
+  }
+  EXPECT_GE(full, 3) << "demand exceeded the limits in too few windows";
+  EXPECT_TRUE(a.server->policies().close().ok());
+  EXPECT_TRUE(b.server->policies().close().ok());
+}
+
+#ifdef THROTTLEKIT_SERVER_TEST_REDIS
+// A store that dies is decided by `failPolicy`: `error` answers the store's
+// status (UNAVAILABLE or DEADLINE_EXCEEDED, for Envoy's failure_mode_deny),
+// `open` OK, `closed` OVER_LIMIT, for strict and leased limits alike; once
+// the store is back, counting resumes.
+TEST(EnvoyStore, AStoreOutageFollowsTheFailPolicy) {
+  testing::PrivateRedis redis(testing::redis_port() + 61);
+  ASSERT_TRUE(redis.start());
+  const auto connect = [&] {
+    auto c =
+        RedisCoordinator::create({.port = redis.port(),
+                                  .connect_timeout = absl::Milliseconds(200),
+                                  .command_timeout = absl::Milliseconds(200)});
+    EXPECT_TRUE(c.ok()) << c.status();
+    return std::shared_ptr<Coordinator>(*std::move(c));
+  };
+  const auto config = [](const char* policy) {
+    return absl::StrCat(R"(
+version: 1
+envoy:
+  failPolicy: )",
+                        policy, R"(
+  domains:
+    - domain: fleet
+      descriptors:
+        - key: user
+          rate_limit: {unit: hour, requests_per_unit: 100}
+        - key: route
+          rate_limit: {unit: hour, requests_per_unit: 100, leased: {batch: 1}}
+)");
+  };
+  Door error = serve(config("error"), connect());
+  Door open = serve(config("open"), connect());
+  Door closed = serve(config("closed"), connect());
+  const auto ask = [](Door& door, const rls::RateLimitRequest& req, R* resp) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(5));
+    return door.stub->ShouldRateLimit(&ctx, req, resp);
+  };
+  const rls::RateLimitRequest strict = request({{"user", fresh("u")}});
+  // Batch 1: every hit of the leased limit needs the store.
+  const rls::RateLimitRequest leased = request({{"route", fresh("/r")}});
+  for (Door* d : {&error, &open, &closed}) {
+    for (const rls::RateLimitRequest* req : {&strict, &leased}) {
+      R resp;
+      const grpc::Status s = ask(*d, *req, &resp);
+      ASSERT_TRUE(s.ok()) << s.error_message();
+      EXPECT_EQ(resp.overall_code(), R::OK);
+    }
+  }
+
+  redis.kill();
+  for (const rls::RateLimitRequest* req : {&strict, &leased}) {
+    R resp;
+    const grpc::Status s = ask(error, *req, &resp);
+    EXPECT_TRUE(s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
+        << s.error_code() << ": " << s.error_message();
+    R o;
+    ASSERT_TRUE(ask(open, *req, &o).ok());
+    EXPECT_EQ(o.overall_code(), R::OK);
+    EXPECT_EQ(o.statuses(0).code(), R::OK);
+    R c;
+    ASSERT_TRUE(ask(closed, *req, &c).ok());
+    EXPECT_EQ(c.overall_code(), R::OVER_LIMIT);
+    EXPECT_EQ(c.statuses(0).code(), R::OVER_LIMIT);
+  }
+
+  ASSERT_TRUE(redis.start());
+  // The servers reconnect within a few attempts; each counted hit then
+  // shows in the strict limit's remaining (100 less the hits so far).
+  bool back = false;
+  for (int i = 0; i < 100 && !back; ++i) {
+    R resp;
+    back = ask(error, strict, &resp).ok() &&
+           resp.statuses(0).limit_remaining() < 100;
+    if (!back) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(back) << "counting did not resume after the store came back";
+}
+#endif
+
+}  // namespace
+}  // namespace envoy_store_test
+}  // namespace throttlekit::server
