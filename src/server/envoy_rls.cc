@@ -644,10 +644,21 @@ absl::Status EnvoyLimits::decide(const rls::RateLimitRequest& req,
       return absl::InternalError("ShouldRateLimit: a limit without engine");
     } else if (p.peek) {
       d = p.engine->peek(p.key);
+    } else if (store_ != nullptr) {
+      // On a shared store the store's clock decides (strict: read inside
+      // the script or transaction; leased: read as the credits are spent),
+      // never a `now` read before the round trip. A stale `now` reaching
+      // the store after the window's state expired there would find it
+      // cold and count the ended window afresh (docs/redis.md, "Physical
+      // TTL and a stale now").
+      d = p.engine->check(p.key, p.hits);
     } else {
       d = p.engine->check_at(p.key, now_ms, p.hits);
     }
     if (!d.ok()) return d.status();
+    // The time the reset is measured from: the decision's own instant on
+    // the memory store, now (after the round trip) on a shared one.
+    const int64_t decided_ms = store_ != nullptr ? clock_.now_ms() : now_ms;
     decisions[static_cast<size_t>(i)] = *d;
     const bool shadow = p.node != nullptr && p.node->shadow;
     const bool refuses = !d->allowed && !shadow;
@@ -666,7 +677,7 @@ absl::Status EnvoyLimits::decide(const rls::RateLimitRequest& req,
     const int64_t remaining = std::clamp<int64_t>(
         d->remaining, 0, std::numeric_limits<uint32_t>::max());
     status->set_limit_remaining(static_cast<uint32_t>(remaining));
-    const int64_t until_ms = std::max<int64_t>(0, d->reset_at_ms - now_ms);
+    const int64_t until_ms = std::max<int64_t>(0, d->reset_at_ms - decided_ms);
     status->mutable_duration_until_reset()->set_seconds(until_ms / 1000);
     status->mutable_duration_until_reset()->set_nanos(
         static_cast<int32_t>(until_ms % 1000) * 1'000'000);
