@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -261,6 +262,88 @@ THROTTLEKIT_KEYED_BENCHMARKS(SlidingWindow);
 THROTTLEKIT_KEYED_BENCHMARKS(SlidingLog);
 THROTTLEKIT_KEYED_BENCHMARKS(Quota);
 THROTTLEKIT_KEYED_BENCHMARKS(TokenBudget);
+
+// ---- Batches of distinct cold keys -----------------------------------------
+
+// Every one of the 10^6 keys present in the shared limiter (once per
+// strategy), so the batch benchmarks miss the cache, not the table.
+template <class S>
+void warm_distinct_keys() {
+  static const bool warmed = [] {
+    RateLimiter<S>& limiter = shared_limiter<S>();
+    for (const std::string& k : distinct_keys()) {
+      benchmark::DoNotOptimize(limiter.check(k));
+    }
+    return true;
+  }();
+  benchmark::DoNotOptimize(warmed);
+}
+
+// The next `views.size()` keys of the 10^6, round robin from `*next`.
+void next_batch(std::vector<std::string_view>& views, size_t* next) {
+  const auto& keys = distinct_keys();
+  for (std::string_view& v : views) {
+    v = keys[*next];
+    if (++*next == keys.size()) *next = 0;
+  }
+}
+
+// `range(0)` distinct keys out of 10^6 per batch, one `check_many` (one
+// clock read, misses overlapped); items are keys.
+template <class S>
+void BM_RateLimiter_CheckManyDistinct(benchmark::State& state) {
+  RateLimiter<S>& limiter = shared_limiter<S>();
+  warm_distinct_keys<S>();
+  std::vector<std::string_view> views(static_cast<size_t>(state.range(0)));
+  std::vector<Decision> out(views.size());
+  size_t next = 0;
+  for (auto _ : state) {
+    next_batch(views, &next);
+    benchmark::DoNotOptimize(limiter.check_many(views, out));
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+
+// The same keys, one `check` each (a clock read and a miss per key).
+template <class S>
+void BM_RateLimiter_CheckOneByOneDistinct(benchmark::State& state) {
+  RateLimiter<S>& limiter = shared_limiter<S>();
+  warm_distinct_keys<S>();
+  std::vector<std::string_view> views(static_cast<size_t>(state.range(0)));
+  size_t next = 0;
+  for (auto _ : state) {
+    next_batch(views, &next);
+    for (std::string_view k : views) benchmark::DoNotOptimize(limiter.check(k));
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+
+// The same keys, one `check_at` each with one `now` per batch (a miss per
+// key, no clock read): what the overlap alone buys.
+template <class S>
+void BM_RateLimiter_CheckAtOneByOneDistinct(benchmark::State& state) {
+  RateLimiter<S>& limiter = shared_limiter<S>();
+  warm_distinct_keys<S>();
+  std::vector<std::string_view> views(static_cast<size_t>(state.range(0)));
+  size_t next = 0;
+  for (auto _ : state) {
+    next_batch(views, &next);
+    const int64_t now = SystemClock{}.now_ms();
+    for (std::string_view k : views) {
+      benchmark::DoNotOptimize(limiter.check_at(k, now));
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+
+BENCHMARK_TEMPLATE(BM_RateLimiter_CheckOneByOneDistinct, Gcra)->Arg(64);
+BENCHMARK_TEMPLATE(BM_RateLimiter_CheckAtOneByOneDistinct, Gcra)->Arg(64);
+BENCHMARK_TEMPLATE(BM_RateLimiter_CheckManyDistinct, Gcra)
+    ->Arg(8)
+    ->Arg(64)
+    ->Arg(1024);
+BENCHMARK_TEMPLATE(BM_RateLimiter_CheckOneByOneDistinct, TokenBucket)->Arg(64);
+BENCHMARK_TEMPLATE(BM_RateLimiter_CheckManyDistinct, TokenBucket)->Arg(64);
 
 // ---- Naive baseline: std::mutex + std::unordered_map -----------------------
 

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -61,6 +62,44 @@ TEST(MemoryStoreConcurrency, EvictionUnderFloodIsRaceFreeAndBounded) {
   });
   EXPECT_FALSE(over.load());
   EXPECT_LE(store->size(), kMaxKeys);
+}
+
+// check_many on threads whose batches share keys, while the tables grow
+// from 16 slots a shard (the prefetch hints move under the readers): every
+// key admits exactly its limit, as with check.
+TEST(MemoryStoreConcurrency, CheckManyWhileTablesGrowAdmitsExactlyLimit) {
+  constexpr int64_t kLimit = 3;
+  constexpr int kKeys = 2000;
+  auto store = *MemoryStore<Gcra>::create(*Gcra::create({kLimit, 60'000, 0}),
+                                          {.max_keys = 8192, .shards = 4});
+  std::vector<std::string> names;
+  for (int k = 0; k < kKeys; ++k) names.push_back("k" + std::to_string(k));
+  std::vector<std::atomic<int>> admitted(kKeys);
+  testing::run_threads(kThreads, [&](int t) {
+    std::vector<std::string_view> batch(37);
+    std::vector<int> index(batch.size());
+    std::vector<Decision> out(batch.size());
+    for (int round = 0; round < 300; ++round) {
+      for (size_t j = 0; j < batch.size(); ++j) {
+        index[j] = static_cast<int>((round * 37 + j * 53 + t * 11) % kKeys);
+        batch[j] = names[static_cast<size_t>(index[j])];
+      }
+      store->check_many(batch, kEpoch, 1, out);
+      for (size_t j = 0; j < batch.size(); ++j) {
+        if (out[j].allowed) admitted[static_cast<size_t>(index[j])]++;
+      }
+    }
+    return 0L;
+  });
+  for (int k = 0; k < kKeys; ++k) {
+    EXPECT_LE(admitted[static_cast<size_t>(k)].load(), kLimit) << k;
+  }
+  // Every key was asked more than its limit: each admitted exactly it.
+  int exact = 0;
+  for (int k = 0; k < kKeys; ++k) {
+    exact += admitted[static_cast<size_t>(k)].load() == kLimit ? 1 : 0;
+  }
+  EXPECT_EQ(exact, kKeys);
 }
 
 TEST(RateLimiterConcurrency, ManyKeysEachAdmitExactlyLimit) {

@@ -5,7 +5,10 @@
 #include <atomic>
 #include <cstdlib>
 #include <new>
+#include <random>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "support/allocation_counter.h"
 #include "throttlekit/strategy/gcra.h"
@@ -173,6 +176,71 @@ TEST(MemoryStore, SurvivesHeavyChurnWithBackwardShiftDeletes) {
   }
   EXPECT_EQ(found, held);
   EXPECT_GT(held, 0u);
+}
+
+// check_many against check one by one on a twin store: random batches
+// (empty to 3x the prefetch distance and beyond) of keys drawn with
+// repeats, so batches hit present keys, cold keys, keys twice in one
+// batch, expired keys dropped on denial and tables that grow mid-batch
+// (from 16 slots), with costs that deny; every decision and the stores'
+// sizes equal. (No eviction: each store seeds its own hash, so twins would
+// evict different keys.)
+TEST(MemoryStore, CheckManyDecidesAsCheckOneByOne) {
+  const MemoryStoreOptions small{.max_keys = 4096, .shards = 4};
+  auto batched = make_store(3, small);
+  auto single = make_store(3, small);
+  std::mt19937_64 rng(20261126);
+  std::vector<std::string> pool;
+  for (int i = 0; i < 600; ++i) {
+    pool.push_back(i % 5 == 0
+                       ? "a-key-longer-than-sixteen-bytes-" + std::to_string(i)
+                       : "k" + std::to_string(i));
+  }
+  int64_t now = kEpoch;
+  size_t decisions = 0;
+  size_t denied = 0;
+  for (int round = 0; round < 2000; ++round) {
+    const size_t n = std::uniform_int_distribution<size_t>(
+        0, 3 * MemoryStore<Gcra>::kPrefetchAhead + 7)(rng);
+    std::vector<std::string_view> keys;
+    for (size_t i = 0; i < n; ++i) {
+      // A small hot set repeats within batches; the rest spreads.
+      const size_t k = rng() % 4 == 0 ? rng() % 8 : rng() % pool.size();
+      keys.push_back(pool[k]);
+    }
+    const double cost = static_cast<double>(1 + rng() % 2);
+    now += static_cast<int64_t>(rng() % 700);
+    std::vector<Decision> out(n);
+    batched->check_many(keys, now, cost, out);
+    for (size_t i = 0; i < n; ++i) {
+      const Decision want = single->check(keys[i], now, cost);
+      ASSERT_EQ(out[i].allowed, want.allowed)
+          << "round " << round << " i " << i;
+      ASSERT_EQ(out[i].remaining, want.remaining);
+      ASSERT_EQ(out[i].reset_at_ms, want.reset_at_ms);
+      ASSERT_EQ(out[i].retry_after_ms, want.retry_after_ms);
+      ++decisions;
+      denied += want.allowed ? 0 : 1;
+    }
+    ASSERT_EQ(batched->size(), single->size()) << "round " << round;
+  }
+  EXPECT_GT(decisions, 20'000u);
+  EXPECT_GT(denied, decisions / 20);  // denials were exercised
+  EXPECT_GT(batched->size(), 64u);    // tables grew past 16 slots a shard
+}
+
+// A batch of present short keys allocates nothing.
+TEST(MemoryStore, CheckManyOfKnownKeysAllocatesNothing) {
+  auto store = make_store(1'000'000);
+  std::vector<std::string> names;
+  for (int i = 0; i < 64; ++i) names.push_back("user:" + std::to_string(i));
+  std::vector<std::string_view> keys(names.begin(), names.end());
+  std::vector<Decision> out(keys.size());
+  store->check_many(keys, kEpoch, 1, out);
+  const long before = ::throttlekit::testing::allocations();
+  for (int i = 0; i < 100; ++i) store->check_many(keys, kEpoch, 1, out);
+  EXPECT_EQ(::throttlekit::testing::allocations() - before, 0);
+  for (const Decision& d : out) EXPECT_TRUE(d.allowed);
 }
 
 TEST(MemoryStore, RejectsBadOptions) {
