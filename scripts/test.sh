@@ -20,11 +20,11 @@ cd "$(dirname "$0")/.."
 # Budgets in seconds on the CI machine class (2 cores, fresh clone).
 declare -A budget=(
   [install]=300
-  [check-build]=330
-  [asan-build]=400
+  [check-build]=360
+  [asan-build]=440
   [tsan-build]=200
   [check-serial]=150
-  [check-tests]=300
+  [check-tests]=320
   [sanitizer-wait]=250
   [asan-tests]=150
   [tsan-tests]=140
