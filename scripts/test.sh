@@ -26,6 +26,7 @@ declare -A budget=(
   [check-serial]=150
   [check-tests]=320
   [sanitizer-wait]=250
+  [tsan-wait]=120
   [asan-tests]=150
   [tsan-tests]=140
 )
@@ -36,7 +37,7 @@ declare -A budget=(
 # minutes does.
 total_limit=1500
 order=(install check-build asan-build tsan-build check-serial check-tests
-       sanitizer-wait asan-tests tsan-tests)
+       sanitizer-wait asan-tests tsan-wait tsan-tests)
 declare -A took=()
 run_start=$(date +%s)
 current=""
@@ -130,12 +131,14 @@ sanitizer_builds() {
   cmake --build --preset asan --target throttlekit_asan_tests
   t1=$(date +%s)
   echo "asan-build $(( t1 - t0 ))" >> build/sanitizer-builds.times
+  # The ASan tests may start now; the TSan build goes on beside them.
+  touch build/asan-build.done
   cmake --preset tsan >/dev/null
   cmake --build --preset tsan --target throttlekit_tsan_tests
   echo "tsan-build $(( $(date +%s) - t1 ))" >> build/sanitizer-builds.times
 }
 export -f sanitizer_builds
-rm -f build/sanitizer-builds.times
+rm -f build/sanitizer-builds.times build/asan-build.done
 idle=(chrt --idle 0)
 if ! chrt --idle 0 true 2>/dev/null; then
   idle=(nice -n 19)
@@ -156,21 +159,37 @@ begin check-tests "the other optimised tests"
 ctest --preset check -j2 -LE serial
 end
 
-begin sanitizer-wait "the rest of the sanitizer builds (ASan + UBSan: unit, property; TSan: tsan)"
-sanitizer_rc=0
-wait "$sanitizer_pid" || sanitizer_rc=$?
-sanitizer_pid=""
-cat build/sanitizer-builds.log
-[[ -f build/sanitizer-builds.times ]] && while read -r p t; do took[$p]=$t; done < build/sanitizer-builds.times
-if (( sanitizer_rc != 0 )); then
-  echo "== the sanitizer builds failed (exit $sanitizer_rc)"
-  exit "$sanitizer_rc"
+# Waits for the background builds to finish (or fail).
+wait_sanitizer_builds() {
+  local rc=0
+  wait "$sanitizer_pid" || rc=$?
+  sanitizer_pid=""
+  cat build/sanitizer-builds.log
+  [[ -f build/sanitizer-builds.times ]] && while read -r p t; do took[$p]=$t; done < build/sanitizer-builds.times
+  if (( rc != 0 )); then
+    echo "== the sanitizer builds failed (exit $rc)"
+    exit "$rc"
+  fi
+}
+
+# The ASan build first: its tests start as soon as it is done, while the
+# TSan build goes on beside them at idle priority.
+begin sanitizer-wait "the rest of the ASan + UBSan build (unit, property)"
+while [[ ! -f build/asan-build.done ]] && kill -0 "$sanitizer_pid" 2>/dev/null; do
+  sleep 1
+done
+if [[ ! -f build/asan-build.done ]]; then
+  wait_sanitizer_builds
 fi
 end
 
 begin asan-tests "AddressSanitizer + UndefinedBehaviorSanitizer tests"
 ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="print_stacktrace=1" \
   ctest --preset asan -j2 -L "unit|property"
+end
+
+begin tsan-wait "the rest of the TSan build (tsan)"
+wait_sanitizer_builds
 end
 
 begin tsan-tests "ThreadSanitizer tests"
