@@ -288,52 +288,48 @@ void next_batch(std::vector<std::string_view>& views, size_t* next) {
   }
 }
 
-// `range(0)` distinct keys out of 10^6 per batch, one `check_many` (one
-// clock read, misses overlapped); items are keys.
-template <class S>
-void BM_RateLimiter_CheckManyDistinct(benchmark::State& state) {
+// Runs `decide(limiter, batch)` per iteration on the next `range(0)`
+// distinct keys out of 10^6 (all present); items are keys.
+template <class S, class Decide>
+void run_distinct_batches(benchmark::State& state, Decide decide) {
   RateLimiter<S>& limiter = shared_limiter<S>();
   warm_distinct_keys<S>();
   std::vector<std::string_view> views(static_cast<size_t>(state.range(0)));
-  std::vector<Decision> out(views.size());
   size_t next = 0;
   for (auto _ : state) {
     next_batch(views, &next);
-    benchmark::DoNotOptimize(limiter.check_many(views, out));
+    decide(limiter, views);
   }
   state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+
+// One `check_many` per batch (one clock read, misses overlapped).
+template <class S>
+void BM_RateLimiter_CheckManyDistinct(benchmark::State& state) {
+  std::vector<Decision> out(static_cast<size_t>(state.range(0)));
+  run_distinct_batches<S>(state, [&](RateLimiter<S>& limiter, auto& views) {
+    benchmark::DoNotOptimize(limiter.check_many(views, out));
+  });
 }
 
 // The same keys, one `check` each (a clock read and a miss per key).
 template <class S>
 void BM_RateLimiter_CheckOneByOneDistinct(benchmark::State& state) {
-  RateLimiter<S>& limiter = shared_limiter<S>();
-  warm_distinct_keys<S>();
-  std::vector<std::string_view> views(static_cast<size_t>(state.range(0)));
-  size_t next = 0;
-  for (auto _ : state) {
-    next_batch(views, &next);
+  run_distinct_batches<S>(state, [](RateLimiter<S>& limiter, auto& views) {
     for (std::string_view k : views) benchmark::DoNotOptimize(limiter.check(k));
-  }
-  state.SetItemsProcessed(state.iterations() * state.range(0));
+  });
 }
 
 // The same keys, one `check_at` each with one `now` per batch (a miss per
 // key, no clock read): what the overlap alone buys.
 template <class S>
 void BM_RateLimiter_CheckAtOneByOneDistinct(benchmark::State& state) {
-  RateLimiter<S>& limiter = shared_limiter<S>();
-  warm_distinct_keys<S>();
-  std::vector<std::string_view> views(static_cast<size_t>(state.range(0)));
-  size_t next = 0;
-  for (auto _ : state) {
-    next_batch(views, &next);
+  run_distinct_batches<S>(state, [](RateLimiter<S>& limiter, auto& views) {
     const int64_t now = SystemClock{}.now_ms();
     for (std::string_view k : views) {
       benchmark::DoNotOptimize(limiter.check_at(k, now));
     }
-  }
-  state.SetItemsProcessed(state.iterations() * state.range(0));
+  });
 }
 
 BENCHMARK_TEMPLATE(BM_RateLimiter_CheckOneByOneDistinct, Gcra)->Arg(64);

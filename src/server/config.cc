@@ -6,10 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <initializer_list>
 #include <set>
-#include <sstream>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -18,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl_view.h"
 #include "envoy_config.h"
+#include "file_text.h"
 #include "throttlekit/core/decision.h"
 #include "throttlekit/core/key.h"
 #include "throttlekit/federation/federated_fair_escrow.h"
@@ -666,14 +665,12 @@ absl::StatusOr<ServerConfig> parse_config(std::string_view yaml,
 }
 
 absl::StatusOr<ServerConfig> load_config(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  const std::optional<std::string> text = read_file_text(path);
+  if (!text.has_value()) {
     return absl::NotFoundError(
         absl::StrCat("cannot read the configuration file ", path));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_config(text.str(), path);
+  return parse_config(*text, path);
 }
 
 }  // namespace throttlekit::server

@@ -5,9 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -15,21 +13,9 @@
 #include "config.h"
 #include "envoy_config.h"
 #include "envoy_rls.h"
+#include "file_text.h"
 
 namespace throttlekit::server {
-
-namespace {
-
-// The file's bytes, or nullopt when it cannot be read.
-std::optional<std::string> slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream body;
-  body << in.rdbuf();
-  return body.str();
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<ConfigWatcher>> ConfigWatcher::start(
     std::string path, Policies& policies, Options options) {
@@ -38,7 +24,7 @@ absl::StatusOr<std::unique_ptr<ConfigWatcher>> ConfigWatcher::start(
         "config_watcher.interval_ms must be in [1, 86400000]; got ",
         options.interval_ms));
   }
-  if (!slurp(path).has_value()) {
+  if (!read_file_text(path).has_value()) {
     return absl::NotFoundError(
         absl::StrCat("config_watcher: cannot read ", path));
   }
@@ -72,7 +58,7 @@ std::string ConfigWatcher::read_all() const {
   std::string all;
   const auto add = [&](const std::string& f) {
     absl::StrAppend(&all, "\x1f", f, "\x1e",
-                    slurp(f).value_or("\x1a(unreadable)"));
+                    read_file_text(f).value_or("\x1a(unreadable)"));
   };
   add(path_);
   for (const std::string& f : files_) add(f);

@@ -8,15 +8,14 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
-#include <fstream>
 #include <functional>
 #include <map>
-#include <sstream>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl_view.h"
+#include "file_text.h"
 #include "yaml_reader.h"
 
 namespace throttlekit::server {
@@ -488,14 +487,12 @@ absl::StatusOr<EnvoyConfig> envoy_block(const YAML::Node& n,
       const std::string file = name.front() == '/' || base_dir.empty()
                                    ? name
                                    : absl::StrCat(sv(base_dir), "/", name);
-      std::ifstream in(file, std::ios::binary);
-      if (!in) {
+      const std::optional<std::string> body = read_file_text(file);
+      if (!body.has_value()) {
         return errors.at(at, absl::StrCat("cannot read the file ", file));
       }
-      std::ostringstream body;
-      body << in.rdbuf();
       config.files.push_back(file);
-      absl::StatusOr<EnvoyDomain> d = parse_domain_text(body.str(), file);
+      absl::StatusOr<EnvoyDomain> d = parse_domain_text(*body, file);
       if (!d.ok()) return d.status();
       if (absl::Status s = add(*std::move(d),
                                [&](std::string problem) {

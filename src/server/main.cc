@@ -39,9 +39,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -50,6 +48,7 @@
 #include "absl/strings/numbers.h"
 #include "config.h"
 #include "config_watcher.h"
+#include "file_text.h"
 #include "policies.h"
 #include "server.h"
 
@@ -177,15 +176,14 @@ int main(int argc, char** argv) {
                             std::pair{&args.tls_key, &tls_key},
                             std::pair{&args.tls_client_ca, &tls_client_ca}}) {
     if (path->empty()) continue;
-    std::ifstream in(*path, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (!in || text.str().empty()) {
+    std::optional<std::string> text =
+        throttlekit::server::read_file_text(*path);
+    if (!text.has_value() || text->empty()) {
       std::fprintf(stderr, "throttlekit-server: cannot read %s\n",
                    path->c_str());
       return 2;
     }
-    *into = text.str();
+    *into = *std::move(text);
   }
   if (const char* env = std::getenv("THROTTLEKIT_FLEET_SECRET");
       args.fleet_secret.empty() && env != nullptr) {

@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "policies.h"
 #include "server.h"
+#include "support/envoy_request.h"
 #include "support/forked_fleet.h"
 
 #ifdef THROTTLEKIT_SERVER_TEST_REDIS
@@ -38,7 +39,6 @@ namespace envoy_store_test {
 namespace {
 
 namespace rls = ::envoy::service::ratelimit::v3;
-namespace rlc = ::envoy::extensions::common::ratelimit::v3;
 using R = rls::RateLimitResponse;
 
 std::shared_ptr<Coordinator> store() {
@@ -76,18 +76,6 @@ Door serve(const std::string& yaml, std::shared_ptr<Coordinator> coordinator) {
   return d;
 }
 
-rls::RateLimitRequest request(
-    const std::vector<std::pair<std::string, std::string>>& descriptors) {
-  rls::RateLimitRequest r;
-  r.set_domain("fleet");
-  for (const auto& [key, value] : descriptors) {
-    rlc::RateLimitDescriptor::Entry* e = r.add_descriptors()->add_entries();
-    e->set_key(key);
-    e->set_value(value);
-  }
-  return r;
-}
-
 constexpr int64_t kUserLimit = 40;   // strict, per second
 constexpr int64_t kRouteLimit = 60;  // leased, per second
 constexpr int64_t kRouteBatch = 6;
@@ -117,8 +105,9 @@ envoy:
 TEST(EnvoyStore, TwoServersHoldEachDescriptorsLimitPerWindow) {
   Door a = serve(kFleet, store());
   Door b = serve(kFleet, store());  // its own connections to the same store
-  const rls::RateLimitRequest req =
-      request({{"user", fresh("ann")}, {"route", fresh("/cart")}});
+  const rls::RateLimitRequest req = testing::rls_request(
+      "fleet", {testing::rls_descriptor({{"user", fresh("ann")}}),
+                testing::rls_descriptor({{"route", fresh("/cart")}})});
   struct Window {
     int64_t asked = 0;
     int64_t user_ok = 0;
@@ -238,9 +227,11 @@ envoy:
                      std::chrono::seconds(5));
     return door.stub->ShouldRateLimit(&ctx, req, resp);
   };
-  const rls::RateLimitRequest strict = request({{"user", fresh("u")}});
+  const rls::RateLimitRequest strict = testing::rls_request(
+      "fleet", {testing::rls_descriptor({{"user", fresh("u")}})});
   // Batch 1: every hit of the leased limit needs the store.
-  const rls::RateLimitRequest leased = request({{"route", fresh("/r")}});
+  const rls::RateLimitRequest leased = testing::rls_request(
+      "fleet", {testing::rls_descriptor({{"route", fresh("/r")}})});
   for (Door* d : {&error, &open, &closed}) {
     for (const rls::RateLimitRequest* req : {&strict, &leased}) {
       R resp;
