@@ -20,7 +20,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
@@ -38,6 +40,7 @@
 #include "gtest/gtest.h"
 #include "policies.h"
 #include "server.h"
+#include "support/envoy_request.h"
 #include "support/test_time.h"
 #include "throttlekit/coordinator/memory_coordinator.h"
 #include "throttlekit/store/rate_limiter.h"
@@ -55,17 +58,9 @@ using R = rls::RateLimitResponse;
 constexpr int64_t kStart = testing::kEpoch - 20'000;
 constexpr uint32_t kUnlimited = 4'294'967'295;
 
-using Entries = std::vector<std::pair<std::string, std::string>>;
-
-rlc::RateLimitDescriptor desc(const Entries& entries) {
-  rlc::RateLimitDescriptor d;
-  for (const auto& [key, value] : entries) {
-    rlc::RateLimitDescriptor::Entry* e = d.add_entries();
-    e->set_key(key);
-    e->set_value(value);
-  }
-  return d;
-}
+using Entries = testing::RlsEntries;
+using testing::rls_descriptor;
+using testing::rls_request;
 
 // `d` with its own hits_addend.
 rlc::RateLimitDescriptor with_hits(rlc::RateLimitDescriptor d, uint64_t hits) {
@@ -80,16 +75,6 @@ rlc::RateLimitDescriptor with_limit(rlc::RateLimitDescriptor d,
   d.mutable_limit()->set_requests_per_unit(requests_per_unit);
   d.mutable_limit()->set_unit(unit);
   return d;
-}
-
-rls::RateLimitRequest request(const std::string& domain,
-                              const std::vector<rlc::RateLimitDescriptor>& ds,
-                              uint32_t hits = 0) {
-  rls::RateLimitRequest r;
-  r.set_domain(domain);
-  for (const rlc::RateLimitDescriptor& d : ds) *r.add_descriptors() = d;
-  r.set_hits_addend(hits);
-  return r;
 }
 
 // A server over `store` (null: the embedded store) on a manual clock (its
@@ -138,7 +123,7 @@ class EnvoyDoor {
 
   // The answer to a request of the one descriptor `entries`.
   R decide(const std::string& domain, const Entries& entries) {
-    return decide(request(domain, {desc(entries)}));
+    return decide(rls_request(domain, {rls_descriptor(entries)}));
   }
 
   Server& server() { return *server_; }
@@ -198,11 +183,11 @@ envoy:
 
 TEST(EnvoyRls, NestedDescriptorsAllMustPassAndTheOthersStillCount) {
   EnvoyDoor door(kMessaging);
-  const auto marketing =
-      desc({{"message_type", "marketing"}, {"to_number", "2061111111"}});
-  const auto number = desc({{"to_number", "2061111111"}});
+  const auto marketing = rls_descriptor(
+      {{"message_type", "marketing"}, {"to_number", "2061111111"}});
+  const auto number = rls_descriptor({{"to_number", "2061111111"}});
   for (uint32_t i = 1; i <= 5; ++i) {
-    const R r = door.decide(request("messaging", {marketing, number}));
+    const R r = door.decide(rls_request("messaging", {marketing, number}));
     EXPECT_EQ(r.overall_code(), R::OK) << i;
     expect_limit(r.statuses(0), R::OK, 5 - i, 5, R::RateLimit::DAY,
                  "marketing");
@@ -210,7 +195,7 @@ TEST(EnvoyRls, NestedDescriptorsAllMustPassAndTheOthersStillCount) {
   }
   // The sixth is over the marketing limit: the request is OVER_LIMIT, and
   // the per-number limit still counts it (as the reference service does).
-  const R r = door.decide(request("messaging", {marketing, number}));
+  const R r = door.decide(rls_request("messaging", {marketing, number}));
   EXPECT_EQ(r.overall_code(), R::OVER_LIMIT);
   expect_limit(r.statuses(0), R::OVER_LIMIT, 0, 5, R::RateLimit::DAY,
                "marketing");
@@ -239,7 +224,7 @@ TEST(EnvoyRls, NestedDescriptorsAllMustPassAndTheOthersStillCount) {
   expect_no_limit(transactional.statuses(0));
   // The next day's window starts afresh.
   door.clock().advance_ms(6'420'000);
-  const R next_day = door.decide(request("messaging", {marketing, number}));
+  const R next_day = door.decide(rls_request("messaging", {marketing, number}));
   expect_limit(next_day.statuses(0), R::OK, 4, 5, R::RateLimit::DAY,
                "marketing");
   expect_limit(next_day.statuses(1), R::OK, 99, 100, R::RateLimit::DAY);
@@ -365,11 +350,11 @@ envoy:
         - key: azure
           rate_limit: {unit: minute, requests_per_unit: 1}
 )");
-  const auto ldap = desc({{"ldap", "a"}});
-  const auto azure = desc({{"azure", "b"}});
+  const auto ldap = rls_descriptor({{"ldap", "a"}});
+  const auto azure = rls_descriptor({{"azure", "b"}});
   const std::vector<R::Code> overall = {R::OK, R::OVER_LIMIT, R::OVER_LIMIT};
   for (const R::Code want : overall) {
-    const R r = door.decide(request("internal", {ldap, azure}));
+    const R r = door.decide(rls_request("internal", {ldap, azure}));
     EXPECT_EQ(r.overall_code(), want);
     const R::DescriptorStatus& s = r.statuses(0);
     EXPECT_EQ(s.code(), R::OK);
@@ -435,19 +420,21 @@ envoy:
                 requests_per_unit: 10
                 unit: second
 )");
-  const auto first = desc({{"key_1", "value_1"}, {"user", "bkthomps"}});
-  const auto second = desc({{"key_2", "value_2"}, {"user", "bkthomps"}});
+  const auto first =
+      rls_descriptor({{"key_1", "value_1"}, {"user", "bkthomps"}});
+  const auto second =
+      rls_descriptor({{"key_2", "value_2"}, {"user", "bkthomps"}});
   for (uint32_t i = 1; i <= 7; ++i) {
-    const R r = door.decide(request("example7", {first, second}));
+    const R r = door.decide(rls_request("example7", {first, second}));
     EXPECT_EQ(r.overall_code(), R::OK) << i;
     expect_no_limit(r.statuses(0));
     expect_limit(r.statuses(1), R::OK, 10 - i, 10, R::RateLimit::SECOND);
   }
   // The replaced limit was not counted; alone, it applies again.
-  expect_limit(door.decide(request("example7", {first})).statuses(0), R::OK, 4,
-               5, R::RateLimit::SECOND, "specific_limit");
-  expect_limit(door.decide(request("example7", {second})).statuses(0), R::OK, 2,
-               10, R::RateLimit::SECOND);
+  expect_limit(door.decide(rls_request("example7", {first})).statuses(0), R::OK,
+               4, 5, R::RateLimit::SECOND, "specific_limit");
+  expect_limit(door.decide(rls_request("example7", {second})).statuses(0),
+               R::OK, 2, 10, R::RateLimit::SECOND);
 }
 
 TEST(EnvoyRls, HitsAddendPerRequestAndPerDescriptor) {
@@ -460,24 +447,26 @@ envoy:
         - key: k
           rate_limit: {unit: minute, requests_per_unit: 10}
 )");
-  const auto k = desc({{"k", "v"}});
+  const auto k = rls_descriptor({{"k", "v"}});
   const auto remaining = [&](const rls::RateLimitRequest& req) {
     const R r = door.decide(req);
     EXPECT_EQ(r.overall_code(), r.statuses(0).code());
     return std::pair(r.statuses(0).code(), r.statuses(0).limit_remaining());
   };
   using Want = std::pair<R::Code, uint32_t>;
-  EXPECT_EQ(remaining(request("hits", {k}, 3)), Want(R::OK, 7));
-  EXPECT_EQ(remaining(request("hits", {k}, 0)), Want(R::OK, 6));  // 0 is 1
+  EXPECT_EQ(remaining(rls_request("hits", {k}, 3)), Want(R::OK, 7));
+  EXPECT_EQ(remaining(rls_request("hits", {k}, 0)), Want(R::OK, 6));  // 0 is 1
   // The descriptor's own hits_addend takes precedence over the request's.
-  EXPECT_EQ(remaining(request("hits", {with_hits(k, 2)}, 4)), Want(R::OK, 4));
+  EXPECT_EQ(remaining(rls_request("hits", {with_hits(k, 2)}, 4)),
+            Want(R::OK, 4));
   // A descriptor hits_addend of 0 checks without counting.
-  EXPECT_EQ(remaining(request("hits", {with_hits(k, 0)}, 4)), Want(R::OK, 4));
+  EXPECT_EQ(remaining(rls_request("hits", {with_hits(k, 0)}, 4)),
+            Want(R::OK, 4));
   // Hits that do not fit are refused and not counted: what is left stays.
-  EXPECT_EQ(remaining(request("hits", {k}, 5)), Want(R::OVER_LIMIT, 4));
-  EXPECT_EQ(remaining(request("hits", {k}, 4)), Want(R::OK, 0));
+  EXPECT_EQ(remaining(rls_request("hits", {k}, 5)), Want(R::OVER_LIMIT, 4));
+  EXPECT_EQ(remaining(rls_request("hits", {k}, 4)), Want(R::OK, 0));
   // At the limit, a check without counting asks whether one more would pass.
-  EXPECT_EQ(remaining(request("hits", {with_hits(k, 0)})),
+  EXPECT_EQ(remaining(rls_request("hits", {with_hits(k, 0)})),
             Want(R::OVER_LIMIT, 0));
 }
 
@@ -491,12 +480,12 @@ envoy:
         - key: tenant
           rate_limit: {unit: second, requests_per_unit: 100, name: tenants}
 )");
-  const auto acme =
-      with_limit(desc({{"tenant", "acme"}}), 3, ::envoy::type::v3::MINUTE);
+  const auto acme = with_limit(rls_descriptor({{"tenant", "acme"}}), 3,
+                               ::envoy::type::v3::MINUTE);
   const std::vector<R::Code> codes = {R::OK, R::OK, R::OK, R::OVER_LIMIT};
   const std::vector<uint32_t> left = {2, 1, 0, 0};
   for (size_t i = 0; i < codes.size(); ++i) {
-    const R r = door.decide(request("api", {acme}));
+    const R r = door.decide(rls_request("api", {acme}));
     EXPECT_EQ(r.overall_code(), codes[i]);
     expect_limit(r.statuses(0), codes[i], left[i], 3, R::RateLimit::MINUTE);
     EXPECT_EQ(r.statuses(0).duration_until_reset().seconds(), 60);
@@ -506,21 +495,25 @@ envoy:
                100, R::RateLimit::SECOND, "tenants");
   // Each descriptor has its own count under an override ...
   expect_limit(
-      door.decide(request("api", {with_limit(desc({{"tenant", "other"}}), 3,
-                                             ::envoy::type::v3::MINUTE)}))
+      door.decide(rls_request("api",
+                              {with_limit(rls_descriptor({{"tenant", "other"}}),
+                                          3, ::envoy::type::v3::MINUTE)}))
           .statuses(0),
       R::OK, 2, 3, R::RateLimit::MINUTE);
   // ... which applies whether or not the configuration matches it (as in
   // the reference service) ...
   expect_limit(
-      door.decide(request("api", {with_limit(desc({{"unconfigured", "x"}}), 2,
-                                             ::envoy::type::v3::SECOND)}))
+      door
+          .decide(rls_request(
+              "api", {with_limit(rls_descriptor({{"unconfigured", "x"}}), 2,
+                                 ::envoy::type::v3::SECOND)}))
           .statuses(0),
       R::OK, 1, 2, R::RateLimit::SECOND);
   // ... and refuses every request when it is 0.
   expect_limit(
-      door.decide(request("api", {with_limit(desc({{"tenant", "zero"}}), 0,
-                                             ::envoy::type::v3::HOUR)}))
+      door.decide(rls_request("api",
+                              {with_limit(rls_descriptor({{"tenant", "zero"}}),
+                                          0, ::envoy::type::v3::HOUR)}))
           .statuses(0),
       R::OVER_LIMIT, 0, 0, R::RateLimit::HOUR);
 }
@@ -531,18 +524,19 @@ version: 1
 envoy:
   domains: [{domain: api}]
 )");
-  const auto tenant = desc({{"tenant", "acme"}});
+  const auto tenant = rls_descriptor({{"tenant", "acme"}});
   for (uint32_t limit = 1; limit <= kMaxLimitOverrides; ++limit) {
-    const R r = door.decide(
-        request("api", {with_limit(tenant, limit, ::envoy::type::v3::HOUR)}));
+    const R r = door.decide(rls_request(
+        "api", {with_limit(tenant, limit, ::envoy::type::v3::HOUR)}));
     ASSERT_EQ(r.statuses(0).limit_remaining(), limit - 1) << limit;
   }
   R resp;
   const grpc::Status s = door.call(
-      request("api",
-              {desc({{"tenant", "other"}}),
-               with_limit(tenant, static_cast<uint32_t>(kMaxLimitOverrides + 1),
-                          ::envoy::type::v3::HOUR)}),
+      rls_request(
+          "api",
+          {rls_descriptor({{"tenant", "other"}}),
+           with_limit(tenant, static_cast<uint32_t>(kMaxLimitOverrides + 1),
+                      ::envoy::type::v3::HOUR)}),
       resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_NE(s.error_message().find("at most 1024 distinct limit overrides"),
@@ -550,7 +544,7 @@ envoy:
       << s.error_message();
   // A limit already counted is still served.
   const R again = door.decide(
-      request("api", {with_limit(tenant, 5, ::envoy::type::v3::HOUR)}));
+      rls_request("api", {with_limit(tenant, 5, ::envoy::type::v3::HOUR)}));
   expect_limit(again.statuses(0), R::OK, 3, 5, R::RateLimit::HOUR);
 }
 
@@ -649,10 +643,10 @@ envoy:
     const std::string route = absl::StrCat("/v1/", rng() % 2);
     const uint32_t hits = 1 + static_cast<uint32_t>(rng() % 3);
     const bool peek = step % 7 == 0;  // a descriptor hits_addend of 0
-    auto user_desc = desc({{"user", user}});
+    auto user_desc = rls_descriptor({{"user", user}});
     if (peek) user_desc = with_hits(user_desc, 0);
-    const R r =
-        door.decide(request("eq", {user_desc, desc({{"route", route}})}, hits));
+    const R r = door.decide(rls_request(
+        "eq", {user_desc, rls_descriptor({{"route", route}})}, hits));
     const absl::StatusOr<Decision> want_user =
         peek ? fixed->peek(user) : fixed->check(user, hits);
     const absl::StatusOr<Decision> want_route = gcra->check(route, hits);
@@ -680,7 +674,8 @@ std::string with_headers(const std::string& form) {
 
 TEST(EnvoyRls, HeadersNameTheDescriptorClosestToItsLimit) {
   EnvoyDoor door(with_headers("draft07"));
-  const auto req = request("hdr", {desc({{"a", "x"}}), desc({{"b", "x"}})});
+  const auto req = rls_request(
+      "hdr", {rls_descriptor({{"a", "x"}}), rls_descriptor({{"b", "x"}})});
   using Headers = std::vector<std::pair<std::string, std::string>>;
   EXPECT_EQ(headers(door.decide(req)),
             (Headers{{"RateLimit-Limit", "3"},
@@ -725,13 +720,13 @@ envoy:
         - key: k
           rate_limit: {unit: minute, requests_per_unit: 5}
 )");
-  const auto good = desc({{"k", "v"}});
+  const auto good = rls_descriptor({{"k", "v"}});
   rlc::RateLimitDescriptor no_entries;
-  rlc::RateLimitDescriptor empty_key = desc({{"", "v"}});
+  rlc::RateLimitDescriptor empty_key = rls_descriptor({{"", "v"}});
   const auto no_unit =
-      with_limit(desc({{"k", "v"}}), 3, ::envoy::type::v3::UNKNOWN);
-  const auto long_key = desc({{"k", std::string(70, 'x')}});
-  rls::RateLimitRequest many = request("d", {});
+      with_limit(rls_descriptor({{"k", "v"}}), 3, ::envoy::type::v3::UNKNOWN);
+  const auto long_key = rls_descriptor({{"k", std::string(70, 'x')}});
+  rls::RateLimitRequest many = rls_request("d", {});
   for (int i = 0; i < 100'000; ++i) *many.add_descriptors() = good;
   struct Case {
     rls::RateLimitRequest req;
@@ -739,24 +734,26 @@ envoy:
     std::string message;  // a substring of the error
   };
   const Case cases[] = {
-      {request("", {good}), grpc::StatusCode::INVALID_ARGUMENT,
+      {rls_request("", {good}), grpc::StatusCode::INVALID_ARGUMENT,
        "the domain is empty"},
-      {request("d", {}), grpc::StatusCode::INVALID_ARGUMENT, "no descriptors"},
-      {request("nope", {good}), grpc::StatusCode::NOT_FOUND,
+      {rls_request("d", {}), grpc::StatusCode::INVALID_ARGUMENT,
+       "no descriptors"},
+      {rls_request("nope", {good}), grpc::StatusCode::NOT_FOUND,
        "unknown domain \"nope\""},
       {many, grpc::StatusCode::INVALID_ARGUMENT,
        "100000 descriptors; the server's limit is 100 (maxBatch)"},
-      {request("d", {good}, 2'000'000'000), grpc::StatusCode::INVALID_ARGUMENT,
+      {rls_request("d", {good}, 2'000'000'000),
+       grpc::StatusCode::INVALID_ARGUMENT,
        "hits_addend is 2000000000; at most 1000000000"},
-      {request("d", {good, with_hits(good, uint64_t{1} << 40)}),
+      {rls_request("d", {good, with_hits(good, uint64_t{1} << 40)}),
        grpc::StatusCode::INVALID_ARGUMENT, "descriptors[1].hits_addend"},
-      {request("d", {good, no_entries}), grpc::StatusCode::INVALID_ARGUMENT,
+      {rls_request("d", {good, no_entries}), grpc::StatusCode::INVALID_ARGUMENT,
        "descriptors[1]: no entries"},
-      {request("d", {good, empty_key}), grpc::StatusCode::INVALID_ARGUMENT,
+      {rls_request("d", {good, empty_key}), grpc::StatusCode::INVALID_ARGUMENT,
        "descriptors[1].entries[0]: the key is empty"},
-      {request("d", {good, no_unit}), grpc::StatusCode::INVALID_ARGUMENT,
+      {rls_request("d", {good, no_unit}), grpc::StatusCode::INVALID_ARGUMENT,
        "descriptors[1].limit.unit: 0 is not a unit"},
-      {request("d", {good, long_key}), grpc::StatusCode::INVALID_ARGUMENT,
+      {rls_request("d", {good, long_key}), grpc::StatusCode::INVALID_ARGUMENT,
        "descriptors[1]: its counter key is 73 bytes; the server's limit is "
        "64 (maxKeyBytes)"},
   };
@@ -768,7 +765,7 @@ envoy:
         << s.error_message() << "\nexpected: " << c.message;
   }
   // None of them counted the good descriptor they carried.
-  expect_limit(door.decide(request("d", {good})).statuses(0), R::OK, 4, 5,
+  expect_limit(door.decide(rls_request("d", {good})).statuses(0), R::OK, 4, 5,
                R::RateLimit::MINUTE);
 
   // A server without envoy domains answers NOT_FOUND.
@@ -778,7 +775,7 @@ limiters:
   api: {strategy: gcra, limit: 1, period: 1s}
 )");
   R resp;
-  const grpc::Status s = none.call(request("d", {good}), resp);
+  const grpc::Status s = none.call(rls_request("d", {good}), resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_NE(s.error_message().find("no envoy domains configured"),
             std::string::npos)
@@ -805,20 +802,24 @@ envoy:
   for (int i = 0; i < 9; ++i) door.decide("m", {{"user", "ann"}});
   // 3 hits with 1 left: refused, all three over the limit.
   EXPECT_EQ(
-      door.decide(request("m", {desc({{"user", "ann"}})}, 3)).overall_code(),
+      door.decide(rls_request("m", {rls_descriptor({{"user", "ann"}})}, 3))
+          .overall_code(),
       R::OVER_LIMIT);
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(door.decide("m", {{"route", "/a"}}).overall_code(), R::OK);
   }
-  door.decide(request(
-      "m", {with_limit(desc({{"other", "x"}}), 5, ::envoy::type::v3::MINUTE)}));
+  door.decide(rls_request("m", {with_limit(rls_descriptor({{"other", "x"}}), 5,
+                                           ::envoy::type::v3::MINUTE)}));
   // A check without counting adds no hit.
-  door.decide(request("m", {with_hits(desc({{"user", "bob"}}), 0)}));
+  door.decide(
+      rls_request("m", {with_hits(rls_descriptor({{"user", "bob"}}), 0)}));
   R resp;
   EXPECT_FALSE(
-      door.call(request("nope", {desc({{"user", "ann"}})}), resp).ok());
-  EXPECT_FALSE(door.call(request("m", {}), resp).ok());
-  EXPECT_FALSE(door.call(request("m", {desc({{"", "x"}})}), resp).ok());
+      door.call(rls_request("nope", {rls_descriptor({{"user", "ann"}})}), resp)
+          .ok());
+  EXPECT_FALSE(door.call(rls_request("m", {}), resp).ok());
+  EXPECT_FALSE(
+      door.call(rls_request("m", {rls_descriptor({{"", "x"}})}), resp).ok());
 
   const std::string text = door.server().prometheus_text();
   for (
@@ -917,8 +918,8 @@ TEST(EnvoyRls, ReloadUnderTrafficKeepsCountsAndRefusesNothing) {
     clients.emplace_back([&] {
       while (sent.fetch_add(1) < kRequests) {
         R resp;
-        const grpc::Status st =
-            door.call(request("r", {desc({{"user", "ann"}})}), resp);
+        const grpc::Status st = door.call(
+            rls_request("r", {rls_descriptor({{"user", "ann"}})}), resp);
         if (!st.ok() || resp.statuses_size() != 1) {
           failed.fetch_add(1);
           continue;
@@ -969,7 +970,8 @@ TEST(EnvoyRls, ReloadUnderTrafficKeepsCountsAndRefusesNothing) {
             5u);
   R resp;
   EXPECT_EQ(
-      door.call(request("extra", {desc({{"k", "v"}})}), resp).error_code(),
+      door.call(rls_request("extra", {rls_descriptor({{"k", "v"}})}), resp)
+          .error_code(),
       grpc::StatusCode::NOT_FOUND);
   // Version B again: `ip` at 7 under its new name, `extra` served.
   write_file(rls_yaml, kReloadB);
@@ -995,6 +997,106 @@ TEST(EnvoyRls, ReloadUnderTrafficKeepsCountsAndRefusesNothing) {
   }
 }
 
+// The reload bound as it is used: the real clock, six clients on two
+// cores against a limit of 40 per one-second window, the configuration
+// swapped every 20 ms for four windows. Each answer is counted in the
+// window it names (the server read its clock between sending and
+// receiving, and now + duration_until_reset is a whole second): per window
+// at most 40, and exactly 40 in every window the clients pressed, whatever
+// the reloads in between.
+TEST(EnvoyRls, ReloadsOnTheRealClockHoldEachWindow) {
+  const std::string dir =
+      absl::StrCat(::testing::TempDir(), "/envoy-reload-real-", getpid());
+  ASSERT_EQ(std::system(absl::StrCat("mkdir -p '", dir, "'").c_str()), 0);
+  const std::string server_yaml = dir + "/server.yaml";
+  const auto version = [](int ip_limit) {
+    return absl::StrCat(
+        "version: 1\nenvoy:\n  domains:\n    - domain: r\n      descriptors:\n"
+        "        - key: user\n          rate_limit: {unit: second, "
+        "requests_per_unit: 40}\n        - key: ip\n          rate_limit: "
+        "{unit: second, requests_per_unit: ",
+        ip_limit, "}\n");
+  };
+  write_file(server_yaml, version(5));
+  absl::StatusOr<ServerConfig> config = load_config(server_yaml);
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto policies = Policies::create(*config, nullptr);  // the system clock
+  ASSERT_TRUE(policies.ok()) << policies.status();
+  auto server = Server::start(*std::move(policies), {.listen = "127.0.0.1:0"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto watcher = ConfigWatcher::start(server_yaml, (*server)->policies(),
+                                      {.background = false});
+  ASSERT_TRUE(watcher.ok()) << watcher.status();
+  const auto wall = [] { return SystemClock{}.now_ms(); };
+  const rls::RateLimitRequest req =
+      rls_request("r", {rls_descriptor({{"user", "ann"}})});
+  std::mutex mu;
+  std::map<int64_t, int64_t> admitted;  // by window end
+  std::map<int64_t, int64_t> asked;
+  int64_t failed = 0;
+  int64_t unattributed = 0;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 6; ++c) {
+    clients.emplace_back([&] {
+      auto stub = rls::RateLimitService::NewStub(
+          grpc::CreateChannel(absl::StrCat("127.0.0.1:", (*server)->port()),
+                              grpc::InsecureChannelCredentials()));
+      while (!stop.load()) {
+        R resp;
+        grpc::ClientContext ctx;
+        const int64_t sent = wall();
+        const grpc::Status st = stub->ShouldRateLimit(&ctx, req, &resp);
+        const int64_t received = wall();
+        std::lock_guard lock(mu);
+        if (!st.ok() || resp.statuses_size() != 1) {
+          ++failed;
+          continue;
+        }
+        const auto& d = resp.statuses(0).duration_until_reset();
+        const int64_t until = d.seconds() * 1000 + d.nanos() / 1'000'000;
+        const int64_t end = (sent + until + 999) / 1000 * 1000;
+        if (end > received + until || end + 1000 <= received + until) {
+          ++unattributed;  // an answer slower than a second
+          continue;
+        }
+        ++asked[end];
+        admitted[end] += resp.statuses(0).code() == R::OK ? 1 : 0;
+      }
+    });
+  }
+  int reloads = 0;
+  const int64_t until = wall() + 4'000;
+  for (int i = 0; wall() < until; ++i) {
+    write_file(server_yaml, version(i % 2 == 0 ? 7 : 5));
+    absl::StatusOr<bool> changed = (*watcher)->poll();
+    ASSERT_TRUE(changed.ok()) << changed.status();
+    reloads += *changed ? 1 : 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  stop = true;
+  for (std::thread& t : clients) t.join();
+  EXPECT_EQ(failed, 0);
+  EXPECT_GE(reloads, 100);
+  int64_t attributed = 0;
+  for (const auto& [end, n] : asked) attributed += n;
+  EXPECT_LE(unattributed * 20, attributed);
+  ASSERT_GE(admitted.size(), 4u);
+  int64_t pressed = 0;
+  for (const auto& [end, n] : admitted) {
+    EXPECT_LE(n, 40) << "window ending " << end;
+    // The first and last windows are partly outside the run.
+    if (end == admitted.begin()->first || end == admitted.rbegin()->first) {
+      continue;
+    }
+    if (asked[end] >= 80) {
+      ++pressed;
+      EXPECT_EQ(n, 40) << "window ending " << end;
+    }
+  }
+  EXPECT_GE(pressed, 2);
+}
+
 // The watcher's own thread sees a change within a few intervals.
 TEST(EnvoyRls, TheWatcherThreadAppliesAChange) {
   const std::string dir =
@@ -1011,7 +1113,8 @@ TEST(EnvoyRls, TheWatcherThreadAppliesAChange) {
   bool seen = false;
   for (int i = 0; i < 500 && !seen; ++i) {
     R resp;
-    seen = door.call(request("b", {desc({{"k", "v"}})}), resp).ok();
+    seen =
+        door.call(rls_request("b", {rls_descriptor({{"k", "v"}})}), resp).ok();
     if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_TRUE(seen) << "the watcher did not apply the change in 5 s";
@@ -1138,8 +1241,9 @@ envoy:
   EnvoyDoor a(kFleet, shared, &clock);
   EnvoyDoor b(kFleet, shared, &clock);
   const auto both = [](EnvoyDoor& door) {
-    return door.decide(request(
-        "fleet", {desc({{"user", "ann"}}), desc({{"route", "/cart"}})}));
+    return door.decide(
+        rls_request("fleet", {rls_descriptor({{"user", "ann"}}),
+                              rls_descriptor({{"route", "/cart"}})}));
   };
   int strict_ok = 0;
   int leased_ok = 0;

@@ -3,16 +3,22 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
+#include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "support/run_threads.h"
+#include "throttlekit/core/clock.h"
 #include "throttlekit/store/cell.h"
 #include "throttlekit/store/gcra_cell.h"
 #include "throttlekit/store/memory_store.h"
 #include "throttlekit/store/rate_limiter.h"
+#include "throttlekit/strategy/fixed_window.h"
 #include "throttlekit/strategy/gcra.h"
 
 namespace throttlekit {
@@ -100,6 +106,56 @@ TEST(MemoryStoreConcurrency, CheckManyWhileTablesGrowAdmitsExactlyLimit) {
     exact += admitted[static_cast<size_t>(k)].load() == kLimit ? 1 : 0;
   }
   EXPECT_EQ(exact, kKeys);
+}
+
+// The same bound as it is used: RateLimiter::check_many on the real clock
+// (one read per batch, so batches carry stale nows), 8 threads on 2 cores,
+// fixed windows of 10 ms crossed some 150 times, each admission counted in
+// the window its decision names (reset_at): at most the limit per key and
+// window, and the limit reached in most windows a key was pressed in.
+TEST(RateLimiterConcurrency, CheckManyOnTheRealClockHoldsEachWindow) {
+  constexpr int64_t kLimit = 3;
+  constexpr int64_t kWindowMs = 10;
+  constexpr int kKeys = 64;
+  auto limiter = *RateLimiter<FixedWindow>::create(
+      {.limit = kLimit, .window_ms = kWindowMs},
+      {.store = {.max_keys = 1024, .shards = 4}});
+  std::vector<std::string> names;
+  for (int k = 0; k < kKeys; ++k) names.push_back("k" + std::to_string(k));
+  // (key, window end) -> admitted; one map per thread, merged after.
+  using Counts = std::map<std::pair<int, int64_t>, int64_t>;
+  std::vector<Counts> counts(kThreads);
+  const int64_t end = SystemClock{}.now_ms() + 150 * kWindowMs;
+  testing::run_threads(kThreads, [&](int t) {
+    std::vector<std::string_view> batch(16);
+    std::vector<int> index(batch.size());
+    std::vector<Decision> out(batch.size());
+    for (int round = 0; SystemClock{}.now_ms() < end; ++round) {
+      for (size_t j = 0; j < batch.size(); ++j) {
+        index[j] = static_cast<int>((round * 7 + j * 5 + t * 3) % kKeys);
+        batch[j] = names[static_cast<size_t>(index[j])];
+      }
+      if (!limiter.check_many(batch, std::span<Decision>(out)).ok()) break;
+      for (size_t j = 0; j < batch.size(); ++j) {
+        if (out[j].allowed) ++counts[t][{index[j], out[j].reset_at_ms}];
+      }
+    }
+    return 0L;
+  });
+  Counts all;
+  for (const Counts& c : counts) {
+    for (const auto& [at, n] : c) all[at] += n;
+  }
+  int64_t full = 0;
+  std::set<int64_t> windows;
+  for (const auto& [at, n] : all) {
+    EXPECT_LE(n, kLimit) << "key " << at.first << ", window ending "
+                         << at.second;
+    full += n == kLimit ? 1 : 0;
+    windows.insert(at.second);
+  }
+  EXPECT_GE(windows.size(), 100u);
+  EXPECT_GE(full * 2, static_cast<int64_t>(all.size()));
 }
 
 TEST(RateLimiterConcurrency, ManyKeysEachAdmitExactlyLimit) {
