@@ -1,7 +1,9 @@
 // Strict-mode check() over a real Redis next to its floors, in one run:
 // redis-benchmark sending EVALSHA of the same GCRA script to the same
 // server, unpipelined at the same concurrency and with -c 50 -P 16; and the
-// two-tier leased mode next to strict at batch 10, 100 and 1000.
+// two-tier leased mode next to strict at batch 10, 100 and 1000; one
+// caller thread with 1, 16, 64 and 256 asynchronous checks in flight next
+// to redis-benchmark with one connection at the same pipeline depths.
 //
 // Run: scripts/bench_redis.sh (starts a private redis-server on loopback,
 // runs this binary, stops the server). Or point it at a server with
@@ -14,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -267,6 +270,52 @@ BENCHMARK(BM_Leased)->Arg(10)->Iterations(400'000)->UseRealTime();
 BENCHMARK(BM_Leased)->Arg(100)->Iterations(4'000'000)->UseRealTime();
 BENCHMARK(BM_Leased)->Arg(1000)->Iterations(20'000'000)->UseRealTime();
 
+// One caller thread with at most `depth` asynchronous strict checks in
+// flight (docs/async.md) on one connection, beside redis-benchmark with one
+// connection and the same pipeline depth (RedisBenchmarkFloor/c1_P<depth>)
+// and the blocking BM_StrictCheck at 32 threads. The caller tops the
+// window up to `depth` whenever half of it has completed, and in between
+// sleeps (an atomic wait), as an event loop serves other work; so between
+// depth/2 and depth checks are in flight (redis-benchmark -P keeps between
+// 0 and depth: it sends `depth`, then waits for all their replies).
+void BM_AsyncStrictCheck(benchmark::State& state) {
+  static RedisCoordinator* redis =
+      RedisCoordinator::create({.port = port(), .connections = 1})->release();
+  const int64_t depth = state.range(0);
+  const int64_t low = depth / 2;  // wake the caller at this many in flight
+  std::atomic<int64_t> in_flight{0};
+  std::atomic<int64_t> errors{0};
+  const std::string key = "bench:async";
+  const auto wait_until_at_most = [&in_flight](int64_t bound) {
+    for (int64_t n = in_flight.load(std::memory_order_acquire); n > bound;
+         n = in_flight.load(std::memory_order_acquire)) {
+      in_flight.wait(n, std::memory_order_acquire);
+    }
+  };
+  const auto on_done = [&in_flight, &errors, low](absl::StatusOr<Decision> d) {
+    if (!d.ok()) errors.fetch_add(1);
+    const int64_t before = in_flight.fetch_sub(1, std::memory_order_acq_rel);
+    if (before == low + 1 || before == 1) in_flight.notify_one();
+  };
+  for (auto _ : state) {
+    if (in_flight.load(std::memory_order_acquire) >= depth) {
+      wait_until_at_most(low);
+    }
+    in_flight.fetch_add(1, std::memory_order_relaxed);
+    redis->check_async(strategy(), key, 0, 1, on_done);
+  }
+  wait_until_at_most(0);
+  state.SetItemsProcessed(state.iterations());
+  state.counters["errors"] = static_cast<double>(errors.load());
+}
+BENCHMARK(BM_AsyncStrictCheck)
+    ->Arg(1)
+    ->Arg(16)
+    ->Arg(64)
+    ->Arg(256)
+    ->UseRealTime()
+    ->MinTime(2.0);
+
 // redis-benchmark: EVALSHA of the same script, `clients` connections,
 // `pipeline` commands in flight per connection.
 void RedisBenchmarkFloor(benchmark::State& state, int clients, int pipeline) {
@@ -298,6 +347,10 @@ BENCHMARK_CAPTURE(RedisBenchmarkFloor, c1, 1, 1)->Iterations(1);
 BENCHMARK_CAPTURE(RedisBenchmarkFloor, c8, 8, 1)->Iterations(1);
 BENCHMARK_CAPTURE(RedisBenchmarkFloor, c32, 32, 1)->Iterations(1);
 BENCHMARK_CAPTURE(RedisBenchmarkFloor, c50_P16, 50, 16)->Iterations(1);
+// One connection at the asynchronous benchmark's depths.
+BENCHMARK_CAPTURE(RedisBenchmarkFloor, c1_P16, 1, 16)->Iterations(1);
+BENCHMARK_CAPTURE(RedisBenchmarkFloor, c1_P64, 1, 64)->Iterations(1);
+BENCHMARK_CAPTURE(RedisBenchmarkFloor, c1_P256, 1, 256)->Iterations(1);
 
 }  // namespace
 }  // namespace throttlekit

@@ -1,5 +1,7 @@
 // RedisCoordinator: hiredis connections shared leader/follower style; the
 // leader pipelines everything queued (see the header and docs/redis.md).
+// Asynchronous calls queue on the same connections; each connection's I/O
+// thread leads when no blocking caller does (docs/async.md).
 
 #include "throttlekit/redis/redis_coordinator.h"
 
@@ -10,18 +12,21 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -84,7 +89,15 @@ const std::array<std::string, kScriptCount>& script_texts() {
   return *texts;
 }
 
+// `%.17g`: the shortest text Lua reads back as the same double. An integral
+// value below 2^53 prints as its digits under `%.17g` too (no exponent
+// below 1e17), so it takes the cheaper integer path: the same text.
 std::string fmt_double(double v) {
+  if (v >= -9007199254740991.0 && v <= 9007199254740991.0 &&
+      v == static_cast<double>(static_cast<int64_t>(v)) &&
+      !(v == 0 && std::signbit(v))) {
+    return std::to_string(static_cast<int64_t>(v));
+  }
   char buf[40];
   std::snprintf(buf, sizeof buf, "%.17g", v);
   return buf;
@@ -98,7 +111,9 @@ timeval to_timeval(absl::Duration d) { return absl::ToTimeval(d); }
 // plain command (`script < 0`: argv is the command). The flags are guarded
 // by the connection's mutex (`wake` waits on it; the analysis cannot name
 // another object's mutex here); `status` and `reply` are written by the
-// leader before it sets `done` and read by the caller after.
+// leader before it sets `done` and read by the caller after. An
+// asynchronous request has `on_done`, which the thread that finished it
+// calls once, outside every lock; a blocking one has a waiting caller.
 struct Request {
   int script = -1;
   int keys = 1;  // how many leading argv entries are KEYS (scripts only)
@@ -111,6 +126,7 @@ struct Request {
   absl::Status status;
   std::vector<int64_t> reply;     // integers (strings parsed as integers)
   std::vector<std::string> text;  // the strings of the reply, in order
+  absl::AnyInvocable<void(Request&) &&> on_done;  // asynchronous requests
 };
 
 }  // namespace
@@ -132,6 +148,14 @@ class RedisCoordinator::Impl {
     return connections_[i]->call(r);
   }
 
+  // Queues `r`, which has `on_done`, on a connection without waiting.
+  void submit(std::shared_ptr<Request> r) {
+    r->deadline = absl::Now() + options_.command_timeout;
+    const size_t i =
+        next_.fetch_add(1, std::memory_order_relaxed) % connections_.size();
+    connections_[i]->submit(std::move(r));
+  }
+
   BackendStats stats() const { return counters_.snapshot(); }
 
   const RedisCoordinatorOptions& options() const { return options_; }
@@ -142,12 +166,43 @@ class RedisCoordinator::Impl {
   // everything queued (its own request included) in one pipelined batch;
   // callers arriving meanwhile queue and wait. When the leader has served
   // its batch it hands the connection to the oldest waiter, if any, which
-  // serves the next batch. No I/O thread, so an uncontended call makes no
-  // thread hop, and contended calls go out pipelined.
+  // serves the next batch. No I/O thread for blocking callers, so an
+  // uncontended call makes no thread hop, and contended calls go out
+  // pipelined. Asynchronous requests queue the same way; when the oldest
+  // queued request is asynchronous and nobody leads, the connection's I/O
+  // thread (started by the first asynchronous call) leads instead.
   class Connection {
    public:
     explicit Connection(Impl* owner) : owner_(owner) {}
-    ~Connection() { drop(); }
+    // Serves or expires every queued asynchronous request (each within its
+    // deadline), then stops the I/O thread. No blocking call is in progress
+    // (the coordinator outlives its calls).
+    ~Connection() {
+      std::thread io;
+      {
+        MutexLock lock(mu_);
+        stopping_ = true;
+        io = std::move(io_);
+      }
+      io_wake_.notify_all();
+      if (io.joinable()) io.join();
+      drop();
+    }
+
+    void submit(std::shared_ptr<Request> req) {
+      bool wake = false;
+      {
+        MutexLock lock(mu_);
+        if (!io_.joinable()) io_ = std::thread([this] { io_loop(); });
+        queue_.push_back(std::move(req));
+        if (!busy_) {
+          busy_ = true;
+          io_lead_ = true;
+          wake = true;
+        }
+      }
+      if (wake) io_wake_.notify_one();
+    }
 
     absl::Status call(const std::shared_ptr<Request>& req) {
       Request& r = *req;
@@ -185,22 +240,51 @@ class RedisCoordinator::Impl {
                        absl::FormatDuration(o.command_timeout), ")"));
     }
 
-    // Serves one batch as the leader, then hands the connection over.
+    // The I/O thread: leads whenever it is handed the connection, until
+    // the connection stops with nothing left to serve.
+    void io_loop() {
+      MutexLock lock(mu_);
+      for (;;) {
+        {
+          NativeWait native(mu_);
+          while (!io_lead_ && !stopping_) io_wake_.wait(native.lock());
+        }
+        if (!io_lead_) return;  // stopping, and nothing queued
+        io_lead_ = false;
+        lock.unlock();
+        lead();
+        lock.lock();
+      }
+    }
+
+    // Serves one batch as the leader, then hands the connection over: to
+    // the oldest waiting caller, or to the I/O thread when the oldest
+    // queued request is asynchronous. Asynchronous requests whose deadline
+    // passed in the queue are not sent; they complete with
+    // kDeadlineExceeded.
     void lead() {
       std::vector<std::shared_ptr<Request>> batch;
+      std::vector<std::shared_ptr<Request>> expired;
       {
         MutexLock lock(mu_);
         const size_t n = std::min(
             queue_.size(), static_cast<size_t>(owner_->options_.max_pipeline));
+        const absl::Time now = absl::Now();
         for (size_t i = 0; i < n; ++i) {
           std::shared_ptr<Request> q = std::move(queue_.front());
           queue_.pop_front();
-          if (!q->abandoned) batch.push_back(std::move(q));
+          if (q->abandoned) continue;
+          if (q->on_done && q->deadline <= now) {
+            expired.push_back(std::move(q));
+          } else {
+            batch.push_back(std::move(q));
+          }
         }
       }
       std::vector<Outcome> outcomes(batch.size());
       serve(batch, outcomes);
       std::shared_ptr<Request> next;
+      bool wake_io = false;
       {
         MutexLock lock(mu_);
         for (size_t i = 0; i < batch.size(); ++i) {
@@ -209,20 +293,38 @@ class RedisCoordinator::Impl {
           batch[i]->text = std::move(outcomes[i].text);
           batch[i]->done = true;
         }
+        for (const auto& r : expired) {
+          detail::BackendCounters::add(owner_->counters_.timeouts);
+          r->status = deadline_error();
+          r->done = true;
+        }
         while (!queue_.empty() && queue_.front()->abandoned) {
           queue_.pop_front();
         }
         if (queue_.empty()) {
           busy_ = false;
+        } else if (queue_.front()->on_done) {
+          io_lead_ = true;  // stays busy: the I/O thread takes over
+          wake_io = true;
         } else {
           next = queue_.front();  // stays busy: this waiter takes over
           next->lead = true;
         }
       }
-      // Wake outside the lock so the woken do not block on it at once; the
+      // Wake and complete outside the lock, so the woken do not block on it
+      // at once and a completion may call the coordinator again; the
       // batch's references keep every request alive.
-      for (const auto& r : batch) r->wake.notify_one();
       if (next != nullptr) next->wake.notify_one();
+      if (wake_io) io_wake_.notify_one();
+      for (auto* list : {&batch, &expired}) {
+        for (const auto& r : *list) {
+          if (r->on_done) {
+            std::move(r->on_done)(*r);
+          } else {
+            r->wake.notify_one();
+          }
+        }
+      }
     }
 
     // A request's result, built outside the lock.
@@ -245,11 +347,15 @@ class RedisCoordinator::Impl {
       }
       for (const auto& r : batch) append(*r, /*evalsha=*/true);
       detail::BackendCounters::add(owner_->counters_.batches);
+      if (absl::Status s = flush(); !s.ok()) {
+        for (auto& o : out) fail(o, s);
+        drop();
+        return;
+      }
       std::vector<size_t> retry;
       for (size_t i = 0; i < batch.size(); ++i) {
         redisReply* reply = nullptr;
-        if (redisGetReply(ctx_, reinterpret_cast<void**>(&reply)) != REDIS_OK) {
-          const absl::Status s = io_error();
+        if (absl::Status s = read_reply(batch[i]->deadline, &reply); !s.ok()) {
           for (size_t j = i; j < batch.size(); ++j) fail(out[j], s);
           drop();
           return;
@@ -264,10 +370,16 @@ class RedisCoordinator::Impl {
         freeReplyObject(reply);
       }
       for (size_t i : retry) append(*batch[i], /*evalsha=*/false);
+      if (absl::Status s = retry.empty() ? absl::OkStatus() : flush();
+          !s.ok()) {
+        for (size_t i : retry) fail(out[i], s);
+        drop();
+        return;
+      }
       for (size_t k = 0; k < retry.size(); ++k) {
         redisReply* reply = nullptr;
-        if (redisGetReply(ctx_, reinterpret_cast<void**>(&reply)) != REDIS_OK) {
-          const absl::Status s = io_error();
+        if (absl::Status s = read_reply(batch[retry[k]]->deadline, &reply);
+            !s.ok()) {
           for (size_t j = k; j < retry.size(); ++j) fail(out[retry[j]], s);
           drop();
           return;
@@ -277,11 +389,62 @@ class RedisCoordinator::Impl {
       }
     }
 
+    // Writes everything appended (blocking, bounded by the send timeout).
+    absl::Status flush() {
+      int done = 0;
+      do {
+        if (redisBufferWrite(ctx_, &done) != REDIS_OK) return io_error();
+      } while (done == 0);
+      return absl::OkStatus();
+    }
+
+    // The next reply, reading the socket only when none is buffered, and
+    // waiting for it no later than `deadline` (the request's): a reply
+    // that would come later is kDeadlineExceeded.
+    absl::Status read_reply(absl::Time deadline, redisReply** out) {
+      for (;;) {
+        void* reply = nullptr;
+        if (redisReaderGetReply(ctx_->reader, &reply) != REDIS_OK) {
+          const RedisCoordinatorOptions& o = owner_->options_;
+          return absl::UnavailableError(
+              absl::StrCat("redis: unreadable reply from ", o.host, ":", o.port,
+                           ": ", ctx_->reader->errstr));
+        }
+        if (reply != nullptr) {
+          *out = static_cast<redisReply*>(reply);
+          return absl::OkStatus();
+        }
+        const absl::Duration left = deadline - absl::Now();
+        if (left <= absl::ZeroDuration()) return late_error();
+        set_read_timeout(left);
+        if (redisBufferRead(ctx_) != REDIS_OK) return io_error();
+      }
+    }
+
+    // Keeps the socket's timeout within a small tolerance of `left` (one
+    // system call only when it drifts: an uncontended call never pays it).
+    // A zero timeval would mean "wait forever", so it is at least 100 us.
+    void set_read_timeout(absl::Duration left) {
+      const absl::Duration tolerance = std::min(
+          absl::Milliseconds(2), owner_->options_.command_timeout / 16);
+      left = std::max(left, absl::Microseconds(100));
+      if (absl::AbsDuration(left - timeout_set_) <= tolerance) return;
+      redisSetTimeout(ctx_, to_timeval(left));
+      timeout_set_ = left;
+    }
+
+    absl::Status late_error() const {
+      const RedisCoordinatorOptions& o = owner_->options_;
+      return absl::DeadlineExceededError(absl::StrCat(
+          "redis: ", o.host, ":", o.port, " did not answer in time"));
+    }
+
     void append(const Request& r, bool evalsha) {
-      std::vector<const char*> argv;
-      std::vector<size_t> lens;
-      argv.reserve(r.argv.size() + 3);
-      lens.reserve(r.argv.size() + 3);
+      // The leader's scratch arrays, kept across requests: no allocation.
+      std::vector<const char*>& argv = argv_scratch_;
+      std::vector<size_t>& lens = lens_scratch_;
+      argv.clear();
+      lens.clear();
       const auto push = [&](const std::string& s) {
         argv.push_back(s.data());
         lens.push_back(s.size());
@@ -336,6 +499,7 @@ class RedisCoordinator::Impl {
         shas_[i] = std::move(sha);
       }
       redisSetTimeout(ctx_, to_timeval(o.command_timeout));
+      timeout_set_ = o.command_timeout;
       detail::BackendCounters::add(owner_->counters_.connects);
       return absl::OkStatus();
     }
@@ -373,8 +537,7 @@ class RedisCoordinator::Impl {
       if (ctx_ != nullptr && ctx_->err == REDIS_ERR_IO &&
           (err == EAGAIN || err == EWOULDBLOCK ||
            std::strstr(ctx_->errstr, "temporarily unavailable") != nullptr)) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            "redis: ", o.host, ":", o.port, " did not answer in time"));
+        return late_error();
       }
       return absl::UnavailableError(
           absl::StrCat("redis: connection to ", o.host, ":", o.port,
@@ -420,6 +583,7 @@ class RedisCoordinator::Impl {
         }
         return;
       }
+      o.reply.reserve(8);  // a decision is 5 integers, a grant 4
       flatten(reply, o);
       o.status = absl::OkStatus();
     }
@@ -437,9 +601,16 @@ class RedisCoordinator::Impl {
     // ThreadSanitizer, so not absl::Mutex.
     Mutex mu_;
     std::deque<std::shared_ptr<Request>> queue_ ABSL_GUARDED_BY(mu_);
-    bool busy_ ABSL_GUARDED_BY(mu_) = false;  // a leader owns the I/O
+    bool busy_ ABSL_GUARDED_BY(mu_) = false;      // a leader owns the I/O
+    bool io_lead_ ABSL_GUARDED_BY(mu_) = false;   // the I/O thread must lead
+    bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // the destructor runs
+    std::condition_variable io_wake_;      // on `io_lead_` or `stopping_`
+    std::thread io_ ABSL_GUARDED_BY(mu_);  // started by the first submit
     // Touched only by the current leader (handed over under `mu_`).
     redisContext* ctx_ = nullptr;
+    absl::Duration timeout_set_;             // the socket's timeout now
+    std::vector<const char*> argv_scratch_;  // `append`'s
+    std::vector<size_t> lens_scratch_;
     std::array<std::string, kScriptCount> shas_;
   };
 
@@ -560,19 +731,48 @@ absl::StatusOr<Decision> to_decision(const Request& r) {
 
 }  // namespace
 
-absl::StatusOr<Decision> RedisCoordinator::do_check(const AnyStrategy& strategy,
-                                                    std::string_view key,
-                                                    int64_t now_ms,
-                                                    double cost) {
+namespace {
+
+// One strategy step's request; the blocking and the asynchronous check send
+// the same one and read its reply with `to_decision`.
+std::shared_ptr<Request> check_request(const AnyStrategy& strategy,
+                                       std::string_view key, int64_t now_ms,
+                                       double cost, int64_t ttl_slack_ms) {
   auto r = std::make_shared<Request>();
   r->script = static_cast<int>(strategy.index());
   r->argv.reserve(12);
   r->argv.emplace_back(key);
   r->argv.insert(r->argv.end(), {fmt_int(now_ms), fmt_double(cost), "c",
-                                 fmt_int(impl_->options().ttl_slack_ms)});
+                                 fmt_int(ttl_slack_ms)});
   append_options(strategy, r->argv);
+  return r;
+}
+
+}  // namespace
+
+absl::StatusOr<Decision> RedisCoordinator::do_check(const AnyStrategy& strategy,
+                                                    std::string_view key,
+                                                    int64_t now_ms,
+                                                    double cost) {
+  std::shared_ptr<Request> r =
+      check_request(strategy, key, now_ms, cost, impl_->options().ttl_slack_ms);
   if (absl::Status s = impl_->call(r); !s.ok()) return s;
   return to_decision(*r);
+}
+
+void RedisCoordinator::do_check_async(const AnyStrategy& strategy,
+                                      std::string_view key, int64_t now_ms,
+                                      double cost, DecisionCompletion on_done) {
+  std::shared_ptr<Request> r =
+      check_request(strategy, key, now_ms, cost, impl_->options().ttl_slack_ms);
+  r->on_done = [done = std::move(on_done)](Request& served) mutable {
+    if (!served.status.ok()) {
+      std::move(done)(std::move(served.status));
+    } else {
+      std::move(done)(to_decision(served));
+    }
+  };
+  impl_->submit(std::move(r));
 }
 
 absl::StatusOr<RedisCoordinator::FusedDecision> RedisCoordinator::fused_check(

@@ -39,7 +39,12 @@
 //   (`join_key`). 1 byte .. 1 MiB, any bytes.
 // - `now_ms == 0` means "use the store's clock" (docs/semantics.md, "Redis
 //   representation"); otherwise `now_ms` must be in [1, 2^53-1].
-// - Every call is synchronous and bounded by the backend's command deadline.
+// - Every call is bounded by the backend's command deadline. The verbs are
+//   synchronous; `check_async` is the strategy step without waiting
+//   (core/completion.h, docs/async.md): Redis queues it on its pipelined
+//   connection and completes it from the reply; a backend without a
+//   non-blocking path (memory, whose step needs no I/O; Postgres, until its
+//   pipelined path lands) runs the blocking step and completes inline.
 //   Errors are statuses, never exceptions and never a decision:
 //   kInvalidArgument (bad argument, checked here before any I/O),
 //   kUnavailable (store unreachable or failed), kDeadlineExceeded (the store
@@ -56,6 +61,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -66,6 +72,7 @@
 #include "throttlekit/coordinator/federation_core.h"
 #include "throttlekit/coordinator/heartbeat_core.h"
 #include "throttlekit/coordinator/lease.h"
+#include "throttlekit/core/completion.h"
 #include "throttlekit/core/cost.h"
 #include "throttlekit/core/decision.h"
 #include "throttlekit/core/key.h"
@@ -88,6 +95,19 @@ class Coordinator {
       return invalid_step(key, now_ms, cost);
     }
     return do_check(strategy, key, now_ms, cost);
+  }
+
+  // As `check`, without waiting for the store: `on_done` runs exactly once
+  // with what `check` would return (core/completion.h), inline for invalid
+  // arguments and for a backend whose step needs no I/O. The strategy and
+  // key are copied before this returns.
+  void check_async(const AnyStrategy& strategy, std::string_view key,
+                   int64_t now_ms, double cost, DecisionCompletion on_done) {
+    if (!valid_step(key, now_ms, cost)) [[unlikely]] {
+      std::move(on_done)(invalid_step(key, now_ms, cost));
+      return;
+    }
+    do_check_async(strategy, key, now_ms, cost, std::move(on_done));
   }
 
   // The decision a cost-1 request would get, without writing anything (not
@@ -296,6 +316,13 @@ class Coordinator {
   virtual absl::StatusOr<Decision> do_check(const AnyStrategy& strategy,
                                             std::string_view key,
                                             int64_t now_ms, double cost) = 0;
+  // By default the blocking step, completed inline: right for a backend
+  // whose step needs no I/O (memory).
+  virtual void do_check_async(const AnyStrategy& strategy, std::string_view key,
+                              int64_t now_ms, double cost,
+                              DecisionCompletion on_done) {
+    std::move(on_done)(do_check(strategy, key, now_ms, cost));
+  }
   virtual absl::StatusOr<Decision> do_peek(const AnyStrategy& strategy,
                                            std::string_view key,
                                            int64_t now_ms) = 0;

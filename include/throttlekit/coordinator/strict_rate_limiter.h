@@ -21,8 +21,15 @@
 // The clock `C` only dates those outage decisions (the store's clock, or
 // the caller's `now`, decides everything else).
 //
+// Without waiting: `check_async` / `check_at_async` (core/completion.h,
+// docs/async.md) send the same step through the coordinator's asynchronous
+// path and complete with what `check` would return, the fail policy
+// applied; `co_await limiter->async_check(key)` is the coroutine form
+// (core/check_awaitable.h).
+//
 // Thread-safety: every method is safe to call concurrently. The coordinator
-// must outlive the limiter (it is shared).
+// must outlive the limiter (it is shared), and the limiter every pending
+// asynchronous call.
 
 #ifndef THROTTLEKIT_COORDINATOR_STRICT_RATE_LIMITER_H_
 #define THROTTLEKIT_COORDINATOR_STRICT_RATE_LIMITER_H_
@@ -43,7 +50,9 @@
 #include "throttlekit/coordinator/any_strategy.h"
 #include "throttlekit/coordinator/coordinator.h"
 #include "throttlekit/coordinator/fail_policy.h"
+#include "throttlekit/core/check_awaitable.h"
 #include "throttlekit/core/clock.h"
+#include "throttlekit/core/completion.h"
 #include "throttlekit/core/key.h"
 #include "throttlekit/strategy/strategy.h"
 
@@ -95,6 +104,42 @@ class StrictRateLimiter {
     return decide(
         coordinator_->check(strategy_, join_key(prefix_, key), now_ms, cost),
         now_ms);
+  }
+
+  // As `check`, without waiting for the store: `on_done` runs exactly once
+  // with what `check` would return (core/completion.h), on the thread that
+  // read the reply, or inline for invalid arguments and for a backend whose
+  // step needs no I/O. Thread-safe.
+  template <DecisionCallback F>
+  void check_async(std::string_view key, double cost, F&& on_done) {
+    check_at_async(key, 0, cost, std::forward<F>(on_done));
+  }
+  template <DecisionCallback F>
+  void check_async(std::string_view key, F&& on_done) {
+    check_at_async(key, 0, 1, std::forward<F>(on_done));
+  }
+
+  // As `check_at`, without waiting for the store. Thread-safe.
+  template <DecisionCallback F>
+  void check_at_async(std::string_view key, int64_t now_ms, double cost,
+                      F&& on_done) {
+    if (absl::Status s = validate_key(key); !s.ok()) {
+      std::forward<F>(on_done)(absl::StatusOr<Decision>(std::move(s)));
+      return;
+    }
+    coordinator_->check_async(strategy_, join_key(prefix_, key), now_ms, cost,
+                              [this, now_ms, done = std::forward<F>(on_done)](
+                                  absl::StatusOr<Decision> d) mutable {
+                                std::move(done)(decide(std::move(d), now_ms));
+                              });
+  }
+
+  // `co_await limiter->async_check(key)`: `check_async` as an awaitable
+  // (core/check_awaitable.h). `key` must stay valid until the co_await
+  // expression ends.
+  CheckAwaitable<StrictRateLimiter> async_check(std::string_view key,
+                                                double cost = 1) {
+    return CheckAwaitable<StrictRateLimiter>(*this, key, cost);
   }
 
   // Checks every key (each independently) at one `now` read from the store

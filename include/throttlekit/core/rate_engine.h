@@ -30,11 +30,13 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "throttlekit/core/completion.h"
 #include "throttlekit/core/cost.h"
 #include "throttlekit/core/decision.h"
 #include "throttlekit/core/key.h"
@@ -58,6 +60,19 @@ concept RateEngine = requires(E& e, std::string_view key, int64_t now_ms,
   { e.forecast(key, cost) } -> std::same_as<absl::StatusOr<Forecast>>;
   { e.reset(key) } -> std::same_as<absl::Status>;
   { e.stats() } -> std::same_as<typename E::Stats>;
+};
+
+// An engine callable from an event loop (docs/async.md): `check_async`
+// completes exactly once without blocking its caller on the store
+// (core/completion.h), and `async_check` is its awaitable
+// (core/check_awaitable.h). `RateLimiter` (inline) and
+// `StrictRateLimiter` (through the coordinator's asynchronous path) answer
+// it today.
+template <class E>
+concept AsyncRateEngine = RateEngine<E> &&
+    requires(E& e, std::string_view key, double cost, DecisionCompletion done) {
+  e.check_async(key, cost, std::move(done));
+  e.async_check(key, cost);
 };
 
 // The status of a verb `engine` cannot answer honestly, saying why.

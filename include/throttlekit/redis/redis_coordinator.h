@@ -30,6 +30,16 @@
 //   kDeadlineExceeded, kFailedPrecondition (WRONGTYPE: the key holds another
 //   strategy's state), kInvalidArgument (bad options or arguments). Nothing
 //   throws.
+// - Asynchronous checks (`check_async`, docs/async.md) queue on the same
+//   connections and go out in the same pipelined batches. When nobody
+//   leads a connection, its I/O thread (one per connection, started by the
+//   first asynchronous call) does, so no caller waits; the completion runs
+//   on the thread that read the reply. A queued asynchronous request whose
+//   deadline passes is not sent; every read waits no longer than the
+//   deadline of the request it reads for, so each completion comes within
+//   `command_timeout` of the call (plus up to `connect_timeout` when its
+//   batch has to open the connection). Destroying the coordinator serves
+//   or expires every queued asynchronous call first.
 // - Keys are sent as given (binary-safe). On Redis Cluster every key of one
 //   limit lives in one slot already (one key per check); keys that must
 //   share a slot use a `{hash tag}` in the key.
@@ -136,6 +146,9 @@ class RedisCoordinator final : public Coordinator {
   absl::StatusOr<Decision> do_check(const AnyStrategy& strategy,
                                     std::string_view key, int64_t now_ms,
                                     double cost) override;
+  void do_check_async(const AnyStrategy& strategy, std::string_view key,
+                      int64_t now_ms, double cost,
+                      DecisionCompletion on_done) override;
   absl::StatusOr<Decision> do_peek(const AnyStrategy& strategy,
                                    std::string_view key,
                                    int64_t now_ms) override;

@@ -17,6 +17,10 @@
 // keys leave the process (distributed backends, logs). In memory every
 // limiter has its own store, so the prefix never costs a string build.
 //
+// `check_async` and `async_check` (core/completion.h, docs/async.md) are
+// the asynchronous forms every engine shares; in memory nothing waits, so
+// they complete inline, before returning, and allocate nothing.
+//
 // Thread-safety: every method is safe to call concurrently.
 
 #ifndef THROTTLEKIT_STORE_RATE_LIMITER_H_
@@ -31,7 +35,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "throttlekit/core/check_awaitable.h"
 #include "throttlekit/core/clock.h"
+#include "throttlekit/core/completion.h"
 #include "throttlekit/core/cost.h"
 #include "throttlekit/core/decision.h"
 #include "throttlekit/core/inline.h"
@@ -82,6 +88,25 @@ class RateLimiter {
       return validate(key, cost);
     }
     return store_->check(key, now_ms, cost);
+  }
+
+  // As `check`, with the answer passed to `on_done`, inline, before this
+  // returns (in memory nothing waits; the same surface as the store-backed
+  // engines). Allocates nothing. Thread-safe.
+  template <DecisionCallback F>
+  void check_async(std::string_view key, double cost, F&& on_done) {
+    std::forward<F>(on_done)(check(key, cost));
+  }
+  template <DecisionCallback F>
+  void check_async(std::string_view key, F&& on_done) {
+    std::forward<F>(on_done)(check(key, 1));
+  }
+
+  // `co_await limiter.async_check(key)` (core/check_awaitable.h): never
+  // suspends.
+  CheckAwaitable<RateLimiter> async_check(std::string_view key,
+                                          double cost = 1) {
+    return CheckAwaitable<RateLimiter>(*this, key, cost);
   }
 
   // Checks every key at one `now` (each key independently: a denial of one
