@@ -9,16 +9,22 @@
 // connections of other threads land in `connects`).
 // BM_PostgresCoordinator_CheckHotKey:
 // every thread on one key (row-lock contention).
+// BM_PostgresCoordinator_CheckAsync/<depth>: one caller thread with at most
+// `depth` asynchronous checks in flight on the pipelined connection
+// (docs/async.md), beside BM_PostgresCoordinator_Check/threads:1, the same
+// check on one connection unpipelined.
 //
 // The server comes from THROTTLEKIT_BENCH_PG_HOST / THROTTLEKIT_BENCH_PG_PORT
 // (docs/postgres.md, "Benchmark"); without them every benchmark is skipped.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <pqxx/pqxx>
 #include <string>
 
+#include "bench_async_window.h"
 #include "throttlekit/postgres/postgres_coordinator.h"
 
 namespace throttlekit {
@@ -103,6 +109,25 @@ BENCHMARK(BM_PostgresCoordinator_CheckHotKey)
     ->Threads(1)
     ->Threads(8)
     ->UseRealTime();
+
+void BM_PostgresCoordinator_CheckAsync(benchmark::State& state) {
+  PostgresCoordinator* pg = configured() ? coordinator() : nullptr;
+  if (pg == nullptr) {
+    state.SkipWithError("no Postgres server (THROTTLEKIT_BENCH_PG_PORT)");
+    return;
+  }
+  const AnyStrategy s =
+      *make_strategy(Gcra::Options{.limit = 1'000'000'000, .period_ms = 1000});
+  const std::string key = "bench-async";
+  const int64_t before = pg->stats().batches;
+  bench::run_async_window(state, state.range(0), [&](const auto& on_done) {
+    pg->check_async(s, key, 0, 1, on_done);
+  });
+  state.counters["checks_per_batch"] =
+      static_cast<double>(state.iterations()) /
+      static_cast<double>(std::max<int64_t>(1, pg->stats().batches - before));
+}
+BENCHMARK(BM_PostgresCoordinator_CheckAsync)->Apply(bench::async_depths);
 
 }  // namespace
 }  // namespace throttlekit

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_async_window.h"
 #include "throttlekit/admission/unified_admission.h"
 #include "throttlekit/coordinator/strict_rate_limiter.h"
 #include "throttlekit/redis/fused_rate_cost.h"
@@ -271,50 +272,19 @@ BENCHMARK(BM_Leased)->Arg(100)->Iterations(4'000'000)->UseRealTime();
 BENCHMARK(BM_Leased)->Arg(1000)->Iterations(20'000'000)->UseRealTime();
 
 // One caller thread with at most `depth` asynchronous strict checks in
-// flight (docs/async.md) on one connection, beside redis-benchmark with one
-// connection and the same pipeline depth (RedisBenchmarkFloor/c1_P<depth>)
-// and the blocking BM_StrictCheck at 32 threads. The caller tops the
-// window up to `depth` whenever half of it has completed, and in between
-// sleeps (an atomic wait), as an event loop serves other work; so between
-// depth/2 and depth checks are in flight (redis-benchmark -P keeps between
-// 0 and depth: it sends `depth`, then waits for all their replies).
+// flight (docs/async.md; bench_async_window.h) on one connection, beside
+// redis-benchmark with one connection and the same pipeline depth
+// (RedisBenchmarkFloor/c1_P<depth>: it sends `depth`, then waits for all
+// their replies) and the blocking BM_StrictCheck at 32 threads.
 void BM_AsyncStrictCheck(benchmark::State& state) {
   static RedisCoordinator* redis =
       RedisCoordinator::create({.port = port(), .connections = 1})->release();
-  const int64_t depth = state.range(0);
-  const int64_t low = depth / 2;  // wake the caller at this many in flight
-  std::atomic<int64_t> in_flight{0};
-  std::atomic<int64_t> errors{0};
   const std::string key = "bench:async";
-  const auto wait_until_at_most = [&in_flight](int64_t bound) {
-    for (int64_t n = in_flight.load(std::memory_order_acquire); n > bound;
-         n = in_flight.load(std::memory_order_acquire)) {
-      in_flight.wait(n, std::memory_order_acquire);
-    }
-  };
-  const auto on_done = [&in_flight, &errors, low](absl::StatusOr<Decision> d) {
-    if (!d.ok()) errors.fetch_add(1);
-    const int64_t before = in_flight.fetch_sub(1, std::memory_order_acq_rel);
-    if (before == low + 1 || before == 1) in_flight.notify_one();
-  };
-  for (auto _ : state) {
-    if (in_flight.load(std::memory_order_acquire) >= depth) {
-      wait_until_at_most(low);
-    }
-    in_flight.fetch_add(1, std::memory_order_relaxed);
+  bench::run_async_window(state, state.range(0), [&](const auto& on_done) {
     redis->check_async(strategy(), key, 0, 1, on_done);
-  }
-  wait_until_at_most(0);
-  state.SetItemsProcessed(state.iterations());
-  state.counters["errors"] = static_cast<double>(errors.load());
+  });
 }
-BENCHMARK(BM_AsyncStrictCheck)
-    ->Arg(1)
-    ->Arg(16)
-    ->Arg(64)
-    ->Arg(256)
-    ->UseRealTime()
-    ->MinTime(2.0);
+BENCHMARK(BM_AsyncStrictCheck)->Apply(bench::async_depths);
 
 // redis-benchmark: EVALSHA of the same script, `clients` connections,
 // `pipeline` commands in flight per connection.

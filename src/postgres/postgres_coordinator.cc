@@ -23,11 +23,13 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "deadline_connection.h"
+#include "pipelined_connection.h"
 #include "postgres_sql.h"
 #include "socket_watchdog.h"
 #include "throttlekit/core/mutex.h"
@@ -229,7 +231,79 @@ class PostgresCoordinator::Impl {
 
   const PostgresCoordinatorOptions& options() const { return options_; }
 
+  // Queues `r` on the pipelined connection (opened by the first
+  // asynchronous call), its deadline set here; counts its outcome.
+  void submit(std::unique_ptr<postgres_internal::PipelinedRequest> r) {
+    r->deadline = absl::Now() + options_.command_timeout;
+    r->on_done = [this, done = std::move(r->on_done)](
+                     absl::StatusOr<std::vector<std::string>> row) mutable {
+      count(row.status());
+      std::move(done)(std::move(row));
+    };
+    pipeline().submit(std::move(r));
+  }
+
+  // Ensures the schema exists (a pooled connection's first use creates
+  // it); the pipelined connection's `before_connect`.
+  absl::Status ensure_schema() {
+    if (schema_ready_.load(std::memory_order_acquire)) {
+      return absl::OkStatus();
+    }
+    return run<bool>([](Session&) { return true; }).status();
+  }
+
+  // Stops the pipelined connection first: it completes what is queued,
+  // which may still call into this object (no new call may start).
+  ~Impl() {
+    std::unique_ptr<postgres_internal::PipelinedConnection> pipeline;
+    {
+      MutexLock lock(pipeline_mu_);
+      pipeline = std::move(pipeline_);
+    }
+    pipeline.reset();
+  }
+
  private:
+  postgres_internal::PipelinedConnection& pipeline() {
+    MutexLock lock(pipeline_mu_);
+    if (pipeline_ == nullptr) {
+      postgres_internal::PipelinedConnectionOptions o;
+      o.conninfo = conninfo_;
+      o.connect_timeout = options_.connect_timeout;
+      for (const Statement& st : kStatements) {
+        o.statements.emplace_back(st.name, statement_sql(st));
+      }
+      o.before_connect = [this] { return ensure_schema(); };
+      o.on_server_error = [this](const std::string& state) {
+        schema_lost(state);
+      };
+      o.counters = &counters_;
+      pipeline_ = std::make_unique<postgres_internal::PipelinedConnection>(o);
+    }
+    return *pipeline_;
+  }
+
+  // The SQL a statement is prepared with.
+  std::string statement_sql(const Statement& st) const {
+    std::string sql =
+        absl::StrCat("SELECT * FROM ", options_.table, st.function, "(");
+    for (int i = 1; i <= st.params; ++i) {
+      absl::StrAppend(&sql, i == 1 ? "$" : ", $", i);
+    }
+    return sql + ")";
+  }
+
+  // A missing table or function (dropped, or a server re-initialised):
+  // the next connection creates the schema again.
+  void schema_lost(const std::string& state) {
+    if (state == "42P01" || state == "42883" || state == "42704" ||
+        state == "XX000") {
+      if (schema_ready_.exchange(false, std::memory_order_acq_rel)) {
+        detail::BackendCounters::add(counters_.reloads);
+      }
+    }
+  }
+
   static std::string ddl(const std::string& table) {
     std::string all;
     for (std::string_view part :
@@ -294,12 +368,7 @@ class PostgresCoordinator::Impl {
       // re-initialised) is created again by the next connection.
       *healthy = false;
       if (state.empty() && late) return deadline_error("(connection cut)");
-      if (state == "42P01" || state == "42883" || state == "42704" ||
-          state == "XX000") {
-        if (schema_ready_.exchange(false, std::memory_order_acq_rel)) {
-          detail::BackendCounters::add(counters_.reloads);
-        }
-      }
+      schema_lost(state);
       return absl::InternalError(
           absl::StrCat("postgres: ", state, ": ", primary_message(x.what())));
     } catch (const std::exception& x) {
@@ -404,12 +473,7 @@ class PostgresCoordinator::Impl {
       schema_ready_.store(true, std::memory_order_release);
     }
     for (const Statement& st : kStatements) {
-      std::string sql =
-          absl::StrCat("SELECT * FROM ", options_.table, st.function, "(");
-      for (int i = 1; i <= st.params; ++i) {
-        absl::StrAppend(&sql, i == 1 ? "$" : ", $", i);
-      }
-      conn.prepare(st.name, sql + ")");
+      conn.prepare(st.name, statement_sql(st));
       conn.prepare_now(st.name);
     }
   }
@@ -427,6 +491,9 @@ class PostgresCoordinator::Impl {
   std::vector<std::unique_ptr<Session>> idle_ ABSL_GUARDED_BY(mu_);
   int open_ ABSL_GUARDED_BY(mu_) = 0;
   SocketWatchdog watchdog_;
+  Mutex pipeline_mu_;
+  std::unique_ptr<postgres_internal::PipelinedConnection> pipeline_
+      ABSL_GUARDED_BY(pipeline_mu_);
 };
 
 namespace {
@@ -437,43 +504,78 @@ Decision to_decision(const pqxx::result& r) {
                   row[3].as<int64_t>(), row[4].as<int64_t>()};
 }
 
+// The prepared statement of `strategy` and its parameters after the key
+// (now, cost, peek, then the strategy's options), as text: what the
+// blocking path binds and the pipelined path sends, so both run the same
+// call.
+struct StrategyCall {
+  const char* statement;
+  std::vector<std::string> params;
+};
+
+StrategyCall strategy_call(const AnyStrategy& strategy, int64_t now_ms,
+                           double cost, bool peek) {
+  const auto i = [](int64_t v) { return std::to_string(v); };
+  std::vector<std::string> p = {i(now_ms), exact(cost), peek ? "t" : "f"};
+  const char* statement = std::visit(
+      [&](const auto& st) -> const char* {
+        using S = std::decay_t<decltype(st)>;
+        const auto& o = st.options();
+        if constexpr (std::is_same_v<S, Gcra>) {
+          p.insert(p.end(), {i(o.limit), i(o.period_ms), i(o.burst)});
+          return "tk_gcra";
+        } else if constexpr (std::is_same_v<S, TokenBucket>) {
+          p.insert(p.end(), {i(o.capacity), exact(o.refill_per_sec)});
+          return "tk_token_bucket";
+        } else if constexpr (std::is_same_v<S, FixedWindow>) {
+          p.insert(p.end(), {i(o.limit), i(o.window_ms)});
+          return "tk_fixed_window";
+        } else if constexpr (std::is_same_v<S, SlidingWindow>) {
+          p.insert(p.end(), {i(o.limit), i(o.window_ms), i(o.buckets)});
+          return "tk_sliding_window";
+        } else if constexpr (std::is_same_v<S, SlidingLog>) {
+          p.insert(p.end(), {i(o.limit), i(o.window_ms)});
+          return "tk_sliding_log";
+        } else if constexpr (std::is_same_v<S, Quota>) {
+          p.insert(p.end(), {i(o.limit), i(static_cast<int64_t>(o.period)),
+                             i(o.week_starts_on), i(o.offset_minutes),
+                             i(o.anchor_ms), i(o.period_ms)});
+          return "tk_quota";
+        } else {
+          static_assert(std::is_same_v<S, TokenBudget>);
+          p.insert(p.end(), {i(o.budget), i(o.window_ms)});
+          return "tk_token_budget";
+        }
+      },
+      strategy);
+  return StrategyCall{statement, std::move(p)};
+}
+
 // Runs the stored function of `strategy`: one prepared statement.
 pqxx::result exec_strategy(Session& s, const AnyStrategy& strategy,
                            std::string_view key, int64_t now_ms, double cost,
                            bool peek) {
   pqxx::nontransaction tx(*s.conn);
-  const std::string c = exact(cost);
-  return std::visit(
-      [&](const auto& st) -> pqxx::result {
-        using S = std::decay_t<decltype(st)>;
-        const auto& o = st.options();
-        if constexpr (std::is_same_v<S, Gcra>) {
-          return tx.exec_prepared("tk_gcra", bytes(key), now_ms, c, peek,
-                                  o.limit, o.period_ms, o.burst);
-        } else if constexpr (std::is_same_v<S, TokenBucket>) {
-          return tx.exec_prepared("tk_token_bucket", bytes(key), now_ms, c,
-                                  peek, o.capacity, exact(o.refill_per_sec));
-        } else if constexpr (std::is_same_v<S, FixedWindow>) {
-          return tx.exec_prepared("tk_fixed_window", bytes(key), now_ms, c,
-                                  peek, o.limit, o.window_ms);
-        } else if constexpr (std::is_same_v<S, SlidingWindow>) {
-          return tx.exec_prepared("tk_sliding_window", bytes(key), now_ms, c,
-                                  peek, o.limit, o.window_ms, o.buckets);
-        } else if constexpr (std::is_same_v<S, SlidingLog>) {
-          return tx.exec_prepared("tk_sliding_log", bytes(key), now_ms, c, peek,
-                                  o.limit, o.window_ms);
-        } else if constexpr (std::is_same_v<S, Quota>) {
-          return tx.exec_prepared("tk_quota", bytes(key), now_ms, c, peek,
-                                  o.limit, static_cast<int64_t>(o.period),
-                                  o.week_starts_on, o.offset_minutes,
-                                  o.anchor_ms, o.period_ms);
-        } else {
-          static_assert(std::is_same_v<S, TokenBudget>);
-          return tx.exec_prepared("tk_token_budget", bytes(key), now_ms, c,
-                                  peek, o.budget, o.window_ms);
-        }
-      },
-      strategy);
+  const StrategyCall call = strategy_call(strategy, now_ms, cost, peek);
+  return tx.exec_prepared(call.statement, bytes(key),
+                          pqxx::prepare::make_dynamic_params(call.params));
+}
+
+// A decision from the text columns of a strategy function's row.
+absl::StatusOr<Decision> to_decision(const std::vector<std::string>& row) {
+  if (row.size() < 5) {
+    return absl::InternalError(
+        absl::StrCat("postgres: a strategy function returned ", row.size(),
+                     " columns; expected 5"));
+  }
+  int64_t v[4];
+  for (int k = 0; k < 4; ++k) {
+    if (!absl::SimpleAtoi(row[k + 1], &v[k])) {
+      return absl::InternalError(
+          absl::StrCat("postgres: not an integer: ", row[k + 1]));
+    }
+  }
+  return Decision{row[0] == "t", v[0], v[1], v[2], v[3]};
 }
 
 }  // namespace
@@ -498,6 +600,27 @@ absl::StatusOr<Decision> PostgresCoordinator::do_check(
   return impl_->run<Decision>([&](Session& s) {
     return to_decision(exec_strategy(s, strategy, key, now_ms, cost, false));
   });
+}
+
+void PostgresCoordinator::do_check_async(const AnyStrategy& strategy,
+                                         std::string_view key, int64_t now_ms,
+                                         double cost,
+                                         DecisionCompletion on_done) {
+  StrategyCall call = strategy_call(strategy, now_ms, cost, false);
+  auto r = std::make_unique<postgres_internal::PipelinedRequest>();
+  r->statement = call.statement;
+  r->params.reserve(call.params.size() + 1);
+  r->params.emplace_back(key);
+  for (std::string& p : call.params) r->params.push_back(std::move(p));
+  r->on_done = [done = std::move(on_done)](
+                   absl::StatusOr<std::vector<std::string>> row) mutable {
+    if (!row.ok()) {
+      std::move(done)(row.status());
+    } else {
+      std::move(done)(to_decision(*row));
+    }
+  };
+  impl_->submit(std::move(r));
 }
 
 absl::StatusOr<Decision> PostgresCoordinator::do_peek(

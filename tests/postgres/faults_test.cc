@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "support/pg_fault_server.h"
 #include "support/pg_test_env.h"
 #include "support/run_threads.h"
 #include "support/test_time.h"
@@ -27,19 +28,7 @@ constexpr int64_t kDeadlineMs = 500;
 // Scheduling slack on a loaded 2-core machine.
 constexpr int64_t kMarginMs = 400;
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  EXPECT_NE(v, nullptr) << name << " is not set";
-  return v != nullptr ? v : "";
-}
-
-// Runs the server script on the fault server; asserts success.
-void server(const std::string& action) {
-  const std::string cmd = "bash '" + env("THROTTLEKIT_TEST_PG_SCRIPT") + "' " +
-                          action + " '" + env("THROTTLEKIT_TEST_PG_FAULT_DIR") +
-                          "' " + env("THROTTLEKIT_TEST_PG_FAULT_PORT");
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-}
+void server(const std::string& action) { testing::pg_fault_server(action); }
 
 class PostgresFaults : public ::testing::Test {
  protected:
@@ -48,7 +37,7 @@ class PostgresFaults : public ::testing::Test {
 
   static std::unique_ptr<PostgresCoordinator> coordinator(int pool_size) {
     PostgresCoordinatorOptions o = testing::pg_options("tk_faults");
-    o.port = std::atoi(env("THROTTLEKIT_TEST_PG_FAULT_PORT").c_str());
+    o.port = testing::pg_fault_port();
     o.connections = pool_size;
     o.command_timeout = absl::Milliseconds(kDeadlineMs);
     o.connect_timeout = absl::Milliseconds(kDeadlineMs);

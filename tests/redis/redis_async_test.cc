@@ -38,6 +38,7 @@
 #include "asio/strand.hpp"
 #include "asio/use_awaitable.hpp"
 #include "asio/use_future.hpp"
+#include "support/async_load.h"
 #include "support/eager_task.h"
 #include "support/redis_test_server.h"
 #include "support/run_threads.h"
@@ -61,57 +62,12 @@ static_assert(AsyncRateEngine<StrictRateLimiter<Gcra>>);
 
 std::string run_id() { return absl::StrCat(absl::ToUnixNanos(absl::Now())); }
 
-// A future's answer, for tests that wait for one completion.
-struct Waiter {
-  std::promise<absl::StatusOr<Decision>> promise;
-  DecisionCompletion completion() {
-    return [this](absl::StatusOr<Decision> d) { promise.set_value(d); };
-  }
-  absl::StatusOr<Decision> get() { return promise.get_future().get(); }
-};
-
 TEST(RedisAsync, SameDecisionsAsTheBlockingPathForEveryStrategy) {
   std::shared_ptr<RedisCoordinator> redis =
       testing::redis_coordinator({.command_timeout = absl::Seconds(5)});
-  const std::string id = run_id();
-  const std::vector<AnyStrategy> strategies = {
-      *make_strategy(Gcra::Options{3, 1000, 0}),
-      *make_strategy(TokenBucket::Options{3, 0.5}),
-      *make_strategy(FixedWindow::Options{5, 1000}),
-      *make_strategy(SlidingWindow::Options{10, 1000, 4}),
-      *make_strategy(SlidingLog::Options{3, 700}),
-      *make_strategy(Quota::Options{5, QuotaPeriod::kDay, 1, 0}),
-      *make_strategy(TokenBudget::Options{5, 1000}),
-  };
-  constexpr int kSteps = 60;
-  for (size_t s = 0; s < strategies.size(); ++s) {
-    // One timeline: times that cross windows, costs 1..3.
-    std::vector<int64_t> at(kSteps);
-    std::vector<double> cost(kSteps);
-    int64_t now = 1'700'000'000'000;
-    for (int i = 0; i < kSteps; ++i) {
-      now += (i * 37) % 211;
-      at[i] = now;
-      cost[i] = 1 + (i * 7) % 3;
-    }
-    const std::string blocking_key = absl::StrCat("async-conf:b:", id, s);
-    const std::string async_key = absl::StrCat("async-conf:a:", id, s);
-    // Every asynchronous step goes out at once: the connection keeps their
-    // order, so they see the same states the blocking steps do.
-    std::vector<Waiter> waiters(kSteps);
-    for (int i = 0; i < kSteps; ++i) {
-      redis->check_async(strategies[s], async_key, at[i], cost[i],
-                         waiters[i].completion());
-    }
-    for (int i = 0; i < kSteps; ++i) {
-      absl::StatusOr<Decision> blocking =
-          redis->check(strategies[s], blocking_key, at[i], cost[i]);
-      absl::StatusOr<Decision> async = waiters[i].get();
-      ASSERT_TRUE(blocking.ok()) << blocking.status();
-      ASSERT_TRUE(async.ok()) << async.status();
-      EXPECT_EQ(*async, *blocking) << "strategy " << s << " step " << i;
-    }
-  }
+  testing::expect_async_equals_blocking(
+      *redis, testing::async_conformance_strategies(), 60,
+      absl::StrCat("async-conf:", run_id()));
 }
 
 TEST(RedisAsync, InvalidArgumentsCompleteInline) {
@@ -138,28 +94,14 @@ TEST(RedisAsync, ThousandsInFlightFromOneThreadEachCompletedOnce) {
   auto limiter = *StrictRateLimiter<FixedWindow>::create(
       {.limit = 5000, .window_ms = 60'000}, redis,
       {.prefix = absl::StrCat("async-many:", run_id())});
-  constexpr int kTotal = 20'000;
-  constexpr int kWindow = 1024;
   const int64_t now = 1'700'000'000'000;  // one window for every check
-  std::vector<std::atomic<int>> completed(kTotal);
-  std::atomic<int> in_flight{0}, allowed{0}, failed{0};
-  for (int i = 0; i < kTotal; ++i) {
-    while (in_flight.load() >= kWindow) std::this_thread::yield();
-    in_flight.fetch_add(1);
-    limiter->check_at_async("k", now, 1, [&, i](absl::StatusOr<Decision> d) {
-      completed[i].fetch_add(1);
-      if (!d.ok()) {
-        failed.fetch_add(1);
-      } else if (d->allowed) {
-        allowed.fetch_add(1);
-      }
-      in_flight.fetch_sub(1);
-    });
-  }
-  while (in_flight.load() > 0) std::this_thread::yield();
-  for (int i = 0; i < kTotal; ++i) ASSERT_EQ(completed[i].load(), 1) << i;
-  EXPECT_EQ(failed.load(), 0);
-  EXPECT_EQ(allowed.load(), 5000);
+  const testing::WindowResult r =
+      testing::run_in_window(20'000, 1024, [&](auto on_done) {
+        limiter->check_at_async("k", now, 1, std::move(on_done));
+      });
+  EXPECT_EQ(r.not_once, 0);
+  EXPECT_EQ(r.failed, 0);
+  EXPECT_EQ(r.allowed, 5000);
   // Pipelined: far fewer batches than requests.
   const BackendStats stats = redis->stats();
   EXPECT_LT(stats.batches, stats.requests / 4) << stats.batches;
@@ -180,93 +122,42 @@ TEST(RedisAsync, EveryCallCompletesOnceWithinItsDeadlineThroughFaults) {
                                  .connect_timeout = kConnect,
                                  .command_timeout = kCommand});
   const AnyStrategy gcra = *make_strategy(Gcra::Options{1'000'000, 1000});
-
-  constexpr int kSlots = 1 << 21;
-  std::vector<std::atomic<int>> completed(kSlots);
-  std::vector<int64_t> began_ns(kSlots);
-  std::atomic<int> next{0};
-  std::atomic<int64_t> slowest_ns{0};
   // Phase 0: up; 1: frozen; 2: thawed; 3: killed; 4: restarted.
-  std::atomic<int> phase{0};
-  std::array<std::atomic<int>, 5> ok{}, late{}, down{};
-  std::atomic<int> other{0};
-  std::atomic<bool> stop{false};
-  std::atomic<int> in_flight{0};
-  constexpr int kSubmitters = 2;
-  testing::run_threads(kSubmitters + 1, [&](int t) {
-    if (t == kSubmitters) {
-      const auto wait_ok = [&](int p) {
-        for (int i = 0; i < 500 && ok[p].load() == 0; ++i) {
-          absl::SleepFor(absl::Milliseconds(20));
-        }
-      };
-      wait_ok(0);
-      absl::SleepFor(absl::Milliseconds(200));
-      server.freeze();
-      phase.store(1);
-      absl::SleepFor(absl::Milliseconds(400));
-      server.thaw();
-      phase.store(2);
-      wait_ok(2);
-      absl::SleepFor(absl::Milliseconds(200));
-      server.kill();
-      phase.store(3);
-      absl::SleepFor(absl::Milliseconds(400));
-      EXPECT_TRUE(server.start());
-      phase.store(4);
-      wait_ok(4);
-      absl::SleepFor(absl::Milliseconds(200));
-      stop.store(true);
-      return;
-    }
-    while (!stop.load()) {
-      if (in_flight.load() >= 256 * kSubmitters) {
-        std::this_thread::yield();
-        continue;
-      }
-      const int slot = next.fetch_add(1);
-      if (slot >= kSlots) break;
-      // At most ~32 k submissions per second per thread: the slots last.
-      if (slot % 32 == 0) absl::SleepFor(absl::Milliseconds(1));
-      in_flight.fetch_add(1);
-      const int p = phase.load();
-      began_ns[slot] = absl::GetCurrentTimeNanos();
-      redis->check_async(
-          gcra, "k", 0, 1, [&, slot, p](absl::StatusOr<Decision> d) {
-            const int64_t ns = absl::GetCurrentTimeNanos() - began_ns[slot];
-            int64_t prev = slowest_ns.load();
-            while (ns > prev && !slowest_ns.compare_exchange_weak(prev, ns)) {
-            }
-            completed[slot].fetch_add(1);
-            if (d.ok()) {
-              ok[p].fetch_add(1);
-            } else if (absl::IsDeadlineExceeded(d.status())) {
-              late[p].fetch_add(1);
-            } else if (absl::IsUnavailable(d.status())) {
-              down[p].fetch_add(1);
-            } else {
-              other.fetch_add(1);
-            }
-            in_flight.fetch_sub(1);
-          });
-    }
-  });
-  // Everything submitted completes (the last within its deadline).
-  for (int i = 0; i < 200 && in_flight.load() > 0; ++i) {
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  ASSERT_EQ(in_flight.load(), 0);
-  const int submitted = std::min(next.load(), kSlots);
-  ASSERT_LT(next.load(), kSlots) << "the test ran out of slots";
-  for (int i = 0; i < submitted; ++i) ASSERT_EQ(completed[i].load(), 1) << i;
-  EXPECT_LE(slowest_ns.load(),
-            absl::ToInt64Nanoseconds(kCommand + kConnect + kMargin));
-  EXPECT_GT(ok[0].load(), 0);
-  EXPECT_GT(late[1].load(), 0) << "the frozen server timed calls out";
-  EXPECT_GT(ok[2].load(), 0) << "service resumed after the thaw";
-  EXPECT_GT(down[3].load() + late[3].load(), 0) << "the kill was seen";
-  EXPECT_GT(ok[4].load(), 0) << "service resumed after the restart";
-  EXPECT_EQ(other.load(), 0);
+  testing::FaultStream stream;
+  stream.run(
+      2, 256,
+      [&](auto on_done) {
+        redis->check_async(gcra, "k", 0, 1, std::move(on_done));
+      },
+      [&](testing::FaultStream& f) {
+        f.wait_ok(0);
+        absl::SleepFor(absl::Milliseconds(200));
+        server.freeze();
+        f.set_phase(1);
+        absl::SleepFor(absl::Milliseconds(400));
+        server.thaw();
+        f.set_phase(2);
+        f.wait_ok(2);
+        absl::SleepFor(absl::Milliseconds(200));
+        server.kill();
+        f.set_phase(3);
+        absl::SleepFor(absl::Milliseconds(400));
+        EXPECT_TRUE(server.start());
+        f.set_phase(4);
+        f.wait_ok(4);
+        absl::SleepFor(absl::Milliseconds(200));
+      });
+  ASSERT_EQ(stream.in_flight(), 0);
+  ASSERT_FALSE(stream.ran_out_of_slots());
+  EXPECT_EQ(stream.not_once(), 0);
+  EXPECT_LE(stream.slowest(), kCommand + kConnect + kMargin);
+  EXPECT_GT(stream.ok(0), 0);
+  EXPECT_GT(stream.deadline_exceeded(1), 0) << "the frozen server timed out";
+  EXPECT_GT(stream.ok(2), 0) << "service resumed after the thaw";
+  EXPECT_GT(stream.unavailable(3) + stream.deadline_exceeded(3), 0)
+      << "the kill was seen";
+  EXPECT_GT(stream.ok(4), 0) << "service resumed after the restart";
+  EXPECT_EQ(stream.other(), 0);
 }
 
 TEST(RedisAsync, FailPolicyDecidesAnOutageAsynchronously) {
@@ -281,11 +172,11 @@ TEST(RedisAsync, FailPolicyDecidesAnOutageAsynchronously) {
   auto open = *StrictRateLimiter<Gcra>::create(
       {10, 1000}, redis, {.fail_policy = FailPolicy::kOpen});
   auto propagate = *StrictRateLimiter<Gcra>::create({10, 1000}, redis);
-  Waiter up;
+  testing::DecisionWaiter up;
   closed->check_async("u", up.completion());
   ASSERT_TRUE(up.get().ok());
   server.kill();
-  Waiter c, o, p;
+  testing::DecisionWaiter c, o, p;
   closed->check_async("u", c.completion());
   open->check_async("u", o.completion());
   propagate->check_async("u", p.completion());
@@ -304,19 +195,8 @@ TEST(RedisAsync, FailPolicyDecidesAnOutageAsynchronously) {
 TEST(RedisAsync, DestroyingTheCoordinatorCompletesWhatIsQueued) {
   std::shared_ptr<RedisCoordinator> redis = testing::redis_coordinator(
       {.connections = 2, .command_timeout = absl::Seconds(5)});
-  const AnyStrategy gcra = *make_strategy(Gcra::Options{1'000'000, 1000});
-  const std::string key = absl::StrCat("async-drain:", run_id());
-  constexpr int kCalls = 3000;
-  std::atomic<int> completed{0}, ok{0};
-  for (int i = 0; i < kCalls; ++i) {
-    redis->check_async(gcra, key, 0, 1, [&](absl::StatusOr<Decision> d) {
-      if (d.ok()) ok.fetch_add(1);
-      completed.fetch_add(1);
-    });
-  }
-  redis.reset();  // the last reference: the destructor drains
-  EXPECT_EQ(completed.load(), kCalls);
-  EXPECT_EQ(ok.load(), kCalls);
+  testing::expect_destruction_completes_queued(
+      redis, 3000, absl::StrCat("async-drain:", run_id()));
 }
 
 using Task = testing::EagerTask;

@@ -42,9 +42,10 @@
 // - Every call is bounded by the backend's command deadline. The verbs are
 //   synchronous; `check_async` is the strategy step without waiting
 //   (core/completion.h, docs/async.md): Redis queues it on its pipelined
-//   connection and completes it from the reply; a backend without a
-//   non-blocking path (memory, whose step needs no I/O; Postgres, until its
-//   pipelined path lands) runs the blocking step and completes inline.
+//   connections, Postgres on a connection in libpq's pipeline mode, and
+//   each completes it from the reply; a backend without a non-blocking
+//   path (memory, whose step needs no I/O) runs the blocking step and
+//   completes inline.
 //   Errors are statuses, never exceptions and never a decision:
 //   kInvalidArgument (bad argument, checked here before any I/O),
 //   kUnavailable (store unreachable or failed), kDeadlineExceeded (the store

@@ -33,6 +33,14 @@
 //   strategy's state), kInternal (anything else, with the server's message).
 //   No exception leaves this class.
 //
+// - Asynchronous checks (`check_async`, docs/async.md) go out on one more
+//   connection of their own, in libpq's pipeline mode, driven by an I/O
+//   thread started by the first such call: everything queued is sent in
+//   one batch (one network flush), each statement followed by its own Sync
+//   so it commits alone, and completed from the results in order; the
+//   same statements, deadlines and error statuses as the blocking path.
+//   Destroying the coordinator completes every queued call first.
+//
 // Thread-safety: every method is safe to call concurrently; at most
 // `connections` calls talk to the server at once, the others wait (within
 // their deadline) for a connection.
@@ -114,6 +122,9 @@ class PostgresCoordinator final : public Coordinator {
   absl::StatusOr<Decision> do_check(const AnyStrategy& strategy,
                                     std::string_view key, int64_t now_ms,
                                     double cost) override;
+  void do_check_async(const AnyStrategy& strategy, std::string_view key,
+                      int64_t now_ms, double cost,
+                      DecisionCompletion on_done) override;
   absl::StatusOr<Decision> do_peek(const AnyStrategy& strategy,
                                    std::string_view key,
                                    int64_t now_ms) override;

@@ -1,0 +1,159 @@
+// The asynchronous path over a real PostgreSQL (docs/async.md): libpq's
+// pipeline mode on one connection. The same decisions as the blocking path,
+// step for step; thousands in flight from one thread, each completed once;
+// every completion within its deadline while the server restarts and is
+// frozen; the destructor completing what is queued.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "support/async_load.h"
+#include "support/pg_fault_server.h"
+#include "support/pg_test_env.h"
+#include "support/run_threads.h"
+#include "support/test_time.h"
+#include "throttlekit/coordinator/strict_rate_limiter.h"
+#include "throttlekit/core/rate_engine.h"
+#include "throttlekit/postgres/postgres_coordinator.h"
+
+namespace throttlekit {
+namespace postgres_async_test {
+namespace {
+
+using testing::kEpoch;
+
+std::string run_id() { return absl::StrCat(absl::ToUnixNanos(absl::Now())); }
+
+TEST(PostgresAsync, SameDecisionsAsTheBlockingPathForEveryStrategy) {
+  std::unique_ptr<PostgresCoordinator> pg =
+      testing::make_pg(testing::pg_options(testing::unique_table("tk_async")));
+  ASSERT_NE(pg, nullptr);
+  testing::expect_async_equals_blocking(
+      *pg, testing::async_conformance_strategies(), 40,
+      absl::StrCat("async-conf:", run_id()));
+}
+
+TEST(PostgresAsync, AnotherStrategysKeyIsFailedPrecondition) {
+  std::unique_ptr<PostgresCoordinator> pg =
+      testing::make_pg(testing::pg_options(testing::unique_table("tk_async")));
+  ASSERT_NE(pg, nullptr);
+  const std::string key = absl::StrCat("typed:", run_id());
+  ASSERT_TRUE(
+      pg->check(*make_strategy(Gcra::Options{3, 1000}), key, kEpoch).ok());
+  testing::DecisionWaiter w;
+  pg->check_async(*make_strategy(FixedWindow::Options{3, 1000}), key, kEpoch, 1,
+                  w.completion());
+  absl::StatusOr<Decision> d = w.get();
+  EXPECT_TRUE(absl::IsFailedPrecondition(d.status())) << d.status();
+  // The connection goes on serving.
+  testing::DecisionWaiter next;
+  pg->check_async(*make_strategy(Gcra::Options{3, 1000}), key, kEpoch, 1,
+                  next.completion());
+  EXPECT_TRUE(next.get().ok());
+}
+
+TEST(PostgresAsync, ThousandsInFlightFromOneThreadEachCompletedOnce) {
+  std::unique_ptr<PostgresCoordinator> pg =
+      testing::make_pg(testing::pg_options(testing::unique_table("tk_async")));
+  ASSERT_NE(pg, nullptr);
+  auto limiter = *StrictRateLimiter<FixedWindow>::create(
+      {.limit = 2000, .window_ms = 60'000},
+      std::shared_ptr<Coordinator>(pg.get(), [](Coordinator*) {}),
+      {.prefix = absl::StrCat("many:", run_id())});
+  constexpr int kTotal = 6000;
+  // The schema exists before counting (the pipelined connection's first
+  // connect would otherwise make one blocking call to create it).
+  ASSERT_TRUE(pg->ping().ok());
+  const BackendStats before = pg->stats();
+  const testing::WindowResult r =
+      testing::run_in_window(kTotal, 512, [&](auto on_done) {
+        limiter->check_at_async("k", kEpoch, 1, std::move(on_done));
+      });
+  EXPECT_EQ(r.not_once, 0);
+  EXPECT_EQ(r.failed, 0);
+  EXPECT_EQ(r.allowed, 2000);
+  const BackendStats after = pg->stats();
+  EXPECT_EQ(after.requests - before.requests, kTotal);
+  EXPECT_LT(after.batches - before.batches, kTotal / 4)
+      << "pipelined: far fewer batches than statements";
+}
+
+TEST(PostgresAsync, DestroyingTheCoordinatorCompletesWhatIsQueued) {
+  std::unique_ptr<PostgresCoordinator> pg =
+      testing::make_pg(testing::pg_options(testing::unique_table("tk_async")));
+  ASSERT_NE(pg, nullptr);
+  testing::expect_destruction_completes_queued(
+      pg, 2000, absl::StrCat("drain:", run_id()));
+}
+
+// Two threads, up to 128 in flight each, while the private server is shut
+// down, started again, frozen and thawed.
+TEST(PostgresAsync, EveryCallCompletesOnceWithinItsDeadlineThroughFaults) {
+  testing::pg_fault_server("start");
+  constexpr absl::Duration kCommand = absl::Milliseconds(500);
+  // Scheduling slack on a loaded 2-core machine and under ThreadSanitizer.
+  constexpr absl::Duration kMargin = absl::Milliseconds(500);
+  PostgresCoordinatorOptions o = testing::pg_options("tk_async_faults");
+  o.port = testing::pg_fault_port();
+  o.command_timeout = kCommand;
+  o.connect_timeout = kCommand;
+  std::unique_ptr<PostgresCoordinator> pg = testing::make_pg(o);
+  ASSERT_NE(pg, nullptr);
+  const AnyStrategy gcra = *make_strategy(Gcra::Options{1'000'000, 1000});
+  // Phase 0: up; 1: shut down; 2: up again; 3: frozen; 4: thawed.
+  testing::FaultStream stream;
+  stream.run(
+      2, 128,
+      [&](auto on_done) {
+        pg->check_async(gcra, "k", 0, 1, std::move(on_done));
+      },
+      [](testing::FaultStream& f) {
+        f.wait_ok(0);
+        absl::SleepFor(absl::Milliseconds(200));
+        f.set_phase(1);
+        testing::pg_fault_server("down");
+        absl::SleepFor(absl::Milliseconds(300));
+        testing::pg_fault_server("up");
+        f.set_phase(2);
+        f.wait_ok(2);
+        absl::SleepFor(absl::Milliseconds(200));
+        testing::pg_fault_server("freeze");
+        f.set_phase(3);
+        absl::SleepFor(absl::Milliseconds(800));
+        testing::pg_fault_server("thaw");
+        f.set_phase(4);
+        f.wait_ok(4);
+        absl::SleepFor(absl::Milliseconds(200));
+      });
+  ASSERT_EQ(stream.in_flight(), 0);
+  ASSERT_FALSE(stream.ran_out_of_slots());
+  EXPECT_EQ(stream.not_once(), 0);
+  EXPECT_LE(stream.slowest(), kCommand + kMargin);
+  const auto failed = [&](int p) {
+    return stream.unavailable(p) + stream.deadline_exceeded(p);
+  };
+  EXPECT_GT(stream.ok(0), 0);
+  EXPECT_GT(failed(1) + failed(2), 0) << "the restart was seen";
+  EXPECT_GT(stream.ok(2), 0) << "service resumed after the restart";
+  EXPECT_GT(failed(3), 0) << "the frozen server timed calls out";
+  EXPECT_GT(stream.ok(4), 0) << "service resumed after the thaw";
+  EXPECT_EQ(stream.other(), 0);
+  pg.reset();
+  testing::pg_fault_server("stop");
+}
+
+}  // namespace
+}  // namespace postgres_async_test
+}  // namespace throttlekit
