@@ -85,6 +85,11 @@ function(throttlekit_test)
     # RapidCheck's default is 100 cases; CI runs 1000 per property.
     throttlekit_property_cases(${ARG_NAME} 1000)
   endif()
+  # The share of fixed work a test's loops do (support/test_work.h): the
+  # sanitizer presets' fifth, as for property cases. A later
+  # set_tests_properties(ENVIRONMENT) drops it, and that test runs in full.
+  set_property(TEST ${ARG_NAME} APPEND PROPERTY ENVIRONMENT
+    "THROTTLEKIT_TEST_WORK_PERCENT=${THROTTLEKIT_PROPERTY_CASES_PERCENT}")
   # Tests against a real server (label `redis` or `postgres`) require the
   # server fixture started by tests/servers and learn where it listens.
   if("redis" IN_LIST ARG_LABELS)

@@ -36,6 +36,7 @@
 #include "support/fair_fleet_tenants.h"
 #include "support/run_threads.h"
 #include "support/test_time.h"
+#include "support/test_work.h"
 #include "throttlekit/core/water_filling.h"
 #include "throttlekit/federation/region_pool.h"
 #include "throttlekit/twotier/weighted_fair_escrow.h"
@@ -342,12 +343,16 @@ void expect_bounds(const EvalConfig& c, const EvalResult& r, bool tight) {
   }
 }
 
+// The windows of an evaluation: all of them in the optimised pass, a
+// fifth (at least 8) under the sanitizers (support/test_work.h).
+int eval_windows(int n) { return static_cast<int>(testing::scaled_work(n, 8)); }
+
 // Every tenant over-asks (demand >= 0.99 x its share, most far more): the
 // weighted max-min split of the demands is every tenant's share, and each
 // tenant's admitted count is within [-2, K + 1] of it in every window.
 TEST(FederatedFairEscrowEval, SkewedOverSubscribedDemandIsSplitByWeight) {
   for (const int64_t q : {1, 16, 128}) {
-    const EvalConfig c{.quantum = q, .windows = 40, .seed = 7};
+    const EvalConfig c{.quantum = q, .windows = eval_windows(40), .seed = 7};
     const EvalResult r = run_evaluation(c);
     print_table(c, r);
     // A5: u + quantum + 1 <= the smallest share (207).
@@ -370,7 +375,8 @@ TEST(FederatedFairEscrowEval, SkewedOverSubscribedDemandIsSplitByWeight) {
 // the light tenants' unused shares (printed, not bounded); one fleet-wide
 // WeightedFairEscrow on the same calls does exactly the same.
 TEST(FederatedFairEscrowEval, LightTenantsGetTheirDemandAndOthersTheirShare) {
-  const EvalConfig c{.quantum = 16, .windows = 40, .light = true, .seed = 11};
+  const EvalConfig c{
+      .quantum = 16, .windows = eval_windows(40), .light = true, .seed = 11};
   const EvalResult r = run_evaluation(c);
   print_table(c, r);
   ASSERT_LE(r.max_registration_spread + c.quantum + 1, 205);
@@ -388,7 +394,7 @@ TEST(FederatedFairEscrowEval, LightTenantsGetTheirDemandAndOthersTheirShare) {
 // measured excess allowances make large.
 TEST(FederatedFairEscrowEval, QuantaBeyondA5CostOnlyTheGeneralBound) {
   for (const int64_t q : {512, 3000}) {
-    const EvalConfig c{.quantum = q, .windows = 20, .seed = 3};
+    const EvalConfig c{.quantum = q, .windows = eval_windows(20), .seed = 3};
     const EvalResult r = run_evaluation(c);
     print_table(c, r);
     expect_bounds(c, r, /*tight=*/false);

@@ -15,6 +15,7 @@
 
 #include "support/run_threads.h"
 #include "support/test_time.h"
+#include "support/test_work.h"
 #include "throttlekit/core/clock.h"
 #include "throttlekit/store/sliding_log_ring.h"
 
@@ -68,7 +69,7 @@ TEST(SlidingLogRingConcurrency, ManyFreshRingsEachAdmitExactlyLimit) {
   // Many short races: every round releases the same threads together on an
   // empty ring, where admissions collide hardest.
   constexpr int64_t kLimit = 16;
-  constexpr int kRounds = 20000;
+  const int kRounds = static_cast<int>(testing::scaled_work(20000, 2000));
   std::unique_ptr<SlidingLogRing> ring;
   std::atomic<int> round{-1};
   std::atomic<int> done{0};
@@ -118,7 +119,7 @@ TEST(SlidingLogRingConcurrency, AdmittingRegimeLosesNoAdmission) {
   // that differs from the allowed decisions.
   constexpr int64_t kLimit = 8;
   constexpr int64_t kWindow = 4;
-  constexpr int kCalls = 50'000;
+  const int kCalls = static_cast<int>(testing::scaled_work(50'000, 5000));
   auto ring = *SlidingLogRing::create({kLimit, kWindow});
   std::atomic<int64_t> clock{kEpoch};
   const std::vector<int64_t> admitted =
@@ -168,11 +169,12 @@ TEST(SlidingLogRingConcurrency, PartlyExpiredRingAdmitsExactlyTheExpired) {
 TEST(SlidingLogRingConcurrency, MovingClockNeverExceedsLimitPerWindow) {
   constexpr int64_t kLimit = 16;
   constexpr int64_t kWindow = 20;
+  const int kMoves = static_cast<int>(testing::scaled_work(20'000, 2000));
   auto ring = *SlidingLogRing::create({kLimit, kWindow});
   ManualClock clock(kEpoch);
   const std::vector<int64_t> admitted =
       collect_from_threads<int64_t>([&](int t, std::vector<int64_t>& out) {
-        for (int i = 0; i < 20'000; ++i) {
+        for (int i = 0; i < kMoves; ++i) {
           // Every thread moves the shared clock now and then, so nows reach
           // the ring slightly out of order, as with a real clock.
           if (i % 37 == t) clock.advance_ms(1);
