@@ -85,7 +85,8 @@ TEST(CheckAwaitable, NeverSuspendsOnAnInlineAnswer) {
 }
 
 // An engine whose answers come later, from its own thread: each
-// check_async queues the completion; the worker answers in order.
+// check_async queues the completion; once `release` is called the worker
+// answers in order (so every caller has suspended before any answer).
 class DeferredEngine {
  public:
   DeferredEngine() : worker_([this] { run(); }) {}
@@ -112,6 +113,13 @@ class DeferredEngine {
     return CheckAwaitable<DeferredEngine>(*this, key, cost);
   }
   std::thread::id worker_id() const { return worker_.get_id(); }
+  void release() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      released_ = true;
+    }
+    cv_.notify_one();
+  }
 
  private:
   void run() {
@@ -120,7 +128,8 @@ class DeferredEngine {
       std::tuple<std::string, double, DecisionCompletion> job;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return stop_ || !pending_.empty(); });
+        cv_.wait(lock,
+                 [this] { return stop_ || (released_ && !pending_.empty()); });
         if (pending_.empty()) return;
         job = std::move(pending_.front());
         pending_.pop_front();
@@ -136,6 +145,7 @@ class DeferredEngine {
   std::condition_variable cv_;
   std::deque<std::tuple<std::string, double, DecisionCompletion>> pending_;
   bool stop_ = false;
+  bool released_ = false;
   std::thread worker_;
 };
 
@@ -158,6 +168,8 @@ TEST(CheckAwaitable, ResumesOnceOnTheCompletingThread) {
     await_deferred(engine, std::string(1 + i % 7, 'k'), resumed, ran_on[i],
                    remaining[i]);
   }
+  EXPECT_EQ(resumed.load(), 0) << "every coroutine is suspended";
+  engine.release();
   while (resumed.load() < kCoroutines) std::this_thread::yield();
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(resumed.load(), kCoroutines);  // none resumed twice

@@ -53,6 +53,7 @@
 #include "throttlekit/strategy/sliding_window.h"
 #include "throttlekit/strategy/token_bucket.h"
 #include "throttlekit/strategy/token_budget.h"
+#include "throttlekit/twotier/cached_deny_limiter.h"
 
 namespace throttlekit {
 namespace redis_async_test {
@@ -197,6 +198,29 @@ TEST(RedisAsync, DestroyingTheCoordinatorCompletesWhatIsQueued) {
       {.connections = 2, .command_timeout = absl::Seconds(5)});
   testing::expect_destruction_completes_queued(
       redis, 3000, absl::StrCat("async-drain:", run_id()));
+}
+
+TEST(RedisAsync, CachedDenyFloodCostsNoRoundTrips) {
+  std::shared_ptr<RedisCoordinator> redis =
+      testing::redis_coordinator({.command_timeout = absl::Seconds(5)});
+  auto limiter = *CachedDenyLimiter<FixedWindow>::create(
+      {.limit = 3, .window_ms = 1'000'000'000'000}, redis,
+      {.prefix = absl::StrCat("async-deny:", run_id())});
+  const testing::WindowResult first = testing::run_in_window(
+      10, 10,
+      [&](auto on_done) { limiter->check_async("k", 1, std::move(on_done)); });
+  EXPECT_EQ(first.allowed, 3);
+  EXPECT_EQ(first.not_once, 0);
+  const int64_t requests = redis->stats().requests;
+  // Denied and cached: the flood completes inline, with no store request.
+  int denied = 0;
+  for (int i = 0; i < 1000; ++i) {
+    limiter->check_async("k", 1, [&](absl::StatusOr<Decision> d) {
+      if (d.ok() && !d->allowed) ++denied;
+    });
+  }
+  EXPECT_EQ(denied, 1000);
+  EXPECT_EQ(redis->stats().requests, requests);
 }
 
 using Task = testing::EagerTask;

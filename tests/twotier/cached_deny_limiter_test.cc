@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <optional>
+#include <utility>
 
+#include "support/allocation_counter.h"
 #include "support/manual_store.h"
 #include "throttlekit/strategy/fixed_window.h"
 #include "throttlekit/strategy/gcra.h"
@@ -15,6 +18,16 @@ namespace {
 constexpr int64_t kEpoch = testing::kManualEpoch;
 using Clock = testing::ManualClockRef;
 using Env = testing::ManualStore;
+
+// Seeded traffic: the next call's clock step (0..89 ms) and cost (1..3).
+struct Traffic {
+  uint64_t x;
+  std::pair<int64_t, double> next() {
+    x = x * 6364136223846793005u + 1442695040888963407u;
+    return {static_cast<int64_t>((x >> 33) % 90),
+            1 + static_cast<double>((x >> 20) % 3)};
+  }
+};
 
 TEST(CachedDenyLimiter, AFloodOnABlockedKeyCostsNoRoundTrips) {
   Env s;
@@ -51,11 +64,9 @@ TEST(CachedDenyLimiter, DecisionsEqualStrictModeOnEveryCall) {
       {.limit = 5, .period_ms = 1000}, a.store, {}, Clock(a.clock));
   auto strict = *StrictRateLimiter<Gcra>::create(
       {.limit = 5, .period_ms = 1000}, b.store);
-  uint64_t x = 12345;
+  Traffic traffic{12345};
   for (int i = 0; i < 5000; ++i) {
-    x = x * 6364136223846793005u + 1442695040888963407u;
-    const int64_t step = static_cast<int64_t>((x >> 33) % 90);
-    const double cost = 1 + static_cast<double>((x >> 20) % 3);
+    const auto [step, cost] = traffic.next();
     a.clock.advance_ms(step);
     b.clock.advance_ms(step);
     absl::StatusOr<Decision> dc = cached->check("k", cost);
@@ -100,6 +111,52 @@ TEST(CachedDenyLimiter, CheckAtDrivesStoreAndCacheWithOneClock) {
   EXPECT_EQ(limiter->check_at("k", t + 900)->retry_after_ms, 100);
   EXPECT_EQ(limiter->stats().store_checks, 2);
   EXPECT_TRUE(limiter->check_at("k", t + 1000)->allowed);
+}
+
+static_assert(AsyncRateEngine<CachedDenyLimiter<Gcra>>);
+
+TEST(CachedDenyLimiter, CheckAsyncDecidesAsCheckDoes) {
+  // Twin stores, the same traffic: check_async (over the memory
+  // coordinator, whose step completes inline) gives check's decision and
+  // the same counters.
+  Env a, b;
+  auto sync = *CachedDenyLimiter<Gcra, Clock>::create(
+      {.limit = 5, .period_ms = 1000}, a.store, {}, Clock(a.clock));
+  auto async = *CachedDenyLimiter<Gcra, Clock>::create(
+      {.limit = 5, .period_ms = 1000}, b.store, {}, Clock(b.clock));
+  Traffic traffic{777};
+  for (int i = 0; i < 3000; ++i) {
+    const auto [step, cost] = traffic.next();
+    a.clock.advance_ms(step);
+    b.clock.advance_ms(step);
+    absl::StatusOr<Decision> want = sync->check("k", cost);
+    std::optional<absl::StatusOr<Decision>> got;
+    async->check_async("k", cost, [&](absl::StatusOr<Decision> d) { got = d; });
+    ASSERT_TRUE(got.has_value()) << "completed inline on memory, call " << i;
+    ASSERT_TRUE(want.ok() && got->ok());
+    ASSERT_EQ(**got, *want) << "call " << i;
+  }
+  EXPECT_EQ(async->stats().store_checks, sync->stats().store_checks);
+  EXPECT_EQ(async->stats().cached_denials, sync->stats().cached_denials);
+  EXPECT_GT(async->stats().cached_denials, 0);
+}
+
+TEST(CachedDenyLimiter, ACachedDenialCompletesInlineWithoutAllocating) {
+  Env s;
+  auto limiter = *CachedDenyLimiter<FixedWindow, Clock>::create(
+      {.limit = 1, .window_ms = 1000}, s.store, {}, Clock(s.clock));
+  ASSERT_TRUE(limiter->check("k")->allowed);
+  ASSERT_FALSE(limiter->check("k")->allowed);  // now cached
+  int denied = 0;
+  const long before = testing::allocations();
+  for (int i = 0; i < 100; ++i) {
+    limiter->check_async("k", [&](absl::StatusOr<Decision> d) {
+      if (d.ok() && !d->allowed) ++denied;
+    });
+  }
+  EXPECT_EQ(testing::allocations() - before, 0);
+  EXPECT_EQ(denied, 100);
+  EXPECT_EQ(limiter->stats().store_checks, 2);
 }
 
 TEST(CachedDenyLimiter, BadInputIsAStatus) {

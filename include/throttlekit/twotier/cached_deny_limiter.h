@@ -26,8 +26,15 @@
 // Failure: outages follow `fail_policy` as in `StrictRateLimiter`; a
 // fail-closed denial is not cached (the store is retried on the next call).
 //
+// Without waiting (docs/async.md): `check_async` / `check_at_async` answer
+// a cached denial inline, before returning, with no allocation; otherwise
+// they send the store step through the coordinator's asynchronous path and
+// complete with what `check` would return (the same cache update and fail
+// policy, one code path after the store's answer).
+//
 // Thread-safety: every method is safe to call concurrently. The
-// coordinator must outlive the limiter.
+// coordinator must outlive the limiter, and the limiter every pending
+// asynchronous call.
 
 #ifndef THROTTLEKIT_TWOTIER_CACHED_DENY_LIMITER_H_
 #define THROTTLEKIT_TWOTIER_CACHED_DENY_LIMITER_H_
@@ -35,6 +42,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -47,7 +55,9 @@
 #include "throttlekit/coordinator/coordinator.h"
 #include "throttlekit/coordinator/fail_policy.h"
 #include "throttlekit/coordinator/strict_rate_limiter.h"
+#include "throttlekit/core/check_awaitable.h"
 #include "throttlekit/core/clock.h"
+#include "throttlekit/core/completion.h"
 #include "throttlekit/core/cost.h"
 #include "throttlekit/core/key.h"
 #include "throttlekit/core/rate_engine.h"
@@ -110,6 +120,29 @@ class CachedDenyLimiter {
     return decide(key, now_ms, now_ms, cost);
   }
 
+  // As `check`, without waiting for the store: `on_done` runs exactly once
+  // with what `check` would return (core/completion.h), inline for bad
+  // input and a cached denial. Thread-safe.
+  template <DecisionCallback F>
+  void check_async(std::string_view key, double cost, F&& on_done) {
+    decide_async(key, clock_.now_ms(), 0, cost, std::forward<F>(on_done));
+  }
+  template <DecisionCallback F>
+  void check_async(std::string_view key, F&& on_done) {
+    decide_async(key, clock_.now_ms(), 0, 1, std::forward<F>(on_done));
+  }
+  // As `check_at`, without waiting for the store. Thread-safe.
+  template <DecisionCallback F>
+  void check_at_async(std::string_view key, int64_t now_ms, double cost,
+                      F&& on_done) {
+    decide_async(key, now_ms, now_ms, cost, std::forward<F>(on_done));
+  }
+  // `co_await limiter->async_check(key)` (core/check_awaitable.h).
+  CheckAwaitable<CachedDenyLimiter> async_check(std::string_view key,
+                                                double cost = 1) {
+    return CheckAwaitable<CachedDenyLimiter>(*this, key, cost);
+  }
+
   // Checks every key as `check` does (the store on its clock, the cache at
   // one `now` of this node's clock), each independently; `out.size()` must
   // equal `keys.size()`. On an invalid key or cost nothing is checked.
@@ -165,15 +198,54 @@ class CachedDenyLimiter {
   absl::StatusOr<Decision> decide(std::string_view key, int64_t local_ms,
                                   int64_t store_ms, double cost) {
     if (!is_valid_key(key) || !is_valid_cost(cost)) [[unlikely]] {
-      if (absl::Status s = validate_key(key); !s.ok()) return s;
-      return validate_cost(cost);
+      return invalid(key, cost);
     }
-    if (std::optional<Decision> d = cache_.lookup(key, local_ms, cost)) {
-      cached_denials_.fetch_add(1, std::memory_order_relaxed);
+    if (std::optional<Decision> d = cached_denial(key, local_ms, cost)) {
       return *d;
     }
     store_checks_.fetch_add(1, std::memory_order_relaxed);
-    absl::StatusOr<Decision> d = strict_->check_at(key, store_ms, cost);
+    return settle(key, local_ms, cost, strict_->check_at(key, store_ms, cost));
+  }
+
+  // `decide` without waiting for the store: the same steps, the store's
+  // answer settled in the completion.
+  template <class F>
+  void decide_async(std::string_view key, int64_t local_ms, int64_t store_ms,
+                    double cost, F&& on_done) {
+    if (!is_valid_key(key) || !is_valid_cost(cost)) [[unlikely]] {
+      std::forward<F>(on_done)(absl::StatusOr<Decision>(invalid(key, cost)));
+      return;
+    }
+    if (std::optional<Decision> d = cached_denial(key, local_ms, cost)) {
+      std::forward<F>(on_done)(absl::StatusOr<Decision>(*d));
+      return;
+    }
+    store_checks_.fetch_add(1, std::memory_order_relaxed);
+    strict_->check_at_async(
+        key, store_ms, cost,
+        [this, key = std::string(key), local_ms, cost,
+         done = std::forward<F>(on_done)](absl::StatusOr<Decision> d) mutable {
+          std::move(done)(settle(key, local_ms, cost, std::move(d)));
+        });
+  }
+
+  [[gnu::cold]] static absl::Status invalid(std::string_view key, double cost) {
+    if (absl::Status s = validate_key(key); !s.ok()) return s;
+    return validate_cost(cost);
+  }
+
+  // A live cached denial covering `cost`, counted.
+  std::optional<Decision> cached_denial(std::string_view key, int64_t local_ms,
+                                        double cost) {
+    std::optional<Decision> d = cache_.lookup(key, local_ms, cost);
+    if (d.has_value()) cached_denials_.fetch_add(1, std::memory_order_relaxed);
+    return d;
+  }
+
+  // The store's answer `d` to a check of `cost` on `key`: the fail policy
+  // decides an outage; a denial is remembered.
+  absl::StatusOr<Decision> settle(std::string_view key, int64_t local_ms,
+                                  double cost, absl::StatusOr<Decision> d) {
     if (!d.ok()) {
       absl::StatusOr<Decision> decided =
           options_.fail_policy.on_error(d.status(), limit_, local_ms);
