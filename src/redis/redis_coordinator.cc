@@ -352,10 +352,25 @@ class RedisCoordinator::Impl {
         drop();
         return;
       }
+      // The earliest deadline among the asynchronous requests from i on:
+      // a read waits no longer than that (each asynchronous completion
+      // comes within its deadline), nor than `command_timeout` (the
+      // blocking callers' bound; each waits for its own deadline itself).
+      std::vector<absl::Time> async_by(batch.size() + 1,
+                                       absl::InfiniteFuture());
+      for (size_t i = batch.size(); i-- > 0;) {
+        async_by[i] = batch[i]->on_done
+                          ? std::min(async_by[i + 1], batch[i]->deadline)
+                          : async_by[i + 1];
+      }
+      const auto bound = [&](size_t i) {
+        return std::min(async_by[i],
+                        absl::Now() + owner_->options_.command_timeout);
+      };
       std::vector<size_t> retry;
       for (size_t i = 0; i < batch.size(); ++i) {
         redisReply* reply = nullptr;
-        if (absl::Status s = read_reply(batch[i]->deadline, &reply); !s.ok()) {
+        if (absl::Status s = read_reply(bound(i), &reply); !s.ok()) {
           for (size_t j = i; j < batch.size(); ++j) fail(out[j], s);
           drop();
           return;
@@ -378,8 +393,7 @@ class RedisCoordinator::Impl {
       }
       for (size_t k = 0; k < retry.size(); ++k) {
         redisReply* reply = nullptr;
-        if (absl::Status s = read_reply(batch[retry[k]]->deadline, &reply);
-            !s.ok()) {
+        if (absl::Status s = read_reply(bound(retry[k]), &reply); !s.ok()) {
           for (size_t j = k; j < retry.size(); ++j) fail(out[retry[j]], s);
           drop();
           return;
@@ -399,8 +413,8 @@ class RedisCoordinator::Impl {
     }
 
     // The next reply, reading the socket only when none is buffered, and
-    // waiting for it no later than `deadline` (the request's): a reply
-    // that would come later is kDeadlineExceeded.
+    // waiting for it no later than `deadline`: a reply that would come
+    // later is kDeadlineExceeded.
     absl::Status read_reply(absl::Time deadline, redisReply** out) {
       for (;;) {
         void* reply = nullptr;
