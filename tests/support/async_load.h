@@ -152,7 +152,7 @@ class FaultStream {
   FaultStream() : completed_(kSlots), began_ns_(kSlots) {}
 
   // `submitters` threads keep up to `per_thread` checks in flight each
-  // (about 16 submissions per ms per thread at most) while `script(*this)`
+  // (at most about 8 submissions per ms per thread) while `script(*this)`
   // runs on another thread; then waits up to 3 s for the last completions.
   // `submit(on_done)` starts one check.
   template <class Submit, class Script>
@@ -170,7 +170,7 @@ class FaultStream {
         }
         const int slot = next_.fetch_add(1);
         if (slot >= kSlots) break;
-        if (slot % 16 == 0) absl::SleepFor(absl::Milliseconds(1));
+        if (slot % 8 == 0) absl::SleepFor(absl::Milliseconds(1));
         in_flight_.fetch_add(1);
         const int p = phase_.load();
         began_ns_[slot] = absl::GetCurrentTimeNanos();
