@@ -129,9 +129,11 @@ TEST(PostgresAsync, EveryCallCompletesOnceWithinItsDeadlineThroughFaults) {
         f.set_phase(2);
         f.wait_ok(2);
         absl::SleepFor(absl::Milliseconds(200));
-        testing::pg_fault_server("freeze");
+        // Calls counted in phase 3 go out frozen; the freeze outlasts two
+        // deadlines, so some of them time out while it lasts.
         f.set_phase(3);
-        absl::SleepFor(absl::Milliseconds(800));
+        testing::pg_fault_server("freeze");
+        absl::SleepFor(absl::Milliseconds(1300));
         testing::pg_fault_server("thaw");
         f.set_phase(4);
         f.wait_ok(4);
