@@ -93,11 +93,12 @@ void PipelinedConnection::io_loop() {
     }
     std::vector<Outcome> out(batch.size(), absl::UnknownError("not served"));
     serve(batch, out);
-    for (size_t i = 0; i < batch.size(); ++i) {
-      std::move(batch[i]->on_done)(std::move(out[i]));
-    }
-    for (auto& r : expired) {
-      std::move(r->on_done)(deadline_error("(queued)"));
+    out.resize(batch.size() + expired.size(), deadline_error("(queued)"));
+    for (size_t i = 0; i < out.size(); ++i) {
+      PipelinedRequest& r =
+          i < batch.size() ? *batch[i] : *expired[i - batch.size()];
+      if (options_.on_outcome) options_.on_outcome(out[i].status());
+      r.finish(std::move(out[i]));
     }
   }
 }

@@ -34,7 +34,6 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -46,13 +45,17 @@ struct pg_conn;
 namespace throttlekit::postgres_internal {
 
 // One execution of a prepared statement: the first parameter is sent in
-// binary (the key, a bytea), the others as text.
+// binary (the key, a bytea), the others as text. The caller derives it to
+// hold its completion (one allocation per call).
 struct PipelinedRequest {
+  virtual ~PipelinedRequest() = default;
+  // Called exactly once, outside every lock, with the first row's columns
+  // as text ("t"/"f" for booleans) or a status.
+  virtual void finish(absl::StatusOr<std::vector<std::string>> row) = 0;
+
   std::string statement;
   std::vector<std::string> params;
   absl::Time deadline;
-  // The first row's columns as text ("t"/"f" for booleans), or a status.
-  absl::AnyInvocable<void(absl::StatusOr<std::vector<std::string>>) &&> on_done;
 };
 
 struct PipelinedConnectionOptions {
@@ -70,6 +73,9 @@ struct PipelinedConnectionOptions {
   std::function<void(const std::string& sqlstate)> on_server_error;
   // Counts batches and connects (the coordinator's stats); outlives this.
   detail::BackendCounters* counters = nullptr;
+  // Told each request's outcome before it finishes (the coordinator counts
+  // it in its stats).
+  std::function<void(const absl::Status&)> on_outcome;
 };
 
 class PipelinedConnection {
@@ -79,7 +85,7 @@ class PipelinedConnection {
   PipelinedConnection(const PipelinedConnection&) = delete;
   PipelinedConnection& operator=(const PipelinedConnection&) = delete;
 
-  // Queues `r` (with its deadline set); its `on_done` runs exactly once.
+  // Queues `r` (with its deadline set); its `finish` runs exactly once.
   void submit(std::unique_ptr<PipelinedRequest> r);
 
  private:

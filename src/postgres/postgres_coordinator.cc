@@ -235,11 +235,6 @@ class PostgresCoordinator::Impl {
   // asynchronous call), its deadline set here; counts its outcome.
   void submit(std::unique_ptr<postgres_internal::PipelinedRequest> r) {
     r->deadline = absl::Now() + options_.command_timeout;
-    r->on_done = [this, done = std::move(r->on_done)](
-                     absl::StatusOr<std::vector<std::string>> row) mutable {
-      count(row.status());
-      std::move(done)(std::move(row));
-    };
     pipeline().submit(std::move(r));
   }
 
@@ -278,6 +273,7 @@ class PostgresCoordinator::Impl {
         schema_lost(state);
       };
       o.counters = &counters_;
+      o.on_outcome = [this](const absl::Status& s) { count(s); };
       pipeline_ = std::make_unique<postgres_internal::PipelinedConnection>(o);
     }
     return *pipeline_;
@@ -498,10 +494,98 @@ class PostgresCoordinator::Impl {
 
 namespace {
 
-Decision to_decision(const pqxx::result& r) {
-  const pqxx::row row = r.at(0);
-  return Decision{row[0].as<bool>(), row[1].as<int64_t>(), row[2].as<int64_t>(),
-                  row[3].as<int64_t>(), row[4].as<int64_t>()};
+// A row's columns as text ("t"/"f" for booleans), as the pipelined path
+// reads them: both paths parse results with the same functions.
+std::vector<std::string> row_text(const pqxx::row& row) {
+  std::vector<std::string> out;
+  out.reserve(row.size());
+  for (const pqxx::field& f : row) out.emplace_back(f.c_str(), f.size());
+  return out;
+}
+
+// The first `n` columns of `row` after `skip`, as integers.
+absl::Status parse_ints(const std::vector<std::string>& row, size_t skip,
+                        size_t n, absl::string_view what, int64_t* out) {
+  if (row.size() < skip + n) {
+    return absl::InternalError(absl::StrCat("postgres: ", what, " returned ",
+                                            row.size(), " columns; expected ",
+                                            skip + n));
+  }
+  for (size_t k = 0; k < n; ++k) {
+    if (!absl::SimpleAtoi(row[skip + k], &out[k])) {
+      return absl::InternalError(absl::StrCat(
+          "postgres: ", what, " returned a non-integer: ", row[skip + k]));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A decision from the text columns of a strategy function's row.
+absl::StatusOr<Decision> to_decision(const std::vector<std::string>& row) {
+  int64_t v[4];
+  if (absl::Status s = parse_ints(row, 1, 4, "a strategy function", v);
+      !s.ok()) {
+    return s;
+  }
+  return Decision{row[0] == "t", v[0], v[1], v[2], v[3]};
+}
+
+absl::StatusOr<LeaseGrant> to_grant(const std::vector<std::string>& row) {
+  int64_t v[5];
+  if (absl::Status s = parse_ints(row, 0, 5, "a lease function", v); !s.ok()) {
+    return s;
+  }
+  return LeaseGrant{v[0], v[1], v[2], v[3], v[4]};
+}
+
+absl::StatusOr<int64_t> to_count(const std::vector<std::string>& row) {
+  int64_t v;
+  if (absl::Status s = parse_ints(row, 0, 1, "a give-back function", &v);
+      !s.ok()) {
+    return s;
+  }
+  return v;
+}
+
+// The first row of `r`, parsed as the pipelined path parses it.
+template <class T>
+absl::StatusOr<T> first_row(
+    const pqxx::result& r,
+    absl::StatusOr<T> (*parse)(const std::vector<std::string>&)) {
+  return parse(row_text(r.at(0)));
+}
+
+// An asynchronous call on the pipelined connection: its completion and the
+// parser of its row live in the request (one allocation per call).
+template <class T>
+class RowRequest final : public postgres_internal::PipelinedRequest {
+ public:
+  using Parse = absl::StatusOr<T> (*)(const std::vector<std::string>&);
+  RowRequest(Parse parse, Completion<T> done)
+      : parse_(parse), done_(std::move(done)) {}
+  void finish(absl::StatusOr<std::vector<std::string>> row) override {
+    if (!row.ok()) {
+      std::move(done_)(row.status());
+    } else {
+      std::move(done_)(parse_(*row));
+    }
+  }
+
+ private:
+  const Parse parse_;
+  Completion<T> done_;
+};
+
+// A bytea parameter sent as text (hex format).
+std::string bytea_text(std::string_view bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "\\x";
+  out.reserve(2 + 2 * bytes.size());
+  for (unsigned char c : bytes) {
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
 }
 
 // The prepared statement of `strategy` and its parameters after the key
@@ -561,23 +645,6 @@ pqxx::result exec_strategy(Session& s, const AnyStrategy& strategy,
                           pqxx::prepare::make_dynamic_params(call.params));
 }
 
-// A decision from the text columns of a strategy function's row.
-absl::StatusOr<Decision> to_decision(const std::vector<std::string>& row) {
-  if (row.size() < 5) {
-    return absl::InternalError(
-        absl::StrCat("postgres: a strategy function returned ", row.size(),
-                     " columns; expected 5"));
-  }
-  int64_t v[4];
-  for (int k = 0; k < 4; ++k) {
-    if (!absl::SimpleAtoi(row[k + 1], &v[k])) {
-      return absl::InternalError(
-          absl::StrCat("postgres: not an integer: ", row[k + 1]));
-    }
-  }
-  return Decision{row[0] == "t", v[0], v[1], v[2], v[3]};
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PostgresCoordinator>>
@@ -598,7 +665,8 @@ absl::StatusOr<Decision> PostgresCoordinator::do_check(
     const AnyStrategy& strategy, std::string_view key, int64_t now_ms,
     double cost) {
   return impl_->run<Decision>([&](Session& s) {
-    return to_decision(exec_strategy(s, strategy, key, now_ms, cost, false));
+    return first_row(exec_strategy(s, strategy, key, now_ms, cost, false),
+                     &to_decision);
   });
 }
 
@@ -607,26 +675,20 @@ void PostgresCoordinator::do_check_async(const AnyStrategy& strategy,
                                          double cost,
                                          DecisionCompletion on_done) {
   StrategyCall call = strategy_call(strategy, now_ms, cost, false);
-  auto r = std::make_unique<postgres_internal::PipelinedRequest>();
+  auto r =
+      std::make_unique<RowRequest<Decision>>(&to_decision, std::move(on_done));
   r->statement = call.statement;
   r->params.reserve(call.params.size() + 1);
   r->params.emplace_back(key);
   for (std::string& p : call.params) r->params.push_back(std::move(p));
-  r->on_done = [done = std::move(on_done)](
-                   absl::StatusOr<std::vector<std::string>> row) mutable {
-    if (!row.ok()) {
-      std::move(done)(row.status());
-    } else {
-      std::move(done)(to_decision(*row));
-    }
-  };
   impl_->submit(std::move(r));
 }
 
 absl::StatusOr<Decision> PostgresCoordinator::do_peek(
     const AnyStrategy& strategy, std::string_view key, int64_t now_ms) {
   return impl_->run<Decision>([&](Session& s) {
-    return to_decision(exec_strategy(s, strategy, key, now_ms, 1.0, true));
+    return first_row(exec_strategy(s, strategy, key, now_ms, 1.0, true),
+                     &to_decision);
   });
 }
 
@@ -758,14 +820,21 @@ absl::StatusOr<LeaseGrant> PostgresCoordinator::do_lease(
     const LeaseBudget& budget, std::string_view key, int64_t want) {
   return impl_->run<LeaseGrant>([&](Session& s) {
     pqxx::nontransaction tx(*s.conn);
-    const pqxx::row row =
-        tx.exec_prepared("tk_lease", bytes(key), budget.limit(),
-                         budget.window_ms(), want)
-            .at(0);
-    return LeaseGrant{row[0].as<int64_t>(), row[1].as<int64_t>(),
-                      row[2].as<int64_t>(), row[3].as<int64_t>(),
-                      row[4].as<int64_t>()};
+    return first_row(tx.exec_prepared("tk_lease", bytes(key), budget.limit(),
+                                      budget.window_ms(), want),
+                     &to_grant);
   });
+}
+
+void PostgresCoordinator::do_lease_async(const LeaseBudget& budget,
+                                         std::string_view key, int64_t want,
+                                         Completion<LeaseGrant> on_done) {
+  auto r =
+      std::make_unique<RowRequest<LeaseGrant>>(&to_grant, std::move(on_done));
+  r->statement = "tk_lease";
+  r->params = {std::string(key), std::to_string(budget.limit()),
+               std::to_string(budget.window_ms()), std::to_string(want)};
+  impl_->submit(std::move(r));
 }
 
 absl::StatusOr<int64_t> PostgresCoordinator::do_give_back(
@@ -773,12 +842,22 @@ absl::StatusOr<int64_t> PostgresCoordinator::do_give_back(
     int64_t credits, std::string_view token) {
   return impl_->run<int64_t>([&](Session& s) {
     pqxx::nontransaction tx(*s.conn);
-    return tx
-        .exec_prepared("tk_give_back", bytes(key), budget.window_ms(),
-                       window_start_ms, credits, bytes(token))
-        .at(0)[0]
-        .as<int64_t>();
+    return first_row(
+        tx.exec_prepared("tk_give_back", bytes(key), budget.window_ms(),
+                         window_start_ms, credits, bytes(token)),
+        &to_count);
   });
+}
+
+void PostgresCoordinator::do_give_back_async(
+    const LeaseBudget& budget, std::string_view key, int64_t window_start_ms,
+    int64_t credits, std::string_view token, Completion<int64_t> on_done) {
+  auto r = std::make_unique<RowRequest<int64_t>>(&to_count, std::move(on_done));
+  r->statement = "tk_give_back";
+  r->params = {std::string(key), std::to_string(budget.window_ms()),
+               std::to_string(window_start_ms), std::to_string(credits),
+               bytea_text(token)};
+  impl_->submit(std::move(r));
 }
 
 absl::StatusOr<LeaseGrant> PostgresCoordinator::do_lease_windowed(

@@ -112,9 +112,17 @@ timeval to_timeval(absl::Duration d) { return absl::ToTimeval(d); }
 // by the connection's mutex (`wake` waits on it; the analysis cannot name
 // another object's mutex here); `status` and `reply` are written by the
 // leader before it sets `done` and read by the caller after. An
-// asynchronous request has `on_done`, which the thread that finished it
-// calls once, outside every lock; a blocking one has a waiting caller.
+// asynchronous request (`AsyncRequest<T>`, `async` set) completes itself in
+// `finish`, which the thread that finished it calls once, outside every
+// lock; a blocking one has a waiting caller.
 struct Request {
+  Request() = default;
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+  virtual ~Request() = default;
+  // Runs an asynchronous request's completion from `status` and the reply.
+  virtual void finish() {}
+
   int script = -1;
   int keys = 1;  // how many leading argv entries are KEYS (scripts only)
   std::vector<std::string> argv;
@@ -126,7 +134,30 @@ struct Request {
   absl::Status status;
   std::vector<int64_t> reply;     // integers (strings parsed as integers)
   std::vector<std::string> text;  // the strings of the reply, in order
-  absl::AnyInvocable<void(Request&) &&> on_done;  // asynchronous requests
+  bool async = false;             // an AsyncRequest: nobody waits for it
+};
+
+// An asynchronous request: its completion and the parser of its reply live
+// in the request itself (one allocation per call).
+template <class T>
+class AsyncRequest final : public Request {
+ public:
+  using Parse = absl::StatusOr<T> (*)(const Request&);
+  AsyncRequest(Parse parse, Completion<T> done)
+      : parse_(parse), done_(std::move(done)) {
+    async = true;
+  }
+  void finish() override {
+    if (!status.ok()) {
+      std::move(done_)(std::move(status));
+    } else {
+      std::move(done_)(parse_(*this));
+    }
+  }
+
+ private:
+  const Parse parse_;
+  Completion<T> done_;
 };
 
 }  // namespace
@@ -148,7 +179,27 @@ class RedisCoordinator::Impl {
     return connections_[i]->call(r);
   }
 
-  // Queues `r`, which has `on_done`, on a connection without waiting.
+  // The blocking form of a verb: the request `fill` writes, its reply read
+  // by `parse`.
+  template <class T, class Fill>
+  absl::StatusOr<T> run(absl::StatusOr<T> (*parse)(const Request&),
+                        Fill&& fill) {
+    auto r = std::make_shared<Request>();
+    fill(*r);
+    if (absl::Status s = call(r); !s.ok()) return s;
+    return parse(*r);
+  }
+
+  // The same verb without waiting: `done` gets what `run` would return.
+  template <class T, class Fill>
+  void run_async(absl::StatusOr<T> (*parse)(const Request&), Completion<T> done,
+                 Fill&& fill) {
+    auto r = std::make_shared<AsyncRequest<T>>(parse, std::move(done));
+    fill(*r);
+    submit(std::move(r));
+  }
+
+  // Queues `r`, an AsyncRequest, on a connection without waiting.
   void submit(std::shared_ptr<Request> r) {
     r->deadline = absl::Now() + options_.command_timeout;
     const size_t i =
@@ -274,7 +325,7 @@ class RedisCoordinator::Impl {
           std::shared_ptr<Request> q = std::move(queue_.front());
           queue_.pop_front();
           if (q->abandoned) continue;
-          if (q->on_done && q->deadline <= now) {
+          if (q->async && q->deadline <= now) {
             expired.push_back(std::move(q));
           } else {
             batch.push_back(std::move(q));
@@ -303,7 +354,7 @@ class RedisCoordinator::Impl {
         }
         if (queue_.empty()) {
           busy_ = false;
-        } else if (queue_.front()->on_done) {
+        } else if (queue_.front()->async) {
           io_lead_ = true;  // stays busy: the I/O thread takes over
           wake_io = true;
         } else {
@@ -318,8 +369,8 @@ class RedisCoordinator::Impl {
       if (wake_io) io_wake_.notify_one();
       for (auto* list : {&batch, &expired}) {
         for (const auto& r : *list) {
-          if (r->on_done) {
-            std::move(r->on_done)(*r);
+          if (r->async) {
+            r->finish();
           } else {
             r->wake.notify_one();
           }
@@ -359,7 +410,7 @@ class RedisCoordinator::Impl {
       std::vector<absl::Time> async_by(batch.size() + 1,
                                        absl::InfiniteFuture());
       for (size_t i = batch.size(); i-- > 0;) {
-        async_by[i] = batch[i]->on_done
+        async_by[i] = batch[i]->async
                           ? std::min(async_by[i + 1], batch[i]->deadline)
                           : async_by[i + 1];
       }
@@ -749,17 +800,14 @@ namespace {
 
 // One strategy step's request; the blocking and the asynchronous check send
 // the same one and read its reply with `to_decision`.
-std::shared_ptr<Request> check_request(const AnyStrategy& strategy,
-                                       std::string_view key, int64_t now_ms,
-                                       double cost, int64_t ttl_slack_ms) {
-  auto r = std::make_shared<Request>();
-  r->script = static_cast<int>(strategy.index());
-  r->argv.reserve(12);
-  r->argv.emplace_back(key);
-  r->argv.insert(r->argv.end(), {fmt_int(now_ms), fmt_double(cost), "c",
-                                 fmt_int(ttl_slack_ms)});
-  append_options(strategy, r->argv);
-  return r;
+void fill_check(Request& r, const AnyStrategy& strategy, std::string_view key,
+                int64_t now_ms, double cost, int64_t ttl_slack_ms) {
+  r.script = static_cast<int>(strategy.index());
+  r.argv.reserve(12);
+  r.argv.emplace_back(key);
+  r.argv.insert(r.argv.end(), {fmt_int(now_ms), fmt_double(cost), "c",
+                               fmt_int(ttl_slack_ms)});
+  append_options(strategy, r.argv);
 }
 
 }  // namespace
@@ -768,25 +816,17 @@ absl::StatusOr<Decision> RedisCoordinator::do_check(const AnyStrategy& strategy,
                                                     std::string_view key,
                                                     int64_t now_ms,
                                                     double cost) {
-  std::shared_ptr<Request> r =
-      check_request(strategy, key, now_ms, cost, impl_->options().ttl_slack_ms);
-  if (absl::Status s = impl_->call(r); !s.ok()) return s;
-  return to_decision(*r);
+  return impl_->run(&to_decision, [&](Request& r) {
+    fill_check(r, strategy, key, now_ms, cost, impl_->options().ttl_slack_ms);
+  });
 }
 
 void RedisCoordinator::do_check_async(const AnyStrategy& strategy,
                                       std::string_view key, int64_t now_ms,
                                       double cost, DecisionCompletion on_done) {
-  std::shared_ptr<Request> r =
-      check_request(strategy, key, now_ms, cost, impl_->options().ttl_slack_ms);
-  r->on_done = [done = std::move(on_done)](Request& served) mutable {
-    if (!served.status.ok()) {
-      std::move(done)(std::move(served.status));
-    } else {
-      std::move(done)(to_decision(served));
-    }
-  };
-  impl_->submit(std::move(r));
+  impl_->run_async(&to_decision, std::move(on_done), [&](Request& r) {
+    fill_check(r, strategy, key, now_ms, cost, impl_->options().ttl_slack_ms);
+  });
 }
 
 absl::StatusOr<RedisCoordinator::FusedDecision> RedisCoordinator::fused_check(
@@ -958,34 +998,73 @@ absl::Status RedisCoordinator::do_reset(const AnyStrategy&,
   return impl_->call(r);
 }
 
+namespace {
+
+void fill_lease(Request& r, const LeaseBudget& budget, std::string_view key,
+                int64_t want, int64_t ttl_slack_ms) {
+  r.script = kLeaseScript;
+  r.argv = {std::string(key), fmt_int(want), fmt_int(budget.limit()),
+            fmt_int(budget.window_ms()), fmt_int(ttl_slack_ms)};
+}
+
+absl::StatusOr<LeaseGrant> to_grant(const Request& r) {
+  if (r.reply.size() != 5) {
+    return absl::InternalError(
+        absl::StrCat("redis: a lease script replied with ", r.reply.size(),
+                     " values; expected 5"));
+  }
+  return LeaseGrant{r.reply[0], r.reply[1], r.reply[2], r.reply[3], r.reply[4]};
+}
+
+void fill_give_back(Request& r, const LeaseBudget& budget, std::string_view key,
+                    int64_t window_start_ms, int64_t credits,
+                    std::string_view token) {
+  r.script = kGiveBackScript;
+  r.argv = {std::string(key), fmt_int(window_start_ms), fmt_int(credits),
+            std::string(token), fmt_int(budget.window_ms())};
+}
+
+absl::StatusOr<int64_t> to_count(const Request& r) {
+  if (r.reply.size() != 1) {
+    return absl::InternalError(absl::StrCat("redis: a script replied with ",
+                                            r.reply.size(),
+                                            " values; expected 1"));
+  }
+  return r.reply[0];
+}
+
+}  // namespace
+
 absl::StatusOr<LeaseGrant> RedisCoordinator::do_lease(const LeaseBudget& budget,
                                                       std::string_view key,
                                                       int64_t want) {
-  auto r = std::make_shared<Request>();
-  r->script = kLeaseScript;
-  r->argv = {std::string(key), fmt_int(want), fmt_int(budget.limit()),
-             fmt_int(budget.window_ms()),
-             fmt_int(impl_->options().ttl_slack_ms)};
-  if (absl::Status s = impl_->call(r); !s.ok()) return s;
-  if (r->reply.size() != 5) {
-    return absl::InternalError("redis: the lease script replied badly");
-  }
-  return LeaseGrant{r->reply[0], r->reply[1], r->reply[2], r->reply[3],
-                    r->reply[4]};
+  return impl_->run(&to_grant, [&](Request& r) {
+    fill_lease(r, budget, key, want, impl_->options().ttl_slack_ms);
+  });
+}
+
+void RedisCoordinator::do_lease_async(const LeaseBudget& budget,
+                                      std::string_view key, int64_t want,
+                                      Completion<LeaseGrant> on_done) {
+  impl_->run_async(&to_grant, std::move(on_done), [&](Request& r) {
+    fill_lease(r, budget, key, want, impl_->options().ttl_slack_ms);
+  });
 }
 
 absl::StatusOr<int64_t> RedisCoordinator::do_give_back(
     const LeaseBudget& budget, std::string_view key, int64_t window_start_ms,
     int64_t credits, std::string_view token) {
-  auto r = std::make_shared<Request>();
-  r->script = kGiveBackScript;
-  r->argv = {std::string(key), fmt_int(window_start_ms), fmt_int(credits),
-             std::string(token), fmt_int(budget.window_ms())};
-  if (absl::Status s = impl_->call(r); !s.ok()) return s;
-  if (r->reply.size() != 1) {
-    return absl::InternalError("redis: the give-back script replied badly");
-  }
-  return r->reply[0];
+  return impl_->run(&to_count, [&](Request& r) {
+    fill_give_back(r, budget, key, window_start_ms, credits, token);
+  });
+}
+
+void RedisCoordinator::do_give_back_async(
+    const LeaseBudget& budget, std::string_view key, int64_t window_start_ms,
+    int64_t credits, std::string_view token, Completion<int64_t> on_done) {
+  impl_->run_async(&to_count, std::move(on_done), [&](Request& r) {
+    fill_give_back(r, budget, key, window_start_ms, credits, token);
+  });
 }
 
 absl::StatusOr<LeaseGrant> RedisCoordinator::do_lease_windowed(
@@ -1092,26 +1171,30 @@ absl::StatusOr<int64_t> RedisCoordinator::do_now_ms() {
   return r->reply[0] * 1000 + r->reply[1] / 1000;
 }
 
-absl::StatusOr<HeartbeatGrant> RedisCoordinator::do_heartbeat(
-    std::string_view key, const HeartbeatReport& report,
-    const HeartbeatOptions& options, int64_t now_ms) {
-  auto r = std::make_shared<Request>();
-  r->script = kHeartbeatScript;
-  r->argv = {std::string(key),
-             fmt_int(now_ms),
-             std::string(report.node_id),
-             fmt_int(report.seq),
-             fmt_int(report.applied_gen),
-             fmt_int(report.inflight),
-             fmt_int(report.local_limit),
-             fmt_int(report.demand),
-             fmt_int(options.lease_ttl_ms),
-             options.aggregate == HeartbeatAggregate::kMin ? "m" : "l",
-             options.handoff ? "1" : "0",
-             options.demand_proportional ? "1" : "0",
-             fmt_int(impl_->options().ttl_slack_ms)};
-  if (absl::Status s = impl_->call(r); !s.ok()) return s;
-  const std::vector<int64_t>& v = r->reply;
+namespace {
+
+void fill_heartbeat(Request& r, std::string_view key,
+                    const HeartbeatReport& report,
+                    const HeartbeatOptions& options, int64_t now_ms,
+                    int64_t ttl_slack_ms) {
+  r.script = kHeartbeatScript;
+  r.argv = {std::string(key),
+            fmt_int(now_ms),
+            std::string(report.node_id),
+            fmt_int(report.seq),
+            fmt_int(report.applied_gen),
+            fmt_int(report.inflight),
+            fmt_int(report.local_limit),
+            fmt_int(report.demand),
+            fmt_int(options.lease_ttl_ms),
+            options.aggregate == HeartbeatAggregate::kMin ? "m" : "l",
+            options.handoff ? "1" : "0",
+            options.demand_proportional ? "1" : "0",
+            fmt_int(ttl_slack_ms)};
+}
+
+absl::StatusOr<HeartbeatGrant> to_heartbeat_grant(const Request& r) {
+  const std::vector<int64_t>& v = r.reply;
   if (v.size() != 7) {
     return absl::InternalError(
         absl::StrCat("redis: the heartbeat script replied with ", v.size(),
@@ -1123,6 +1206,28 @@ absl::StatusOr<HeartbeatGrant> RedisCoordinator::do_heartbeat(
                         .live_nodes = v[3],
                         .lease_expires_at_ms = v[4],
                         .stale = v[5] != 0};
+}
+
+}  // namespace
+
+absl::StatusOr<HeartbeatGrant> RedisCoordinator::do_heartbeat(
+    std::string_view key, const HeartbeatReport& report,
+    const HeartbeatOptions& options, int64_t now_ms) {
+  return impl_->run(&to_heartbeat_grant, [&](Request& r) {
+    fill_heartbeat(r, key, report, options, now_ms,
+                   impl_->options().ttl_slack_ms);
+  });
+}
+
+void RedisCoordinator::do_heartbeat_async(std::string_view key,
+                                          const HeartbeatReport& report,
+                                          const HeartbeatOptions& options,
+                                          int64_t now_ms,
+                                          Completion<HeartbeatGrant> on_done) {
+  impl_->run_async(&to_heartbeat_grant, std::move(on_done), [&](Request& r) {
+    fill_heartbeat(r, key, report, options, now_ms,
+                   impl_->options().ttl_slack_ms);
+  });
 }
 
 absl::StatusOr<std::vector<HeartbeatNode>> RedisCoordinator::do_heartbeat_nodes(

@@ -40,12 +40,13 @@
 // - `now_ms == 0` means "use the store's clock" (docs/semantics.md, "Redis
 //   representation"); otherwise `now_ms` must be in [1, 2^53-1].
 // - Every call is bounded by the backend's command deadline. The verbs are
-//   synchronous; `check_async` is the strategy step without waiting
-//   (core/completion.h, docs/async.md): Redis queues it on its pipelined
-//   connections, Postgres on a connection in libpq's pipeline mode, and
-//   each completes it from the reply; a backend without a non-blocking
-//   path (memory, whose step needs no I/O) runs the blocking step and
-//   completes inline.
+//   synchronous; `check_async`, `lease_async`, `give_back_async` and
+//   `heartbeat_async` are their forms without waiting (core/completion.h,
+//   docs/async.md): Redis queues them on its pipelined connections,
+//   Postgres on a connection in libpq's pipeline mode (check, lease and
+//   give-back), and each completes them from the reply; a backend without
+//   a non-blocking path for a verb (memory, whose steps need no I/O) runs
+//   the blocking verb and completes inline.
 //   Errors are statuses, never exceptions and never a decision:
 //   kInvalidArgument (bad argument, checked here before any I/O),
 //   kUnavailable (store unreachable or failed), kDeadlineExceeded (the store
@@ -142,12 +143,21 @@ class Coordinator {
   // `key`, the window read on the store's clock. `want` in [1, 2^53-1].
   absl::StatusOr<LeaseGrant> lease(const LeaseBudget& budget,
                                    std::string_view key, int64_t want) {
-    if (absl::Status s = validate_key(key); !s.ok()) return s;
-    if (want < 1 || want > kMaxSafeInteger) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("lease: want must be in [1, 2^53-1]; got ", want));
-    }
+    if (absl::Status s = validate_lease(key, want); !s.ok()) return s;
     return do_lease(budget, key, want);
+  }
+
+  // As `lease`, without waiting for the store: `on_done` runs exactly once
+  // with what `lease` would return (core/completion.h), inline for invalid
+  // arguments and on a backend without a non-blocking lease (memory). The
+  // budget and key are copied before this returns.
+  void lease_async(const LeaseBudget& budget, std::string_view key,
+                   int64_t want, Completion<LeaseGrant> on_done) {
+    if (absl::Status s = validate_lease(key, want); !s.ok()) [[unlikely]] {
+      std::move(on_done)(std::move(s));
+      return;
+    }
+    do_lease_async(budget, key, want, std::move(on_done));
   }
 
   // Gives `credits` back to the window that started at `window_start_ms`
@@ -160,17 +170,24 @@ class Coordinator {
                                     std::string_view key,
                                     int64_t window_start_ms, int64_t credits,
                                     std::string_view token = {}) {
-    if (absl::Status s = validate_key(key); !s.ok()) return s;
-    if (credits < 0 || credits > kMaxSafeInteger) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "give_back: credits must be in [0, 2^53-1]; got ", credits));
-    }
-    if (token.size() > kMaxLeaseTokenBytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("give_back: token is ", token.size(),
-                       " bytes; the maximum is ", kMaxLeaseTokenBytes));
+    if (absl::Status s = validate_give_back(key, credits, token); !s.ok()) {
+      return s;
     }
     return do_give_back(budget, key, window_start_ms, credits, token);
+  }
+
+  // As `give_back`, without waiting for the store (as `lease_async`). The
+  // budget, key and token are copied before this returns.
+  void give_back_async(const LeaseBudget& budget, std::string_view key,
+                       int64_t window_start_ms, int64_t credits,
+                       std::string_view token, Completion<int64_t> on_done) {
+    if (absl::Status s = validate_give_back(key, credits, token); !s.ok())
+        [[unlikely]] {
+      std::move(on_done)(std::move(s));
+      return;
+    }
+    do_give_back_async(budget, key, window_start_ms, credits, token,
+                       std::move(on_done));
   }
 
   // Federation's lease (federation_core.h): takes min(want, credits left)
@@ -290,12 +307,23 @@ class Coordinator {
                                            const HeartbeatReport& report,
                                            const HeartbeatOptions& options,
                                            int64_t now_ms = 0) {
-    if (absl::Status s = validate_key(key); !s.ok()) return s;
-    if (absl::Status s = validate_heartbeat(report, options); !s.ok()) {
+    if (absl::Status s = validate_beat(key, report, options, now_ms); !s.ok()) {
       return s;
     }
-    if (!valid_now(now_ms)) return invalid_now(now_ms);
     return do_heartbeat(key, report, options, now_ms);
+  }
+
+  // As `heartbeat`, without waiting for the store (as `lease_async`). The
+  // key, report and options are copied before this returns.
+  void heartbeat_async(std::string_view key, const HeartbeatReport& report,
+                       const HeartbeatOptions& options, int64_t now_ms,
+                       Completion<HeartbeatGrant> on_done) {
+    if (absl::Status s = validate_beat(key, report, options, now_ms); !s.ok())
+        [[unlikely]] {
+      std::move(on_done)(std::move(s));
+      return;
+    }
+    do_heartbeat_async(key, report, options, now_ms, std::move(on_done));
   }
 
   // `key`'s node table as stored, sorted by id (empty for a cold key),
@@ -340,6 +368,18 @@ class Coordinator {
                                                int64_t window_start_ms,
                                                int64_t credits,
                                                std::string_view token) = 0;
+  // By default the blocking verb, completed inline (memory's needs no I/O).
+  virtual void do_lease_async(const LeaseBudget& budget, std::string_view key,
+                              int64_t want, Completion<LeaseGrant> on_done) {
+    std::move(on_done)(do_lease(budget, key, want));
+  }
+  virtual void do_give_back_async(const LeaseBudget& budget,
+                                  std::string_view key, int64_t window_start_ms,
+                                  int64_t credits, std::string_view token,
+                                  Completion<int64_t> on_done) {
+    std::move(on_done)(
+        do_give_back(budget, key, window_start_ms, credits, token));
+  }
   virtual absl::StatusOr<int64_t> do_now_ms() = 0;
   // A backend without a federation path answers kUnimplemented.
   virtual absl::StatusOr<LeaseGrant> do_lease_windowed(
@@ -382,12 +422,52 @@ class Coordinator {
       const HeartbeatOptions& /*options*/, int64_t /*now_ms*/) {
     return unimplemented("heartbeat");
   }
+  virtual void do_heartbeat_async(std::string_view key,
+                                  const HeartbeatReport& report,
+                                  const HeartbeatOptions& options,
+                                  int64_t now_ms,
+                                  Completion<HeartbeatGrant> on_done) {
+    std::move(on_done)(do_heartbeat(key, report, options, now_ms));
+  }
   virtual absl::StatusOr<std::vector<HeartbeatNode>> do_heartbeat_nodes(
       std::string_view /*key*/) {
     return unimplemented("heartbeat_nodes");
   }
 
  private:
+  static absl::Status validate_lease(std::string_view key, int64_t want) {
+    if (absl::Status s = validate_key(key); !s.ok()) return s;
+    if (want < 1 || want > kMaxSafeInteger) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("lease: want must be in [1, 2^53-1]; got ", want));
+    }
+    return absl::OkStatus();
+  }
+  static absl::Status validate_give_back(std::string_view key, int64_t credits,
+                                         std::string_view token) {
+    if (absl::Status s = validate_key(key); !s.ok()) return s;
+    if (credits < 0 || credits > kMaxSafeInteger) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "give_back: credits must be in [0, 2^53-1]; got ", credits));
+    }
+    if (token.size() > kMaxLeaseTokenBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("give_back: token is ", token.size(),
+                       " bytes; the maximum is ", kMaxLeaseTokenBytes));
+    }
+    return absl::OkStatus();
+  }
+  static absl::Status validate_beat(std::string_view key,
+                                    const HeartbeatReport& report,
+                                    const HeartbeatOptions& options,
+                                    int64_t now_ms) {
+    if (absl::Status s = validate_key(key); !s.ok()) return s;
+    if (absl::Status s = validate_heartbeat(report, options); !s.ok()) {
+      return s;
+    }
+    if (!valid_now(now_ms)) return invalid_now(now_ms);
+    return absl::OkStatus();
+  }
   static constexpr bool valid_now(int64_t now_ms) noexcept {
     return now_ms >= 0 && now_ms <= kMaxSafeInteger;
   }

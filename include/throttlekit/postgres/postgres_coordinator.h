@@ -140,6 +140,12 @@ class PostgresCoordinator final : public Coordinator {
                                        std::string_view key,
                                        int64_t window_start_ms, int64_t credits,
                                        std::string_view token) override;
+  void do_lease_async(const LeaseBudget& budget, std::string_view key,
+                      int64_t want, Completion<LeaseGrant> on_done) override;
+  void do_give_back_async(const LeaseBudget& budget, std::string_view key,
+                          int64_t window_start_ms, int64_t credits,
+                          std::string_view token,
+                          Completion<int64_t> on_done) override;
   absl::StatusOr<int64_t> do_now_ms() override;
   absl::StatusOr<LeaseGrant> do_lease_windowed(const LeaseBudget& budget,
                                                std::string_view key,

@@ -14,12 +14,25 @@
 //
 // Per check: spend locally (one probe of a sharded table and one spend
 // under the shard's spin lock, as an in-memory GCRA check: no round trip,
-// no allocation); on a shortfall take the key's lease lock, spend again (a
-// concurrent miss may have refilled: misses on one key share one lease, so a
-// node never has two leases in flight for a key), else lease `max(batch,
-// ceil(cost))` and spend from the grant. When the window has nothing left the
-// store's answer is returned as a denial
+// no allocation); on a shortfall (the miss path) take the key's lease lock
+// for a moment and spend again (a refill may have landed), else join the
+// key's waiters: at most one lease is in flight per key on this node, and
+// its grant is deposited and spent by its waiters in arrival order in one
+// step under the table's lock, so no concurrent hit takes what a waiter
+// waited for. The first waiter leases `max(batch, ceil(cost))`; waiters the
+// grant could not serve while the window still has credits lease again,
+// for `max(batch, their demand)` (capped at `limit`). When the window has
+// nothing left the store's answer is returned as a denial
 // (`retry_after_ms` until the window's end); the node never invents one.
+//
+// Without waiting (docs/async.md): `check_async` / `check_at_async` answer
+// a local hit, a spent-window denial and bad input inline (no allocation);
+// a miss is answered from the grant, on the thread that delivered it (the
+// coordinator's I/O thread), outside every lock. The blocking `check` is the
+// same path, waiting on a `CompletionLatch` (core/completion_latch.h) only
+// when a lease is really in flight. A waiter is answered within the lease
+// deadline of the coordinator, twice that if the grant in flight when it
+// arrived did not cover it.
 // A grant that leaves the window empty marks the key spent until the
 // window's end (`detail::SpentMark`, twotier/internal/spent_mark.h): later
 // shortfalls are denied without a round trip or the lease lock, except that
@@ -59,11 +72,12 @@
 // over-admission). `close()` gives every live credit back to its window.
 //
 // Locking (outermost first; a thread never takes an earlier lock while
-// holding a later one, except by try_lock):
-// 1. `Entry::lease_mu`, one per key (a `Mutex`, core/mutex.h): keeps one
-//    lease in flight per key on this node. Held across the lease round trip
-//    and the deposit; guards the key's sizer and window accounting (every
-//    field of `Entry` is ABSL_GUARDED_BY it, so clang checks each access).
+// holding a later one, except by try_lock); no lock is held across a round
+// trip or a completion:
+// 1. `Entry::lease_mu`, one per key (a `Mutex`, core/mutex.h): guards the
+//    key's in-flight flag and waiters (one lease in flight per key on this
+//    node), its sizer and window accounting (every field of `Entry` is
+//    ABSL_GUARDED_BY it, so clang checks each access).
 // 2. A shard's `mu` in `entries_` (a `detail::ShardedMap`,
 //    store/internal/sharded_map.h), the entry map's spin lock: held for one
 //    probe, insert or eviction of an `Entry`, never across a call out.
@@ -71,12 +85,15 @@
 //    `MemoryStore`): held for one spend, deposit or read of a key's
 //    credits. The hit path takes only this one.
 // `worker_mu_` (a `Mutex`, core/mutex.h) guards the refill queue and the
-// stop flag only; it is released before any refill runs.
+// stop flag only; it is released before any refill runs. `drain_mu_`
+// guards the count of leases in flight, which `close()` and the destructor
+// wait to reach 0 (each within the coordinator's deadline): do not destroy
+// a limiter from one of its own completions.
 // try_lock is used twice: `evict_one` holds a map shard (2) and try-locks a
 // victim's lease lock (1), the one place the order is inverted, safe
 // because it never waits (a key with a lease in flight is skipped);
 // `return_idle` try-locks a key's lease lock so that idle returns never
-// queue behind a lease round trip.
+// wait; both skip a key with a lease in flight.
 //
 // Thread-safety: every method is safe to call concurrently. The
 // coordinator must outlive the limiter.
@@ -113,7 +130,10 @@
 #include "throttlekit/coordinator/coordinator.h"
 #include "throttlekit/coordinator/fail_policy.h"
 #include "throttlekit/coordinator/lease.h"
+#include "throttlekit/core/check_awaitable.h"
 #include "throttlekit/core/clock.h"
+#include "throttlekit/core/completion.h"
+#include "throttlekit/core/completion_latch.h"
 #include "throttlekit/core/cost.h"
 #include "throttlekit/core/inline.h"
 #include "throttlekit/core/key.h"
@@ -223,7 +243,11 @@ class BasicLeasedLimiter {
     return create_on(std::move(options), std::move(source), std::move(clock));
   }
 
-  ~BasicLeasedLimiter() { stop_worker(); }
+  // Waits for the leases in flight (their waiters are answered first).
+  ~BasicLeasedLimiter() {
+    stop_worker();
+    drain();
+  }
 
   // Admits or denies `cost` units for `key` now (this node's clock).
   absl::StatusOr<Decision> check(std::string_view key, double cost = 1) {
@@ -321,6 +345,42 @@ class BasicLeasedLimiter {
     return lease_and_spend(key, now_ms, cost);
   }
 
+  // As `check`, without waiting for the store: `on_done` runs exactly once
+  // with what `check` would return (core/completion.h); inline, with no
+  // allocation, for a local hit, a spent-window denial and bad input.
+  template <DecisionCallback F>
+  void check_async(std::string_view key, double cost, F&& on_done) {
+    check_at_async(key, clock_.now_ms(), cost, std::forward<F>(on_done));
+  }
+  template <DecisionCallback F>
+  void check_async(std::string_view key, F&& on_done) {
+    check_at_async(key, clock_.now_ms(), 1, std::forward<F>(on_done));
+  }
+  // As `check_at`, without waiting for the store.
+  template <DecisionCallback F>
+  void check_at_async(std::string_view key, int64_t now_ms, double cost,
+                      F&& on_done) {
+    if (!is_valid_key(key) || !is_valid_cost(cost)) [[unlikely]] {
+      absl::Status s = validate_key(key);
+      if (s.ok()) s = validate_cost(cost);
+      std::forward<F>(on_done)(absl::StatusOr<Decision>(std::move(s)));
+      return;
+    }
+    absl::StatusOr<Decision> d = credits_->check(key, now_ms, cost);
+    if (d->allowed) [[likely]] {
+      if (d->remaining <= refill_at_) [[unlikely]]
+        queue_refill(key, now_ms);
+      std::forward<F>(on_done)(std::move(d));
+      return;
+    }
+    miss(key, now_ms, cost, DecisionCompletion(std::forward<F>(on_done)));
+  }
+  // `co_await limiter->async_check(key)` (core/check_awaitable.h).
+  CheckAwaitable<BasicLeasedLimiter> async_check(std::string_view key,
+                                                 double cost = 1) {
+    return CheckAwaitable<BasicLeasedLimiter>(*this, key, cost);
+  }
+
   // Checks every key at one `now` of this node's clock, each independently
   // (a denial of one does not undo the others); `out.size()` must equal
   // `keys.size()`. On an invalid key or cost nothing is checked.
@@ -394,6 +454,7 @@ class BasicLeasedLimiter {
   // on demand, with no background work.
   absl::Status close() {
     stop_worker();
+    drain();
     absl::Status first = absl::OkStatus();
     for (auto& [key, e] : all_entries()) {
       MutexLock lease_lock(e->lease_mu);
@@ -442,9 +503,16 @@ class BasicLeasedLimiter {
   using Credits = MemoryStore<detail::LocalCredits>;
   using CreditState = detail::LocalCredits::State;
 
-  // A key's lease coordination (its credits live in `credits_`): the lock
-  // that keeps one lease in flight per key on this node, and the sizer.
-  // Everything is guarded by `lease_mu`.
+  // A request waiting for its key's lease in flight.
+  struct Waiter {
+    int64_t now_ms;
+    double cost;
+    DecisionCompletion done;
+  };
+
+  // A key's lease coordination (its credits live in `credits_`): the lease
+  // in flight and its waiters, and the sizer. Everything is guarded by
+  // `lease_mu`.
   struct Entry {
     // The sizer `options` asks for (none for kFixed).
     explicit Entry(const LeasedLimiterOptions& options) {
@@ -464,6 +532,10 @@ class BasicLeasedLimiter {
     }
 
     Mutex lease_mu;
+    // A lease of this key is in flight (at most one per key on this node);
+    // its grant serves `waiters`, in order.
+    bool in_flight ABSL_GUARDED_BY(lease_mu) = false;
+    std::vector<Waiter> waiters ABSL_GUARDED_BY(lease_mu);
     // The window being accounted for the sizer: its end and the credits
     // granted in it.
     int64_t window_end_ms ABSL_GUARDED_BY(lease_mu) =
@@ -529,14 +601,18 @@ class BasicLeasedLimiter {
 
   // Drops an entry without a lease in flight (its credits stay in the
   // table; only its sizer's memory is lost). Only when every entry of the
-  // shard has a lease in flight (a shard bound below the thread count) is
-  // a busy one dropped, and its key may then see a second lease in flight.
+  // shard has a lease in flight (a shard bound below the number of keys in
+  // flight) is a busy one dropped: its grant still serves its waiters, and
+  // its key may then see a second lease in flight.
   // Called with the shard's lock held (by `insert_new`).
   static void evict_one(EntryTable& map) {
     for (auto it = map.begin(); it != map.end(); ++it) {
-      if (it->second->lease_mu.try_lock()) {
-        it->second->retired = true;
-        it->second->lease_mu.unlock();
+      Entry& e = *it->second;
+      if (e.lease_mu.try_lock()) {
+        const bool busy = e.in_flight;
+        if (!busy) e.retired = true;
+        e.lease_mu.unlock();
+        if (busy) continue;
         map.erase(it);
         return;
       }
@@ -552,60 +628,76 @@ class BasicLeasedLimiter {
     return out;
   }
 
-  // The miss path (out of line: the hit path stays small). Spends under
-  // the key's lease lock, leasing first if the credits still fall short.
+  // The blocking miss path (out of line: the hit path stays small): the
+  // asynchronous one, waited for.
   THROTTLEKIT_NOINLINE absl::StatusOr<Decision> lease_and_spend(
       std::string_view key, int64_t now_ms, double cost) {
+    CompletionLatch<Decision> latch;
+    miss(key, now_ms, cost, latch.completion());
+    return latch.wait();
+  }
+
+  // The miss path: spends under the key's lease lock if a refill landed;
+  // denies a window marked spent; else joins the key's waiters, starting
+  // its lease if none is in flight. `done` runs outside every lock.
+  void miss(std::string_view key, int64_t now_ms, double cost,
+            DecisionCompletion done) {
     std::shared_ptr<Entry> entry = entry_for(key);
     // The window's last grant left the store with nothing: deny until the
     // window ends without a round trip (nor the lease lock), except for the
     // one call per `spent_recheck_ms` that asks again.
     detail::SpentMark::Verdict gate = entry->spent.gate(now_ms);
     if (gate.gate == detail::SpentMark::Gate::kDeny) {
-      return spent_denial(key, now_ms, gate.until_ms);
+      std::move(done)(spent_denial(key, now_ms, gate.until_ms));
+      return;
     }
-    entry->lease_mu.lock();
-    // A retired entry was dropped from the map while this call waited:
-    // start over on the key's current one.
-    while (entry->retired) {
-      entry->lease_mu.unlock();
-      entry = entry_for(key);
+    std::optional<Decision> answer;
+    int64_t want = 0;
+    bool paced = false;
+    {
       entry->lease_mu.lock();
-    }
-    MutexLock lock(entry->lease_mu, std::adopt_lock);
-    // A concurrent miss (or a background refill) may have refilled while
-    // this one waited.
-    if (Decision d = credits_->check(key, now_ms, cost); d.allowed) return d;
-    // Or learnt the window is spent: gate again, unless this call holds the
-    // interval's recheck.
-    if (gate.gate != detail::SpentMark::Gate::kRecheck) {
-      gate = entry->spent.gate(now_ms);
-      if (gate.gate == detail::SpentMark::Gate::kDeny) {
-        return spent_denial(key, now_ms, gate.until_ms);
+      // A retired entry was dropped from the map while this call waited:
+      // start over on the key's current one.
+      while (entry->retired) {
+        entry->lease_mu.unlock();
+        entry = entry_for(key);
+        entry->lease_mu.lock();
+      }
+      MutexLock lock(entry->lease_mu, std::adopt_lock);
+      // A grant (or a background refill) may have landed meanwhile.
+      if (Decision d = credits_->check(key, now_ms, cost); d.allowed) {
+        answer = d;
+      } else if (entry->in_flight) {
+        // The grant in flight serves this call, or leases again for it.
+        entry->waiters.push_back(Waiter{now_ms, cost, std::move(done)});
+        return;
+      } else {
+        // Or learnt the window is spent: gate again, unless this call holds
+        // the interval's recheck.
+        if (gate.gate != detail::SpentMark::Gate::kRecheck) {
+          gate = entry->spent.gate(now_ms);
+        }
+        if (gate.gate == detail::SpentMark::Gate::kDeny) {
+          answer = spent_denial(key, now_ms, gate.until_ms);
+        } else {
+          if (gate.gate == detail::SpentMark::Gate::kRecheck) {
+            spent_rechecks_.fetch_add(1, std::memory_order_relaxed);
+          }
+          want = std::max<int64_t>(entry->next_batch(options_.batch),
+                                   static_cast<int64_t>(std::ceil(cost)));
+          if (options_.size_to_window_end) {
+            want = sized_to_window_end(*entry, key, now_ms, want, cost, &paced);
+          }
+          entry->in_flight = true;
+          entry->waiters.push_back(Waiter{now_ms, cost, std::move(done)});
+        }
       }
     }
-    if (gate.gate == detail::SpentMark::Gate::kRecheck) {
-      spent_rechecks_.fetch_add(1, std::memory_order_relaxed);
+    if (answer.has_value()) {
+      std::move(done)(*answer);
+      return;
     }
-    int64_t want = std::max<int64_t>(entry->next_batch(options_.batch),
-                                     static_cast<int64_t>(std::ceil(cost)));
-    // Whether the key has a pace in this window (it has spent in it).
-    bool paced = false;
-    if (options_.size_to_window_end) {
-      want = sized_to_window_end(*entry, key, now_ms, want, cost, &paced);
-    }
-    Decision spent;
-    absl::StatusOr<LeaseGrant> grant =
-        lease(*entry, key, want, now_ms, cost, &spent, paced);
-    if (!grant.ok()) return fail(grant.status(), now_ms);
-    if (spent.allowed) return spent;
-    // The grant fell short of this cost (it holds at least `want >= cost`
-    // whenever the window does): the store's answer.
-    denials_.fetch_add(1, std::memory_order_relaxed);
-    return Decision{false, options_.limit,
-                    static_cast<int64_t>(std::floor(credits(key))),
-                    grant->expires_at_ms,
-                    std::max<int64_t>(1, grant->expires_at_ms - grant->now_ms)};
+    start_lease(std::move(entry), key, want, paced, /*background=*/false);
   }
 
   // The denial of a shortfall in a window marked spent (ending at
@@ -622,56 +714,165 @@ class BasicLeasedLimiter {
                     std::max<int64_t>(1, until_ms - now_ms)};
   }
 
-  // One lease round trip of `want` credits into the key's credits, feeding
-  // the sizer when the grant opens a new window. With `spend` non-null,
-  // `cost` is spent from the credits in the same step as the deposit (under
-  // the table's lock), so a concurrent hit cannot take the grant the caller
-  // waited for; `*spend` is that spend's decision (not allowed: the credits
-  // fall short of `cost`, nothing spent).
-  absl::StatusOr<LeaseGrant> lease(Entry& e, std::string_view key, int64_t want,
-                                   int64_t now_ms, double cost = 0,
-                                   Decision* spend = nullptr,
-                                   bool paced = false)
+  // Issues the key's lease (its `in_flight` already set); the grant is
+  // handled by `on_grant` on the thread that delivers it.
+  void start_lease(std::shared_ptr<Entry> entry, std::string_view key,
+                   int64_t want, bool paced, bool background) {
+    {
+      MutexLock lock(drain_mu_);
+      ++leases_in_flight_;
+    }
+    source_->take_async(key, want, paced,
+                        [this, entry = std::move(entry), k = std::string(key),
+                         background](absl::StatusOr<LeaseGrant> grant) mutable {
+                          on_grant(std::move(entry), k, std::move(grant),
+                                   background);
+                          MutexLock lock(drain_mu_);
+                          if (--leases_in_flight_ == 0) drain_cv_.notify_all();
+                        });
+  }
+
+  // Waits until no lease is in flight.
+  void drain() {
+    MutexLock lock(drain_mu_);
+    NativeWait native(drain_mu_);
+    drain_cv_.wait(native.lock(), [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return leases_in_flight_ == 0;
+    });
+  }
+
+  // A lease's answer: deposits the grant and spends each waiter's cost
+  // from it, in order, in one step under the table's lock; answers the
+  // served, denies the rest when the window is spent, else leases again
+  // for them. An outage is each waiter's fail policy. Completions run after
+  // the lease lock is released.
+  void on_grant(std::shared_ptr<Entry> entry, std::string_view key,
+                absl::StatusOr<LeaseGrant> grant, bool background) {
+    std::vector<Waiter> waiters;
+    std::vector<absl::StatusOr<Decision>> answers;
+    std::vector<bool> kept;  // waiting for the next lease
+    int64_t again = 0;       // the next lease's want (0: none)
+    {
+      MutexLock lock(entry->lease_mu);
+      waiters.swap(entry->waiters);
+      answers.resize(waiters.size(), absl::UnknownError("not served"));
+      if (!grant.ok()) {
+        entry->in_flight = false;
+        credits_->update(key, clock_.now_ms(), [](CreditState& s) {
+          s.refill_queued = false;
+          return 0;
+        });
+        for (size_t i = 0; i < waiters.size(); ++i) {
+          answers[i] = fail(grant.status(), waiters[i].now_ms);
+        }
+      } else {
+        std::vector<bool> served(waiters.size(), false);
+        deposit(*entry, key, *grant, waiters, answers, served);
+        if (background) {
+          background_refills_.fetch_add(1, std::memory_order_relaxed);
+        }
+        // The waiters the grant fell short for, in order: denied if the
+        // window is spent (the store's answer), else kept for one more
+        // lease of their demand.
+        double demand = 0;
+        std::vector<Waiter> rest;
+        kept.resize(waiters.size(), false);
+        for (size_t i = 0; i < waiters.size(); ++i) {
+          if (served[i]) continue;
+          if (grant->window_remaining == 0) {
+            denials_.fetch_add(1, std::memory_order_relaxed);
+            answers[i] = Decision{
+                false, options_.limit,
+                static_cast<int64_t>(std::floor(
+                    credits_->read(key,
+                                   [&](const CreditState& s) {
+                                     return credits_->strategy().live_credits(
+                                         s, waiters[i].now_ms);
+                                   }))),
+                grant->expires_at_ms,
+                std::max<int64_t>(1, grant->expires_at_ms - grant->now_ms)};
+          } else {
+            demand += waiters[i].cost;
+            rest.push_back(std::move(waiters[i]));
+            kept[i] = true;
+          }
+        }
+        if (!rest.empty()) {
+          again = std::max<int64_t>(
+              entry->next_batch(options_.batch),
+              static_cast<int64_t>(std::ceil(rest.front().cost)));
+          again = std::max<int64_t>(
+              again,
+              static_cast<int64_t>(std::min(
+                  std::ceil(demand), static_cast<double>(options_.limit))));
+          entry->waiters = std::move(rest);
+        } else {
+          entry->in_flight = false;
+        }
+      }
+    }
+    for (size_t i = 0; i < waiters.size(); ++i) {
+      if (i < kept.size() && kept[i]) continue;
+      std::move(waiters[i].done)(std::move(answers[i]));
+    }
+    if (again > 0) {
+      start_lease(std::move(entry), key, again, /*paced=*/false,
+                  /*background=*/false);
+    }
+  }
+
+  // Deposits `grant` into the key's credits and spends each waiter's cost
+  // from them in order in the same step (`answers[i]`, `served[i]` for
+  // those it covers), feeding the sizer when the grant opens a new window.
+  void deposit(Entry& e, std::string_view key, const LeaseGrant& grant,
+               std::vector<Waiter>& waiters,
+               std::vector<absl::StatusOr<Decision>>& answers,
+               std::vector<bool>& served)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(e.lease_mu) {
-    absl::StatusOr<LeaseGrant> grant = source_->take(key, want, paced);
-    if (!grant.ok()) return grant;
     leases_.fetch_add(1, std::memory_order_relaxed);
-    leased_credits_.fetch_add(grant->granted, std::memory_order_relaxed);
-    const double before = credits_->update(key, now_ms, [&](CreditState& s) {
+    leased_credits_.fetch_add(grant.granted, std::memory_order_relaxed);
+    const int64_t at =
+        waiters.empty() ? clock_.now_ms() : waiters.front().now_ms;
+    const double before = credits_->update(key, at, [&](CreditState& s) {
       const double held = s.credits;
       s.credits = LeaseSpender::refill_rule(s.credits, s.expires_at_ms,
-                                            options_.window_coupled, *grant);
-      s.expires_at_ms = grant->expires_at_ms;
-      s.last_used_ms = now_ms;
+                                            options_.window_coupled, grant);
+      s.expires_at_ms = grant.expires_at_ms;
+      s.last_used_ms = at;
       s.refill_queued = false;
-      if (spend != nullptr)
-        *spend = credits_->strategy().check(s, now_ms, cost);
+      for (size_t i = 0; i < waiters.size(); ++i) {
+        Decision d =
+            credits_->strategy().check(s, waiters[i].now_ms, waiters[i].cost);
+        if (d.allowed) {
+          answers[i] = d;
+          served[i] = true;
+        }
+      }
       return held;
     });
     // Marked after the deposit, so a gate denying on it finds the grant.
-    if (grant->window_remaining == 0) {
-      e.spent.mark(grant->expires_at_ms, now_ms, spent_recheck_ms_);
+    if (grant.window_remaining == 0) {
+      e.spent.mark(grant.expires_at_ms, at, spent_recheck_ms_);
     } else {
       e.spent.clear();
     }
-    if (grant->expires_at_ms != e.window_end_ms) {
+    if (grant.expires_at_ms != e.window_end_ms) {
       // The previous window is over: what it served is what was granted in
       // it less what was left (forfeited or carried).
       if (e.window_end_ms != std::numeric_limits<int64_t>::min()) {
-        const double served =
+        const double served_credits =
             std::max(0.0, static_cast<double>(e.window_granted) - before);
-        if (e.eoq) e.eoq->observe(served);
-        if (e.predictive) e.predictive->observe(served);
+        if (e.eoq) e.eoq->observe(served_credits);
+        if (e.predictive) e.predictive->observe(served_credits);
       }
       if (e.predictive) {
         e.predictive_batch = e.predictive->batch(
-            options_.demand_forecast(key, grant->window_start_ms));
+            options_.demand_forecast(key, grant.window_start_ms));
       }
-      e.window_end_ms = grant->expires_at_ms;
+      e.window_end_ms = grant.expires_at_ms;
       e.window_granted = 0;
     }
-    e.window_granted += grant->granted;
-    return grant;
+    e.window_granted += grant.granted;
   }
 
   // `want` capped at what the key's pace in this window will spend before
@@ -731,21 +932,28 @@ class BasicLeasedLimiter {
     worker_cv_.notify_one();
   }
 
-  // A queued low-water refill: one lease of the batch unless a miss
-  // refilled first.
+  // A queued low-water refill: one lease of the batch, issued without
+  // waiting, unless the key has one in flight or was refilled meanwhile.
   void refill_in_background(std::string_view key) {
     std::shared_ptr<Entry> entry = entry_for(key);
-    MutexLock lock(entry->lease_mu);
-    const int64_t now = clock_.now_ms();
-    if (entry->retired || credits(key) > static_cast<double>(refill_at_) ||
-        !lease(*entry, key, entry->next_batch(options_.batch), now).ok()) {
-      credits_->update(key, now, [](CreditState& s) {
+    int64_t want = 0;
+    {
+      MutexLock lock(entry->lease_mu);
+      if (!entry->retired && !entry->in_flight &&
+          credits(key) <= static_cast<double>(refill_at_)) {
+        entry->in_flight = true;
+        want = entry->next_batch(options_.batch);
+      }
+    }
+    if (want == 0) {
+      credits_->update(key, clock_.now_ms(), [](CreditState& s) {
         s.refill_queued = false;
         return 0;
       });
       return;
     }
-    background_refills_.fetch_add(1, std::memory_order_relaxed);
+    start_lease(std::move(entry), key, want, /*paced=*/false,
+                /*background=*/true);
   }
 
   // Drops every key unspent since `now - return_idle_after_ms` whose lease
@@ -756,7 +964,7 @@ class BasicLeasedLimiter {
           key, [](const CreditState& s) { return s.last_used_ms; });
       if (now - last < idle_ms_ || !e->lease_mu.try_lock()) continue;
       MutexLock lock(e->lease_mu, std::adopt_lock);
-      if (e->retired) continue;
+      if (e->retired || e->in_flight) continue;
       {
         const absl::string_view k(key.data(), key.size());
         Shard& shard = shard_for(k);
@@ -846,6 +1054,9 @@ class BasicLeasedLimiter {
   std::condition_variable_any worker_cv_;
   std::deque<std::string> refills_ ABSL_GUARDED_BY(worker_mu_);
   bool stop_ ABSL_GUARDED_BY(worker_mu_) = false;
+  Mutex drain_mu_;
+  std::condition_variable drain_cv_;
+  int64_t leases_in_flight_ ABSL_GUARDED_BY(drain_mu_) = 0;
   std::thread worker_;
 };
 

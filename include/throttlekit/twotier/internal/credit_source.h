@@ -5,8 +5,8 @@
 // both the leased mode (`CoordinatorCreditSource`: `Coordinator::lease`
 // on the fixed-window layout) and federation (federation/federated_limiter.h:
 // a regional escrow, then the global coordinator's `lease_windowed`, with
-// health probes). Called only on the limiter's miss path, under the key's
-// lease lock; never on the hit path.
+// health probes). Called only on the limiter's miss path (one lease in
+// flight per key), never on the hit path, and never under a lock.
 //
 // Thread-safety: implementations are safe to call from many threads (one
 // call per key at a time).
@@ -25,6 +25,7 @@
 #include "throttlekit/coordinator/any_strategy.h"
 #include "throttlekit/coordinator/coordinator.h"
 #include "throttlekit/coordinator/lease.h"
+#include "throttlekit/core/completion.h"
 #include "throttlekit/core/key.h"
 
 namespace throttlekit::detail {
@@ -39,6 +40,13 @@ class CreditSource {
   // for its peers; false at a window's first lease.
   virtual absl::StatusOr<LeaseGrant> take(std::string_view key, int64_t want,
                                           bool paced) = 0;
+  // As `take`, without waiting (core/completion.h): `on_done` runs exactly
+  // once with what `take` would return. By default `take`, completed
+  // inline (a source without a non-blocking path: federation's).
+  virtual void take_async(std::string_view key, int64_t want, bool paced,
+                          Completion<LeaseGrant> on_done) {
+    std::move(on_done)(take(key, want, paced));
+  }
   // Gives `credits` (>= 1) of the window starting at `window_start_ms`
   // back, idempotently per `token`; returns the credits restored.
   virtual absl::StatusOr<int64_t> give_back(std::string_view key,
@@ -70,6 +78,11 @@ class CoordinatorCreditSource final : public CreditSource {
   absl::StatusOr<LeaseGrant> take(std::string_view key, int64_t want,
                                   bool /*paced*/) override {
     return coordinator_->lease(budget_, join_key(prefix_, key), want);
+  }
+  void take_async(std::string_view key, int64_t want, bool /*paced*/,
+                  Completion<LeaseGrant> on_done) override {
+    coordinator_->lease_async(budget_, join_key(prefix_, key), want,
+                              std::move(on_done));
   }
   absl::StatusOr<int64_t> give_back(std::string_view key,
                                     int64_t window_start_ms, int64_t credits,
