@@ -125,6 +125,24 @@ void BM_LeasedLimiter_CheckHotKey(benchmark::State& state) {
 }
 BENCHMARK(BM_LeasedLimiter_CheckHotKey)->Threads(1)->Threads(2)->UseRealTime();
 
+// `check_at_async` on the hot key: a local hit completes inline (no
+// allocation), beside `BM_LeasedLimiter_CheckAtHotKey`, its blocking twin.
+void BM_LeasedLimiter_CheckAtAsyncHotKey(benchmark::State& state) {
+  LeasedLimiter& l = limiter();
+  const std::string key = "tenant:3004" + std::to_string(state.thread_index());
+  int64_t allowed = 0;
+  for (auto _ : state) {
+    l.check_at_async(key, kNow, 1, [&allowed](absl::StatusOr<Decision> d) {
+      allowed += d->allowed;
+    });
+  }
+  benchmark::DoNotOptimize(allowed);
+}
+BENCHMARK(BM_LeasedLimiter_CheckAtAsyncHotKey)
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime();
+
 }  // namespace
 }  // namespace throttlekit
 

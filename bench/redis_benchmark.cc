@@ -271,6 +271,27 @@ BENCHMARK(BM_Leased)->Arg(10)->Iterations(400'000)->UseRealTime();
 BENCHMARK(BM_Leased)->Arg(100)->Iterations(4'000'000)->UseRealTime();
 BENCHMARK(BM_Leased)->Arg(1000)->Iterations(20'000'000)->UseRealTime();
 
+// One caller thread with at most 64 asynchronous leased checks in flight
+// on one key (docs/async.md): hits complete inline, misses wait for the
+// key's one lease in flight; beside `BM_Leased` (one blocking caller) of
+// the same batch.
+void BM_LeasedAsync(benchmark::State& state) {
+  auto limiter = *LeasedLimiter::create(
+      {.prefix = "bench:leased-async:" + std::to_string(state.range(0)),
+       .limit = int64_t{1} << 50,
+       .window_ms = 3'600'000,
+       .batch = state.range(0)},
+      std::shared_ptr<Coordinator>(&coordinator(), [](Coordinator*) {}));
+  bench::run_async_window(state, 64, [&](const auto& on_done) {
+    limiter->check_async("k", 1, on_done);
+  });
+  state.counters["round_trips_per_admit"] =
+      static_cast<double>(limiter->stats().leases) /
+      static_cast<double>(std::max<int64_t>(1, state.iterations()));
+  (void)limiter->close();
+}
+BENCHMARK(BM_LeasedAsync)->Arg(10)->Arg(100)->UseRealTime()->MinTime(2.0);
+
 // One caller thread with at most `depth` asynchronous strict checks in
 // flight (docs/async.md; bench_async_window.h) on one connection, beside
 // redis-benchmark with one connection and the same pipeline depth

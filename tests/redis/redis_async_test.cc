@@ -71,6 +71,13 @@ TEST(RedisAsync, SameDecisionsAsTheBlockingPathForEveryStrategy) {
       absl::StrCat("async-conf:", run_id()));
 }
 
+TEST(RedisAsync, LeasesGiveBacksAndBeatsEqualTheBlockingVerbs) {
+  std::shared_ptr<RedisCoordinator> redis =
+      testing::redis_coordinator({.command_timeout = absl::Seconds(5)});
+  testing::expect_async_verbs_equal_blocking(
+      *redis, absl::StrCat("async-verbs:", run_id()), /*heartbeat=*/true);
+}
+
 TEST(RedisAsync, InvalidArgumentsCompleteInline) {
   std::shared_ptr<RedisCoordinator> redis = testing::redis_coordinator();
   const AnyStrategy gcra = *make_strategy(Gcra::Options{3, 1000});
@@ -113,15 +120,7 @@ TEST(RedisAsync, ThousandsInFlightFromOneThreadEachCompletedOnce) {
 TEST(RedisAsync, EveryCallCompletesOnceWithinItsDeadlineThroughFaults) {
   testing::PrivateRedis server(testing::redis_port() + 14);
   ASSERT_TRUE(server.start());
-  constexpr absl::Duration kCommand = absl::Milliseconds(100);
-  constexpr absl::Duration kConnect = absl::Milliseconds(200);
-  // Scheduling slack on a loaded 2-core machine (and ThreadSanitizer); a
-  // hang would be seconds.
-  constexpr absl::Duration kMargin = absl::Milliseconds(400);
-  std::shared_ptr<RedisCoordinator> redis =
-      *RedisCoordinator::create({.port = server.port(),
-                                 .connect_timeout = kConnect,
-                                 .command_timeout = kCommand});
+  std::shared_ptr<RedisCoordinator> redis = testing::fault_coordinator(server);
   const AnyStrategy gcra = *make_strategy(Gcra::Options{1'000'000, 1000});
   // Phase 0: up; 1: frozen; 2: thawed; 3: killed; 4: restarted.
   testing::FaultStream stream;
@@ -130,35 +129,11 @@ TEST(RedisAsync, EveryCallCompletesOnceWithinItsDeadlineThroughFaults) {
       [&](auto on_done) {
         redis->check_async(gcra, "k", 0, 1, std::move(on_done));
       },
-      [&](testing::FaultStream& f) {
-        f.wait_ok(0);
-        absl::SleepFor(absl::Milliseconds(200));
-        server.freeze();
-        f.set_phase(1);
-        absl::SleepFor(absl::Milliseconds(400));
-        server.thaw();
-        f.set_phase(2);
-        f.wait_ok(2);
-        absl::SleepFor(absl::Milliseconds(200));
-        server.kill();
-        f.set_phase(3);
-        absl::SleepFor(absl::Milliseconds(400));
-        EXPECT_TRUE(server.start());
-        f.set_phase(4);
-        f.wait_ok(4);
-        absl::SleepFor(absl::Milliseconds(200));
-      });
-  ASSERT_EQ(stream.in_flight(), 0);
-  ASSERT_FALSE(stream.ran_out_of_slots());
-  EXPECT_EQ(stream.not_once(), 0);
-  EXPECT_LE(stream.slowest(), kCommand + kConnect + kMargin);
-  EXPECT_GT(stream.ok(0), 0);
-  EXPECT_GT(stream.deadline_exceeded(1), 0) << "the frozen server timed out";
-  EXPECT_GT(stream.ok(2), 0) << "service resumed after the thaw";
-  EXPECT_GT(stream.unavailable(3) + stream.deadline_exceeded(3), 0)
-      << "the kill was seen";
-  EXPECT_GT(stream.ok(4), 0) << "service resumed after the restart";
-  EXPECT_EQ(stream.other(), 0);
+      [&](testing::FaultStream& f) { f.freeze_then_kill(server); });
+  stream.expect_each_once_within(testing::kFaultCommandTimeout +
+                                 testing::kFaultConnectTimeout +
+                                 testing::kFaultMargin);
+  stream.expect_freeze_then_kill_seen();
 }
 
 TEST(RedisAsync, FailPolicyDecidesAnOutageAsynchronously) {

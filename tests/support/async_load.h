@@ -11,7 +11,9 @@
 // - `DecisionWaiter`: one completion as a future;
 // - `expect_async_equals_blocking`: every strategy's timeline sent
 //   asynchronously at once and, on another key, through the blocking
-//   path: the decisions equal step for step.
+//   path: the decisions equal step for step; and
+//   `expect_async_verbs_equal_blocking`, the same for leases, give-backs
+//   and heartbeats.
 // The loads wait until nothing is in flight before returning.
 
 #ifndef THROTTLEKIT_TESTS_SUPPORT_ASYNC_LOAD_H_
@@ -23,6 +25,7 @@
 #include <atomic>
 #include <cstdint>
 #include <future>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -78,6 +81,97 @@ inline void expect_async_equals_blocking(
       ASSERT_TRUE(async.ok()) << async.status();
       EXPECT_EQ(*async, *blocking) << "strategy " << s << " step " << i;
     }
+  }
+}
+
+// A completion's value, waited for.
+template <class T>
+struct Waited {
+  std::promise<absl::StatusOr<T>> promise;
+  Completion<T> completion() {
+    return [this](absl::StatusOr<T> v) { promise.set_value(std::move(v)); };
+  }
+  absl::StatusOr<T> get() { return promise.get_future().get(); }
+};
+
+// The coordinator's other asynchronous verbs against their blocking forms,
+// each sequence sent all at once on one key and through the blocking verb
+// on another: leases of one window (~31 years, so no boundary is crossed)
+// until it is spent, give-backs with a repeated token, a lease of what came
+// back; with `heartbeat`, beats of three nodes at caller times. Equal
+// results, step for step (the store's clock stamp aside).
+inline void expect_async_verbs_equal_blocking(Coordinator& c,
+                                              const std::string& prefix,
+                                              bool heartbeat) {
+  const LeaseBudget budget = *LeaseBudget::create({10, 1'000'000'000'000});
+  const std::string a = prefix + ":lease:a", b = prefix + ":lease:b";
+  const std::vector<int64_t> wants = {3, 4, 5, 2};
+  std::vector<Waited<LeaseGrant>> leases(wants.size());
+  for (size_t i = 0; i < wants.size(); ++i) {
+    c.lease_async(budget, a, wants[i], leases[i].completion());
+  }
+  std::vector<LeaseGrant> async_grants;
+  for (size_t i = 0; i < wants.size(); ++i) {
+    absl::StatusOr<LeaseGrant> blocking = c.lease(budget, b, wants[i]);
+    absl::StatusOr<LeaseGrant> async = leases[i].get();
+    ASSERT_TRUE(blocking.ok()) << blocking.status();
+    ASSERT_TRUE(async.ok()) << async.status();
+    async->now_ms = blocking->now_ms;
+    EXPECT_EQ(*async, *blocking) << "lease " << i;
+    async_grants.push_back(*async);
+  }
+  EXPECT_EQ(async_grants.back().granted, 0) << "the window is spent";
+  const int64_t start = async_grants.front().window_start_ms;
+  // The same token twice: applied once.
+  std::array<Waited<int64_t>, 2> backs;
+  for (auto& w : backs)
+    c.give_back_async(budget, a, start, 2, "t", w.completion());
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<int64_t> blocking = c.give_back(budget, b, start, 2, "t");
+    absl::StatusOr<int64_t> async = backs[i].get();
+    ASSERT_TRUE(blocking.ok()) << blocking.status();
+    ASSERT_TRUE(async.ok()) << async.status();
+    EXPECT_EQ(*async, *blocking) << "give-back " << i;
+    EXPECT_EQ(*async, i == 0 ? 2 : 0) << "give-back " << i;
+  }
+  Waited<LeaseGrant> again;
+  c.lease_async(budget, a, 5, again.completion());
+  absl::StatusOr<LeaseGrant> async = again.get();
+  ASSERT_TRUE(async.ok()) << async.status();
+  EXPECT_EQ(async->granted, 2) << "what came back";
+  // Bad input completes inline.
+  std::optional<absl::StatusOr<LeaseGrant>> bad;
+  c.lease_async(budget, a, 0,
+                [&bad](absl::StatusOr<LeaseGrant> g) { bad = g; });
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_TRUE(absl::IsInvalidArgument(bad->status())) << bad->status();
+  if (!heartbeat) return;
+  const HeartbeatOptions options{.lease_ttl_ms = 1000};
+  const std::string ha = prefix + ":beat:a", hb = prefix + ":beat:b";
+  const std::array<std::string, 3> nodes = {"n1", "n2", "n3"};
+  std::vector<Waited<HeartbeatGrant>> beats(6);
+  const auto report = [&](int i) {
+    return HeartbeatReport{.node_id = nodes[i % 3],
+                           .seq = 1 + i / 3,
+                           .inflight = i % 4,
+                           .local_limit = 30 + i};
+  };
+  const auto at = [](int i) { return int64_t{1'700'000'000'000} + 100 * i; };
+  for (int i = 0; i < 6; ++i) {
+    c.heartbeat_async(ha, report(i), options, at(i), beats[i].completion());
+  }
+  for (int i = 0; i < 6; ++i) {
+    absl::StatusOr<HeartbeatGrant> blocking =
+        c.heartbeat(hb, report(i), options, at(i));
+    absl::StatusOr<HeartbeatGrant> got = beats[i].get();
+    ASSERT_TRUE(blocking.ok()) << blocking.status();
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->share, blocking->share) << "beat " << i;
+    EXPECT_EQ(got->generation, blocking->generation) << "beat " << i;
+    EXPECT_EQ(got->global_limit, blocking->global_limit) << "beat " << i;
+    EXPECT_EQ(got->live_nodes, blocking->live_nodes) << "beat " << i;
+    EXPECT_EQ(got->lease_expires_at_ms, blocking->lease_expires_at_ms);
+    EXPECT_EQ(got->stale, blocking->stale) << "beat " << i;
   }
 }
 
@@ -191,6 +285,47 @@ class FaultStream {
     for (int i = 0; i < 600 && ok_[p].load() == 0; ++i) {
       absl::SleepFor(absl::Milliseconds(20));
     }
+  }
+
+  // Every call submitted completed exactly once, the slowest within
+  // `bound`.
+  void expect_each_once_within(absl::Duration bound) const {
+    ASSERT_EQ(in_flight(), 0);
+    ASSERT_FALSE(ran_out_of_slots());
+    EXPECT_EQ(not_once(), 0);
+    EXPECT_LE(slowest(), bound);
+  }
+
+  // A script for a server with freeze / thaw / kill / start (a private
+  // Redis): phase 0 up, 1 frozen (400 ms), 2 thawed, 3 killed (400 ms),
+  // 4 restarted; each phase after an outage lasts until a call succeeds.
+  template <class Server>
+  void freeze_then_kill(Server& server) {
+    wait_ok(0);
+    absl::SleepFor(absl::Milliseconds(200));
+    server.freeze();
+    set_phase(1);
+    absl::SleepFor(absl::Milliseconds(400));
+    server.thaw();
+    set_phase(2);
+    wait_ok(2);
+    absl::SleepFor(absl::Milliseconds(200));
+    server.kill();
+    set_phase(3);
+    absl::SleepFor(absl::Milliseconds(400));
+    EXPECT_TRUE(server.start());
+    set_phase(4);
+    wait_ok(4);
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  // What `freeze_then_kill` must have produced.
+  void expect_freeze_then_kill_seen() const {
+    EXPECT_GT(ok(0), 0);
+    EXPECT_GT(deadline_exceeded(1), 0) << "the frozen server timed out";
+    EXPECT_GT(ok(2), 0) << "service resumed after the thaw";
+    EXPECT_GT(unavailable(3) + deadline_exceeded(3), 0) << "the kill was seen";
+    EXPECT_GT(ok(4), 0) << "service resumed after the restart";
+    EXPECT_EQ(other(), 0);
   }
 
   int in_flight() const { return in_flight_.load(); }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "throttlekit/redis/redis_coordinator.h"
 
 namespace throttlekit::testing {
@@ -94,6 +95,21 @@ class PrivateRedis {
   int port_;
   std::string dir_;
 };
+
+// The deadlines of the fault-stream tests (a private server frozen and
+// killed under load) and the scheduling slack allowed on a loaded 2-core
+// machine (and ThreadSanitizer) beyond them; a hang would be seconds.
+inline constexpr absl::Duration kFaultCommandTimeout = absl::Milliseconds(100);
+inline constexpr absl::Duration kFaultConnectTimeout = absl::Milliseconds(200);
+inline constexpr absl::Duration kFaultMargin = absl::Milliseconds(400);
+
+// A coordinator on `server` with the fault-stream deadlines.
+inline std::shared_ptr<RedisCoordinator> fault_coordinator(
+    const PrivateRedis& server) {
+  return *RedisCoordinator::create({.port = server.port(),
+                                    .connect_timeout = kFaultConnectTimeout,
+                                    .command_timeout = kFaultCommandTimeout});
+}
 
 }  // namespace throttlekit::testing
 

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "support/manual_store.h"
+#include "throttlekit/core/rate_engine.h"
 #include "throttlekit/strategy/gcra.h"
 
 namespace throttlekit {
@@ -21,20 +22,26 @@ LeasedLimiterOptions batch_of(int64_t batch) {
   return o;
 }
 
+// 20 per second in `mode` (leased: batches of 5) on `s`.
+absl::StatusOr<std::unique_ptr<TwoTier<FixedWindow, Clock>>> twenty_per_second(
+    Env& s, TwoTierMode mode) {
+  return TwoTier<FixedWindow, Clock>::create(
+      {.limit = 20, .window_ms = 1000}, s.store,
+      {.mode = mode,
+       .prefix = "p",
+       .leased = mode == TwoTierMode::kLeased
+                     ? std::optional<LeasedLimiterOptions>(batch_of(5))
+                     : std::nullopt},
+      Clock(s.clock));
+}
+
 // Every mode admits exactly the window's limit from one node and then
 // denies until the window rolls; they differ in round trips.
 class TwoTierModes : public ::testing::TestWithParam<TwoTierMode> {};
 
 TEST_P(TwoTierModes, OneWindowAdmitsTheLimitThenDenies) {
   Env s;
-  auto limiter = TwoTier<FixedWindow, Clock>::create(
-      {.limit = 20, .window_ms = 1000}, s.store,
-      {.mode = GetParam(),
-       .prefix = "p",
-       .leased = GetParam() == TwoTierMode::kLeased
-                     ? std::optional<LeasedLimiterOptions>(batch_of(5))
-                     : std::nullopt},
-      Clock(s.clock));
+  auto limiter = twenty_per_second(s, GetParam());
   ASSERT_TRUE(limiter.ok()) << limiter.status();
   EXPECT_EQ((*limiter)->mode(), GetParam());
   int admitted = 0;
@@ -50,6 +57,29 @@ TEST_P(TwoTierModes, OneWindowAdmitsTheLimitThenDenies) {
   s.clock.advance_ms(1000);
   EXPECT_TRUE((*limiter)->check("k")->allowed);
   EXPECT_TRUE((*limiter)->close().ok());
+}
+
+// check_async on twin stores: the same decisions as check, call for call,
+// across a window roll (the memory store answers inline).
+TEST_P(TwoTierModes, CheckAsyncEqualsCheck) {
+  Env a, b;
+  auto blocking = *twenty_per_second(a, GetParam());
+  auto async = *twenty_per_second(b, GetParam());
+  static_assert(AsyncRateEngine<TwoTier<FixedWindow, Clock>>);
+  for (int i = 0; i < 120; ++i) {
+    if (i == 60) {
+      a.clock.advance_ms(1000);
+      b.clock.advance_ms(1000);
+    }
+    const double cost = 1 + i % 3;
+    absl::StatusOr<Decision> want = blocking->check("k", cost);
+    std::optional<absl::StatusOr<Decision>> got;
+    async->check_async(
+        "k", cost, [&got](absl::StatusOr<Decision> d) { got = std::move(d); });
+    ASSERT_TRUE(got.has_value()) << "the memory store answers inline";
+    ASSERT_TRUE(want.ok() && got->ok()) << want.status() << got->status();
+    EXPECT_EQ(**got, *want) << "call " << i;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(All, TwoTierModes,

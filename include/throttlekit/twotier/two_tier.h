@@ -49,7 +49,9 @@
 #include "throttlekit/coordinator/coordinator.h"
 #include "throttlekit/coordinator/fail_policy.h"
 #include "throttlekit/coordinator/strict_rate_limiter.h"
+#include "throttlekit/core/check_awaitable.h"
 #include "throttlekit/core/clock.h"
+#include "throttlekit/core/completion.h"
 #include "throttlekit/strategy/fixed_window.h"
 #include "throttlekit/strategy/strategy.h"
 #include "throttlekit/twotier/cached_deny_limiter.h"
@@ -155,6 +157,27 @@ class TwoTier {
   absl::StatusOr<Decision> check_at(std::string_view key, int64_t now_ms,
                                     double cost = 1) {
     return visit([&](auto& e) { return e.check_at(key, now_ms, cost); });
+  }
+  // Without waiting (docs/async.md): the mode's engine's `check_async`,
+  // with its rules (inline where no I/O is needed).
+  template <DecisionCallback F>
+  void check_async(std::string_view key, double cost, F&& on_done) {
+    visit([&](auto& e) { e.check_async(key, cost, std::forward<F>(on_done)); });
+  }
+  template <DecisionCallback F>
+  void check_async(std::string_view key, F&& on_done) {
+    check_async(key, 1, std::forward<F>(on_done));
+  }
+  template <DecisionCallback F>
+  void check_at_async(std::string_view key, int64_t now_ms, double cost,
+                      F&& on_done) {
+    visit([&](auto& e) {
+      e.check_at_async(key, now_ms, cost, std::forward<F>(on_done));
+    });
+  }
+  // `co_await limiter->async_check(key)` (core/check_awaitable.h).
+  CheckAwaitable<TwoTier> async_check(std::string_view key, double cost = 1) {
+    return CheckAwaitable<TwoTier>(*this, key, cost);
   }
   absl::Status check_many(std::span<const std::string_view> keys,
                           std::span<Decision> out, double cost = 1) {

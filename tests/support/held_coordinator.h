@@ -1,0 +1,144 @@
+// tests/support/held_coordinator.h
+//
+// `HeldCoordinator`: a `Coordinator` over another one whose asynchronous
+// leases wait until the test lets them through, so a test chooses the
+// instant the store runs a lease and the instant its answer arrives (a
+// network it drives). Every other verb, and the blocking `lease`, goes
+// straight to the inner coordinator.
+//
+//     auto held = std::make_shared<HeldCoordinator>(memory);
+//     limiter->check_async("k", 1, done);  // a miss: the lease is held
+//     held->deliver_all();                 // the store runs it; done runs
+//
+// `fail_next(status)` makes the next delivered leases answer a status
+// instead (an outage), without reaching the store.
+//
+// Thread-safety: safe from any thread; completions run on the thread that
+// delivers, outside the coordinator's lock.
+
+#ifndef THROTTLEKIT_TESTS_SUPPORT_HELD_COORDINATOR_H_
+#define THROTTLEKIT_TESTS_SUPPORT_HELD_COORDINATOR_H_
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "throttlekit/coordinator/coordinator.h"
+#include "throttlekit/core/mutex.h"
+
+namespace throttlekit::testing {
+
+class HeldCoordinator final : public Coordinator {
+ public:
+  explicit HeldCoordinator(std::shared_ptr<Coordinator> inner)
+      : inner_(std::move(inner)) {}
+
+  // Leases waiting for delivery.
+  size_t held() {
+    MutexLock lock(mu_);
+    return held_.size();
+  }
+  // The `want` of each held lease, oldest first.
+  std::vector<int64_t> wants() {
+    MutexLock lock(mu_);
+    std::vector<int64_t> out;
+    for (const Held& h : held_) out.push_back(h.want);
+    return out;
+  }
+  // Runs the oldest held lease on the inner store and completes it; false
+  // if none is held.
+  bool deliver_one() {
+    Held h;
+    absl::Status fail;
+    {
+      MutexLock lock(mu_);
+      if (held_.empty()) return false;
+      h = std::move(held_.front());
+      held_.pop_front();
+      if (fails_ > 0) {
+        --fails_;
+        fail = fail_status_;
+      }
+    }
+    if (!fail.ok()) {
+      std::move(h.done)(fail);
+    } else {
+      std::move(h.done)(inner_->lease(h.budget, h.key, h.want));
+    }
+    return true;
+  }
+  // Delivers until nothing is held (including leases issued meanwhile).
+  void deliver_all() {
+    while (deliver_one()) {
+    }
+  }
+  // The next `n` deliveries answer `status` without reaching the store.
+  void fail_next(int n, absl::Status status) {
+    MutexLock lock(mu_);
+    fails_ = n;
+    fail_status_ = std::move(status);
+  }
+
+  std::string_view backend() const noexcept override {
+    return inner_->backend();
+  }
+
+ protected:
+  void do_lease_async(const LeaseBudget& budget, std::string_view key,
+                      int64_t want, Completion<LeaseGrant> on_done) override {
+    MutexLock lock(mu_);
+    held_.push_back(Held{budget, std::string(key), want, std::move(on_done)});
+  }
+  absl::StatusOr<Decision> do_check(const AnyStrategy& strategy,
+                                    std::string_view key, int64_t now_ms,
+                                    double cost) override {
+    return inner_->check(strategy, key, now_ms, cost);
+  }
+  absl::StatusOr<Decision> do_peek(const AnyStrategy& strategy,
+                                   std::string_view key,
+                                   int64_t now_ms) override {
+    return inner_->peek(strategy, key, now_ms);
+  }
+  absl::StatusOr<Forecast> do_forecast(const AnyStrategy& strategy,
+                                       std::string_view key, int64_t now_ms,
+                                       double cost) override {
+    return inner_->forecast(strategy, key, now_ms, cost);
+  }
+  absl::Status do_reset(const AnyStrategy& strategy,
+                        std::string_view key) override {
+    return inner_->reset(strategy, key);
+  }
+  absl::StatusOr<LeaseGrant> do_lease(const LeaseBudget& budget,
+                                      std::string_view key,
+                                      int64_t want) override {
+    return inner_->lease(budget, key, want);
+  }
+  absl::StatusOr<int64_t> do_give_back(const LeaseBudget& budget,
+                                       std::string_view key,
+                                       int64_t window_start_ms, int64_t credits,
+                                       std::string_view token) override {
+    return inner_->give_back(budget, key, window_start_ms, credits, token);
+  }
+  absl::StatusOr<int64_t> do_now_ms() override { return inner_->now_ms(); }
+
+ private:
+  struct Held {
+    LeaseBudget budget = *LeaseBudget::create({1, 1});
+    std::string key;
+    int64_t want = 0;
+    Completion<LeaseGrant> done;
+  };
+
+  const std::shared_ptr<Coordinator> inner_;
+  Mutex mu_;
+  std::deque<Held> held_ ABSL_GUARDED_BY(mu_);
+  int fails_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status fail_status_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace throttlekit::testing
+
+#endif  // THROTTLEKIT_TESTS_SUPPORT_HELD_COORDINATOR_H_
