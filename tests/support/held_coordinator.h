@@ -3,8 +3,8 @@
 // `HeldCoordinator`: a `Coordinator` over another one whose asynchronous
 // leases wait until the test lets them through, so a test chooses the
 // instant the store runs a lease and the instant its answer arrives (a
-// network it drives). Every other verb, and the blocking `lease`, goes
-// straight to the inner coordinator.
+// network it drives). A blocking `lease` is held as well (it waits for its
+// delivery); every other verb goes straight to the inner coordinator.
 //
 //     auto held = std::make_shared<HeldCoordinator>(memory);
 //     limiter->check_async("k", 1, done);  // a miss: the lease is held
@@ -27,6 +27,7 @@
 
 #include "absl/status/status.h"
 #include "throttlekit/coordinator/coordinator.h"
+#include "throttlekit/core/completion_latch.h"
 #include "throttlekit/core/mutex.h"
 
 namespace throttlekit::testing {
@@ -65,10 +66,21 @@ class HeldCoordinator final : public Coordinator {
     }
     if (!fail.ok()) {
       std::move(h.done)(fail);
-    } else {
-      std::move(h.done)(inner_->lease(h.budget, h.key, h.want));
+      return true;
     }
+    absl::StatusOr<LeaseGrant> grant = inner_->lease(h.budget, h.key, h.want);
+    {
+      MutexLock lock(mu_);
+      last_ = grant;
+    }
+    std::move(h.done)(std::move(grant));
     return true;
+  }
+  // The store's answer to the last lease delivered (not a failure made by
+  // `fail_next`); kNotFound before any.
+  absl::StatusOr<LeaseGrant> last_delivered() {
+    MutexLock lock(mu_);
+    return last_;
   }
   // Delivers until nothing is held (including leases issued meanwhile).
   void deliver_all() {
@@ -111,10 +123,13 @@ class HeldCoordinator final : public Coordinator {
                         std::string_view key) override {
     return inner_->reset(strategy, key);
   }
+  // A blocking lease is held too: it waits for its delivery.
   absl::StatusOr<LeaseGrant> do_lease(const LeaseBudget& budget,
                                       std::string_view key,
                                       int64_t want) override {
-    return inner_->lease(budget, key, want);
+    CompletionLatch<LeaseGrant> latch;
+    do_lease_async(budget, key, want, latch.completion());
+    return latch.wait();
   }
   absl::StatusOr<int64_t> do_give_back(const LeaseBudget& budget,
                                        std::string_view key,
@@ -136,6 +151,8 @@ class HeldCoordinator final : public Coordinator {
   Mutex mu_;
   std::deque<Held> held_ ABSL_GUARDED_BY(mu_);
   int fails_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::StatusOr<LeaseGrant> last_ ABSL_GUARDED_BY(mu_) =
+      absl::NotFoundError("no lease delivered yet");
   absl::Status fail_status_ ABSL_GUARDED_BY(mu_);
 };
 

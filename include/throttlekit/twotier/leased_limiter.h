@@ -629,19 +629,26 @@ class BasicLeasedLimiter {
   }
 
   // The blocking miss path (out of line: the hit path stays small): the
-  // asynchronous one, waited for.
+  // asynchronous one, waited for. A blocking caller that starts its key's
+  // lease makes the round trip itself (`Transport::kCaller`: no hop to
+  // the coordinator's I/O thread and back) and hands the grant to the same
+  // `on_grant`, which answers every waiter, its own first.
   THROTTLEKIT_NOINLINE absl::StatusOr<Decision> lease_and_spend(
       std::string_view key, int64_t now_ms, double cost) {
     CompletionLatch<Decision> latch;
-    miss(key, now_ms, cost, latch.completion());
+    miss(key, now_ms, cost, latch.completion(), Transport::kCaller);
     return latch.wait();
   }
+
+  // How a lease travels: issued without waiting (`take_async`), or made by
+  // the calling thread, which waits for it anyway (`take`).
+  enum class Transport { kAsync, kCaller };
 
   // The miss path: spends under the key's lease lock if a refill landed;
   // denies a window marked spent; else joins the key's waiters, starting
   // its lease if none is in flight. `done` runs outside every lock.
   void miss(std::string_view key, int64_t now_ms, double cost,
-            DecisionCompletion done) {
+            DecisionCompletion done, Transport transport = Transport::kAsync) {
     std::shared_ptr<Entry> entry = entry_for(key);
     // The window's last grant left the store with nothing: deny until the
     // window ends without a round trip (nor the lease lock), except for the
@@ -697,7 +704,8 @@ class BasicLeasedLimiter {
       std::move(done)(*answer);
       return;
     }
-    start_lease(std::move(entry), key, want, paced, /*background=*/false);
+    start_lease(std::move(entry), key, want, paced, /*background=*/false,
+                transport);
   }
 
   // The denial of a shortfall in a window marked spent (ending at
@@ -717,10 +725,18 @@ class BasicLeasedLimiter {
   // Issues the key's lease (its `in_flight` already set); the grant is
   // handled by `on_grant` on the thread that delivers it.
   void start_lease(std::shared_ptr<Entry> entry, std::string_view key,
-                   int64_t want, bool paced, bool background) {
+                   int64_t want, bool paced, bool background,
+                   Transport transport = Transport::kAsync) {
     {
       MutexLock lock(drain_mu_);
       ++leases_in_flight_;
+    }
+    if (transport == Transport::kCaller) {
+      on_grant(std::move(entry), key, source_->take(key, want, paced),
+               background);
+      MutexLock lock(drain_mu_);
+      if (--leases_in_flight_ == 0) drain_cv_.notify_all();
+      return;
     }
     source_->take_async(key, want, paced,
                         [this, entry = std::move(entry), k = std::string(key),
@@ -850,9 +866,14 @@ class BasicLeasedLimiter {
       }
       return held;
     });
-    // Marked after the deposit, so a gate denying on it finds the grant.
+    // Marked after the deposit, so a gate denying on it finds the grant;
+    // its recheck interval counts from when the answer came (the store's
+    // clock, or the latest waiter's if later), not from a waiter that may
+    // have waited since an earlier window.
     if (grant.window_remaining == 0) {
-      e.spent.mark(grant.expires_at_ms, at, spent_recheck_ms_);
+      int64_t learnt = grant.now_ms;
+      for (const Waiter& w : waiters) learnt = std::max(learnt, w.now_ms);
+      e.spent.mark(grant.expires_at_ms, learnt, spent_recheck_ms_);
     } else {
       e.spent.clear();
     }
