@@ -47,6 +47,12 @@ class Engine {
   virtual absl::StatusOr<Forecast> forecast(std::string_view key,
                                             double cost = 1) = 0;
   virtual absl::Status reset(std::string_view key) = 0;
+  // Without waiting (docs/async.md): the wrapped engine's `check_async`
+  // where it is an `AsyncRateEngine`; otherwise `check`, completed inline.
+  virtual void check_async(std::string_view key, double cost,
+                           DecisionCompletion on_done) {
+    std::move(on_done)(check(key, cost));
+  }
   Stats stats() const { return {}; }
 };
 
@@ -79,6 +85,14 @@ class EngineOf final : public Engine {
   }
   absl::Status reset(std::string_view key) override {
     return engine_->reset(key);
+  }
+  void check_async(std::string_view key, double cost,
+                   DecisionCompletion on_done) override {
+    if constexpr (AsyncRateEngine<E>) {
+      engine_->check_async(key, cost, std::move(on_done));
+    } else {
+      std::move(on_done)(engine_->check(key, cost));
+    }
   }
 
  private:

@@ -370,23 +370,49 @@ class MonitorService final : public v1::Monitor::Service {
   std::atomic<int> watchers_{0};
 };
 
-class RateLimiterService final : public v1::RateLimiter::Service {
+// Check runs on gRPC's callback API (docs/async.md, docs/server.md): the
+// handler starts the engine's `check_async` and returns; the RPC finishes
+// from the completion, inline for an answer without I/O, else on the
+// thread that read the store's reply. No server thread waits on a store.
+// The other RPCs are synchronous.
+class RateLimiterService final
+    : public v1::RateLimiter::WithCallbackMethod_Check<
+          v1::RateLimiter::Service> {
  public:
   RateLimiterService(Policies& policies, SlotLeases& leases)
       : policies_(policies), leases_(leases) {}
 
-  grpc::Status Check(grpc::ServerContext*, const v1::CheckRequest* req,
-                     v1::CheckResponse* resp) override {
+  grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* ctx,
+                                  const v1::CheckRequest* req,
+                                  v1::CheckResponse* resp) override {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
     absl::StatusOr<Policy*> p = limiter(req->policy(), "Check");
-    if (!p.ok()) return to_grpc(p.status());
-    if (absl::Status s = key_fits(req->key()); !s.ok()) return to_grpc(s);
+    if (!p.ok()) {
+      reactor->Finish(to_grpc(p.status()));
+      return reactor;
+    }
+    if (absl::Status s = key_fits(req->key()); !s.ok()) {
+      reactor->Finish(to_grpc(s));
+      return reactor;
+    }
+    // The request, the response and the policy outlive the completion:
+    // gRPC keeps the first two until the reactor finishes, the server the
+    // policies until it has shut down.
+    Policy* policy = *p;
     const SteadyClock::time_point t0 = SteadyClock::now();
-    absl::StatusOr<Decision> d =
-        (*p)->limiter->check(req->key(), units(req->cost()));
-    if (!d.ok()) return to_grpc(d.status());
-    observe(**p, req->key(), units(req->cost()), *d, SteadyClock::now() - t0);
-    to_wire(*d, resp->mutable_decision());
-    return grpc::Status::OK;
+    policy->limiter->check_async(
+        req->key(), units(req->cost()),
+        [reactor, policy, req, resp, t0](absl::StatusOr<Decision> d) {
+          if (!d.ok()) {
+            reactor->Finish(to_grpc(d.status()));
+            return;
+          }
+          observe(*policy, req->key(), units(req->cost()), *d,
+                  SteadyClock::now() - t0);
+          to_wire(*d, resp->mutable_decision());
+          reactor->Finish(grpc::Status::OK);
+        });
+    return reactor;
   }
 
   grpc::Status CheckMany(grpc::ServerContext*, const v1::CheckManyRequest* req,

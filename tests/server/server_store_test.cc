@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -645,6 +646,63 @@ TEST(ServerStore, FederatedFairEscrowSplitsOneBudgetByWeight) {
   v1::CheckResponse resp;
   EXPECT_EQ(eu.stub->Check(&ctx, req, &resp).error_code(),
             grpc::StatusCode::NOT_FOUND);
+}
+
+// The threads of this process.
+int64_t threads_now() {
+  int64_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    (void)e;
+    ++n;
+  }
+  return n;
+}
+
+// Check on the callback API (docs/async.md): 256 RPCs in flight while the
+// server's Redis is frozen hold no server thread each (a blocking server
+// needs one per call: gRPC's synchronous pool grows to 256), and every one
+// completes, admitted, once the store thaws.
+TEST(ServerStore, ChecksWaitingOnAFrozenStoreHoldNoServerThread) {
+  testing::PrivateRedis redis(testing::redis_port() + 17);
+  ASSERT_TRUE(redis.start());
+  std::shared_ptr<RedisCoordinator> coordinator = *RedisCoordinator::create(
+      {.port = redis.port(), .command_timeout = absl::Seconds(5)});
+  absl::StatusOr<ServerConfig> config = parse_config(
+      "version: 1\nlimiters: {strict: {strategy: fixedWindow, limit: 100000, "
+      "period: 1h}}",
+      "frozen.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  Running r = serve(Policies::create(*config, coordinator));
+  EXPECT_TRUE(check(*r.stub, "strict", "warm").allowed());
+  const int64_t before = threads_now();
+  redis.freeze();
+  constexpr int kCalls = 256;
+  std::vector<grpc::ClientContext> ctx(kCalls);
+  std::vector<v1::CheckRequest> req(kCalls);
+  std::vector<v1::CheckResponse> resp(kCalls);
+  std::atomic<int> done{0}, ok{0};
+  for (int i = 0; i < kCalls; ++i) {
+    req[i].set_policy("strict");
+    req[i].set_key(absl::StrCat("k", i % 8));
+    r.stub->async()->Check(&ctx[i], &req[i], &resp[i], [&, i](grpc::Status s) {
+      if (s.ok() && resp[i].decision().allowed()) {
+        ok.fetch_add(1);
+      }
+      done.fetch_add(1);
+    });
+  }
+  // Every call has reached the server and waits on the store.
+  absl::SleepFor(absl::Milliseconds(500));
+  const int64_t during = threads_now();
+  EXPECT_EQ(done.load(), 0) << "answered while the store was frozen";
+  EXPECT_LT(during - before, 32)
+      << "threads grew from " << before << " to " << during;
+  redis.thaw();
+  for (int i = 0; i < 500 && done.load() < kCalls; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(done.load(), kCalls);
+  EXPECT_EQ(ok.load(), kCalls);
 }
 #else
 TEST(ServerStore, FederatedFairEscrowNeedsRedis) {

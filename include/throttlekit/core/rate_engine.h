@@ -65,9 +65,10 @@ concept RateEngine = requires(E& e, std::string_view key, int64_t now_ms,
 // An engine callable from an event loop (docs/async.md): `check_async`
 // completes exactly once without blocking its caller on the store
 // (core/completion.h), and `async_check` is its awaitable
-// (core/check_awaitable.h). `RateLimiter` (inline) and
-// `StrictRateLimiter` (through the coordinator's asynchronous path) answer
-// it today.
+// (core/check_awaitable.h). `RateLimiter` (inline), `StrictRateLimiter`
+// and `CachedDenyLimiter` (through the coordinator's asynchronous path),
+// `LeasedLimiter` (hits inline, misses through `lease_async`) and
+// `TwoTier` answer it today.
 template <class E>
 concept AsyncRateEngine = RateEngine<E> &&
     requires(E& e, std::string_view key, double cost, DecisionCompletion done) {
