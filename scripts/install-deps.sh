@@ -43,7 +43,8 @@ if [[ "$profile" == "test" ]]; then
   # The Envoy door's second client, in Python (grpcio, with stubs generated
   # at test time by protoc's Python output and grpc_python_plugin).
   packages+=(python3-grpcio python3-protobuf)
-  # The Asio adapter's tests (asio/async_check.h; standalone, header-only).
+  # The Asio adapter's tests (asio/async_check.h; standalone, header-only)
+  # and the Asio HTTP example (examples/asio_http_server.cc).
   packages+=(libasio-dev)
 fi
 
