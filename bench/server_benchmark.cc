@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "bench_async_window.h"
 #include "bench_redis.h"
 #include "benchmark/benchmark.h"
 #include "config.h"
@@ -275,6 +276,88 @@ void BM_EnvoyRedis(benchmark::State& state) {
       },
       door->port());
 }
+
+// A server on the benchmark's Redis whose synchronous RPCs may use
+// `sync_threads` threads (0: gRPC's default, unbounded): a strict GCRA
+// policy far above the load.
+Server* start_redis_streams_server(int sync_threads) {
+  throttlekit::RedisCoordinator* redis = throttlekit::bench::bench_redis();
+  if (redis == nullptr) return nullptr;
+  auto config = throttlekit::server::parse_config(R"(
+version: 1
+limiters:
+  strict: {strategy: gcra, limit: 1000000000, period: 1s, burst: 1000000000}
+)",
+                                                  "bench.yaml");
+  auto policies =
+      Policies::create(*config, std::shared_ptr<throttlekit::Coordinator>(
+                                    redis, [](throttlekit::Coordinator*) {}));
+  auto server =
+      Server::start(*std::move(policies),
+                    {.listen = "127.0.0.1:0", .sync_threads = sync_threads});
+  return server.ok() ? server->release() : nullptr;
+}
+
+// One client thread keeping `in_flight` RPCs in flight (gRPC's callback
+// client, bench_async_window.h) to a strict Redis policy. `door` 0: `Check`
+// on the callback door (no server thread waits on Redis), on a server whose
+// synchronous RPCs are capped at 2 threads; 1: `Peek`, a synchronous RPC
+// with the same one EVALSHA, on that server's 2 threads (the blocking door
+// with 2 server threads; a call finding both busy is refused, counted in
+// `errors`); 2: `Peek` on a server with gRPC's default, unbounded
+// synchronous pool (the blocking door as shipped before: a thread per
+// waiting call).
+void BM_ServerRedisInFlight(benchmark::State& state) {
+  if (throttlekit::bench::skip_without_redis(state)) return;
+  static Server* capped = start_redis_streams_server(2);
+  static Server* unbounded = start_redis_streams_server(0);
+  Server* door = state.range(0) == 2 ? unbounded : capped;
+  if (door == nullptr) {
+    state.SkipWithError("the server over Redis did not start");
+    return;
+  }
+  const bool check = state.range(0) == 0;
+  auto stub = v1::RateLimiter::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", door->port()),
+                          grpc::InsecureChannelCredentials()));
+  struct Call {
+    grpc::ClientContext ctx;
+    v1::CheckRequest check_req;
+    v1::CheckResponse check_resp;
+    v1::PeekRequest peek_req;
+    v1::PeekResponse peek_resp;
+  };
+  int64_t n = 0;
+  throttlekit::bench::run_async_window(
+      state, state.range(1), [&](const auto& on_done) {
+        auto* call = new Call;
+        const std::string key = absl::StrCat("stream-", n++ % 1024);
+        const auto finish = [call, &on_done](const grpc::Status& s) {
+          delete call;
+          if (s.ok()) {
+            on_done(throttlekit::Decision{});
+          } else {
+            on_done(absl::UnavailableError(s.error_message()));
+          }
+        };
+        if (check) {
+          call->check_req.set_policy("strict");
+          call->check_req.set_key(key);
+          stub->async()->Check(&call->ctx, &call->check_req, &call->check_resp,
+                               finish);
+        } else {
+          call->peek_req.set_policy("strict");
+          call->peek_req.set_key(key);
+          stub->async()->Peek(&call->ctx, &call->peek_req, &call->peek_resp,
+                              finish);
+        }
+      });
+}
+BENCHMARK(BM_ServerRedisInFlight)
+    ->ArgNames({"door", "in_flight"})
+    ->ArgsProduct({{0, 1, 2}, {1, 256}})
+    ->UseRealTime()
+    ->MinTime(2.0);
 
 // Tier 1 against Tier 2 on a federated policy over Redis (needs
 // THROTTLEKIT_REDIS_PORT: scripts/bench_server.sh starts a private server):

@@ -634,6 +634,15 @@ absl::StatusOr<std::unique_ptr<Server>> Server::start(
   // One server per port: a second one on a port in use must fail, not
   // share it (gRPC sets SO_REUSEPORT unless told not to).
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  if (options.sync_threads < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "server: sync_threads must be >= 0; got ", options.sync_threads));
+  }
+  if (options.sync_threads > 0) {
+    grpc::ResourceQuota quota("throttlekit-server");
+    quota.SetMaxThreads(options.sync_threads);
+    builder.SetResourceQuota(quota);
+  }
   const bool tls = !options.tls_cert_chain.empty();
   if (tls != !options.tls_private_key.empty()) {
     return absl::InvalidArgumentError(

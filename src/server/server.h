@@ -58,6 +58,10 @@ struct ServerOptions {
   // nothing to send, it looks this often (ms, at least 1) whether its
   // client has gone, and frees its place among the 16 if so.
   int64_t watch_cancel_check_ms = 100;
+  // The most threads gRPC's synchronous RPCs may use (0: gRPC's default,
+  // unbounded). `Check` runs on the callback API and needs none of them;
+  // the benchmarks cap the others at 2 to set the blocking door beside it.
+  int sync_threads = 0;
   // TLS: the server's certificate chain and private key, PEM. Both empty
   // (the default): plaintext. With `tls_client_ca` (PEM) too, every client
   // must present a certificate that CA signed (mutual TLS).

@@ -1038,6 +1038,23 @@ std::unique_ptr<Server> start_tls(const Pem& server, const std::string& ca) {
   return s.ok() ? *std::move(s) : nullptr;
 }
 
+// A negative cap on the synchronous RPCs' threads is refused before
+// anything listens, naming the option.
+TEST(ServerDoor, ANegativeThreadCapIsRefused) {
+  absl::StatusOr<ServerConfig> config = parse_config(kConfig, "t.yaml");
+  ASSERT_TRUE(config.ok());
+  auto policies = Policies::create(*config, nullptr);
+  ASSERT_TRUE(policies.ok());
+  auto s = Server::start(*std::move(policies),
+                         {.listen = "127.0.0.1:0", .sync_threads = -1});
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(s.status())) << s.status();
+  EXPECT_NE(std::string(s.status().message())
+                .find("sync_threads must be >= 0; got -1"),
+            std::string::npos)
+      << s.status();
+}
+
 // With a certificate and key the door speaks TLS only: a client trusting
 // the certificate is served, a plaintext client or one trusting another
 // certificate is not.
