@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 # Budgets in seconds on the CI machine class (2 cores, fresh clone).
 declare -A budget=(
   [install]=300
-  [check-build]=360
+  [check-build]=380
   [asan-build]=440
   [tsan-build]=240
   [check-serial]=150
