@@ -275,12 +275,16 @@ BENCHMARK(BM_Leased)->Arg(1000)->Iterations(20'000'000)->UseRealTime();
 // on one key (docs/async.md): hits complete inline, misses wait for the
 // key's one lease in flight; beside `BM_Leased` (one blocking caller) of
 // the same batch.
+// Arg 1 (`low_water`): with `low_water = batch / 2`, so the next batch is
+// leased in the background before the key runs dry and checks rarely wait.
 void BM_LeasedAsync(benchmark::State& state) {
   auto limiter = *LeasedLimiter::create(
-      {.prefix = "bench:leased-async:" + std::to_string(state.range(0)),
+      {.prefix = "bench:leased-async:" + std::to_string(state.range(0)) + ":" +
+                 std::to_string(state.range(1)),
        .limit = int64_t{1} << 50,
        .window_ms = 3'600'000,
-       .batch = state.range(0)},
+       .batch = state.range(0),
+       .low_water = state.range(1) != 0 ? state.range(0) / 2 : 0},
       std::shared_ptr<Coordinator>(&coordinator(), [](Coordinator*) {}));
   bench::run_async_window(state, 64, [&](const auto& on_done) {
     limiter->check_async("k", 1, on_done);
@@ -290,7 +294,11 @@ void BM_LeasedAsync(benchmark::State& state) {
       static_cast<double>(std::max<int64_t>(1, state.iterations()));
   (void)limiter->close();
 }
-BENCHMARK(BM_LeasedAsync)->Arg(10)->Arg(100)->UseRealTime()->MinTime(2.0);
+BENCHMARK(BM_LeasedAsync)
+    ->ArgNames({"batch", "low_water"})
+    ->ArgsProduct({{10, 100}, {0, 1}})
+    ->UseRealTime()
+    ->MinTime(2.0);
 
 // One caller thread with at most `depth` asynchronous strict checks in
 // flight (docs/async.md; bench_async_window.h) on one connection, beside
