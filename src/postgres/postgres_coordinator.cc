@@ -576,7 +576,8 @@ class RowRequest final : public postgres_internal::PipelinedRequest {
   Completion<T> done_;
 };
 
-// A bytea parameter sent as text (hex format).
+// A bytea's text form, `\x<hex>` (a pipelined parameter, or the content
+// of `append_bytea`'s literal).
 std::string bytea_text(std::string_view bytes) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out = "\\x";
@@ -926,12 +927,8 @@ namespace {
 // '\x<hex>'::bytea: a literal whose content needs no escaping (with
 // standard_conforming_strings, the default since PostgreSQL 9.1).
 void append_bytea(std::string& sql, std::string_view bytes) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  sql += "'\\x";
-  for (unsigned char c : bytes) {
-    sql += kHex[c >> 4];
-    sql += kHex[c & 15];
-  }
+  sql += "'";
+  sql += bytea_text(bytes);
   sql += "'::bytea";
 }
 

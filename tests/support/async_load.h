@@ -40,14 +40,18 @@
 
 namespace throttlekit::testing {
 
-// One asynchronous answer, waited for.
-struct DecisionWaiter {
-  std::promise<absl::StatusOr<Decision>> promise;
-  DecisionCompletion completion() {
-    return [this](absl::StatusOr<Decision> d) { promise.set_value(d); };
+// A completion's value, waited for.
+template <class T>
+struct Waited {
+  std::promise<absl::StatusOr<T>> promise;
+  Completion<T> completion() {
+    return [this](absl::StatusOr<T> v) { promise.set_value(std::move(v)); };
   }
-  absl::StatusOr<Decision> get() { return promise.get_future().get(); }
+  absl::StatusOr<T> get() { return promise.get_future().get(); }
 };
+
+// One asynchronous decision, waited for.
+using DecisionWaiter = Waited<Decision>;
 
 // For each strategy, `steps` checks at rising times (costs 0.5 to 3) sent
 // with `check_async` all at once on one key, and the same timeline through
@@ -83,16 +87,6 @@ inline void expect_async_equals_blocking(
     }
   }
 }
-
-// A completion's value, waited for.
-template <class T>
-struct Waited {
-  std::promise<absl::StatusOr<T>> promise;
-  Completion<T> completion() {
-    return [this](absl::StatusOr<T> v) { promise.set_value(std::move(v)); };
-  }
-  absl::StatusOr<T> get() { return promise.get_future().get(); }
-};
 
 // The coordinator's other asynchronous verbs against their blocking forms,
 // each sequence sent all at once on one key and through the blocking verb

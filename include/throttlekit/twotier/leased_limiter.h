@@ -734,8 +734,7 @@ class BasicLeasedLimiter {
     if (transport == Transport::kCaller) {
       on_grant(std::move(entry), key, source_->take(key, want, paced),
                background);
-      MutexLock lock(drain_mu_);
-      if (--leases_in_flight_ == 0) drain_cv_.notify_all();
+      lease_done();
       return;
     }
     source_->take_async(key, want, paced,
@@ -743,9 +742,23 @@ class BasicLeasedLimiter {
                          background](absl::StatusOr<LeaseGrant> grant) mutable {
                           on_grant(std::move(entry), k, std::move(grant),
                                    background);
-                          MutexLock lock(drain_mu_);
-                          if (--leases_in_flight_ == 0) drain_cv_.notify_all();
+                          lease_done();
                         });
+  }
+
+  // A lease started by `start_lease` has been handled.
+  void lease_done() {
+    MutexLock lock(drain_mu_);
+    if (--leases_in_flight_ == 0) drain_cv_.notify_all();
+  }
+
+  // A queued refill that will not run (or failed): the next low-water
+  // spend may queue one again.
+  void clear_refill_queued(std::string_view key) {
+    credits_->update(key, clock_.now_ms(), [](CreditState& s) {
+      s.refill_queued = false;
+      return 0;
+    });
   }
 
   // Waits until no lease is in flight.
@@ -774,10 +787,7 @@ class BasicLeasedLimiter {
       answers.resize(waiters.size(), absl::UnknownError("not served"));
       if (!grant.ok()) {
         entry->in_flight = false;
-        credits_->update(key, clock_.now_ms(), [](CreditState& s) {
-          s.refill_queued = false;
-          return 0;
-        });
+        clear_refill_queued(key);
         for (size_t i = 0; i < waiters.size(); ++i) {
           answers[i] = fail(grant.status(), waiters[i].now_ms);
         }
@@ -967,10 +977,7 @@ class BasicLeasedLimiter {
       }
     }
     if (want == 0) {
-      credits_->update(key, clock_.now_ms(), [](CreditState& s) {
-        s.refill_queued = false;
-        return 0;
-      });
+      clear_refill_queued(key);
       return;
     }
     start_lease(std::move(entry), key, want, /*paced=*/false,
