@@ -866,14 +866,23 @@ absl::StatusOr<LeaseGrant> PostgresCoordinator::do_lease_windowed(
     int64_t now_ms) {
   return impl_->run<LeaseGrant>([&](Session& s) {
     pqxx::nontransaction tx(*s.conn);
-    const pqxx::row row =
+    return first_row(
         tx.exec_prepared("tk_fed_lease", bytes(key), budget.limit(),
-                         budget.window_ms(), want, now_ms)
-            .at(0);
-    return LeaseGrant{row[0].as<int64_t>(), row[1].as<int64_t>(),
-                      row[2].as<int64_t>(), row[3].as<int64_t>(),
-                      row[4].as<int64_t>()};
+                         budget.window_ms(), want, now_ms),
+        &to_grant);
   });
+}
+
+void PostgresCoordinator::do_lease_windowed_async(
+    const LeaseBudget& budget, std::string_view key, int64_t want,
+    int64_t now_ms, Completion<LeaseGrant> on_done) {
+  auto r =
+      std::make_unique<RowRequest<LeaseGrant>>(&to_grant, std::move(on_done));
+  r->statement = "tk_fed_lease";
+  r->params = {std::string(key), std::to_string(budget.limit()),
+               std::to_string(budget.window_ms()), std::to_string(want),
+               std::to_string(now_ms)};
+  impl_->submit(std::move(r));
 }
 
 absl::StatusOr<int64_t> PostgresCoordinator::do_reconcile(
@@ -881,13 +890,28 @@ absl::StatusOr<int64_t> PostgresCoordinator::do_reconcile(
     int64_t leftover, std::string_view token, int64_t now_ms) {
   return impl_->run<int64_t>([&](Session& s) {
     pqxx::nontransaction tx(*s.conn);
-    return tx
-        .exec_prepared("tk_fed_reconcile", bytes(key), budget.limit(),
-                       budget.window_ms(), window_start_ms, leftover,
-                       bytes(token), now_ms)
-        .at(0)[0]
-        .as<int64_t>();
+    return first_row(
+        tx.exec_prepared("tk_fed_reconcile", bytes(key), budget.limit(),
+                         budget.window_ms(), window_start_ms, leftover,
+                         bytes(token), now_ms),
+        &to_count);
   });
+}
+
+void PostgresCoordinator::do_reconcile_async(
+    const LeaseBudget& budget, std::string_view key, int64_t window_start_ms,
+    int64_t leftover, std::string_view token, int64_t now_ms,
+    Completion<int64_t> on_done) {
+  auto r = std::make_unique<RowRequest<int64_t>>(&to_count, std::move(on_done));
+  r->statement = "tk_fed_reconcile";
+  r->params = {std::string(key),
+               std::to_string(budget.limit()),
+               std::to_string(budget.window_ms()),
+               std::to_string(window_start_ms),
+               std::to_string(leftover),
+               bytea_text(token),
+               std::to_string(now_ms)};
+  impl_->submit(std::move(r));
 }
 
 absl::Status PostgresCoordinator::do_ping() {

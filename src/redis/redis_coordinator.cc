@@ -1067,92 +1067,116 @@ void RedisCoordinator::do_give_back_async(
   });
 }
 
+namespace {
+
+void fill_lease_windowed(Request& r, const LeaseBudget& budget,
+                         std::string_view key, int64_t want, int64_t now_ms,
+                         int64_t ttl_slack_ms) {
+  r.script = kFedLeaseScript;
+  r.argv = {std::string(key),
+            fmt_int(now_ms),
+            fmt_int(want),
+            fmt_int(budget.limit()),
+            fmt_int(budget.window_ms()),
+            fmt_int(ttl_slack_ms)};
+}
+
+void fill_reconcile(Request& r, const LeaseBudget& budget, std::string_view key,
+                    int64_t window_start_ms, int64_t leftover,
+                    std::string_view token, int64_t now_ms) {
+  r.script = kFedReconcileScript;
+  r.argv = {std::string(key),           fmt_int(now_ms),
+            fmt_int(window_start_ms),   fmt_int(leftover),
+            std::string(token),         fmt_int(budget.limit()),
+            fmt_int(budget.window_ms())};
+}
+
+// One escrow.lua call: op and its three arguments.
+void fill_escrow(Request& r, std::string_view key, int64_t now_ms,
+                 const char* op, int64_t a, int64_t b, int64_t c,
+                 int64_t slack) {
+  r.script = kEscrowScript;
+  r.argv = {std::string(key), fmt_int(now_ms), op, fmt_int(a), fmt_int(b),
+            fmt_int(c),       fmt_int(slack)};
+}
+
+}  // namespace
+
 absl::StatusOr<LeaseGrant> RedisCoordinator::do_lease_windowed(
     const LeaseBudget& budget, std::string_view key, int64_t want,
     int64_t now_ms) {
-  auto r = std::make_shared<Request>();
-  r->script = kFedLeaseScript;
-  r->argv = {std::string(key),
-             fmt_int(now_ms),
-             fmt_int(want),
-             fmt_int(budget.limit()),
-             fmt_int(budget.window_ms()),
-             fmt_int(impl_->options().ttl_slack_ms)};
-  if (absl::Status s = impl_->call(r); !s.ok()) return s;
-  if (r->reply.size() != 5) {
-    return absl::InternalError("redis: the fed_lease script replied badly");
-  }
-  return LeaseGrant{r->reply[0], r->reply[1], r->reply[2], r->reply[3],
-                    r->reply[4]};
+  return impl_->run(&to_grant, [&](Request& r) {
+    fill_lease_windowed(r, budget, key, want, now_ms,
+                        impl_->options().ttl_slack_ms);
+  });
+}
+
+void RedisCoordinator::do_lease_windowed_async(const LeaseBudget& budget,
+                                               std::string_view key,
+                                               int64_t want, int64_t now_ms,
+                                               Completion<LeaseGrant> on_done) {
+  impl_->run_async(&to_grant, std::move(on_done), [&](Request& r) {
+    fill_lease_windowed(r, budget, key, want, now_ms,
+                        impl_->options().ttl_slack_ms);
+  });
 }
 
 absl::StatusOr<int64_t> RedisCoordinator::do_reconcile(
     const LeaseBudget& budget, std::string_view key, int64_t window_start_ms,
     int64_t leftover, std::string_view token, int64_t now_ms) {
-  auto r = std::make_shared<Request>();
-  r->script = kFedReconcileScript;
-  r->argv = {std::string(key),           fmt_int(now_ms),
-             fmt_int(window_start_ms),   fmt_int(leftover),
-             std::string(token),         fmt_int(budget.limit()),
-             fmt_int(budget.window_ms())};
-  if (absl::Status s = impl_->call(r); !s.ok()) return s;
-  if (r->reply.size() != 1) {
-    return absl::InternalError("redis: the fed_reconcile script replied badly");
-  }
-  return r->reply[0];
+  return impl_->run(&to_count, [&](Request& r) {
+    fill_reconcile(r, budget, key, window_start_ms, leftover, token, now_ms);
+  });
 }
 
-namespace {
-
-// One escrow.lua call: op and its three arguments.
-std::shared_ptr<Request> escrow_request(std::string_view key, int64_t now_ms,
-                                        const char* op, int64_t a, int64_t b,
-                                        int64_t c, int64_t slack) {
-  auto r = std::make_shared<Request>();
-  r->script = kEscrowScript;
-  r->argv = {std::string(key), fmt_int(now_ms), op, fmt_int(a), fmt_int(b),
-             fmt_int(c),       fmt_int(slack)};
-  return r;
+void RedisCoordinator::do_reconcile_async(
+    const LeaseBudget& budget, std::string_view key, int64_t window_start_ms,
+    int64_t leftover, std::string_view token, int64_t now_ms,
+    Completion<int64_t> on_done) {
+  impl_->run_async(&to_count, std::move(on_done), [&](Request& r) {
+    fill_reconcile(r, budget, key, window_start_ms, leftover, token, now_ms);
+  });
 }
-
-}  // namespace
 
 absl::StatusOr<LeaseGrant> RedisCoordinator::do_escrow_take(
     std::string_view key, int64_t want, int64_t now_ms) {
-  auto r = escrow_request(key, now_ms, "t", want, 0, 0,
-                          impl_->options().ttl_slack_ms);
-  if (absl::Status s = impl_->call(r); !s.ok()) return s;
-  if (r->reply.size() != 5) {
-    return absl::InternalError(absl::StrCat(
-        "redis: the escrow script replied with ", r->reply.size(), " values"));
-  }
-  return LeaseGrant{r->reply[0], r->reply[1], r->reply[2], r->reply[3],
-                    r->reply[4]};
+  return impl_->run(&to_grant, [&](Request& r) {
+    fill_escrow(r, key, now_ms, "t", want, 0, 0, impl_->options().ttl_slack_ms);
+  });
+}
+
+void RedisCoordinator::do_escrow_take_async(std::string_view key, int64_t want,
+                                            int64_t now_ms,
+                                            Completion<LeaseGrant> on_done) {
+  impl_->run_async(&to_grant, std::move(on_done), [&](Request& r) {
+    fill_escrow(r, key, now_ms, "t", want, 0, 0, impl_->options().ttl_slack_ms);
+  });
 }
 
 absl::StatusOr<int64_t> RedisCoordinator::do_escrow_refill(
     std::string_view key, int64_t granted, int64_t window_start_ms,
     int64_t expires_at_ms, int64_t now_ms) {
-  auto r = escrow_request(key, now_ms, "r", granted, window_start_ms,
-                          expires_at_ms, impl_->options().ttl_slack_ms);
-  if (absl::Status s = impl_->call(r); !s.ok()) return s;
-  if (r->reply.size() != 1) {
-    return absl::InternalError(absl::StrCat(
-        "redis: the escrow script replied with ", r->reply.size(), " values"));
-  }
-  return r->reply[0];
+  return impl_->run(&to_count, [&](Request& r) {
+    fill_escrow(r, key, now_ms, "r", granted, window_start_ms, expires_at_ms,
+                impl_->options().ttl_slack_ms);
+  });
+}
+
+void RedisCoordinator::do_escrow_refill_async(
+    std::string_view key, int64_t granted, int64_t window_start_ms,
+    int64_t expires_at_ms, int64_t now_ms, Completion<int64_t> on_done) {
+  impl_->run_async(&to_count, std::move(on_done), [&](Request& r) {
+    fill_escrow(r, key, now_ms, "r", granted, window_start_ms, expires_at_ms,
+                impl_->options().ttl_slack_ms);
+  });
 }
 
 absl::StatusOr<int64_t> RedisCoordinator::do_escrow_release(
     std::string_view key, int64_t window_start_ms, int64_t now_ms) {
-  auto r = escrow_request(key, now_ms, "x", window_start_ms, 0, 0,
-                          impl_->options().ttl_slack_ms);
-  if (absl::Status s = impl_->call(r); !s.ok()) return s;
-  if (r->reply.size() != 1) {
-    return absl::InternalError(absl::StrCat(
-        "redis: the escrow script replied with ", r->reply.size(), " values"));
-  }
-  return r->reply[0];
+  return impl_->run(&to_count, [&](Request& r) {
+    fill_escrow(r, key, now_ms, "x", window_start_ms, 0, 0,
+                impl_->options().ttl_slack_ms);
+  });
 }
 
 absl::Status RedisCoordinator::do_ping() {

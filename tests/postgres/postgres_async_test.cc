@@ -100,6 +100,15 @@ TEST(PostgresAsync, LeasesAndGiveBacksEqualTheBlockingVerbs) {
       *pg, absl::StrCat("verbs:", run_id()), /*heartbeat=*/true);
 }
 
+TEST(PostgresAsync, FederationVerbsEqualTheBlockingVerbs) {
+  std::unique_ptr<PostgresCoordinator> pg =
+      testing::make_pg(testing::pg_options(testing::unique_table("tk_async")));
+  ASSERT_NE(pg, nullptr);
+  // Postgres has no regional escrow (the region pool lives in Redis).
+  testing::expect_async_federation_verbs_equal_blocking(
+      *pg, absl::StrCat("fed:", run_id()), /*escrow=*/false);
+}
+
 // A leased limiter on the pipelined connection: one thread keeps hundreds
 // of checks in flight on one key; each completes once, exactly the limit
 // is admitted, and the misses share leases (about one per batch).

@@ -78,6 +78,13 @@ TEST(RedisAsync, LeasesGiveBacksAndBeatsEqualTheBlockingVerbs) {
       *redis, absl::StrCat("async-verbs:", run_id()), /*heartbeat=*/true);
 }
 
+TEST(RedisAsync, FederationVerbsEqualTheBlockingVerbs) {
+  std::shared_ptr<RedisCoordinator> redis =
+      testing::redis_coordinator({.command_timeout = absl::Seconds(5)});
+  testing::expect_async_federation_verbs_equal_blocking(
+      *redis, absl::StrCat("async-fed:", run_id()), /*escrow=*/true);
+}
+
 TEST(RedisAsync, InvalidArgumentsCompleteInline) {
   std::shared_ptr<RedisCoordinator> redis = testing::redis_coordinator();
   const AnyStrategy gcra = *make_strategy(Gcra::Options{3, 1000});

@@ -686,18 +686,22 @@ int64_t threads_now() {
 // server's Redis is frozen hold no server thread each (a blocking server
 // needs one per call: gRPC's synchronous pool grows to 256), and every one
 // completes, admitted, once the store thaws.
-TEST(ServerStore, ChecksWaitingOnAFrozenStoreHoldNoServerThread) {
+// 256 checks on 64 keys of `policy` (configured by `limiters`, a YAML
+// map) wait on a frozen store: none is answered, the server's threads do
+// not grow with them, and (`local_hits`: a leased policy) a check its
+// credits answer is answered meanwhile; thawed, every one is admitted.
+void expect_a_frozen_store_holds_no_server_thread(const std::string& limiters,
+                                                  const std::string& policy,
+                                                  bool local_hits) {
   testing::PrivateRedis redis(testing::redis_port() + 17);
   ASSERT_TRUE(redis.start());
   std::shared_ptr<RedisCoordinator> coordinator = *RedisCoordinator::create(
       {.port = redis.port(), .command_timeout = absl::Seconds(5)});
   absl::StatusOr<ServerConfig> config = parse_config(
-      "version: 1\nlimiters: {strict: {strategy: fixedWindow, limit: 100000, "
-      "period: 1h}}",
-      "frozen.yaml");
+      absl::StrCat("version: 1\nlimiters: ", limiters), "frozen.yaml");
   ASSERT_TRUE(config.ok()) << config.status();
   Running r = serve(Policies::create(*config, coordinator));
-  EXPECT_TRUE(check(*r.stub, "strict", "warm").allowed());
+  EXPECT_TRUE(check(*r.stub, policy, "warm").allowed());
   const int64_t before = threads_now();
   redis.freeze();
   constexpr int kCalls = 256;
@@ -706,8 +710,8 @@ TEST(ServerStore, ChecksWaitingOnAFrozenStoreHoldNoServerThread) {
   std::vector<v1::CheckResponse> resp(kCalls);
   std::atomic<int> done{0}, ok{0};
   for (int i = 0; i < kCalls; ++i) {
-    req[i].set_policy("strict");
-    req[i].set_key(absl::StrCat("k", i % 8));
+    req[i].set_policy(policy);
+    req[i].set_key(absl::StrCat("k", i % 64));
     r.stub->async()->Check(&ctx[i], &req[i], &resp[i], [&, i](grpc::Status s) {
       if (s.ok() && resp[i].decision().allowed()) {
         ok.fetch_add(1);
@@ -721,12 +725,41 @@ TEST(ServerStore, ChecksWaitingOnAFrozenStoreHoldNoServerThread) {
   EXPECT_EQ(done.load(), 0) << "answered while the store was frozen";
   EXPECT_LT(during - before, 32)
       << "threads grew from " << before << " to " << during;
+  if (local_hits) {
+    // A check the process answers from credits it holds (the warm key's
+    // batch) is answered at once: no server thread waits on the store.
+    v1::CheckRequest hit;
+    hit.set_policy(policy);
+    hit.set_key("warm");
+    v1::CheckResponse got;
+    grpc::ClientContext c;
+    c.set_deadline(std::chrono::system_clock::now() +
+                   std::chrono::milliseconds(300));
+    const grpc::Status s = r.stub->Check(&c, hit, &got);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    EXPECT_TRUE(got.decision().allowed());
+  }
   redis.thaw();
   for (int i = 0; i < 500 && done.load() < kCalls; ++i) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   EXPECT_EQ(done.load(), kCalls);
   EXPECT_EQ(ok.load(), kCalls);
+}
+
+TEST(ServerStore, ChecksWaitingOnAFrozenStoreHoldNoServerThread) {
+  expect_a_frozen_store_holds_no_server_thread(
+      "{strict: {strategy: fixedWindow, limit: 100000, period: 1h}}", "strict",
+      /*local_hits=*/false);
+}
+
+// A federated policy's misses lease without waiting too (the escrow-less
+// chain: one windowed lease per key in flight, its checks queued on it).
+TEST(ServerStore, FederatedChecksWaitingOnAFrozenStoreHoldNoServerThread) {
+  expect_a_frozen_store_holds_no_server_thread(
+      "{fed: {federated: {batch: 8}, strategy: fixedWindow, limit: 100000, "
+      "period: 1h}}",
+      "fed", /*local_hits=*/true);
 }
 #else
 TEST(ServerStore, FederatedFairEscrowNeedsRedis) {

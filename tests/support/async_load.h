@@ -13,7 +13,9 @@
 //   asynchronously at once and, on another key, through the blocking
 //   path: the decisions equal step for step; and
 //   `expect_async_verbs_equal_blocking`, the same for leases, give-backs
-//   and heartbeats.
+//   and heartbeats;
+// - `expect_async_federation_verbs_equal_blocking`, the same for
+//   federation's windowed leases, reconciles and escrow.
 // The loads wait until nothing is in flight before returning.
 
 #ifndef THROTTLEKIT_TESTS_SUPPORT_ASYNC_LOAD_H_
@@ -167,6 +169,95 @@ inline void expect_async_verbs_equal_blocking(Coordinator& c,
     EXPECT_EQ(got->lease_expires_at_ms, blocking->lease_expires_at_ms);
     EXPECT_EQ(got->stale, blocking->stale) << "beat " << i;
   }
+}
+
+// Federation's verbs without waiting equal the blocking ones: windowed
+// leases sent all at once on one key and made one by one on another, then
+// a reconcile twice with one token (applied once), then (`escrow`) a
+// refill and takes of the regional balance. Bad input completes inline.
+inline void expect_async_federation_verbs_equal_blocking(
+    Coordinator& c, const std::string& prefix, bool escrow) {
+  const LeaseBudget budget = *LeaseBudget::create({10, 1'000'000'000'000});
+  const std::string a = prefix + ":fed:a", b = prefix + ":fed:b";
+  const std::vector<int64_t> wants = {3, 4, 5, 2};
+  std::vector<Waited<LeaseGrant>> leases(wants.size());
+  for (size_t i = 0; i < wants.size(); ++i) {
+    c.lease_windowed_async(budget, a, wants[i], 0, leases[i].completion());
+  }
+  std::vector<LeaseGrant> grants;
+  for (size_t i = 0; i < wants.size(); ++i) {
+    absl::StatusOr<LeaseGrant> blocking = c.lease_windowed(budget, b, wants[i]);
+    absl::StatusOr<LeaseGrant> async = leases[i].get();
+    ASSERT_TRUE(blocking.ok()) << blocking.status();
+    ASSERT_TRUE(async.ok()) << async.status();
+    async->now_ms = blocking->now_ms;
+    EXPECT_EQ(*async, *blocking) << "windowed lease " << i;
+    grants.push_back(*async);
+  }
+  EXPECT_EQ(grants.back().granted, 0) << "the window is spent";
+  const int64_t start = grants.front().window_start_ms;
+  const int64_t end = grants.front().expires_at_ms;
+  std::array<Waited<int64_t>, 2> backs;
+  for (auto& w : backs) {
+    c.reconcile_async(budget, a, start, 2, "t", 0, w.completion());
+  }
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<int64_t> blocking = c.reconcile(budget, b, start, 2, "t");
+    absl::StatusOr<int64_t> async = backs[i].get();
+    ASSERT_TRUE(blocking.ok()) << blocking.status();
+    ASSERT_TRUE(async.ok()) << async.status();
+    EXPECT_EQ(*async, *blocking) << "reconcile " << i;
+    EXPECT_EQ(*async, i == 0 ? 2 : 0) << "reconcile " << i;
+  }
+  Waited<LeaseGrant> again;
+  c.lease_windowed_async(budget, a, 5, 0, again.completion());
+  absl::StatusOr<LeaseGrant> regranted = again.get();
+  ASSERT_TRUE(regranted.ok()) << regranted.status();
+  EXPECT_EQ(regranted->granted, 2) << "what was reconciled";
+  // Bad input completes inline.
+  std::optional<absl::StatusOr<LeaseGrant>> bad_lease;
+  c.lease_windowed_async(budget, a, 0, 0,
+                         [&](absl::StatusOr<LeaseGrant> g) { bad_lease = g; });
+  ASSERT_TRUE(bad_lease.has_value());
+  EXPECT_TRUE(absl::IsInvalidArgument(bad_lease->status()))
+      << bad_lease->status();
+  std::optional<absl::StatusOr<int64_t>> bad_back;
+  c.reconcile_async(budget, a, start, -1, "t", 0,
+                    [&](absl::StatusOr<int64_t> n) { bad_back = n; });
+  ASSERT_TRUE(bad_back.has_value());
+  EXPECT_TRUE(absl::IsInvalidArgument(bad_back->status()))
+      << bad_back->status();
+  if (!escrow) return;
+  const std::string ea = prefix + ":l2:a", eb = prefix + ":l2:b";
+  Waited<int64_t> refilled;
+  c.escrow_refill_async(ea, 7, start, end, 0, refilled.completion());
+  absl::StatusOr<int64_t> refilled_blocking =
+      c.escrow_refill(eb, 7, start, end);
+  absl::StatusOr<int64_t> refilled_async = refilled.get();
+  ASSERT_TRUE(refilled_blocking.ok()) << refilled_blocking.status();
+  ASSERT_TRUE(refilled_async.ok()) << refilled_async.status();
+  EXPECT_EQ(*refilled_async, *refilled_blocking);
+  EXPECT_EQ(*refilled_async, 7) << "the balance after the refill";
+  const std::vector<int64_t> takes = {3, 5};
+  std::vector<Waited<LeaseGrant>> taken(takes.size());
+  for (size_t i = 0; i < takes.size(); ++i) {
+    c.escrow_take_async(ea, takes[i], 0, taken[i].completion());
+  }
+  for (size_t i = 0; i < takes.size(); ++i) {
+    absl::StatusOr<LeaseGrant> blocking = c.escrow_take(eb, takes[i]);
+    absl::StatusOr<LeaseGrant> async = taken[i].get();
+    ASSERT_TRUE(blocking.ok()) << blocking.status();
+    ASSERT_TRUE(async.ok()) << async.status();
+    async->now_ms = blocking->now_ms;
+    EXPECT_EQ(*async, *blocking) << "escrow take " << i;
+    EXPECT_EQ(async->granted, i == 0 ? 3 : 4) << "escrow take " << i;
+  }
+  std::optional<absl::StatusOr<int64_t>> bad_refill;
+  c.escrow_refill_async(ea, 1, end, start, 0,
+                        [&](absl::StatusOr<int64_t> n) { bad_refill = n; });
+  ASSERT_TRUE(bad_refill.has_value());
+  EXPECT_TRUE(absl::IsInvalidArgument(bad_refill->status()))
+      << bad_refill->status();
 }
 
 // Every strategy, with options whose timelines above cross their limits.

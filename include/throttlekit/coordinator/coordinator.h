@@ -40,11 +40,13 @@
 // - `now_ms == 0` means "use the store's clock" (docs/semantics.md, "Redis
 //   representation"); otherwise `now_ms` must be in [1, 2^53-1].
 // - Every call is bounded by the backend's command deadline. The verbs are
-//   synchronous; `check_async`, `lease_async`, `give_back_async` and
-//   `heartbeat_async` are their forms without waiting (core/completion.h,
-//   docs/async.md): Redis queues them on its pipelined connections,
-//   Postgres on a connection in libpq's pipeline mode (check, lease and
-//   give-back), and each completes them from the reply; a backend without
+//   synchronous; `check_async`, `lease_async`, `give_back_async`,
+//   `heartbeat_async` and federation's `lease_windowed_async`,
+//   `reconcile_async`, `escrow_take_async` and `escrow_refill_async` are
+//   their forms without waiting (core/completion.h, docs/async.md): Redis
+//   queues them on its pipelined connections, Postgres on a connection in
+//   libpq's pipeline mode (check, lease, give-back, windowed lease and
+//   reconcile), and each completes them from the reply; a backend without
 //   a non-blocking path for a verb (memory, whose steps need no I/O) runs
 //   the blocking verb and completes inline.
 //   Errors are statuses, never exceptions and never a decision:
@@ -199,13 +201,24 @@ class Coordinator {
   absl::StatusOr<LeaseGrant> lease_windowed(const LeaseBudget& budget,
                                             std::string_view key, int64_t want,
                                             int64_t now_ms = 0) {
-    if (absl::Status s = validate_key(key); !s.ok()) return s;
-    if (want < 1 || want > kMaxSafeInteger) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "lease_windowed: want must be in [1, 2^53-1]; got ", want));
+    if (absl::Status s = validate_want("lease_windowed", key, want, now_ms);
+        !s.ok()) {
+      return s;
     }
-    if (!valid_now(now_ms)) return invalid_now(now_ms);
     return do_lease_windowed(budget, key, want, now_ms);
+  }
+
+  // As `lease_windowed`, without waiting for the store (as `lease_async`).
+  // The budget and key are copied before this returns.
+  void lease_windowed_async(const LeaseBudget& budget, std::string_view key,
+                            int64_t want, int64_t now_ms,
+                            Completion<LeaseGrant> on_done) {
+    if (absl::Status s = validate_want("lease_windowed", key, want, now_ms);
+        !s.ok()) [[unlikely]] {
+      std::move(on_done)(std::move(s));
+      return;
+    }
+    do_lease_windowed_async(budget, key, want, now_ms, std::move(on_done));
   }
 
   // Gives `leftover` credits of the window that started at
@@ -220,18 +233,26 @@ class Coordinator {
                                     int64_t window_start_ms, int64_t leftover,
                                     std::string_view token = {},
                                     int64_t now_ms = 0) {
-    if (absl::Status s = validate_key(key); !s.ok()) return s;
-    if (leftover < 0 || leftover > kMaxSafeInteger) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "reconcile: leftover must be in [0, 2^53-1]; got ", leftover));
+    if (absl::Status s = validate_reconcile(key, leftover, token, now_ms);
+        !s.ok()) {
+      return s;
     }
-    if (token.size() > kMaxLeaseTokenBytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("reconcile: token is ", token.size(),
-                       " bytes; the maximum is ", kMaxLeaseTokenBytes));
-    }
-    if (!valid_now(now_ms)) return invalid_now(now_ms);
     return do_reconcile(budget, key, window_start_ms, leftover, token, now_ms);
+  }
+
+  // As `reconcile`, without waiting for the store (as `lease_async`). The
+  // budget, key and token are copied before this returns.
+  void reconcile_async(const LeaseBudget& budget, std::string_view key,
+                       int64_t window_start_ms, int64_t leftover,
+                       std::string_view token, int64_t now_ms,
+                       Completion<int64_t> on_done) {
+    if (absl::Status s = validate_reconcile(key, leftover, token, now_ms);
+        !s.ok()) [[unlikely]] {
+      std::move(on_done)(std::move(s));
+      return;
+    }
+    do_reconcile_async(budget, key, window_start_ms, leftover, token, now_ms,
+                       std::move(on_done));
   }
 
   // Regional escrow (escrow_core.h): takes min(want, balance) of `key`'s
@@ -240,13 +261,23 @@ class Coordinator {
   // clock) or a caller time in [1, 2^53-1].
   absl::StatusOr<LeaseGrant> escrow_take(std::string_view key, int64_t want,
                                          int64_t now_ms = 0) {
-    if (absl::Status s = validate_key(key); !s.ok()) return s;
-    if (want < 1 || want > kMaxSafeInteger) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("escrow_take: want must be in [1, 2^53-1]; got ", want));
+    if (absl::Status s = validate_want("escrow_take", key, want, now_ms);
+        !s.ok()) {
+      return s;
     }
-    if (!valid_now(now_ms)) return invalid_now(now_ms);
     return do_escrow_take(key, want, now_ms);
+  }
+
+  // As `escrow_take`, without waiting for the store (as `lease_async`). The
+  // key is copied before this returns.
+  void escrow_take_async(std::string_view key, int64_t want, int64_t now_ms,
+                         Completion<LeaseGrant> on_done) {
+    if (absl::Status s = validate_want("escrow_take", key, want, now_ms);
+        !s.ok()) [[unlikely]] {
+      std::move(on_done)(std::move(s));
+      return;
+    }
+    do_escrow_take_async(key, want, now_ms, std::move(on_done));
   }
 
   // Deposits `granted` credits of the coordinator window
@@ -259,21 +290,28 @@ class Coordinator {
                                         int64_t window_start_ms,
                                         int64_t expires_at_ms,
                                         int64_t now_ms = 0) {
-    if (absl::Status s = validate_key(key); !s.ok()) return s;
-    if (granted < 0 || granted > kMaxSafeInteger) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "escrow_refill: granted must be in [0, 2^53-1]; got ", granted));
+    if (absl::Status s = validate_refill(key, granted, window_start_ms,
+                                         expires_at_ms, now_ms);
+        !s.ok()) {
+      return s;
     }
-    if (window_start_ms < 0 || expires_at_ms > kMaxSafeInteger ||
-        window_start_ms >= expires_at_ms) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "escrow_refill: the window must satisfy 0 <= start < end <= "
-          "2^53-1; got [",
-          window_start_ms, ", ", expires_at_ms, ")"));
-    }
-    if (!valid_now(now_ms)) return invalid_now(now_ms);
     return do_escrow_refill(key, granted, window_start_ms, expires_at_ms,
                             now_ms);
+  }
+
+  // As `escrow_refill`, without waiting for the store (as `lease_async`).
+  // The key is copied before this returns.
+  void escrow_refill_async(std::string_view key, int64_t granted,
+                           int64_t window_start_ms, int64_t expires_at_ms,
+                           int64_t now_ms, Completion<int64_t> on_done) {
+    if (absl::Status s = validate_refill(key, granted, window_start_ms,
+                                         expires_at_ms, now_ms);
+        !s.ok()) [[unlikely]] {
+      std::move(on_done)(std::move(s));
+      return;
+    }
+    do_escrow_refill_async(key, granted, window_start_ms, expires_at_ms, now_ms,
+                           std::move(on_done));
   }
 
   // Takes the whole live balance of `key` if it belongs to the window
@@ -395,6 +433,21 @@ class Coordinator {
                                                int64_t /*now_ms*/) {
     return unimplemented("reconcile");
   }
+  // By default the blocking verbs, completed inline (memory's need no I/O;
+  // a backend without federation answers kUnimplemented inline).
+  virtual void do_lease_windowed_async(const LeaseBudget& budget,
+                                       std::string_view key, int64_t want,
+                                       int64_t now_ms,
+                                       Completion<LeaseGrant> on_done) {
+    std::move(on_done)(do_lease_windowed(budget, key, want, now_ms));
+  }
+  virtual void do_reconcile_async(const LeaseBudget& budget,
+                                  std::string_view key, int64_t window_start_ms,
+                                  int64_t leftover, std::string_view token,
+                                  int64_t now_ms, Completion<int64_t> on_done) {
+    std::move(on_done)(
+        do_reconcile(budget, key, window_start_ms, leftover, token, now_ms));
+  }
   // A backend without a regional escrow answers kUnimplemented.
   virtual absl::StatusOr<LeaseGrant> do_escrow_take(std::string_view /*key*/,
                                                     int64_t /*want*/,
@@ -407,6 +460,19 @@ class Coordinator {
                                                    int64_t /*expires_at_ms*/,
                                                    int64_t /*now_ms*/) {
     return unimplemented("escrow_refill");
+  }
+  // By default the blocking verbs, completed inline.
+  virtual void do_escrow_take_async(std::string_view key, int64_t want,
+                                    int64_t now_ms,
+                                    Completion<LeaseGrant> on_done) {
+    std::move(on_done)(do_escrow_take(key, want, now_ms));
+  }
+  virtual void do_escrow_refill_async(std::string_view key, int64_t granted,
+                                      int64_t window_start_ms,
+                                      int64_t expires_at_ms, int64_t now_ms,
+                                      Completion<int64_t> on_done) {
+    std::move(on_done)(
+        do_escrow_refill(key, granted, window_start_ms, expires_at_ms, now_ms));
   }
   virtual absl::StatusOr<int64_t> do_escrow_release(std::string_view /*key*/,
                                                     int64_t /*window_start_ms*/,
@@ -455,6 +521,52 @@ class Coordinator {
           absl::StrCat("give_back: token is ", token.size(),
                        " bytes; the maximum is ", kMaxLeaseTokenBytes));
     }
+    return absl::OkStatus();
+  }
+  // A verb taking `want` credits (`verb` names it in the error).
+  static absl::Status validate_want(std::string_view verb, std::string_view key,
+                                    int64_t want, int64_t now_ms) {
+    if (absl::Status s = validate_key(key); !s.ok()) return s;
+    if (want < 1 || want > kMaxSafeInteger) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(absl::string_view(verb.data(), verb.size()),
+                       ": want must be in [1, 2^53-1]; got ", want));
+    }
+    if (!valid_now(now_ms)) return invalid_now(now_ms);
+    return absl::OkStatus();
+  }
+  static absl::Status validate_reconcile(std::string_view key, int64_t leftover,
+                                         std::string_view token,
+                                         int64_t now_ms) {
+    if (absl::Status s = validate_key(key); !s.ok()) return s;
+    if (leftover < 0 || leftover > kMaxSafeInteger) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "reconcile: leftover must be in [0, 2^53-1]; got ", leftover));
+    }
+    if (token.size() > kMaxLeaseTokenBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("reconcile: token is ", token.size(),
+                       " bytes; the maximum is ", kMaxLeaseTokenBytes));
+    }
+    if (!valid_now(now_ms)) return invalid_now(now_ms);
+    return absl::OkStatus();
+  }
+  static absl::Status validate_refill(std::string_view key, int64_t granted,
+                                      int64_t window_start_ms,
+                                      int64_t expires_at_ms, int64_t now_ms) {
+    if (absl::Status s = validate_key(key); !s.ok()) return s;
+    if (granted < 0 || granted > kMaxSafeInteger) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "escrow_refill: granted must be in [0, 2^53-1]; got ", granted));
+    }
+    if (window_start_ms < 0 || expires_at_ms > kMaxSafeInteger ||
+        window_start_ms >= expires_at_ms) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "escrow_refill: the window must satisfy 0 <= start < end <= "
+          "2^53-1; got [",
+          window_start_ms, ", ", expires_at_ms, ")"));
+    }
+    if (!valid_now(now_ms)) return invalid_now(now_ms);
     return absl::OkStatus();
   }
   static absl::Status validate_beat(std::string_view key,

@@ -87,7 +87,9 @@
 #include "throttlekit/coordinator/any_strategy.h"
 #include "throttlekit/coordinator/coordinator.h"
 #include "throttlekit/coordinator/fail_policy.h"
+#include "throttlekit/core/check_awaitable.h"
 #include "throttlekit/core/clock.h"
+#include "throttlekit/core/completion.h"
 #include "throttlekit/core/decision.h"
 #include "throttlekit/core/inline.h"
 #include "throttlekit/core/key.h"
@@ -301,6 +303,28 @@ class BasicFederatedLimiter {
       std::string_view key, int64_t now_ms, double cost = 1) {
     return inner_->check_at(key, now_ms, cost);
   }
+  // Without waiting (docs/async.md): a local hit or a spent-window denial
+  // completes inline; a miss joins its key's lease, which goes to the
+  // escrow and the global coordinator with their verbs' asynchronous forms
+  // (no thread waits on either), and completes from the last answer.
+  template <DecisionCallback F>
+  void check_async(std::string_view key, double cost, F&& on_done) {
+    inner_->check_async(key, cost, std::forward<F>(on_done));
+  }
+  template <DecisionCallback F>
+  void check_async(std::string_view key, F&& on_done) {
+    inner_->check_async(key, 1, std::forward<F>(on_done));
+  }
+  template <DecisionCallback F>
+  void check_at_async(std::string_view key, int64_t now_ms, double cost,
+                      F&& on_done) {
+    inner_->check_at_async(key, now_ms, cost, std::forward<F>(on_done));
+  }
+  // `co_await limiter->async_check(key)` (core/check_awaitable.h).
+  CheckAwaitable<BasicFederatedLimiter> async_check(std::string_view key,
+                                                    double cost = 1) {
+    return CheckAwaitable<BasicFederatedLimiter>(*this, key, cost);
+  }
   // Checks every key at one `now`, each independently; `out.size()` must
   // equal `keys.size()`.
   absl::Status check_many(std::span<const std::string_view> keys,
@@ -389,6 +413,7 @@ class BasicFederatedLimiter {
 
 // The FederatedLimiter on the system clock, the common case.
 using FederatedLimiter = BasicFederatedLimiter<SystemClock>;
+static_assert(AsyncRateEngine<FederatedLimiter>);
 
 // Federates `strategy` (a windowed one) over the global `coordinator`:
 // `BasicFederatedLimiter<C>::create`.

@@ -156,6 +156,13 @@ class PostgresCoordinator final : public Coordinator {
                                        int64_t window_start_ms,
                                        int64_t leftover, std::string_view token,
                                        int64_t now_ms) override;
+  void do_lease_windowed_async(const LeaseBudget& budget, std::string_view key,
+                               int64_t want, int64_t now_ms,
+                               Completion<LeaseGrant> on_done) override;
+  void do_reconcile_async(const LeaseBudget& budget, std::string_view key,
+                          int64_t window_start_ms, int64_t leftover,
+                          std::string_view token, int64_t now_ms,
+                          Completion<int64_t> on_done) override;
   absl::Status do_ping() override;
   // One round trip: {{t}}_heartbeat, a PL/pgSQL transcription of
   // heartbeat_step held equal to it by tests/postgres/heartbeat_test.cc,

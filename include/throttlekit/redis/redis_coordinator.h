@@ -180,6 +180,13 @@ class RedisCoordinator final : public Coordinator {
                                        int64_t window_start_ms,
                                        int64_t leftover, std::string_view token,
                                        int64_t now_ms) override;
+  void do_lease_windowed_async(const LeaseBudget& budget, std::string_view key,
+                               int64_t want, int64_t now_ms,
+                               Completion<LeaseGrant> on_done) override;
+  void do_reconcile_async(const LeaseBudget& budget, std::string_view key,
+                          int64_t window_start_ms, int64_t leftover,
+                          std::string_view token, int64_t now_ms,
+                          Completion<int64_t> on_done) override;
   absl::Status do_ping() override;
   absl::StatusOr<LeaseGrant> do_escrow_take(std::string_view key, int64_t want,
                                             int64_t now_ms) override;
@@ -188,6 +195,12 @@ class RedisCoordinator final : public Coordinator {
                                            int64_t window_start_ms,
                                            int64_t expires_at_ms,
                                            int64_t now_ms) override;
+  void do_escrow_take_async(std::string_view key, int64_t want, int64_t now_ms,
+                            Completion<LeaseGrant> on_done) override;
+  void do_escrow_refill_async(std::string_view key, int64_t granted,
+                              int64_t window_start_ms, int64_t expires_at_ms,
+                              int64_t now_ms,
+                              Completion<int64_t> on_done) override;
   absl::StatusOr<int64_t> do_escrow_release(std::string_view key,
                                             int64_t window_start_ms,
                                             int64_t now_ms) override;

@@ -781,6 +781,10 @@ class BasicLeasedLimiter {
     std::vector<absl::StatusOr<Decision>> answers;
     std::vector<bool> kept;  // waiting for the next lease
     int64_t again = 0;       // the next lease's want (0: none)
+    // The next lease follows a grant the key spent in this window: a pace
+    // (a source that pools may lease ahead for its peers), not a window's
+    // first lease.
+    bool paced_again = false;
     {
       MutexLock lock(entry->lease_mu);
       waiters.swap(entry->waiters);
@@ -824,6 +828,7 @@ class BasicLeasedLimiter {
           }
         }
         if (!rest.empty()) {
+          paced_again = grant->granted > 0;
           again = std::max<int64_t>(
               entry->next_batch(options_.batch),
               static_cast<int64_t>(std::ceil(rest.front().cost)));
@@ -842,7 +847,7 @@ class BasicLeasedLimiter {
       std::move(waiters[i].done)(std::move(answers[i]));
     }
     if (again > 0) {
-      start_lease(std::move(entry), key, again, /*paced=*/false,
+      start_lease(std::move(entry), key, again, paced_again,
                   /*background=*/false);
     }
   }

@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -43,6 +44,7 @@
 #include "throttlekit/coordinator/coordinator.h"
 #include "throttlekit/coordinator/fail_policy.h"
 #include "throttlekit/coordinator/lease.h"
+#include "throttlekit/core/completion.h"
 #include "throttlekit/core/key.h"
 #include "throttlekit/core/mutex.h"
 #include "throttlekit/twotier/internal/credit_source.h"
@@ -81,82 +83,21 @@ class FederationSource final : public CreditSource {
   explicit FederationSource(Config c)
       : c_(std::move(c)), reset_strategy_(budget_strategy(c_.budget)) {}
 
+  // The blocking take and the take without waiting are one chain of
+  // steps (`begin`): waited for, each step calls the blocking verb and goes
+  // on inline; without waiting, each issues the verb's asynchronous form
+  // and goes on from its completion.
   absl::StatusOr<LeaseGrant> take(std::string_view key, int64_t want,
                                   bool paced) override {
-    const int64_t now = c_.now_ms();
-    const bool healthy = healthy_.load(std::memory_order_acquire);
-    const bool try_global =
-        healthy || now >= reprobe_at_.load(std::memory_order_acquire);
-    LeaseGrant from_escrow{};
-    if (c_.escrow != nullptr && (healthy || c_.regional_only)) {
-      absl::StatusOr<LeaseGrant> t =
-          c_.escrow->escrow_take(join_key(c_.escrow_prefix, key), want);
-      if (t.ok()) {
-        add(escrow_takes_, 1);
-        add(escrow_credits_, t->granted);
-        from_escrow = *t;
-      } else {
-        add(escrow_errors_, 1);
-      }
-    }
-    const int64_t got = from_escrow.granted;
-    // What the escrow still holds after this take; a grant served by the
-    // escrow alone cannot say what the global window holds, so it never
-    // reads as spent (window_remaining 0 tells the limiter to stop asking).
-    const int64_t escrow_left = from_escrow.window_remaining;
-    from_escrow.window_remaining = kMaxSafeInteger;
-    if (got >= want) return from_escrow;
-    if (!try_global) {
-      if (got > 0) return from_escrow;
-      add(fast_failures_, 1);
-      MutexLock lock(mu_);
-      return absl::UnavailableError(absl::StrCat(
-          "federation: the global coordinator is unhealthy (", last_error_,
-          "); the next probe is due in ",
-          reprobe_at_.load(std::memory_order_relaxed) - now, " ms"));
-    }
-    const int64_t need = want - got;
-    // With an escrow the region leases `escrow_batch` per batch the
-    // limiter asks for (proportionally less when the limiter sized its ask
-    // down to the window's end), parking the excess. Not at a key's first
-    // lease of a window: processes crossing together at the window's start
-    // would each park a batch, and what a quiet region parks beyond its
-    // demand is stranded when the window ends.
-    const int64_t ask =
-        c_.escrow != nullptr && paced
-            ? std::max(need, need >= c_.batch
-                                 ? c_.escrow_batch
-                                 : static_cast<int64_t>(std::ceil(
-                                       static_cast<double>(c_.escrow_batch) *
-                                       static_cast<double>(need) /
-                                       static_cast<double>(c_.batch))))
-            : need;
-    const std::string global_key = join_key(c_.prefix, key);
-    absl::StatusOr<LeaseGrant> g =
-        c_.global->lease_windowed(c_.budget, global_key, ask);
-    if (!g.ok()) {
-      if (is_outage(g.status())) mark_unhealthy(now, g.status());
-      if (got > 0) return from_escrow;
-      return g.status();
-    }
-    healthy_.store(true, std::memory_order_release);
-    add(global_leases_, 1);
-    add(global_credits_, g->granted);
-    const int64_t keep = std::min(g->granted, need);
-    const int64_t excess = g->granted - keep;
-    if (excess > 0) park(key, global_key, *g, excess);
-    int64_t total = keep;
-    if (got > 0) {
-      if (from_escrow.expires_at_ms == g->expires_at_ms) {
-        total += got;
-      } else {
-        add(forfeited_credits_, got);  // an older window's: dead
-      }
-    }
-    // The window is spent for this process when neither the coordinator
-    // nor the region's escrow holds anything more.
-    return LeaseGrant{total, g->window_remaining + escrow_left + excess,
-                      g->window_start_ms, g->expires_at_ms, g->now_ms};
+    std::optional<absl::StatusOr<LeaseGrant>> out;
+    begin(key, want, paced, /*wait=*/true,
+          [&out](absl::StatusOr<LeaseGrant> g) { out = std::move(g); });
+    return *std::move(out);
+  }
+
+  void take_async(std::string_view key, int64_t want, bool paced,
+                  Completion<LeaseGrant> on_done) override {
+    begin(key, want, paced, /*wait=*/false, std::move(on_done));
   }
 
   absl::StatusOr<int64_t> give_back(std::string_view key,
@@ -218,22 +159,203 @@ class FederationSource final : public CreditSource {
                         absl::string_view(token.data(), token.size()));
   }
 
-  // Puts a grant's excess in the region's escrow; if the escrow cannot take
-  // it, gives it back to the global window rather than strand it.
-  void park(std::string_view key, const std::string& global_key,
-            const LeaseGrant& g, int64_t excess) {
-    absl::StatusOr<int64_t> r =
-        c_.escrow->escrow_refill(join_key(c_.escrow_prefix, key), excess,
-                                 g.window_start_ms, g.expires_at_ms);
-    if (r.ok()) {
-      add(escrow_refills_, 1);
+  // One take in progress, carried from step to step.
+  struct Take {
+    std::string key;
+    int64_t want = 0;
+    bool paced = false;
+    bool wait = false;  // blocking verbs, inline; else asynchronous ones
+    int64_t now = 0;
+    bool try_global = false;
+    LeaseGrant from_escrow{};
+    int64_t escrow_left = 0;  // what the escrow holds after this take
+    std::string global_key;
+    LeaseGrant grant{};  // the answer, once the global lease is in
+    int64_t excess = 0;  // the global grant beyond the need: parked
+    Completion<LeaseGrant> done;
+  };
+  using TakePtr = std::unique_ptr<Take>;
+
+  // The escrow (L2) first, when the region has one and may use it.
+  void begin(std::string_view key, int64_t want, bool paced, bool wait,
+             Completion<LeaseGrant> done) {
+    auto t = std::make_unique<Take>();
+    t->key = std::string(key);
+    t->want = want;
+    t->paced = paced;
+    t->wait = wait;
+    t->done = std::move(done);
+    t->now = c_.now_ms();
+    const bool healthy = healthy_.load(std::memory_order_acquire);
+    t->try_global =
+        healthy || t->now >= reprobe_at_.load(std::memory_order_acquire);
+    if (c_.escrow == nullptr || !(healthy || c_.regional_only)) {
+      after_escrow(std::move(t));
       return;
     }
+    const std::string escrow_key = join_key(c_.escrow_prefix, key);
+    if (wait) {
+      on_escrow(std::move(t), c_.escrow->escrow_take(escrow_key, want));
+      return;
+    }
+    c_.escrow->escrow_take_async(
+        escrow_key, want, 0,
+        [this, t = std::move(t)](absl::StatusOr<LeaseGrant> g) mutable {
+          on_escrow(std::move(t), std::move(g));
+        });
+  }
+
+  void on_escrow(TakePtr t, absl::StatusOr<LeaseGrant> taken) {
+    if (taken.ok()) {
+      add(escrow_takes_, 1);
+      add(escrow_credits_, taken->granted);
+      t->from_escrow = *taken;
+    } else {
+      add(escrow_errors_, 1);  // skipped: the global coordinator answers
+    }
+    after_escrow(std::move(t));
+  }
+
+  // Served by the escrow, refused while unhealthy, or on to the global
+  // coordinator with one `lease_windowed`.
+  void after_escrow(TakePtr t) {
+    const int64_t got = t->from_escrow.granted;
+    // A grant served by the escrow alone cannot say what the global window
+    // holds, so it never reads as spent (window_remaining 0 tells the
+    // limiter to stop asking).
+    t->escrow_left = t->from_escrow.window_remaining;
+    t->from_escrow.window_remaining = kMaxSafeInteger;
+    if (got >= t->want) return finish(std::move(t), Served::kEscrow);
+    if (!t->try_global) {
+      if (got > 0) return finish(std::move(t), Served::kEscrow);
+      add(fast_failures_, 1);
+      absl::Status refused;
+      {
+        MutexLock lock(mu_);
+        refused = absl::UnavailableError(absl::StrCat(
+            "federation: the global coordinator is unhealthy (", last_error_,
+            "); the next probe is due in ",
+            reprobe_at_.load(std::memory_order_relaxed) - t->now, " ms"));
+      }
+      return fail(std::move(t), std::move(refused));
+    }
+    const int64_t need = t->want - got;
+    // With an escrow the region leases `escrow_batch` per batch the
+    // limiter asks for (proportionally less when the limiter sized its ask
+    // down to the window's end), parking the excess. Not at a key's first
+    // lease of a window: processes crossing together at the window's start
+    // would each park a batch, and what a quiet region parks beyond its
+    // demand is stranded when the window ends.
+    const int64_t ask =
+        c_.escrow != nullptr && t->paced
+            ? std::max(need, need >= c_.batch
+                                 ? c_.escrow_batch
+                                 : static_cast<int64_t>(std::ceil(
+                                       static_cast<double>(c_.escrow_batch) *
+                                       static_cast<double>(need) /
+                                       static_cast<double>(c_.batch))))
+            : need;
+    t->global_key = join_key(c_.prefix, t->key);
+    if (t->wait) {
+      Take& take = *t;
+      on_global(std::move(t),
+                c_.global->lease_windowed(c_.budget, take.global_key, ask));
+      return;
+    }
+    const std::string global_key = t->global_key;
+    c_.global->lease_windowed_async(
+        c_.budget, global_key, ask, 0,
+        [this, t = std::move(t)](absl::StatusOr<LeaseGrant> g) mutable {
+          on_global(std::move(t), std::move(g));
+        });
+  }
+
+  void on_global(TakePtr t, absl::StatusOr<LeaseGrant> g) {
+    const int64_t got = t->from_escrow.granted;
+    if (!g.ok()) {
+      if (is_outage(g.status())) mark_unhealthy(t->now, g.status());
+      if (got > 0) return finish(std::move(t), Served::kEscrow);
+      return fail(std::move(t), g.status());
+    }
+    healthy_.store(true, std::memory_order_release);
+    add(global_leases_, 1);
+    add(global_credits_, g->granted);
+    const int64_t keep = std::min(g->granted, t->want - got);
+    t->excess = g->granted - keep;
+    int64_t total = keep;
+    if (got > 0) {
+      if (t->from_escrow.expires_at_ms == g->expires_at_ms) {
+        total += got;
+      } else {
+        add(forfeited_credits_, got);  // an older window's: dead
+      }
+    }
+    // The window is spent for this process when neither the coordinator
+    // nor the region's escrow holds anything more.
+    t->grant =
+        LeaseGrant{total, g->window_remaining + t->escrow_left + t->excess,
+                   g->window_start_ms, g->expires_at_ms, g->now_ms};
+    if (t->excess > 0) return park(std::move(t));
+    finish(std::move(t), Served::kGlobal);
+  }
+
+  // Puts the grant's excess in the region's escrow; if the escrow cannot
+  // take it, gives it back to the global window rather than strand it. The
+  // take completes once the excess is placed.
+  void park(TakePtr t) {
+    const std::string escrow_key = join_key(c_.escrow_prefix, t->key);
+    const int64_t excess = t->excess, start = t->grant.window_start_ms,
+                  end = t->grant.expires_at_ms;
+    if (t->wait) {
+      on_parked(std::move(t),
+                c_.escrow->escrow_refill(escrow_key, excess, start, end));
+      return;
+    }
+    c_.escrow->escrow_refill_async(
+        escrow_key, excess, start, end, 0,
+        [this, t = std::move(t)](absl::StatusOr<int64_t> r) mutable {
+          on_parked(std::move(t), std::move(r));
+        });
+  }
+
+  void on_parked(TakePtr t, absl::StatusOr<int64_t> refilled) {
+    if (refilled.ok()) {
+      add(escrow_refills_, 1);
+      return finish(std::move(t), Served::kGlobal);
+    }
     add(escrow_errors_, 1);
-    absl::StatusOr<int64_t> back =
-        c_.global->reconcile(c_.budget, global_key, g.window_start_ms, excess,
-                             region_token(tokens_.next("park")));
+    const std::string token = region_token(tokens_.next("park"));
+    const std::string global_key = t->global_key;
+    const int64_t start = t->grant.window_start_ms, excess = t->excess;
+    if (t->wait) {
+      on_returned(std::move(t), c_.global->reconcile(c_.budget, global_key,
+                                                     start, excess, token));
+      return;
+    }
+    c_.global->reconcile_async(
+        c_.budget, global_key, start, excess, token, 0,
+        [this, t = std::move(t)](absl::StatusOr<int64_t> back) mutable {
+          on_returned(std::move(t), std::move(back));
+        });
+  }
+
+  void on_returned(TakePtr t, absl::StatusOr<int64_t> back) {
     if (back.ok()) add(reconciled_credits_, *back);
+    finish(std::move(t), Served::kGlobal);
+  }
+
+  // Which answer a take gives: the escrow's grant alone, or the combined
+  // grant of the global lease.
+  enum class Served { kEscrow, kGlobal };
+
+  // Runs the take's completion with its grant (no lock held), then frees
+  // the take.
+  static void finish(TakePtr t, Served served) {
+    const LeaseGrant g = served == Served::kEscrow ? t->from_escrow : t->grant;
+    std::move(t->done)(g);
+  }
+  static void fail(TakePtr t, absl::Status error) {
+    std::move(t->done)(std::move(error));
   }
 
   void mark_unhealthy(int64_t now, const absl::Status& error) {
