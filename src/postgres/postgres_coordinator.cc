@@ -162,6 +162,7 @@ constexpr Statement kStatements[] = {
     {"tk_give_back", "_give_back", 5},
     {"tk_fed_lease", "_fed_lease", 5},
     {"tk_fed_reconcile", "_fed_reconcile", 7},
+    {"tk_heartbeat", "_heartbeat", 13},
     {"tk_sweep", "_sweep", 2},
 };
 
@@ -547,6 +548,25 @@ absl::StatusOr<int64_t> to_count(const std::vector<std::string>& row) {
   return v;
 }
 
+absl::StatusOr<HeartbeatGrant> to_heartbeat_grant(
+    const std::vector<std::string>& row) {
+  int64_t v[5];
+  if (absl::Status s = parse_ints(row, 0, 5, "the heartbeat function", v);
+      !s.ok()) {
+    return s;
+  }
+  if (row.size() < 6 || (row[5] != "t" && row[5] != "f")) {
+    return absl::InternalError(
+        "postgres: the heartbeat function returned no stale flag");
+  }
+  return HeartbeatGrant{.share = v[0],
+                        .generation = v[1],
+                        .global_limit = v[2],
+                        .live_nodes = v[3],
+                        .lease_expires_at_ms = v[4],
+                        .stale = row[5] == "t"};
+}
+
 // The first row of `r`, parsed as the pipelined path parses it.
 template <class T>
 absl::StatusOr<T> first_row(
@@ -577,7 +597,7 @@ class RowRequest final : public postgres_internal::PipelinedRequest {
 };
 
 // A bytea's text form, `\x<hex>` (a pipelined parameter, or the content
-// of `append_bytea`'s literal).
+// of a blocking statement's text parameter).
 std::string bytea_text(std::string_view bytes) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out = "\\x";
@@ -948,14 +968,6 @@ absl::StatusOr<int64_t> PostgresCoordinator::sweep(int64_t max_rows) {
 
 namespace {
 
-// '\x<hex>'::bytea: a literal whose content needs no escaping (with
-// standard_conforming_strings, the default since PostgreSQL 9.1).
-void append_bytea(std::string& sql, std::string_view bytes) {
-  sql += "'";
-  sql += bytea_text(bytes);
-  sql += "'::bytea";
-}
-
 int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -1008,37 +1020,60 @@ absl::StatusOr<std::vector<HeartbeatNode>> parse_heartbeat_table(
 
 }  // namespace
 
+namespace {
+
+// The heartbeat statement's parameters after the key, as text (the node id
+// a bytea's text form): what the blocking path binds and the pipelined
+// path sends, so both run the same call.
+std::vector<std::string> heartbeat_params(std::string_view key,
+                                          const HeartbeatReport& report,
+                                          const HeartbeatOptions& options,
+                                          int64_t now_ms, int64_t slack_ms) {
+  const auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
+  return {std::string(key),
+          std::to_string(now_ms),
+          std::to_string(slack_ms),
+          bytea_text(report.node_id),
+          std::to_string(report.seq),
+          std::to_string(report.applied_gen),
+          std::to_string(report.inflight),
+          std::to_string(report.local_limit),
+          std::to_string(report.demand),
+          std::to_string(options.lease_ttl_ms),
+          flag(options.aggregate == HeartbeatAggregate::kLowerMedian),
+          flag(options.handoff),
+          flag(options.demand_proportional)};
+}
+
+}  // namespace
+
+// One round trip, autocommit: the prepared {{t}}_heartbeat (heartbeat.sql)
+// steps the key's node table under its row lock (the report was validated
+// by Coordinator::heartbeat).
 absl::StatusOr<HeartbeatGrant> PostgresCoordinator::do_heartbeat(
     std::string_view key, const HeartbeatReport& report,
     const HeartbeatOptions& options, int64_t now_ms) {
-  const std::string& t = impl_->options().table;
-  // One statement of literals (hex bytea and integers; the report was
-  // validated by Coordinator::heartbeat): one round trip, autocommit; the
-  // step runs in the database ({{t}}_heartbeat, heartbeat.sql) under the
-  // key's row lock.
-  std::string sql = absl::StrCat("SELECT * FROM ", t, "_heartbeat(");
-  append_bytea(sql, key);
-  absl::StrAppend(&sql, ", ", now_ms, ", ", impl_->options().ttl_slack_ms,
-                  ", ");
-  append_bytea(sql, report.node_id);
-  absl::StrAppend(
-      &sql, ", ", report.seq, ", ", report.applied_gen, ", ", report.inflight,
-      ", ", report.local_limit, ", ", report.demand, ", ", options.lease_ttl_ms,
-      ", ",
-      options.aggregate == HeartbeatAggregate::kLowerMedian ? "true" : "false",
-      ", ", options.handoff ? "true" : "false", ", ",
-      options.demand_proportional ? "true" : "false", ")");
-  return impl_->run<HeartbeatGrant>(
-      [&](Session& s) -> absl::StatusOr<HeartbeatGrant> {
-        pqxx::nontransaction tx(*s.conn);
-        const pqxx::row row = tx.exec(sql).at(0);
-        return HeartbeatGrant{.share = row[0].as<int64_t>(),
-                              .generation = row[1].as<int64_t>(),
-                              .global_limit = row[2].as<int64_t>(),
-                              .live_nodes = row[3].as<int64_t>(),
-                              .lease_expires_at_ms = row[4].as<int64_t>(),
-                              .stale = row[5].as<bool>()};
-      });
+  const std::vector<std::string> p = heartbeat_params(
+      key, report, options, now_ms, impl_->options().ttl_slack_ms);
+  return impl_->run<HeartbeatGrant>([&](Session& s) {
+    pqxx::nontransaction tx(*s.conn);
+    return first_row(
+        tx.exec_prepared("tk_heartbeat", bytes(key), p[1], p[2], p[3], p[4],
+                         p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12]),
+        &to_heartbeat_grant);
+  });
+}
+
+void PostgresCoordinator::do_heartbeat_async(
+    std::string_view key, const HeartbeatReport& report,
+    const HeartbeatOptions& options, int64_t now_ms,
+    Completion<HeartbeatGrant> on_done) {
+  auto r = std::make_unique<RowRequest<HeartbeatGrant>>(&to_heartbeat_grant,
+                                                        std::move(on_done));
+  r->statement = "tk_heartbeat";
+  r->params = heartbeat_params(key, report, options, now_ms,
+                               impl_->options().ttl_slack_ms);
+  impl_->submit(std::move(r));
 }
 
 absl::StatusOr<std::vector<HeartbeatNode>>

@@ -53,6 +53,10 @@ class Engine {
                            DecisionCompletion on_done) {
     std::move(on_done)(check(key, cost));
   }
+  // True when `check_async` never makes its calling thread wait on a store
+  // (an asynchronous engine, or one whose every answer is in memory); the
+  // server runs the others' checks on its blocking pool (blocking_pool.h).
+  virtual bool answers_without_waiting() const { return false; }
   Stats stats() const { return {}; }
 };
 
@@ -94,6 +98,7 @@ class EngineOf final : public Engine {
       std::move(on_done)(engine_->check(key, cost));
     }
   }
+  bool answers_without_waiting() const override { return AsyncRateEngine<E>; }
 
  private:
   std::shared_ptr<E> engine_;

@@ -35,9 +35,16 @@ absl::Status named(std::string_view policy, const absl::Status& s) {
 template <class Escrow>
 class EscrowEngine final : public Engine {
  public:
+  // `in_memory`: the escrow's state is in this process (no store to wait
+  // on).
   EscrowEngine(std::unique_ptr<Escrow> escrow, std::string_view what,
-               ServerClock clock)
-      : escrow_(std::move(escrow)), what_(what), clock_(clock) {}
+               ServerClock clock, bool in_memory)
+      : escrow_(std::move(escrow)),
+        what_(what),
+        clock_(clock),
+        in_memory_(in_memory) {}
+
+  bool answers_without_waiting() const override { return in_memory_; }
 
   absl::StatusOr<Decision> check(std::string_view key, double cost) override {
     return escrow_->admit(key, cost);
@@ -83,6 +90,7 @@ class EscrowEngine final : public Engine {
   std::unique_ptr<Escrow> escrow_;
   std::string_view what_;
   ServerClock clock_;
+  bool in_memory_;
 };
 
 absl::Status fair_escrow(Policy& p, const FairEscrowPolicy& f,
@@ -103,7 +111,7 @@ absl::Status fair_escrow(Policy& p, const FairEscrowPolicy& f,
     if (!e.ok()) return e.status();
     p.limiter =
         std::make_shared<EscrowEngine<BasicWeightedFairEscrow<ServerClock>>>(
-            *std::move(e), "fairEscrow", clock);
+            *std::move(e), "fairEscrow", clock, /*in_memory=*/store == nullptr);
     return absl::OkStatus();
   }
   p.strategy = "federatedFairEscrow";
@@ -128,7 +136,7 @@ absl::Status fair_escrow(Policy& p, const FairEscrowPolicy& f,
   if (!e.ok()) return e.status();
   p.limiter =
       std::make_shared<EscrowEngine<BasicFederatedFairEscrow<ServerClock>>>(
-          *std::move(e), "federatedFairEscrow", clock);
+          *std::move(e), "federatedFairEscrow", clock, /*in_memory=*/false);
   return absl::OkStatus();
 }
 

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl_view.h"
+#include "blocking_pool.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "envoy_rls.h"
 #include "throttlekit/concurrency/beat_scheduler.h"
@@ -379,8 +380,9 @@ class RateLimiterService final
     : public v1::RateLimiter::WithCallbackMethod_Check<
           v1::RateLimiter::Service> {
  public:
-  RateLimiterService(Policies& policies, SlotLeases& leases)
-      : policies_(policies), leases_(leases) {}
+  RateLimiterService(Policies& policies, SlotLeases& leases,
+                     BlockingPool& blocking)
+      : policies_(policies), leases_(leases), blocking_(blocking) {}
 
   grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* ctx,
                                   const v1::CheckRequest* req,
@@ -400,18 +402,27 @@ class RateLimiterService final
     // policies until it has shut down.
     Policy* policy = *p;
     const SteadyClock::time_point t0 = SteadyClock::now();
-    policy->limiter->check_async(
-        req->key(), units(req->cost()),
-        [reactor, policy, req, resp, t0](absl::StatusOr<Decision> d) {
-          if (!d.ok()) {
-            reactor->Finish(to_grpc(d.status()));
-            return;
-          }
-          observe(*policy, req->key(), units(req->cost()), *d,
-                  SteadyClock::now() - t0);
-          to_wire(*d, resp->mutable_decision());
-          reactor->Finish(grpc::Status::OK);
-        });
+    auto start = [reactor, policy, req, resp, t0] {
+      policy->limiter->check_async(
+          req->key(), units(req->cost()),
+          [reactor, policy, req, resp, t0](absl::StatusOr<Decision> d) {
+            if (!d.ok()) {
+              reactor->Finish(to_grpc(d.status()));
+              return;
+            }
+            observe(*policy, req->key(), units(req->cost()), *d,
+                    SteadyClock::now() - t0);
+            to_wire(*d, resp->mutable_decision());
+            reactor->Finish(grpc::Status::OK);
+          });
+    };
+    // An engine whose check would wait on the store runs on the blocking
+    // pool, not on gRPC's callback thread.
+    if (policy->limiter->answers_without_waiting()) {
+      start();
+    } else {
+      blocking_.run(std::move(start));
+    }
     return reactor;
   }
 
@@ -589,6 +600,7 @@ class RateLimiterService final
 
   Policies& policies_;
   SlotLeases& leases_;
+  BlockingPool& blocking_;
 };
 
 }  // namespace
@@ -603,6 +615,8 @@ bool is_loopback_peer(std::string_view peer) {
 
 struct Server::Impl {
   std::unique_ptr<Policies> policies;
+  // Before the services: it outlives the calls they hand it.
+  std::unique_ptr<BlockingPool> blocking;
   std::unique_ptr<SlotLeases> leases;
   std::unique_ptr<RateLimiterService> service;
   std::unique_ptr<EnvoyRateLimitService> envoy;
@@ -626,8 +640,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::start(
   impl->leases = std::make_unique<SlotLeases>(policies->config().lease_ttl_ms,
                                               options.clock);
   impl->policies = std::move(policies);
-  impl->service =
-      std::make_unique<RateLimiterService>(*impl->policies, *impl->leases);
+  if (options.blocking_threads < 1 || options.blocking_threads > 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("server: blocking_threads must be in [1, 4096]; got ",
+                     options.blocking_threads));
+  }
+  impl->blocking = std::make_unique<BlockingPool>(options.blocking_threads);
+  impl->service = std::make_unique<RateLimiterService>(
+      *impl->policies, *impl->leases, *impl->blocking);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;

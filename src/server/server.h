@@ -62,6 +62,11 @@ struct ServerOptions {
   // unbounded). `Check` runs on the callback API and needs none of them;
   // the benchmarks cap the others at 2 to set the blocking door beside it.
   int sync_threads = 0;
+  // The most threads that run `Check`s of engines without an asynchronous
+  // form that wait on the store (fair escrows over a store), so that no
+  // gRPC callback thread waits on one; 1 .. 4096. Started on demand;
+  // checks beyond them queue.
+  int blocking_threads = 16;
   // TLS: the server's certificate chain and private key, PEM. Both empty
   // (the default): plaintext. With `tls_client_ca` (PEM) too, every client
   // must present a certificate that CA signed (mutual TLS).

@@ -91,11 +91,10 @@ TEST(PostgresAsync, ThousandsInFlightFromOneThreadEachCompletedOnce) {
       << "pipelined: far fewer batches than statements";
 }
 
-TEST(PostgresAsync, LeasesAndGiveBacksEqualTheBlockingVerbs) {
+TEST(PostgresAsync, LeasesGiveBacksAndBeatsEqualTheBlockingVerbs) {
   std::unique_ptr<PostgresCoordinator> pg =
       testing::make_pg(testing::pg_options(testing::unique_table("tk_async")));
   ASSERT_NE(pg, nullptr);
-  // Postgres's heartbeat has no pipelined form: it completes inline.
   testing::expect_async_verbs_equal_blocking(
       *pg, absl::StrCat("verbs:", run_id()), /*heartbeat=*/true);
 }

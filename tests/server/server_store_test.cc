@@ -686,13 +686,14 @@ int64_t threads_now() {
 // server's Redis is frozen hold no server thread each (a blocking server
 // needs one per call: gRPC's synchronous pool grows to 256), and every one
 // completes, admitted, once the store thaws.
-// 256 checks on 64 keys of `policy` (configured by `limiters`, a YAML
-// map) wait on a frozen store: none is answered, the server's threads do
-// not grow with them, and (`local_hits`: a leased policy) a check its
-// credits answer is answered meanwhile; thawed, every one is admitted.
-void expect_a_frozen_store_holds_no_server_thread(const std::string& limiters,
-                                                  const std::string& policy,
-                                                  bool local_hits) {
+// 256 checks of `policy` (configured by `limiters`, a YAML map) on keys
+// k0 .. k<keys - 1> wait on a frozen store: none is answered, the server's
+// threads grow by fewer than 32, and (a non-empty `hit_policy`, a leased
+// one) a check its credits answer is answered meanwhile; thawed, every one
+// is admitted.
+void expect_a_frozen_store_holds_no_server_thread(
+    const std::string& limiters, const std::string& policy, int keys,
+    const std::string& hit_policy) {
   testing::PrivateRedis redis(testing::redis_port() + 17);
   ASSERT_TRUE(redis.start());
   std::shared_ptr<RedisCoordinator> coordinator = *RedisCoordinator::create(
@@ -701,7 +702,9 @@ void expect_a_frozen_store_holds_no_server_thread(const std::string& limiters,
       absl::StrCat("version: 1\nlimiters: ", limiters), "frozen.yaml");
   ASSERT_TRUE(config.ok()) << config.status();
   Running r = serve(Policies::create(*config, coordinator));
-  EXPECT_TRUE(check(*r.stub, policy, "warm").allowed());
+  if (!hit_policy.empty()) {
+    EXPECT_TRUE(check(*r.stub, hit_policy, "warm").allowed());
+  }
   const int64_t before = threads_now();
   redis.freeze();
   constexpr int kCalls = 256;
@@ -711,7 +714,7 @@ void expect_a_frozen_store_holds_no_server_thread(const std::string& limiters,
   std::atomic<int> done{0}, ok{0};
   for (int i = 0; i < kCalls; ++i) {
     req[i].set_policy(policy);
-    req[i].set_key(absl::StrCat("k", i % 64));
+    req[i].set_key(absl::StrCat("k", i % keys));
     r.stub->async()->Check(&ctx[i], &req[i], &resp[i], [&, i](grpc::Status s) {
       if (s.ok() && resp[i].decision().allowed()) {
         ok.fetch_add(1);
@@ -725,11 +728,11 @@ void expect_a_frozen_store_holds_no_server_thread(const std::string& limiters,
   EXPECT_EQ(done.load(), 0) << "answered while the store was frozen";
   EXPECT_LT(during - before, 32)
       << "threads grew from " << before << " to " << during;
-  if (local_hits) {
+  if (!hit_policy.empty()) {
     // A check the process answers from credits it holds (the warm key's
     // batch) is answered at once: no server thread waits on the store.
     v1::CheckRequest hit;
-    hit.set_policy(policy);
+    hit.set_policy(hit_policy);
     hit.set_key("warm");
     v1::CheckResponse got;
     grpc::ClientContext c;
@@ -750,7 +753,7 @@ void expect_a_frozen_store_holds_no_server_thread(const std::string& limiters,
 TEST(ServerStore, ChecksWaitingOnAFrozenStoreHoldNoServerThread) {
   expect_a_frozen_store_holds_no_server_thread(
       "{strict: {strategy: fixedWindow, limit: 100000, period: 1h}}", "strict",
-      /*local_hits=*/false);
+      64, "");
 }
 
 // A federated policy's misses lease without waiting too (the escrow-less
@@ -759,8 +762,20 @@ TEST(ServerStore, FederatedChecksWaitingOnAFrozenStoreHoldNoServerThread) {
   expect_a_frozen_store_holds_no_server_thread(
       "{fed: {federated: {batch: 8}, strategy: fixedWindow, limit: 100000, "
       "period: 1h}}",
-      "fed", /*local_hits=*/true);
+      "fed", 64, "fed");
 }
+
+// A fair escrow over the store has no asynchronous form: its checks wait
+// on the server's blocking pool (quantum 1: every check leases), not on
+// gRPC's callback threads, which answer the federated policy's hit.
+TEST(ServerStore, BlockingEngineChecksWaitOnThePoolNotOnCallbackThreads) {
+  expect_a_frozen_store_holds_no_server_thread(
+      "{fair: {fairEscrow: {limit: 100000, period: 1h, quantum: 1, tenants: "
+      "[{name: k0}, {name: k1}, {name: k2}, {name: k3}]}}, fed: {federated: "
+      "{batch: 8}, strategy: fixedWindow, limit: 100000, period: 1h}}",
+      "fair", 4, "fed");
+}
+
 #else
 TEST(ServerStore, FederatedFairEscrowNeedsRedis) {
   absl::StatusOr<ServerConfig> config = parse_config(

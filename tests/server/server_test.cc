@@ -1055,6 +1055,25 @@ TEST(ServerDoor, ANegativeThreadCapIsRefused) {
       << s.status();
 }
 
+TEST(ServerDoor, ABlockingPoolOutsideItsBoundsIsRefused) {
+  absl::StatusOr<ServerConfig> config = parse_config(kConfig, "t.yaml");
+  ASSERT_TRUE(config.ok());
+  for (const int threads : {0, -3, 4097}) {
+    auto policies = Policies::create(*config, nullptr);
+    ASSERT_TRUE(policies.ok());
+    auto s = Server::start(*std::move(policies), {.listen = "127.0.0.1:0",
+                                                  .blocking_threads = threads});
+    ASSERT_FALSE(s.ok()) << threads;
+    EXPECT_TRUE(absl::IsInvalidArgument(s.status())) << s.status();
+    EXPECT_NE(std::string(s.status().message())
+                  .find(absl::StrCat("blocking_threads must be in [1, 4096]; "
+                                     "got ",
+                                     threads)),
+              std::string::npos)
+        << s.status();
+  }
+}
+
 // With a certificate and key the door speaks TLS only: a client trusting
 // the certificate is served, a plaintext client or one trusting another
 // certificate is not.

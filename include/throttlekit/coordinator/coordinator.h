@@ -45,8 +45,8 @@
 //   `reconcile_async`, `escrow_take_async` and `escrow_refill_async` are
 //   their forms without waiting (core/completion.h, docs/async.md): Redis
 //   queues them on its pipelined connections, Postgres on a connection in
-//   libpq's pipeline mode (check, lease, give-back, windowed lease and
-//   reconcile), and each completes them from the reply; a backend without
+//   libpq's pipeline mode (all but the escrow's, which Postgres does not
+//   have), and each completes them from the reply; a backend without
 //   a non-blocking path for a verb (memory, whose steps need no I/O) runs
 //   the blocking verb and completes inline.
 //   Errors are statuses, never exceptions and never a decision:

@@ -10,7 +10,7 @@
 // - One row per key in one table (`table`), the key stored as `bytea` and
 //   always sent as a bound binary parameter, so any bytes work and nothing
 //   from a key ever reaches SQL text.
-// - One round trip per call (a heartbeat takes two; see `do_heartbeat`):
+// - One round trip per call:
 //   every strategy is a PL/pgSQL function (src/postgres/*.sql, embedded
 //   at build time) run as a prepared statement; it locks the key's row
 //   (`SELECT ... FOR UPDATE`; a cold key races through `INSERT ... ON
@@ -164,14 +164,18 @@ class PostgresCoordinator final : public Coordinator {
                           std::string_view token, int64_t now_ms,
                           Completion<int64_t> on_done) override;
   absl::Status do_ping() override;
-  // One round trip: {{t}}_heartbeat, a PL/pgSQL transcription of
-  // heartbeat_step held equal to it by tests/postgres/heartbeat_test.cc,
+  // One round trip: the prepared {{t}}_heartbeat, a PL/pgSQL transcription
+  // of heartbeat_step held equal to it by tests/postgres/heartbeat_test.cc,
   // steps the key's node table under its row lock
-  // (docs/distributed_concurrency.md, "Postgres").
+  // (docs/distributed_concurrency.md, "Postgres"); the asynchronous form
+  // runs it on the pipelined connection.
   absl::StatusOr<HeartbeatGrant> do_heartbeat(std::string_view key,
                                               const HeartbeatReport& report,
                                               const HeartbeatOptions& options,
                                               int64_t now_ms) override;
+  void do_heartbeat_async(std::string_view key, const HeartbeatReport& report,
+                          const HeartbeatOptions& options, int64_t now_ms,
+                          Completion<HeartbeatGrant> on_done) override;
   absl::StatusOr<std::vector<HeartbeatNode>> do_heartbeat_nodes(
       std::string_view key) override;
 
