@@ -29,6 +29,7 @@
 #include "bench_async_window.h"
 #include "throttlekit/admission/unified_admission.h"
 #include "throttlekit/coordinator/strict_rate_limiter.h"
+#include "throttlekit/federation/federated_limiter.h"
 #include "throttlekit/redis/fused_rate_cost.h"
 #include "throttlekit/redis/redis_coordinator.h"
 #include "throttlekit/strategy/fixed_window.h"
@@ -296,6 +297,62 @@ void BM_LeasedAsync(benchmark::State& state) {
 }
 BENCHMARK(BM_LeasedAsync)
     ->ArgNames({"batch", "low_water"})
+    ->ArgsProduct({{10, 100}, {0, 1}})
+    ->UseRealTime()
+    ->MinTime(2.0);
+
+// The federated limiter over Redis (docs/federation.md, docs/async.md):
+// one blocking caller (`BM_Federated`), then one caller thread with at most
+// 64 asynchronous checks in flight (`BM_FederatedAsync`), on one key, of
+// batch 10 or 100; arg 1 (`escrow`): with the region's escrow on the same
+// Redis (leases of 4 batches, the excess parked and taken back), so a miss
+// is two or three round trips in a chain.
+std::unique_ptr<FederatedLimiter> bench_federated(benchmark::State& state,
+                                                  const std::string& stem) {
+  const std::string id = stem + std::to_string(state.range(0)) + ":" +
+                         std::to_string(state.range(1));
+  std::shared_ptr<Coordinator> redis(&coordinator(), [](Coordinator*) {});
+  return *federate(*make_strategy(FixedWindow::Options{
+                       .limit = int64_t{1} << 50, .window_ms = 3'600'000}),
+                   redis,
+                   {.region = "bench",
+                    .prefix = "bench:fed:" + id,
+                    .escrow_prefix = "bench:fed-l2:" + id,
+                    .batch = state.range(0),
+                    .regional_escrow = state.range(1) != 0 ? redis : nullptr});
+}
+
+void federated_counters(benchmark::State& state, FederatedLimiter& limiter) {
+  const FederatedLimiter::Stats s = limiter.stats();
+  const double checks =
+      static_cast<double>(std::max<int64_t>(1, state.iterations()));
+  state.counters["global_leases_per_check"] =
+      static_cast<double>(s.global_leases) / checks;
+  state.counters["escrow_takes_per_check"] =
+      static_cast<double>(s.escrow_takes) / checks;
+  (void)limiter.close();
+}
+
+void BM_Federated(benchmark::State& state) {
+  std::unique_ptr<FederatedLimiter> limiter = bench_federated(state, "b:");
+  drive(state, *limiter);
+  federated_counters(state, *limiter);
+}
+BENCHMARK(BM_Federated)
+    ->ArgNames({"batch", "escrow"})
+    ->ArgsProduct({{10, 100}, {0, 1}})
+    ->UseRealTime()
+    ->MinTime(2.0);
+
+void BM_FederatedAsync(benchmark::State& state) {
+  std::unique_ptr<FederatedLimiter> limiter = bench_federated(state, "a:");
+  bench::run_async_window(state, 64, [&](const auto& on_done) {
+    limiter->check_async("k", 1, on_done);
+  });
+  federated_counters(state, *limiter);
+}
+BENCHMARK(BM_FederatedAsync)
+    ->ArgNames({"batch", "escrow"})
     ->ArgsProduct({{10, 100}, {0, 1}})
     ->UseRealTime()
     ->MinTime(2.0);
