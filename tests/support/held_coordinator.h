@@ -13,6 +13,9 @@
 // `fail_next(status)` makes the next delivered leases answer a status
 // instead (an outage), without reaching the store.
 //
+// Asynchronous heartbeats are held the same way (`beats_held`,
+// `deliver_beat`); a blocking `heartbeat` goes straight through.
+//
 // Thread-safety: safe from any thread; completions run on the thread that
 // delivers, outside the coordinator's lock.
 
@@ -87,6 +90,29 @@ class HeldCoordinator final : public Coordinator {
     while (deliver_one()) {
     }
   }
+  // Heartbeats waiting for delivery.
+  size_t beats_held() {
+    MutexLock lock(mu_);
+    return beats_.size();
+  }
+  // Runs the oldest held heartbeat on the inner store and completes it
+  // (with `status` instead, not reaching the store, when it is not OK);
+  // false if none is held.
+  bool deliver_beat(absl::Status status = absl::OkStatus()) {
+    HeldBeat b;
+    {
+      MutexLock lock(mu_);
+      if (beats_.empty()) return false;
+      b = std::move(beats_.front());
+      beats_.pop_front();
+    }
+    if (!status.ok()) {
+      std::move(b.done)(std::move(status));
+    } else {
+      std::move(b.done)(inner_->heartbeat(b.key, b.report, b.options, b.now));
+    }
+    return true;
+  }
   // The next `n` deliveries answer `status` without reaching the store.
   void fail_next(int n, absl::Status status) {
     MutexLock lock(mu_);
@@ -138,6 +164,23 @@ class HeldCoordinator final : public Coordinator {
     return inner_->give_back(budget, key, window_start_ms, credits, token);
   }
   absl::StatusOr<int64_t> do_now_ms() override { return inner_->now_ms(); }
+  absl::StatusOr<HeartbeatGrant> do_heartbeat(std::string_view key,
+                                              const HeartbeatReport& report,
+                                              const HeartbeatOptions& options,
+                                              int64_t now_ms) override {
+    return inner_->heartbeat(key, report, options, now_ms);
+  }
+  void do_heartbeat_async(std::string_view key, const HeartbeatReport& report,
+                          const HeartbeatOptions& options, int64_t now_ms,
+                          Completion<HeartbeatGrant> on_done) override {
+    MutexLock lock(mu_);
+    beats_.push_back(HeldBeat{std::string(key), report, options, now_ms,
+                              std::move(on_done)});
+  }
+  absl::StatusOr<std::vector<HeartbeatNode>> do_heartbeat_nodes(
+      std::string_view key) override {
+    return inner_->heartbeat_nodes(key);
+  }
 
  private:
   struct Held {
@@ -147,9 +190,18 @@ class HeldCoordinator final : public Coordinator {
     Completion<LeaseGrant> done;
   };
 
+  struct HeldBeat {
+    std::string key;
+    HeartbeatReport report;
+    HeartbeatOptions options;
+    int64_t now = 0;
+    Completion<HeartbeatGrant> done;
+  };
+
   const std::shared_ptr<Coordinator> inner_;
   Mutex mu_;
   std::deque<Held> held_ ABSL_GUARDED_BY(mu_);
+  std::deque<HeldBeat> beats_ ABSL_GUARDED_BY(mu_);
   int fails_ ABSL_GUARDED_BY(mu_) = 0;
   absl::StatusOr<LeaseGrant> last_ ABSL_GUARDED_BY(mu_) =
       absl::NotFoundError("no lease delivered yet");

@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -33,6 +34,7 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -151,8 +153,10 @@ struct DistributedConcurrencyStats {
 // mode decides; the next answered beat restores the share.
 //
 // Locking: `beat_mu_` serializes beats and holds the beat state across the
-// coordinator call (never on the request path); `state_mu_` guards the
-// published snapshot `stats()` reads, taken inside `beat_mu_` only.
+// coordinator call of a waited beat (never on the request path); a
+// `beat_async` holds it only to take its report and to apply its answer,
+// with a flag that keeps other beats out in between. `state_mu_` guards
+// the published snapshot `stats()` reads, taken inside `beat_mu_` only.
 //
 // Thread-safety: every public method may be called concurrently. Neither
 // copyable nor movable (the scheduler calls back into it); `create` returns
@@ -206,7 +210,16 @@ class BasicDistributedConcurrency {
   BasicDistributedConcurrency(const BasicDistributedConcurrency&) = delete;
   BasicDistributedConcurrency& operator=(const BasicDistributedConcurrency&) =
       delete;
-  ~BasicDistributedConcurrency() { scheduler_->stop(); }
+  // Stops the scheduler, then waits for a `beat_async` in flight to
+  // complete (within the coordinator's deadline).
+  ~BasicDistributedConcurrency() {
+    scheduler_->stop();
+    MutexLock lock(beat_mu_);
+    NativeWait native(beat_mu_);
+    beat_cv_.wait(native.lock(), [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return async_beats_ == 0;
+    });
+  }
 
   // A slot under min(share, L_local), or a rejection (false): the local
   // limiter's `acquire` (see `BasicAdaptiveConcurrency::Permit`).
@@ -224,6 +237,7 @@ class BasicDistributedConcurrency {
     bool fire = false;
     {
       MutexLock lock(beat_mu_);
+      wait_for_beat_in_flight_locked();
       // A fence instant that passed while this thread waited (or the
       // process was stopped) fires even if this beat renews the lease.
       fire = check_deadlines_locked();
@@ -233,6 +247,57 @@ class BasicDistributedConcurrency {
     }
     if (fire) fence_callback();
     return status;
+  }
+
+  // As `beat_now`, without waiting (docs/async.md): takes the report now
+  // (the applied generation, then the in-flight count, as every beat does),
+  // sends it with `Coordinator::heartbeat_async`, and applies the answer
+  // from its completion, where `on_done` then runs (no lock held) with the
+  // beat's error, or OK when a grant was applied. For a node whose beats an
+  // event loop drives. One beat is in flight at a time: while it is, the
+  // scheduler's ticks send none and `beat_now` waits for it, and another
+  // `beat_async` completes at once with kFailedPrecondition. The spec's
+  // report and grant may be apart in time (spec/GaleHeartbeatHandoff.tla's
+  // Snapshot, Report and Deliver are separate actions), so the bounds hold.
+  void beat_async(absl::AnyInvocable<void(absl::Status) &&> on_done) {
+    SentBeat beat;
+    bool fire = false;
+    {
+      MutexLock lock(beat_mu_);
+      if (beat_in_flight_) {
+        lock.unlock();
+        std::move(on_done)(absl::FailedPreconditionError(
+            "distributed_concurrency: a beat is already in flight"));
+        return;
+      }
+      fire = check_deadlines_locked();
+      beat = prepare_beat_locked(/*eager=*/false);
+      beat_in_flight_ = true;
+      ++async_beats_;
+      publish_locked();
+    }
+    if (fire) fence_callback();
+    const HeartbeatReport report = beat.report;
+    coordinator_->heartbeat_async(
+        options_.key, report, heartbeat_options_, 0,
+        [this, beat = std::move(beat), done = std::move(on_done)](
+            absl::StatusOr<HeartbeatGrant> grant) mutable {
+          absl::Status status;
+          bool fire_now = false;
+          {
+            MutexLock lock(beat_mu_);
+            status = apply_beat_locked(beat, std::move(grant));
+            fire_now = check_deadlines_locked();
+            beat_in_flight_ = false;
+            publish_locked();
+            beat_cv_.notify_all();
+          }
+          if (fire_now) fence_callback();
+          std::move(done)(status);
+          MutexLock lock(beat_mu_);
+          --async_beats_;
+          beat_cv_.notify_all();  // under the lock: the node may go next
+        });
   }
 
   Stats stats() const {
@@ -361,7 +426,9 @@ class BasicDistributedConcurrency {
       // renews the lease at once.
       fire = check_deadlines_locked();
       const int64_t now = clock_.now_ns();
-      if (now >= next_beat_ns_) {
+      if (beat_in_flight_) {
+        // A `beat_async` is in flight: its answer is this period's.
+      } else if (now >= next_beat_ns_) {
         (void)beat_locked(/*eager=*/false);
       } else if (eager_wanted_locked(now)) {
         (void)beat_locked(/*eager=*/true);
@@ -374,7 +441,35 @@ class BasicDistributedConcurrency {
     return delay_ms;
   }
 
+  // A beat's report, taken under `beat_mu_`, and what applying its answer
+  // needs.
+  struct SentBeat {
+    int64_t sent_ns = 0;
+    bool eager = false;
+    HeartbeatReport report;
+  };
+
+  // One beat, waited for: the report, the round trip, the answer.
   absl::Status beat_locked(bool eager) ABSL_EXCLUSIVE_LOCKS_REQUIRED(beat_mu_) {
+    const SentBeat beat = prepare_beat_locked(eager);
+    return apply_beat_locked(
+        beat,
+        coordinator_->heartbeat(options_.key, beat.report, heartbeat_options_));
+  }
+
+  // Waits (releasing the lock) until no `beat_async` is in flight.
+  void wait_for_beat_in_flight_locked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(beat_mu_) {
+    NativeWait native(beat_mu_);
+    beat_cv_.wait(native.lock(), [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return !beat_in_flight_;
+    });
+  }
+
+  // Starts a beat: its bookkeeping and its report (the applied generation,
+  // then the in-flight count read after it).
+  SentBeat prepare_beat_locked(bool eager)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(beat_mu_) {
     const int64_t sent_ns = clock_.now_ns();
     if (eager) {
       ++eager_beats_;
@@ -397,15 +492,22 @@ class BasicDistributedConcurrency {
                            : inflight >= local.effective_limit
                                ? local_limit
                                : std::min(inflight + 1, kMaxConcurrencyLimit);
-    absl::StatusOr<HeartbeatGrant> grant =
-        coordinator_->heartbeat(options_.key,
-                                {.node_id = options_.node_id,
-                                 .seq = ++seq_,
-                                 .applied_gen = applied,
-                                 .inflight = inflight,
-                                 .local_limit = local_limit,
-                                 .demand = demand},
-                                heartbeat_options_);
+    return SentBeat{sent_ns, eager,
+                    HeartbeatReport{.node_id = options_.node_id,
+                                    .seq = ++seq_,
+                                    .applied_gen = applied,
+                                    .inflight = inflight,
+                                    .local_limit = local_limit,
+                                    .demand = demand}};
+  }
+
+  // A beat's answer: a grant newer than the last applied becomes the
+  // share; an error or a stale answer changes nothing.
+  absl::Status apply_beat_locked(const SentBeat& beat,
+                                 absl::StatusOr<HeartbeatGrant> grant)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(beat_mu_) {
+    const int64_t sent_ns = beat.sent_ns;
+    const bool eager = beat.eager;
     absl::Status status;
     if (!grant.ok()) {
       status = grant.status();
@@ -548,6 +650,11 @@ class BasicDistributedConcurrency {
   int64_t failed_beats_ ABSL_GUARDED_BY(beat_mu_) = 0;
   int64_t eager_beats_ ABSL_GUARDED_BY(beat_mu_) = 0;
   int64_t fences_ ABSL_GUARDED_BY(beat_mu_) = 0;
+  // A `beat_async` has sent its report and not yet applied its answer.
+  bool beat_in_flight_ ABSL_GUARDED_BY(beat_mu_) = false;
+  // `beat_async` completions not yet finished (the destructor waits).
+  int async_beats_ ABSL_GUARDED_BY(beat_mu_) = 0;
+  std::condition_variable beat_cv_;
 
   mutable Mutex state_mu_ ABSL_ACQUIRED_AFTER(beat_mu_);
   Stats published_ ABSL_GUARDED_BY(state_mu_);
