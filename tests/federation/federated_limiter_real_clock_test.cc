@@ -3,7 +3,8 @@
 // threads than cores, 20 ms windows crossed about a hundred times;
 // admissions counted per coordinator window (the decisions' reset_at) never
 // exceed the limit. Once with each region leasing alone, once with two
-// processes per region pooling through the region's escrow.
+// processes per region pooling through the region's escrow, and once more
+// so with half the threads checking without waiting.
 
 #include <gtest/gtest.h>
 
@@ -15,6 +16,7 @@
 #include "support/real_clock_load.h"
 #include "support/strategy_bounds.h"
 #include "throttlekit/coordinator/memory_coordinator.h"
+#include "throttlekit/core/completion_latch.h"
 #include "throttlekit/federation/federated_limiter.h"
 
 namespace throttlekit {
@@ -26,7 +28,10 @@ constexpr int64_t kWindowMs = 20;
 constexpr int kThreads = 8;
 constexpr int64_t kRunMs = 2000;
 
-void regions_hold_limit(int processes_per_region, bool escrow) {
+// `async`: odd threads check without waiting (`check_async`, waited on a
+// latch), so the take's asynchronous chain runs beside blocking checks.
+void regions_hold_limit(int processes_per_region, bool escrow,
+                        bool async = false) {
   std::shared_ptr<Coordinator> global = *MemoryCoordinator::create();
   const AnyStrategy plan = *make_strategy(
       FixedWindow::Options{.limit = kLimit, .window_ms = kWindowMs});
@@ -45,7 +50,11 @@ void regions_hold_limit(int processes_per_region, bool escrow) {
     }
   }
   const testing::Load load = testing::hammer(kThreads, kRunMs, [&](int t) {
-    return fleet[static_cast<size_t>(t) % fleet.size()]->check("hot");
+    FederatedLimiter& node = *fleet[static_cast<size_t>(t) % fleet.size()];
+    if (!async || t % 2 == 0) return node.check("hot");
+    CompletionLatch<Decision> latch;
+    node.check_async("hot", 1, latch.completion());
+    return latch.wait();
   });
   EXPECT_EQ(load.errors, 0);
   EXPECT_GT(load.calls, static_cast<int64_t>(load.admitted.size()));
@@ -55,9 +64,10 @@ void regions_hold_limit(int processes_per_region, bool escrow) {
   int64_t global_leases = 0;
   for (const auto& l : fleet) global_leases += l->stats().global_leases;
   std::printf(
-      "federation, 3 regions x %d process(es)%s: %lld calls, %zu admitted, "
+      "federation, 3 regions x %d process(es)%s%s: %lld calls, %zu admitted, "
       "%lld global leases; %s\n",
       processes_per_region, escrow ? " with escrows" : "",
+      async ? ", half the checks asynchronous" : "",
       static_cast<long long>(load.calls), load.admitted.size(),
       static_cast<long long>(global_leases), figures.c_str());
 }
@@ -68,6 +78,10 @@ TEST(FederatedLimiterRealClock, RegionsHoldTheLimitPerWindow) {
 
 TEST(FederatedLimiterRealClock, RegionalEscrowsHoldTheLimitPerWindow) {
   regions_hold_limit(2, true);
+}
+
+TEST(FederatedLimiterRealClock, AsynchronousChecksHoldTheLimitPerWindow) {
+  regions_hold_limit(2, true, /*async=*/true);
 }
 
 }  // namespace

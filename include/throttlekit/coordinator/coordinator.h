@@ -502,12 +502,7 @@ class Coordinator {
 
  private:
   static absl::Status validate_lease(std::string_view key, int64_t want) {
-    if (absl::Status s = validate_key(key); !s.ok()) return s;
-    if (want < 1 || want > kMaxSafeInteger) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("lease: want must be in [1, 2^53-1]; got ", want));
-    }
-    return absl::OkStatus();
+    return validate_want("lease", key, want, 0);
   }
   static absl::Status validate_give_back(std::string_view key, int64_t credits,
                                          std::string_view token) {
