@@ -184,6 +184,26 @@ void BM_FusedAdmit(benchmark::State& state) {
 }
 BENCHMARK(BM_FusedAdmit)->Threads(1)->Threads(32)->UseRealTime()->MinTime(2.0);
 
+// The same admission without waiting (`admit_async`, docs/async.md): one
+// caller thread with at most `depth` admissions in flight, each one fused
+// script, completed on the coordinator's I/O thread; beside BM_FusedAdmit's
+// one and 32 blocking threads.
+void BM_FusedAdmitAsync(benchmark::State& state) {
+  Fused& f = fused();
+  const int64_t before = f.redis->stats().requests;
+  bench::run_async_window(state, state.range(0), [&](const auto& on_done) {
+    f.admission->admit_async(
+        {.key = "async", .cost = 3}, [&on_done](absl::StatusOr<Admission> a) {
+          on_done(a.ok() ? absl::StatusOr<Decision>(a->decision())
+                         : absl::StatusOr<Decision>(a.status()));
+        });
+  });
+  state.counters["round_trips_per_admit"] =
+      static_cast<double>(f.redis->stats().requests - before) /
+      static_cast<double>(std::max<int64_t>(1, state.iterations()));
+}
+BENCHMARK(BM_FusedAdmitAsync)->Apply(bench::async_depths);
+
 // The same admission over the two strict engines (two round trips), for
 // what the fusion buys.
 void BM_SequentialAdmit(benchmark::State& state) {

@@ -28,6 +28,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "throttlekit/core/mutex.h"
@@ -829,9 +830,12 @@ void RedisCoordinator::do_check_async(const AnyStrategy& strategy,
   });
 }
 
-absl::StatusOr<RedisCoordinator::FusedDecision> RedisCoordinator::fused_check(
-    const Gcra& rate, const TokenBucket& cost, std::string_view rate_key,
-    std::string_view cost_key, int64_t now_ms, double units) {
+namespace {
+
+// kInvalidArgument naming the problem with a fused call's arguments.
+absl::Status validate_fused(std::string_view rate_key,
+                            std::string_view cost_key, int64_t now_ms,
+                            double units) {
   if (absl::Status s = validate_key(rate_key); !s.ok()) return s;
   if (absl::Status s = validate_key(cost_key); !s.ok()) return s;
   if (absl::Status s = validate_cost(units); !s.ok()) return s;
@@ -839,35 +843,83 @@ absl::StatusOr<RedisCoordinator::FusedDecision> RedisCoordinator::fused_check(
     return absl::InvalidArgumentError(
         absl::StrCat("redis: fused_check: now_ms must be >= 0; got ", now_ms));
   }
-  auto r = std::make_shared<Request>();
-  r->script = kFusedScript;
-  r->keys = 2;
+  return absl::OkStatus();
+}
+
+// ARGV of the fused script; entries 6, 8 and 9 (the GCRA limit and burst,
+// the bucket's capacity) are what `to_fused` reads back.
+void fill_fused(Request& r, const Gcra& rate, const TokenBucket& cost,
+                std::string_view rate_key, std::string_view cost_key,
+                int64_t now_ms, double units, int64_t ttl_slack_ms) {
+  r.script = kFusedScript;
+  r.keys = 2;
   const Gcra::Options& g = rate.options();
   const TokenBucket::Options& b = cost.options();
-  r->argv = {std::string(rate_key),
-             std::string(cost_key),
-             fmt_int(now_ms),
-             fmt_double(units),
-             "c",
-             fmt_int(impl_->options().ttl_slack_ms),
-             fmt_int(g.limit),
-             fmt_int(g.period_ms),
-             fmt_int(g.burst),
-             fmt_int(b.capacity),
-             fmt_double(b.refill_per_sec)};
-  if (absl::Status s = impl_->call(r); !s.ok()) return s;
-  const std::vector<int64_t>& v = r->reply;
+  r.argv = {std::string(rate_key),
+            std::string(cost_key),
+            fmt_int(now_ms),
+            fmt_double(units),
+            "c",
+            fmt_int(ttl_slack_ms),
+            fmt_int(g.limit),
+            fmt_int(g.period_ms),
+            fmt_int(g.burst),
+            fmt_int(b.capacity),
+            fmt_double(b.refill_per_sec)};
+}
+
+// The fused script's 13 integers as both axes' decisions; each axis's limit
+// is the one its ARGV carried.
+absl::StatusOr<RedisCoordinator::FusedDecision> to_fused(const Request& r) {
+  const std::vector<int64_t>& v = r.reply;
   if (v.size() != 13) {
     return absl::InternalError(
         absl::StrCat("redis: the fused script replied with ", v.size(),
                      " values; expected 13"));
   }
-  FusedDecision f;
+  int64_t limit = 0, burst = 0, capacity = 0;
+  if (r.argv.size() != 11 || !absl::SimpleAtoi(r.argv[6], &limit) ||
+      !absl::SimpleAtoi(r.argv[8], &burst) ||
+      !absl::SimpleAtoi(r.argv[9], &capacity)) {
+    return absl::InternalError("redis: a fused request lost its options");
+  }
+  RedisCoordinator::FusedDecision f;
   f.combined = Decision{v[0] != 0, v[1], v[2], v[3], v[4]};
-  const int64_t burst = g.burst == 0 ? g.limit : g.burst;
-  f.rate = Decision{v[5] != 0, burst, v[6], v[7], v[8]};
-  if (v[9] >= 0) f.cost = Decision{v[9] != 0, b.capacity, v[10], v[11], v[12]};
+  f.rate = Decision{v[5] != 0, burst == 0 ? limit : burst, v[6], v[7], v[8]};
+  if (v[9] >= 0) f.cost = Decision{v[9] != 0, capacity, v[10], v[11], v[12]};
   return f;
+}
+
+}  // namespace
+
+absl::StatusOr<RedisCoordinator::FusedDecision> RedisCoordinator::fused_check(
+    const Gcra& rate, const TokenBucket& cost, std::string_view rate_key,
+    std::string_view cost_key, int64_t now_ms, double units) {
+  if (absl::Status s = validate_fused(rate_key, cost_key, now_ms, units);
+      !s.ok()) {
+    return s;
+  }
+  return impl_->run(&to_fused, [&](Request& r) {
+    fill_fused(r, rate, cost, rate_key, cost_key, now_ms, units,
+               impl_->options().ttl_slack_ms);
+  });
+}
+
+void RedisCoordinator::fused_check_async(const Gcra& rate,
+                                         const TokenBucket& cost,
+                                         std::string_view rate_key,
+                                         std::string_view cost_key,
+                                         int64_t now_ms, double units,
+                                         Completion<FusedDecision> on_done) {
+  if (absl::Status s = validate_fused(rate_key, cost_key, now_ms, units);
+      !s.ok()) {
+    std::move(on_done)(std::move(s));
+    return;
+  }
+  impl_->run_async(&to_fused, std::move(on_done), [&](Request& r) {
+    fill_fused(r, rate, cost, rate_key, cost_key, now_ms, units,
+               impl_->options().ttl_slack_ms);
+  });
 }
 
 absl::StatusOr<Decision> RedisCoordinator::do_peek(const AnyStrategy& strategy,

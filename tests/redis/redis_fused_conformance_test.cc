@@ -11,9 +11,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <future>
+#include <latch>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
+#include <tuple>
 #include <vector>
 
 #include "support/redis_test_server.h"
@@ -78,6 +83,8 @@ TEST(RedisFusedConformance, FusedEqualsSequentialStepForStep) {
                           fc = "{" + tenant + "}:fc";
         const std::string sr = "{" + tenant + "}:sr",
                           sc = "{" + tenant + "}:sc";
+        const std::string ar = "{" + tenant + "}:ar",
+                          ac = "{" + tenant + "}:ac";
 
         absl::StatusOr<RedisCoordinator::FusedDecision> f =
             redis->fused_check(pair.rate(), pair.cost(), fr, fc, now, cost);
@@ -99,11 +106,28 @@ TEST(RedisFusedConformance, FusedEqualsSequentialStepForStep) {
           ++rate_denials;
         }
         ASSERT_EQ(f->combined, combined) << "step " << steps;
+        // The same step without waiting, on a third pair of keys.
+        std::promise<absl::StatusOr<RedisCoordinator::FusedDecision>> p;
+        redis->fused_check_async(
+            pair.rate(), pair.cost(), ar, ac, now, cost,
+            [&p](absl::StatusOr<RedisCoordinator::FusedDecision> d) {
+              p.set_value(std::move(d));
+            });
+        absl::StatusOr<RedisCoordinator::FusedDecision> g =
+            p.get_future().get();
+        ASSERT_TRUE(g.ok()) << g.status();
+        ASSERT_EQ(g->combined, f->combined) << "step " << steps;
+        ASSERT_EQ(g->rate, f->rate) << "step " << steps;
+        ASSERT_EQ(g->cost, f->cost) << "step " << steps;
         // The stored states, through the read path, at a later instant.
         const int64_t later = now + static_cast<int64_t>(rng() % 50);
         ASSERT_EQ(*redis->peek(pair.rate_any, fr, later),
                   *redis->peek(pair.rate_any, sr, later));
         ASSERT_EQ(*redis->peek(pair.cost_any, fc, later),
+                  *redis->peek(pair.cost_any, sc, later));
+        ASSERT_EQ(*redis->peek(pair.rate_any, ar, later),
+                  *redis->peek(pair.rate_any, sr, later));
+        ASSERT_EQ(*redis->peek(pair.cost_any, ac, later),
                   *redis->peek(pair.cost_any, sc, later));
         ASSERT_EQ(*redis->forecast(pair.rate_any, fr, later, 2),
                   *redis->forecast(pair.rate_any, sr, later, 2));
@@ -150,6 +174,28 @@ TEST(RedisFusedConformance, BadInputIsRefusedBeforeAnyIo) {
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST(RedisFusedConformance, BadInputCompletesInlineWithoutWaiting) {
+  std::unique_ptr<RedisCoordinator> redis = testing::redis_coordinator();
+  const Pair pair = make_pair(10, 1000, 0, 10, 10);
+  const int64_t before = redis->stats().requests;
+  for (auto [r, c, now, units] :
+       {std::tuple<const char*, const char*, int64_t, double>{"", "c", kEpoch,
+                                                              1},
+        {"r", "c", kEpoch, 0},
+        {"r", "", kEpoch, 1},
+        {"r", "c", -5, 1}}) {
+    int calls = 0;
+    redis->fused_check_async(
+        pair.rate(), pair.cost(), r, c, now, units,
+        [&calls](absl::StatusOr<RedisCoordinator::FusedDecision> d) {
+          ++calls;
+          EXPECT_TRUE(absl::IsInvalidArgument(d.status())) << d.status();
+        });
+    EXPECT_EQ(calls, 1) << "inline, before fused_check_async returned";
+  }
+  EXPECT_EQ(redis->stats().requests, before);
 }
 
 TEST(FusedRateCost, OnlyGcraWithTokenBucketIsFused) {
@@ -220,6 +266,74 @@ TEST(FusedRateCost, UnifiedAdmissionIsOneRoundTripAndEqualsSequential) {
   }
   held.clear();
   EXPECT_EQ(one->concurrency()->inflight(), 0);
+}
+
+// admit_async over the fused pair: one round trip per admission, completed
+// on the coordinator's I/O thread, with the decisions admit gives on twin
+// keys; many admissions in flight at once each complete exactly once.
+TEST(FusedRateCost, UnifiedAdmissionAsyncEqualsBlocking) {
+  auto redis = std::shared_ptr<RedisCoordinator>(testing::redis_coordinator());
+  const std::string prefix = "fasync:" + std::to_string(getpid());
+  auto make = [&](const std::string& p) {
+    auto fused = std::shared_ptr<FusedRateCost>(*FusedRateCost::create(
+        {.rate = Gcra::Options{.limit = 4, .period_ms = 1000},
+         .cost = TokenBucket::Options{.capacity = 10, .refill_per_sec = 5},
+         .prefix = p},
+        redis));
+    return *UnifiedAdmission<FusedRateCost>::create(
+        {.max_inflight = 10'000, .rate = fused});
+  };
+  auto blocking = make(prefix + ":b");
+  auto async = make(prefix + ":a");
+  std::vector<Admission> held_b, held_a;
+  int64_t now = kEpoch;
+  const double costs[] = {1, 3, 2, 6, 1, 4, 1, 1};
+  const std::thread::id caller = std::this_thread::get_id();
+  for (int i = 0; i < 60; ++i) {
+    now += 90;
+    const double c = costs[i % 8];
+    absl::StatusOr<Admission> b = blocking->admit_at("tenant", now, c);
+    ASSERT_TRUE(b.ok()) << b.status();
+    const int64_t before = redis->stats().requests;
+    std::promise<absl::StatusOr<Admission>> p;
+    std::thread::id completed_on;
+    async->admit_async({.key = "tenant", .cost = c, .now_ms = now},
+                       [&](absl::StatusOr<Admission> a) {
+                         completed_on = std::this_thread::get_id();
+                         p.set_value(std::move(a));
+                       });
+    absl::StatusOr<Admission> a = p.get_future().get();
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_NE(completed_on, caller);
+    EXPECT_EQ(redis->stats().requests - before, 1) << "step " << i;
+    EXPECT_EQ(a->decision(), b->decision()) << "step " << i;
+    EXPECT_EQ(a->binding_axis(), b->binding_axis()) << "step " << i;
+    EXPECT_EQ(a->axis(Axis::kRate), b->axis(Axis::kRate)) << "step " << i;
+    EXPECT_EQ(a->axis(Axis::kCost), b->axis(Axis::kCost)) << "step " << i;
+    if (b->allowed()) {
+      held_b.push_back(*std::move(b));
+      held_a.push_back(*std::move(a));
+    }
+  }
+  EXPECT_EQ(async->concurrency()->inflight(), held_a.size());
+  held_a.clear();
+  EXPECT_EQ(async->concurrency()->inflight(), 0);
+
+  // 2,000 admissions in flight on distinct keys: each completes once.
+  std::latch latch(2000);
+  std::atomic<int> calls{0}, allowed{0};
+  for (int i = 0; i < 2000; ++i) {
+    async->admit_async({.key = "many:" + std::to_string(i), .cost = 1},
+                       [&](absl::StatusOr<Admission> a) {
+                         ++calls;
+                         if (a.ok() && a->allowed()) ++allowed;
+                         latch.count_down();
+                       });
+  }
+  latch.wait();
+  EXPECT_EQ(calls.load(), 2000);
+  EXPECT_EQ(allowed.load(), 2000);
+  EXPECT_EQ(async->concurrency()->inflight(), 0);
 }
 
 }  // namespace

@@ -77,7 +77,9 @@
 #include "throttlekit/admission/bid_price_policy.h"
 #include "throttlekit/concurrency/adaptive_concurrency.h"
 #include "throttlekit/core/binding_axis.h"
+#include "throttlekit/core/check_awaitable.h"
 #include "throttlekit/core/clock.h"
+#include "throttlekit/core/completion.h"
 #include "throttlekit/core/cost.h"
 #include "throttlekit/core/decision.h"
 #include "throttlekit/core/key.h"
@@ -116,6 +118,21 @@ concept FusedAxes = requires(F& f, std::string_view key, int64_t now_ms,
     f.check_pair(key, now_ms, cost)->cost
     } -> std::convertible_to<std::optional<Decision>>;
 };
+
+// Fused axes that also answer without waiting: `check_pair_async(key,
+// now_ms, cost, done)` runs `done` once with what `check_pair` returns.
+template <class F>
+concept AsyncFusedAxes = FusedAxes<F> &&
+    requires(F& f, std::string_view key, int64_t now_ms, double cost,
+             Completion<typename F::FusedDecision> done) {
+  f.check_pair_async(key, now_ms, cost, std::move(done));
+};
+
+// An axis `admit_async` asks without waiting: absent, an asynchronous
+// engine, or asynchronous fused axes.
+template <class E>
+concept AsyncAxis =
+    std::is_same_v<E, NoAxis> || AsyncRateEngine<E> || AsyncFusedAxes<E>;
 
 // The outcome of one `admit`: the combined decision, each evaluated axis's
 // decision, the binding axis, and (when admitted with a concurrency axis)
@@ -316,25 +333,8 @@ class BasicUnifiedAdmission {
   absl::StatusOr<Admission> admit(const AdmitRequest& r) {
     const int64_t now_ms = r.now_ms != 0 ? r.now_ms : clock_.now_ms();
     if (policy_ != nullptr) {
-      if (!std::isfinite(r.value)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "unified_admission: the bid-price policy needs a finite request "
-            "value; got ",
-            r.value));
-      }
-      if (!is_valid_key(r.key) || !is_valid_cost(r.cost)) [[unlikely]] {
-        if (absl::Status s = validate_key(r.key); !s.ok()) return s;
-        return validate_cost(r.cost);
-      }
-      if (!policy_->admits(r.value, r.cost, r.hold_s)) {
-        absl::StatusOr<Admission> out(absl::in_place);
-        out->policy_denied_ = true;
-        // No axis ran out: nothing to wait for until prices change.
-        out->decision_ =
-            Decision{false, kMaxSafeInteger, kMaxSafeInteger, now_ms, 0};
-        const int64_t t0 = observer_ == nullptr ? 0 : nano_clock_.now_ns();
-        report(r.key, r.cost, out, t0);
-        return out;
+      if (std::optional<absl::StatusOr<Admission>> g = policy_gate(r, now_ms)) {
+        return *std::move(g);
       }
     }
     return evaluate(r.key, now_ms, r.cost);
@@ -355,6 +355,74 @@ class BasicUnifiedAdmission {
       return needs_value();
     }
     return evaluate(key, now_ms, cost);
+  }
+
+  // As `admit`, without waiting for a store (docs/async.md): `on_done` runs
+  // exactly once with what `admit` would return. The axes are asked in the
+  // same order with the same short-circuits, each through its engine's
+  // asynchronous verb (`check_at_async`; the fused pair's
+  // `check_pair_async`), the next one started from the previous one's
+  // completion. When every axis answers inline (memory, a leased local hit,
+  // a cached denial) and on bad input or a policy or concurrency denial,
+  // `on_done` runs before this returns and nothing is allocated; otherwise
+  // it runs on the thread that completed the last axis asked (a store
+  // backend's I/O thread), never with a lock of the library held. The key
+  // is copied when an axis keeps the continuation. Only for axes that
+  // answer without waiting (`AsyncAxis`). Thread-safe.
+  template <class Done>
+  requires std::invocable<Done, absl::StatusOr<Admission>> && AsyncAxis<Rate> &&
+      AsyncAxis<Cost>
+  void admit_async(const AdmitRequest& r, Done&& on_done) {
+    const int64_t now_ms = r.now_ms != 0 ? r.now_ms : clock_.now_ms();
+    if (policy_ != nullptr) {
+      if (std::optional<absl::StatusOr<Admission>> g = policy_gate(r, now_ms)) {
+        std::forward<Done>(on_done)(*std::move(g));
+        return;
+      }
+    }
+    if (!is_valid_key(r.key) || !is_valid_cost(r.cost)) [[unlikely]] {
+      absl::Status s = validate_key(r.key);
+      if (s.ok()) s = validate_cost(r.cost);
+      std::forward<Done>(on_done)(absl::StatusOr<Admission>(std::move(s)));
+      return;
+    }
+    Pending<std::decay_t<Done>> p(this, std::forward<Done>(on_done), r.key,
+                                  now_ms, r.cost);
+    run(p);
+  }
+  template <class Done>
+  requires std::invocable<Done, absl::StatusOr<Admission>> && AsyncAxis<Rate> &&
+      AsyncAxis<Cost>
+  void admit_async(std::string_view key, double cost, Done&& on_done) {
+    admit_async(AdmitRequest{.key = key, .cost = cost},
+                std::forward<Done>(on_done));
+  }
+
+  // `co_await admission->async_admit(key, cost)` (core/check_awaitable.h):
+  // `admit_async` as an awaitable; does not suspend when every axis
+  // answered inline. `key` must stay valid until the co_await ends.
+  class [[nodiscard]] AdmitAwaitable
+      : public CompletionAwaitable<absl::StatusOr<Admission>> {
+   public:
+    AdmitAwaitable(BasicUnifiedAdmission& admission, AdmitRequest r)
+        : admission_(admission), r_(r) {}
+    bool await_suspend(std::coroutine_handle<> waiting) {
+      return this->suspend(waiting, [this](auto done) {
+        admission_.admit_async(r_, std::move(done));
+      });
+    }
+
+   private:
+    BasicUnifiedAdmission& admission_;
+    AdmitRequest r_;
+  };
+  AdmitAwaitable async_admit(
+      const AdmitRequest& r) requires AsyncAxis<Rate> && AsyncAxis<Cost> {
+    return AdmitAwaitable(*this, r);
+  }
+  AdmitAwaitable async_admit(std::string_view key, double cost = 1) requires
+      AsyncAxis<Rate> && AsyncAxis<Cost> {
+    return AdmitAwaitable(*this, AdmitRequest{.key = key, .cost = cost});
   }
 
   // The cost axis for work whose cost is known only afterwards (an LLM
@@ -454,6 +522,33 @@ class BasicUnifiedAdmission {
     return a;
   }
 
+  // The bid-price policy's gate (`policy_` set): a status for a non-finite
+  // value or bad key or cost, a policy denial for a value below its bid;
+  // nullopt when the axes are to be asked.
+  std::optional<absl::StatusOr<Admission>> policy_gate(const AdmitRequest& r,
+                                                       int64_t now_ms) const {
+    if (!std::isfinite(r.value)) {
+      return absl::StatusOr<Admission>(absl::InvalidArgumentError(
+          absl::StrCat("unified_admission: the bid-price policy needs a "
+                       "finite request value; got ",
+                       r.value)));
+    }
+    if (!is_valid_key(r.key) || !is_valid_cost(r.cost)) [[unlikely]] {
+      absl::Status s = validate_key(r.key);
+      if (s.ok()) s = validate_cost(r.cost);
+      return absl::StatusOr<Admission>(std::move(s));
+    }
+    if (policy_->admits(r.value, r.cost, r.hold_s)) return std::nullopt;
+    std::optional<absl::StatusOr<Admission>> out(std::in_place, absl::in_place);
+    (*out)->policy_denied_ = true;
+    // No axis ran out: nothing to wait for until prices change.
+    (*out)->decision_ =
+        Decision{false, kMaxSafeInteger, kMaxSafeInteger, now_ms, 0};
+    const int64_t t0 = observer_ == nullptr ? 0 : nano_clock_.now_ns();
+    report(r.key, r.cost, *out, t0);
+    return out;
+  }
+
   static absl::Status needs_value() {
     return absl::InvalidArgumentError(
         "unified_admission: a bid-price policy is set: admit with an "
@@ -492,17 +587,52 @@ class BasicUnifiedAdmission {
     notify(observer_.get(), e);
   }
 
-  // One axis's check; an error releases the slot (kIgnored).
-  template <class E>
-  absl::Status ask(E& engine, Axis axis, std::string_view key, int64_t now_ms,
-                   double cost, Admission& a) {
-    absl::StatusOr<Decision> d = engine.check_at(key, now_ms, cost);
+  // The steps of one admission, shared by `admit` (asking each axis with
+  // its blocking verb) and `admit_async` (with its asynchronous one): one
+  // decision path.
+
+  // The concurrency axis: takes a slot. False when refused (`a` is final).
+  bool take_slot(Admission& a, int64_t now_ms) {
+    a.fixed_ceiling_ = fixed_ceiling_;
+    if (concurrency_ == nullptr) return true;
+    a.permit_ = concurrency_->acquire();
+    const Decision d =
+        a.permit_ ? granted(a.permit_, now_ms) : refused(a.permit_, now_ms);
+    a.set_axis(Axis::kConcurrency, d);
+    a.decision_ = d;
+    return d.allowed;
+  }
+
+  // One axis's answer: an error releases the slot (kIgnored) and is
+  // returned; a denial gives the slot back. Ok: the next axis may be asked
+  // iff `a.allowed()`.
+  static absl::Status apply(Admission& a, Axis axis,
+                            const absl::StatusOr<Decision>& d) {
     if (!d.ok()) [[unlikely]] {
       a.permit_.release(PermitOutcome::kIgnored);
       return d.status();
     }
     a.set_axis(axis, *d);
     a.decision_ = combine(a.decision_, *d);
+    if (!a.decision_.allowed) give_back_slot(a);
+    return absl::OkStatus();
+  }
+
+  // The fused pair's answer (both axes, the cost axis when asked), as
+  // `apply`.
+  template <class FD>
+  static absl::Status apply_fused(Admission& a, const absl::StatusOr<FD>& f) {
+    if (!f.ok()) [[unlikely]] {
+      a.permit_.release(PermitOutcome::kIgnored);
+      return f.status();
+    }
+    a.set_axis(Axis::kRate, f->rate);
+    a.decision_ = combine(a.decision_, f->rate);
+    if (f->cost) {
+      a.set_axis(Axis::kCost, *f->cost);
+      a.decision_ = combine(a.decision_, *f->cost);
+    }
+    if (!a.decision_.allowed) give_back_slot(a);
     return absl::OkStatus();
   }
 
@@ -521,57 +651,167 @@ class BasicUnifiedAdmission {
                                    double cost) {
     absl::StatusOr<Admission> out(absl::in_place);
     Admission& a = *out;
-    a.fixed_ceiling_ = fixed_ceiling_;
-    if (concurrency_ != nullptr) {
-      a.permit_ = concurrency_->acquire();
-      const Decision d =
-          a.permit_ ? granted(a.permit_, now_ms) : refused(a.permit_, now_ms);
-      a.set_axis(Axis::kConcurrency, d);
-      a.decision_ = d;
-      if (!d.allowed) [[unlikely]] {
-        return out;
-      }
+    if (!take_slot(a, now_ms)) [[unlikely]] {
+      return out;
     }
     if constexpr (FusedAxes<Rate>) {
       if (rate_ != nullptr) {
-        auto f = rate_->check_pair(key, now_ms, cost);
-        if (!f.ok()) [[unlikely]] {
-          a.permit_.release(PermitOutcome::kIgnored);
-          out = f.status();
-          return out;
+        if (absl::Status s =
+                apply_fused(a, rate_->check_pair(key, now_ms, cost));
+            !s.ok()) [[unlikely]] {
+          out = std::move(s);
         }
-        a.set_axis(Axis::kRate, f->rate);
-        a.decision_ = combine(a.decision_, f->rate);
-        if (f->cost) {
-          a.set_axis(Axis::kCost, *f->cost);
-          a.decision_ = combine(a.decision_, *f->cost);
-        }
-        if (!a.decision_.allowed) give_back_slot(a);
+        return out;
       }
     } else if constexpr (!std::is_same_v<Rate, NoAxis>) {
       if (rate_ != nullptr) {
-        if (absl::Status s = ask(*rate_, Axis::kRate, key, now_ms, 1, a);
+        if (absl::Status s =
+                apply(a, Axis::kRate, rate_->check_at(key, now_ms, 1));
             !s.ok()) {
           out = std::move(s);
           return out;
         }
-        if (!a.decision_.allowed) {
-          give_back_slot(a);
-          return out;
-        }
+        if (!a.decision_.allowed) return out;
       }
     }
     if constexpr (kWithCost && !std::is_same_v<Cost, NoAxis>) {
       if (cost_ != nullptr) {
-        if (absl::Status s = ask(*cost_, Axis::kCost, key, now_ms, cost, a);
+        if (absl::Status s =
+                apply(a, Axis::kCost, cost_->check_at(key, now_ms, cost));
             !s.ok()) {
           out = std::move(s);
-          return out;
         }
-        if (!a.decision_.allowed) give_back_slot(a);
       }
     }
     return out;
+  }
+
+  // One `admit_async` in progress: the admission so far, the caller's
+  // completion, and what the next axis is asked with. It lives in
+  // `admit_async`'s frame while every axis answers inline; an axis that
+  // keeps its continuation moves it to the heap (`Step`), and the move
+  // copies the key, which the caller's view no longer covers.
+  enum class Stage : uint8_t { kSlot, kRate, kCost, kDone };
+  template <class Done>
+  struct Pending {
+    Pending(BasicUnifiedAdmission* self, Done done, std::string_view key,
+            int64_t now_ms, double cost)
+        : self(self),
+          out(absl::in_place),
+          done(std::move(done)),
+          key(key),
+          now_ms(now_ms),
+          cost(cost),
+          t0(self->observer_ == nullptr ? 0 : self->nano_clock_.now_ns()) {}
+    Pending(Pending&& o) noexcept
+        : self(o.self),
+          out(std::move(o.out)),
+          done(std::move(o.done)),
+          owned_key(o.owned_key.empty() ? std::string(o.key)
+                                        : std::move(o.owned_key)),
+          key(owned_key),
+          now_ms(o.now_ms),
+          cost(o.cost),
+          t0(o.t0),
+          next(o.next) {}
+    Pending& operator=(Pending&&) = delete;
+
+    BasicUnifiedAdmission* self;
+    absl::StatusOr<Admission> out;
+    Done done;
+    std::string owned_key;  // empty while in admit_async's frame
+    std::string_view key;
+    int64_t now_ms;
+    double cost;
+    int64_t t0;                 // the observer's start (0 without one)
+    Stage next = Stage::kSlot;  // what `run` does next
+  };
+
+  // The continuation an axis's asynchronous verb gets: a pointer to the
+  // frame's `Pending` while called inline; moved (into the engine's stored
+  // completion), it owns a heap copy.
+  template <class Done>
+  class Step {
+   public:
+    explicit Step(Pending<Done>* p) noexcept : p_(p) {}
+    Step(Step&& o)
+        : owned_(o.owned_ != nullptr
+                     ? std::move(o.owned_)
+                     : std::make_unique<Pending<Done>>(std::move(*o.p_))),
+          p_(owned_.get()) {}
+    Step& operator=(Step&&) = delete;
+
+    void operator()(absl::StatusOr<Decision> d) {
+      Pending<Done>& p = *p_;
+      // `run` moved past the axis it asked.
+      const Axis asked = p.next == Stage::kCost ? Axis::kRate : Axis::kCost;
+      if (absl::Status s = apply(*p.out, asked, d); !s.ok()) {
+        p.out = std::move(s);
+      } else if (p.out->allowed()) {
+        p.self->run(p);
+        return;
+      }
+      p.self->finish(p);
+    }
+    template <class FD>
+    requires(!std::is_same_v<FD, Decision>) void operator()(
+        absl::StatusOr<FD> f) {
+      Pending<Done>& p = *p_;
+      if (absl::Status s = apply_fused(*p.out, f); !s.ok()) {
+        p.out = std::move(s);
+      }
+      p.self->finish(p);
+    }
+
+   private:
+    std::unique_ptr<Pending<Done>> owned_;
+    Pending<Done>* p_;
+  };
+
+  // Asks `p`'s next axis (returning: its completion goes on), or finishes
+  // when no axis is left. The axes and short-circuits of `decide<true>`.
+  template <class Done>
+  void run(Pending<Done>& p) {
+    Admission& a = *p.out;
+    if (p.next == Stage::kSlot) {
+      p.next = Stage::kRate;
+      if (!take_slot(a, p.now_ms)) [[unlikely]] {
+        finish(p);
+        return;
+      }
+    }
+    if (p.next == Stage::kRate) {
+      p.next = Stage::kCost;
+      if constexpr (FusedAxes<Rate>) {
+        if (rate_ != nullptr) {
+          rate_->check_pair_async(
+              p.key, p.now_ms, p.cost,
+              Completion<typename Rate::FusedDecision>(Step<Done>(&p)));
+          return;
+        }
+      } else if constexpr (!std::is_same_v<Rate, NoAxis>) {
+        if (rate_ != nullptr) {
+          rate_->check_at_async(p.key, p.now_ms, 1, Step<Done>(&p));
+          return;
+        }
+      }
+    }
+    if (p.next == Stage::kCost) {
+      p.next = Stage::kDone;
+      if constexpr (!std::is_same_v<Cost, NoAxis>) {
+        if (cost_ != nullptr) {
+          cost_->check_at_async(p.key, p.now_ms, p.cost, Step<Done>(&p));
+          return;
+        }
+      }
+    }
+    finish(p);
+  }
+
+  template <class Done>
+  void finish(Pending<Done>& p) {
+    report(p.key, p.cost, p.out, p.t0);
+    std::move(p.done)(std::move(p.out));
   }
 
   const std::shared_ptr<Concurrency> concurrency_;

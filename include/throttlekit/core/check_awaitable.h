@@ -1,7 +1,9 @@
 // throttlekit/core/check_awaitable.h
 //
 // Provides `CheckAwaitable<E>`: an engine's `check_async` as a C++20
-// awaitable, so a coroutine writes
+// awaitable (and `CompletionAwaitable<T>`, the same for any verb that
+// completes once with a `T`, e.g. `UnifiedAdmission::async_admit`), so a
+// coroutine writes
 //
 //     absl::StatusOr<Decision> d = co_await limiter->async_check("user:42");
 //
@@ -30,23 +32,28 @@
 
 namespace throttlekit {
 
-template <class E>
-class [[nodiscard]] CheckAwaitable {
+// The suspension logic every awaitable of an asynchronous verb shares: the
+// result `T` of a verb that completes exactly once, inline or later.
+template <class T>
+class CompletionAwaitable {
  public:
-  CheckAwaitable(E& engine, std::string_view key, double cost)
-      : engine_(engine), key_(key), cost_(cost) {}
-  CheckAwaitable(const CheckAwaitable&) = delete;
-  CheckAwaitable& operator=(const CheckAwaitable&) = delete;
+  CompletionAwaitable() = default;
+  CompletionAwaitable(const CompletionAwaitable&) = delete;
+  CompletionAwaitable& operator=(const CompletionAwaitable&) = delete;
 
   bool await_ready() const noexcept { return false; }
+  T await_resume() { return *std::move(result_); }
 
-  // Starts the check; suspends unless it completed inline. Whichever of
-  // this function and the completion comes second resumes (or continues)
-  // the coroutine, so an inline answer never resumes it recursively.
-  bool await_suspend(std::coroutine_handle<> waiting) {
+ protected:
+  // Calls `start(completion)`, which starts the verb with `completion`;
+  // suspends unless it completed inline. Whichever of this function and the
+  // completion comes second resumes (or continues) the coroutine, so an
+  // inline answer never resumes it recursively.
+  template <class Start>
+  bool suspend(std::coroutine_handle<> waiting, Start&& start) {
     waiting_ = waiting;
-    engine_.check_async(key_, cost_, [this](absl::StatusOr<Decision> d) {
-      result_.emplace(std::move(d));
+    std::forward<Start>(start)([this](T v) {
+      result_.emplace(std::move(v));
       if (second_.exchange(true, std::memory_order_acq_rel)) {
         waiting_.resume();
       }
@@ -54,16 +61,31 @@ class [[nodiscard]] CheckAwaitable {
     return !second_.exchange(true, std::memory_order_acq_rel);
   }
 
-  absl::StatusOr<Decision> await_resume() { return *std::move(result_); }
+ private:
+  std::coroutine_handle<> waiting_;
+  std::optional<T> result_;
+  // Set by the first of suspend's return and the completion.
+  std::atomic<bool> second_{false};
+};
+
+template <class E>
+class [[nodiscard]] CheckAwaitable
+    : public CompletionAwaitable<absl::StatusOr<Decision>> {
+ public:
+  CheckAwaitable(E& engine, std::string_view key, double cost)
+      : engine_(engine), key_(key), cost_(cost) {}
+
+  // Starts the check; suspends unless it completed inline.
+  bool await_suspend(std::coroutine_handle<> waiting) {
+    return suspend(waiting, [this](auto done) {
+      engine_.check_async(key_, cost_, std::move(done));
+    });
+  }
 
  private:
   E& engine_;
   std::string_view key_;
   double cost_;
-  std::coroutine_handle<> waiting_;
-  std::optional<absl::StatusOr<Decision>> result_;
-  // Set by the first of await_suspend's return and the completion.
-  std::atomic<bool> second_{false};
 };
 
 }  // namespace throttlekit

@@ -64,15 +64,18 @@ concept RateEngine = requires(E& e, std::string_view key, int64_t now_ms,
 
 // An engine callable from an event loop (docs/async.md): `check_async`
 // completes exactly once without blocking its caller on the store
-// (core/completion.h), and `async_check` is its awaitable
+// (core/completion.h), `check_at_async` does so at a given epoch-ms `now`,
+// and `async_check` is its awaitable
 // (core/check_awaitable.h). `RateLimiter` (inline), `StrictRateLimiter`
 // and `CachedDenyLimiter` (through the coordinator's asynchronous path),
 // `LeasedLimiter` (hits inline, misses through `lease_async`) and
 // `TwoTier` answer it today.
 template <class E>
 concept AsyncRateEngine = RateEngine<E> &&
-    requires(E& e, std::string_view key, double cost, DecisionCompletion done) {
+    requires(E& e, std::string_view key, int64_t now_ms, double cost,
+             DecisionCompletion done) {
   e.check_async(key, cost, std::move(done));
+  e.check_at_async(key, now_ms, cost, std::move(done));
   e.async_check(key, cost);
 };
 

@@ -23,6 +23,9 @@
 // request, then, if it admits, cost for the request's cost) step for step:
 // the fusion buys atomicity and one round trip, not different answers.
 //
+// Without waiting: `check_pair_async` (docs/async.md), which
+// `UnifiedAdmission::admit_async` uses.
+//
 // Thread-safety: every method may be called concurrently.
 
 #ifndef THROTTLEKIT_REDIS_FUSED_RATE_COST_H_
@@ -97,6 +100,21 @@ class BasicFusedRateCost {
     const std::string tag = tag_of(key);
     return redis_->fused_check(rate_, cost_, tag + ":r", tag + ":c", now_ms,
                                cost);
+  }
+
+  // As `check_pair`, without waiting for Redis (core/completion.h):
+  // `on_done` runs exactly once with what `check_pair` would return; inline
+  // for bad input, else on the coordinator's I/O thread. `key` is copied
+  // before this returns. Thread-safe.
+  void check_pair_async(std::string_view key, int64_t now_ms, double cost,
+                        Completion<FusedDecision> on_done) {
+    if (absl::Status s = validate_key(key); !s.ok()) {
+      std::move(on_done)(std::move(s));
+      return;
+    }
+    const std::string tag = tag_of(key);
+    redis_->fused_check_async(rate_, cost_, tag + ":r", tag + ":c", now_ms,
+                              cost, std::move(on_done));
   }
 
   // As `check_pair` at the injected clock's now.

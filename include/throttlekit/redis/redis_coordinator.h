@@ -134,6 +134,13 @@ class RedisCoordinator final : public Coordinator {
                                             std::string_view rate_key,
                                             std::string_view cost_key,
                                             int64_t now_ms, double units);
+  // As `fused_check`, without waiting (core/completion.h): `on_done` runs
+  // exactly once with what `fused_check` would return; inline for bad
+  // arguments, else on the connection's I/O thread (docs/async.md).
+  void fused_check_async(const Gcra& rate, const TokenBucket& cost,
+                         std::string_view rate_key, std::string_view cost_key,
+                         int64_t now_ms, double units,
+                         Completion<FusedDecision> on_done);
 
   // Counters since creation (coordinator/backend_stats.h; for tests,
   // benchmarks and metrics). `reloads` counts EVALSHA answered NOSCRIPT

@@ -101,6 +101,11 @@ class RateLimiter {
   void check_async(std::string_view key, F&& on_done) {
     std::forward<F>(on_done)(check(key, 1));
   }
+  template <DecisionCallback F>
+  void check_at_async(std::string_view key, int64_t now_ms, double cost,
+                      F&& on_done) {
+    std::forward<F>(on_done)(check_at(key, now_ms, cost));
+  }
 
   // `co_await limiter.async_check(key)` (core/check_awaitable.h): never
   // suspends.
