@@ -21,6 +21,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "throttlekit/core/check_awaitable.h"
+#include "throttlekit/core/completion.h"
 #include "throttlekit/core/decision.h"
 #include "throttlekit/core/rate_engine.h"
 
@@ -53,6 +55,15 @@ class Engine {
                            DecisionCompletion on_done) {
     std::move(on_done)(check(key, cost));
   }
+  // As `check_async`, at a caller-supplied epoch-ms `now_ms`.
+  virtual void check_at_async(std::string_view key, int64_t now_ms, double cost,
+                              DecisionCompletion on_done) {
+    std::move(on_done)(check_at(key, now_ms, cost));
+  }
+  // `co_await engine.async_check(key)` (core/check_awaitable.h).
+  CheckAwaitable<Engine> async_check(std::string_view key, double cost = 1) {
+    return CheckAwaitable<Engine>(*this, key, cost);
+  }
   // True when `check_async` never makes its calling thread wait on a store
   // (an asynchronous engine, or one whose every answer is in memory); the
   // server runs the others' checks on its blocking pool (blocking_pool.h).
@@ -60,7 +71,7 @@ class Engine {
   Stats stats() const { return {}; }
 };
 
-static_assert(RateEngine<Engine>);
+static_assert(AsyncRateEngine<Engine>);
 
 namespace detail {
 
@@ -96,6 +107,14 @@ class EngineOf final : public Engine {
       engine_->check_async(key, cost, std::move(on_done));
     } else {
       std::move(on_done)(engine_->check(key, cost));
+    }
+  }
+  void check_at_async(std::string_view key, int64_t now_ms, double cost,
+                      DecisionCompletion on_done) override {
+    if constexpr (AsyncRateEngine<E>) {
+      engine_->check_at_async(key, now_ms, cost, std::move(on_done));
+    } else {
+      std::move(on_done)(engine_->check_at(key, now_ms, cost));
     }
   }
   bool answers_without_waiting() const override { return AsyncRateEngine<E>; }

@@ -187,6 +187,9 @@ absl::Status admission(Policy& p, const AdmissionPolicy& a,
     if (!e.ok()) return e.status();
     o.cost = *std::move(e);
   }
+  p.admission_answers_without_waiting =
+      (o.rate == nullptr || o.rate->answers_without_waiting()) &&
+      (o.cost == nullptr || o.cost->answers_without_waiting());
   auto u = ServerAdmission::create(std::move(o), clock);
   if (!u.ok()) return u.status();
   p.admission = *std::move(u);
@@ -277,6 +280,7 @@ absl::StatusOr<std::unique_ptr<Policies>> Policies::create(
       auto e = make_policy_engine(l->strategy, store, prefix, clock);
       if (!e.ok()) return named(spec.name, e.status());
       p->limiter = *std::move(e);
+      p->store = store;
     } else if (const auto* a = std::get_if<AdmissionPolicy>(&spec.body)) {
       p->kind = "admitter";
       if (absl::Status s = admission(*p, *a, store, clock, context); !s.ok()) {

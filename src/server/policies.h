@@ -82,6 +82,10 @@ struct Policy {
   std::shared_ptr<Engine> limiter;
   bool debits = false;
   std::unique_ptr<ServerAdmission> admission;
+  // True when every axis of `admission` answers without waiting on a store
+  // (Engine::answers_without_waiting): Admit then runs `admit_async` on
+  // gRPC's callback thread, otherwise on the blocking pool.
+  bool admission_answers_without_waiting = false;
   // An admission whose concurrency axis is fleet-wide
   // (`distributedConcurrency`): the node whose local limiter is the
   // admission's concurrency axis. Declared after `admission` so it is
@@ -89,9 +93,11 @@ struct Policy {
   std::unique_ptr<DistributedConcurrency> distributed;
   std::unique_ptr<FleetTokenBudget> fleet_budget;
   // A federated limiter (also `limiter`): its global budget, where Tier-2
-  // leases come from, and the store it lives on.
+  // leases come from.
   std::shared_ptr<ServerFederatedLimiter> federated;
   std::optional<LeaseBudget> lease_budget;
+  // The shared store a limiter counts on (its global budget's, for a
+  // federated one); null on the embedded memory store.
   std::shared_ptr<Coordinator> store;
   // What the policy decided (never null): the admission reports to it as
   // its observer, the RPC handlers for limiters and budgets. `Policies`

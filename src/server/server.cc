@@ -371,14 +371,20 @@ class MonitorService final : public v1::Monitor::Service {
   std::atomic<int> watchers_{0};
 };
 
-// Check runs on gRPC's callback API (docs/async.md, docs/server.md): the
-// handler starts the engine's `check_async` and returns; the RPC finishes
-// from the completion, inline for an answer without I/O, else on the
-// thread that read the store's reply. No server thread waits on a store.
-// The other RPCs are synchronous.
+// Check, Admit and Debit run on gRPC's callback API (docs/async.md,
+// docs/server.md): the handler starts the engine's `check_async` (the
+// admission's `admit_async`) and returns; the RPC finishes from the
+// completion, inline for an answer without I/O, else on the thread that
+// read the store's reply. Verbs without an asynchronous form (CheckMany's
+// batch at one instant, a fleet token budget's debit, fair escrows) run on
+// the blocking pool, never on a callback thread. Peek, Forecast, Release
+// and Heartbeat are synchronous.
 class RateLimiterService final
     : public v1::RateLimiter::WithCallbackMethod_Check<
-          v1::RateLimiter::Service> {
+          v1::RateLimiter::WithCallbackMethod_CheckMany<
+              v1::RateLimiter::WithCallbackMethod_Debit<
+                  v1::RateLimiter::WithCallbackMethod_Admit<
+                      v1::RateLimiter::Service>>>> {
  public:
   RateLimiterService(Policies& policies, SlotLeases& leases,
                      BlockingPool& blocking)
@@ -388,15 +394,9 @@ class RateLimiterService final
                                   const v1::CheckRequest* req,
                                   v1::CheckResponse* resp) override {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    absl::StatusOr<Policy*> p = limiter(req->policy(), "Check");
-    if (!p.ok()) {
-      reactor->Finish(to_grpc(p.status()));
-      return reactor;
-    }
-    if (absl::Status s = key_fits(req->key()); !s.ok()) {
-      reactor->Finish(to_grpc(s));
-      return reactor;
-    }
+    absl::StatusOr<Policy*> p =
+        with_key(limiter(req->policy(), "Check"), req->key());
+    if (!p.ok()) return finished(reactor, p.status());
     // The request, the response and the policy outlive the completion:
     // gRPC keeps the first two until the reactor finishes, the server the
     // policies until it has shut down.
@@ -418,44 +418,27 @@ class RateLimiterService final
     };
     // An engine whose check would wait on the store runs on the blocking
     // pool, not on gRPC's callback thread.
-    if (policy->limiter->answers_without_waiting()) {
-      start();
-    } else {
-      blocking_.run(std::move(start));
-    }
+    dispatch(policy->limiter->answers_without_waiting(), std::move(start));
     return reactor;
   }
 
-  grpc::Status CheckMany(grpc::ServerContext*, const v1::CheckManyRequest* req,
-                         v1::CheckManyResponse* resp) override {
+  // CheckMany keeps its one instant and its stop at an outage's key, which
+  // the engines' blocking `check_many` gives; it runs on the blocking pool
+  // (a store-backed batch waits there, never on a callback thread).
+  grpc::ServerUnaryReactor* CheckMany(grpc::CallbackServerContext* ctx,
+                                      const v1::CheckManyRequest* req,
+                                      v1::CheckManyResponse* resp) override {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
     absl::StatusOr<Policy*> p = limiter(req->policy(), "CheckMany");
-    if (!p.ok()) return to_grpc(p.status());
-    const int64_t n = req->keys_size();
-    if (n > policies_.config().max_batch) {
-      return to_grpc(absl::InvalidArgumentError(
-          absl::StrCat("CheckMany: ", n, " keys; the server's limit is ",
-                       policies_.config().max_batch, " (maxBatch)")));
-    }
-    std::vector<std::string_view> keys;
-    keys.reserve(static_cast<size_t>(n));
-    for (const std::string& k : req->keys()) {
-      if (absl::Status s = key_fits(k); !s.ok()) return to_grpc(s);
-      keys.push_back(k);
-    }
-    std::vector<Decision> out(keys.size());
-    const SteadyClock::time_point t0 = SteadyClock::now();
-    if (absl::Status s =
-            (*p)->limiter->check_many(keys, out, units(req->cost()));
-        !s.ok()) {
-      return to_grpc(s);
-    }
-    const SteadyClock::duration each =
-        (SteadyClock::now() - t0) / std::max<size_t>(1, out.size());
-    for (size_t i = 0; i < out.size(); ++i) {
-      observe(**p, keys[i], units(req->cost()), out[i], each);
-      to_wire(out[i], resp->add_decisions());
-    }
-    return grpc::Status::OK;
+    if (!p.ok()) return finished(reactor, p.status());
+    Policy* policy = *p;
+    // On the embedded memory store nothing waits.
+    dispatch(
+        policy->limiter->answers_without_waiting() && policy->store == nullptr,
+        [this, reactor, policy, req, resp] {
+          reactor->Finish(check_many(*policy, *req, *resp));
+        });
+    return reactor;
   }
 
   grpc::Status Peek(grpc::ServerContext*, const v1::PeekRequest* req,
@@ -484,52 +467,84 @@ class RateLimiterService final
     return grpc::Status::OK;
   }
 
-  grpc::Status Debit(grpc::ServerContext*, const v1::DebitRequest* req,
-                     v1::DebitResponse* resp) override {
-    absl::StatusOr<Policy*> p = find(req->policy());
-    if (!p.ok()) return to_grpc(p.status());
-    if (absl::Status s = key_fits(req->key()); !s.ok()) return to_grpc(s);
+  // Debit on a limiter is its `check_async` (as Check); on a fleet token
+  // budget, whose debit has no asynchronous form, it runs on the blocking
+  // pool.
+  grpc::ServerUnaryReactor* Debit(grpc::CallbackServerContext* ctx,
+                                  const v1::DebitRequest* req,
+                                  v1::DebitResponse* resp) override {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    absl::StatusOr<Policy*> p = with_key(find(req->policy()), req->key());
+    if (!p.ok()) return finished(reactor, p.status());
+    Policy* policy = *p;
     const int64_t tokens = req->tokens() == 0 ? 1 : req->tokens();
-    absl::StatusOr<Decision> d;
     const SteadyClock::time_point t0 = SteadyClock::now();
-    if ((*p)->fleet_budget != nullptr) {
-      d = (*p)->fleet_budget->debit(req->key(), tokens);
-    } else if ((*p)->limiter != nullptr && (*p)->debits) {
-      d = (*p)->limiter->check(req->key(), static_cast<double>(tokens));
+    auto finish = [reactor, policy, req, resp, tokens,
+                   t0](absl::StatusOr<Decision> d) {
+      if (!d.ok()) {
+        reactor->Finish(to_grpc(d.status()));
+        return;
+      }
+      observe(*policy, req->key(), static_cast<double>(tokens), *d,
+              SteadyClock::now() - t0);
+      to_wire(*d, resp->mutable_decision());
+      reactor->Finish(grpc::Status::OK);
+    };
+    if (policy->fleet_budget != nullptr) {
+      blocking_.run(
+          [policy, req, tokens, finish = std::move(finish)]() mutable {
+            finish(policy->fleet_budget->debit(req->key(), tokens));
+          });
+    } else if (policy->limiter != nullptr && policy->debits) {
+      dispatch(policy->limiter->answers_without_waiting(),
+               [policy, req, tokens, finish = std::move(finish)]() mutable {
+                 policy->limiter->check_async(req->key(),
+                                              static_cast<double>(tokens),
+                                              std::move(finish));
+               });
     } else {
-      return to_grpc(wrong_kind(**p, "Debit"));
+      reactor->Finish(to_grpc(wrong_kind(*policy, "Debit")));
     }
-    if (!d.ok()) return to_grpc(d.status());
-    observe(**p, req->key(), static_cast<double>(tokens), *d,
-            SteadyClock::now() - t0);
-    to_wire(*d, resp->mutable_decision());
-    return grpc::Status::OK;
+    return reactor;
   }
 
-  grpc::Status Admit(grpc::ServerContext*, const v1::AdmitRequest* req,
-                     v1::AdmitResponse* resp) override {
-    absl::StatusOr<Policy*> p = find(req->policy());
-    if (!p.ok()) return to_grpc(p.status());
-    if ((*p)->admission == nullptr) return to_grpc(wrong_kind(**p, "Admit"));
-    if (absl::Status s = key_fits(req->key()); !s.ok()) return to_grpc(s);
-    AdmitRequest r;
-    r.key = req->key();
-    r.cost = units(req->cost());
-    r.value = req->value() == 0 ? 1.0 : static_cast<double>(req->value());
-    r.hold_s = static_cast<double>(req->hold());
-    absl::StatusOr<SlotLeases::Admission> a = (*p)->admission->admit(r);
-    if (!a.ok()) return to_grpc(a.status());
-    to_wire(a->decision(), resp->mutable_decision());
-    if (std::optional<Axis> axis = a->binding_axis()) {
-      resp->set_binding_axis(std::string(axis_name(*axis)));
-    }
-    resp->set_policy_denied(a->policy_denied());
-    if (a->holds_slot()) {
-      auto [id, expires_at] = leases_.hold(*std::move(a));
-      resp->set_lease_id(std::move(id));
-      resp->set_lease_expires_at(expires_at);
-    }
-    return grpc::Status::OK;
+  // Admit is the admission's `admit_async`: each axis's engine asked
+  // without waiting, the RPC finished from the last axis's completion.
+  grpc::ServerUnaryReactor* Admit(grpc::CallbackServerContext* ctx,
+                                  const v1::AdmitRequest* req,
+                                  v1::AdmitResponse* resp) override {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    absl::StatusOr<Policy*> p = with_key(find(req->policy()), req->key());
+    if (p.ok() && (*p)->admission == nullptr) p = wrong_kind(**p, "Admit");
+    if (!p.ok()) return finished(reactor, p.status());
+    Policy* policy = *p;
+    auto start = [this, reactor, policy, req, resp] {
+      AdmitRequest r;
+      r.key = req->key();
+      r.cost = units(req->cost());
+      r.value = req->value() == 0 ? 1.0 : static_cast<double>(req->value());
+      r.hold_s = static_cast<double>(req->hold());
+      policy->admission->admit_async(
+          r, [this, reactor, resp](absl::StatusOr<SlotLeases::Admission> a) {
+            if (!a.ok()) {
+              reactor->Finish(to_grpc(a.status()));
+              return;
+            }
+            to_wire(a->decision(), resp->mutable_decision());
+            if (std::optional<Axis> axis = a->binding_axis()) {
+              resp->set_binding_axis(std::string(axis_name(*axis)));
+            }
+            resp->set_policy_denied(a->policy_denied());
+            if (a->holds_slot()) {
+              auto [id, expires_at] = leases_.hold(*std::move(a));
+              resp->set_lease_id(std::move(id));
+              resp->set_lease_expires_at(expires_at);
+            }
+            reactor->Finish(grpc::Status::OK);
+          });
+    };
+    dispatch(policy->admission_answers_without_waiting, std::move(start));
+    return reactor;
   }
 
   grpc::Status Release(grpc::ServerContext*, const v1::ReleaseRequest* req,
@@ -556,6 +571,63 @@ class RateLimiterService final
   }
 
  private:
+  // Finishes `reactor` with `s` (a refusal before any engine is asked).
+  static grpc::ServerUnaryReactor* finished(grpc::ServerUnaryReactor* reactor,
+                                            const absl::Status& s) {
+    reactor->Finish(to_grpc(s));
+    return reactor;
+  }
+
+  // `p`, unless it is an error or `key` does not fit the server's limits.
+  absl::StatusOr<Policy*> with_key(absl::StatusOr<Policy*> p,
+                                   const std::string& key) const {
+    if (!p.ok()) return p;
+    if (absl::Status s = key_fits(key); !s.ok()) return s;
+    return p;
+  }
+
+  // Runs `start` here when it waits on nothing, else on the blocking pool
+  // (never a gRPC callback thread waiting on a store).
+  template <class F>
+  void dispatch(bool answers_without_waiting, F start) {
+    if (answers_without_waiting) {
+      start();
+    } else {
+      blocking_.run(std::move(start));
+    }
+  }
+
+  // CheckMany's body: every key's decision at one instant, in order.
+  grpc::Status check_many(Policy& policy, const v1::CheckManyRequest& req,
+                          v1::CheckManyResponse& resp) {
+    const int64_t n = req.keys_size();
+    if (n > policies_.config().max_batch) {
+      return to_grpc(absl::InvalidArgumentError(
+          absl::StrCat("CheckMany: ", n, " keys; the server's limit is ",
+                       policies_.config().max_batch, " (maxBatch)")));
+    }
+    std::vector<std::string_view> keys;
+    keys.reserve(static_cast<size_t>(n));
+    for (const std::string& k : req.keys()) {
+      if (absl::Status s = key_fits(k); !s.ok()) return to_grpc(s);
+      keys.push_back(k);
+    }
+    std::vector<Decision> out(keys.size());
+    const SteadyClock::time_point t0 = SteadyClock::now();
+    if (absl::Status s =
+            policy.limiter->check_many(keys, out, units(req.cost()));
+        !s.ok()) {
+      return to_grpc(s);
+    }
+    const SteadyClock::duration each =
+        (SteadyClock::now() - t0) / std::max<size_t>(1, out.size());
+    for (size_t i = 0; i < out.size(); ++i) {
+      observe(policy, keys[i], units(req.cost()), out[i], each);
+      to_wire(out[i], resp.add_decisions());
+    }
+    return grpc::Status::OK;
+  }
+
   absl::StatusOr<Policy*> find(const std::string& name) const {
     Policy* p = policies_.find(name);
     if (p == nullptr) {
@@ -877,5 +949,9 @@ std::string Server::prometheus_text() {
 
 Policies& Server::policies() { return *impl_->policies; }
 SlotLeases& Server::leases() { return *impl_->leases; }
+
+size_t Server::blocking_pool_threads() const {
+  return impl_->blocking->threads();
+}
 
 }  // namespace throttlekit::server

@@ -102,6 +102,9 @@ class Server {
 
   Policies& policies();
   SlotLeases& leases();
+  // Threads the blocking pool has started (ServerOptions::blocking_threads):
+  // 0 while every RPC served has run on an asynchronous engine.
+  size_t blocking_pool_threads() const;
 
   // The Prometheus text exposition (version 0.0.4) of what every policy
   // decided, the Admit slots, the admissions' concurrency and the store's

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -686,14 +687,54 @@ int64_t threads_now() {
 // server's Redis is frozen hold no server thread each (a blocking server
 // needs one per call: gRPC's synchronous pool grows to 256), and every one
 // completes, admitted, once the store thaws.
-// 256 checks of `policy` (configured by `limiters`, a YAML map) on keys
-// k0 .. k<keys - 1> wait on a frozen store: none is answered, the server's
-// threads grow by fewer than 32, and (a non-empty `hit_policy`, a leased
-// one) a check its credits answer is answered meanwhile; thawed, every one
-// is admitted.
+// The RPC a frozen-store test sends: starts call `i` of `policy` on `key`
+// and runs `done(allowed)` when it completes (allowed: OK and admitting).
+using StartCall = std::function<void(
+    v1::RateLimiter::Stub& stub, int i, const std::string& policy,
+    const std::string& key, std::function<void(bool)> done)>;
+
+// One asynchronous unary call whose context, request and response live
+// until its completion.
+template <class Req, class Resp, class Send>
+void start_unary(Req req, Send send, std::function<void(bool)> done) {
+  struct Call {
+    grpc::ClientContext ctx;
+    Req req;
+    Resp resp;
+  };
+  auto call = std::make_shared<Call>();
+  call->req = std::move(req);
+  send(&call->ctx, &call->req, &call->resp,
+       [call, done = std::move(done)](grpc::Status s) {
+         done(s.ok() && call->resp.decision().allowed());
+       });
+}
+
+StartCall check_call() {
+  return [](v1::RateLimiter::Stub& stub, int, const std::string& policy,
+            const std::string& key, std::function<void(bool)> done) {
+    v1::CheckRequest req;
+    req.set_policy(policy);
+    req.set_key(key);
+    start_unary<v1::CheckRequest, v1::CheckResponse>(
+        std::move(req),
+        [&stub](auto* ctx, auto* req, auto* resp, auto cb) {
+          stub.async()->Check(ctx, req, resp, std::move(cb));
+        },
+        std::move(done));
+  };
+}
+
+// 256 calls (`start`: Check unless said) of `policy` (configured by
+// `limiters`, a YAML map) on keys k0 .. k<keys - 1> wait on a frozen store:
+// none is answered, the server's threads grow by fewer than 32, the
+// blocking pool starts no thread unless `on_pool`, and (a non-empty
+// `hit_policy`, a leased one) a check its credits answer is answered
+// meanwhile; thawed, every one is admitted.
 void expect_a_frozen_store_holds_no_server_thread(
     const std::string& limiters, const std::string& policy, int keys,
-    const std::string& hit_policy) {
+    const std::string& hit_policy, StartCall start = check_call(),
+    bool on_pool = false) {
   testing::PrivateRedis redis(testing::redis_port() + 17);
   ASSERT_TRUE(redis.start());
   std::shared_ptr<RedisCoordinator> coordinator = *RedisCoordinator::create(
@@ -708,17 +749,10 @@ void expect_a_frozen_store_holds_no_server_thread(
   const int64_t before = threads_now();
   redis.freeze();
   constexpr int kCalls = 256;
-  std::vector<grpc::ClientContext> ctx(kCalls);
-  std::vector<v1::CheckRequest> req(kCalls);
-  std::vector<v1::CheckResponse> resp(kCalls);
   std::atomic<int> done{0}, ok{0};
   for (int i = 0; i < kCalls; ++i) {
-    req[i].set_policy(policy);
-    req[i].set_key(absl::StrCat("k", i % keys));
-    r.stub->async()->Check(&ctx[i], &req[i], &resp[i], [&, i](grpc::Status s) {
-      if (s.ok() && resp[i].decision().allowed()) {
-        ok.fetch_add(1);
-      }
+    start(*r.stub, i, policy, absl::StrCat("k", i % keys), [&](bool allowed) {
+      if (allowed) ok.fetch_add(1);
       done.fetch_add(1);
     });
   }
@@ -728,6 +762,12 @@ void expect_a_frozen_store_holds_no_server_thread(
   EXPECT_EQ(done.load(), 0) << "answered while the store was frozen";
   EXPECT_LT(during - before, 32)
       << "threads grew from " << before << " to " << during;
+  if (on_pool) {
+    EXPECT_GT(r.server->blocking_pool_threads(), 0u);
+  } else {
+    EXPECT_EQ(r.server->blocking_pool_threads(), 0u)
+        << "a call waits on the blocking pool";
+  }
   if (!hit_policy.empty()) {
     // A check the process answers from credits it holds (the warm key's
     // batch) is answered at once: no server thread waits on the store.
@@ -773,7 +813,52 @@ TEST(ServerStore, BlockingEngineChecksWaitOnThePoolNotOnCallbackThreads) {
       "{fair: {fairEscrow: {limit: 100000, period: 1h, quantum: 1, tenants: "
       "[{name: k0}, {name: k1}, {name: k2}, {name: k3}]}}, fed: {federated: "
       "{batch: 8}, strategy: fixedWindow, limit: 100000, period: 1h}}",
-      "fair", 4, "fed");
+      "fair", 4, "fed", check_call(), /*on_pool=*/true);
+}
+
+// Admit asks its axes without waiting: a strict rate and cost axis on the
+// frozen store hold no server thread.
+TEST(ServerStore, AdmissionsWaitingOnAFrozenStoreHoldNoServerThread) {
+  expect_a_frozen_store_holds_no_server_thread(
+      "{adm: {admission: {concurrency: {maxInflight: 1000}, rate: {strategy: "
+      "gcra, limit: 100000, period: 1h}, cost: {strategy: tokenBucket, "
+      "capacity: 100000, refillPerSec: 10}}}, fed: {federated: {batch: 8}, "
+      "strategy: fixedWindow, limit: 100000, period: 1h}}",
+      "adm", 64, "fed",
+      [](v1::RateLimiter::Stub& stub, int, const std::string& policy,
+         const std::string& key, std::function<void(bool)> done) {
+        v1::AdmitRequest req;
+        req.set_policy(policy);
+        req.set_key(key);
+        start_unary<v1::AdmitRequest, v1::AdmitResponse>(
+            std::move(req),
+            [&stub](auto* ctx, auto* req, auto* resp, auto cb) {
+              stub.async()->Admit(ctx, req, resp, std::move(cb));
+            },
+            std::move(done));
+      });
+}
+
+// Debit on a token-budget limiter is its check without waiting.
+TEST(ServerStore, DebitsWaitingOnAFrozenStoreHoldNoServerThread) {
+  expect_a_frozen_store_holds_no_server_thread(
+      "{tokens: {strategy: tokenBudget, budget: 100000000, period: 1h}, fed: "
+      "{federated: {batch: 8}, strategy: fixedWindow, limit: 100000, period: "
+      "1h}}",
+      "tokens", 64, "fed",
+      [](v1::RateLimiter::Stub& stub, int, const std::string& policy,
+         const std::string& key, std::function<void(bool)> done) {
+        v1::DebitRequest req;
+        req.set_policy(policy);
+        req.set_key(key);
+        req.set_tokens(5);
+        start_unary<v1::DebitRequest, v1::DebitResponse>(
+            std::move(req),
+            [&stub](auto* ctx, auto* req, auto* resp, auto cb) {
+              stub.async()->Debit(ctx, req, resp, std::move(cb));
+            },
+            std::move(done));
+      });
 }
 
 #else
