@@ -99,6 +99,12 @@ function(throttlekit_test)
       "THROTTLEKIT_REDIS_SERVER_SCRIPT=${PROJECT_SOURCE_DIR}/tests/servers/redis_server.sh"
       "THROTTLEKIT_TEST_SERVERS_DIR=${CMAKE_BINARY_DIR}/test-servers")
   endif()
+  # Label `cluster`: the Redis Cluster fixture (3 primaries, 3 replicas).
+  if("cluster" IN_LIST ARG_LABELS)
+    set_property(TEST ${ARG_NAME} APPEND PROPERTY FIXTURES_REQUIRED redis_cluster)
+    set_property(TEST ${ARG_NAME} APPEND PROPERTY ENVIRONMENT
+      "THROTTLEKIT_REDIS_CLUSTER_PORT=${THROTTLEKIT_TEST_REDIS_CLUSTER_PORT}")
+  endif()
   if(NOT _selected)
     return()
   endif()

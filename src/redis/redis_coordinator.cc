@@ -33,6 +33,7 @@
 #include "absl/time/clock.h"
 #include "throttlekit/core/mutex.h"
 #include "throttlekit/core/option_check.h"
+#include "throttlekit/redis/key_slot.h"
 #include "throttlekit_redis_scripts.h"
 
 namespace throttlekit {
@@ -136,6 +137,14 @@ struct Request {
   std::vector<int64_t> reply;     // integers (strings parsed as integers)
   std::vector<std::string> text;  // the strings of the reply, in order
   bool async = false;             // an AsyncRequest: nobody waits for it
+  // Redis Cluster: a MOVED or ASK reply's node ("host:port"; empty: none)
+  // and slot, and whether it was ASK; `ask_at`, the node the request goes
+  // to next with ASKING before it; `redirects`, how many it followed.
+  std::string redirect;
+  int redirect_slot = -1;
+  bool ask = false;
+  std::string ask_at;
+  int redirects = 0;
 };
 
 // An asynchronous request: its completion and the parser of its reply live
@@ -161,23 +170,152 @@ class AsyncRequest final : public Request {
   Completion<T> done_;
 };
 
+// "host:port" (an IPv6 host in brackets) as host and port; kInvalidArgument
+// naming the problem.
+absl::StatusOr<std::pair<std::string, int>> parse_node_address(
+    std::string_view address) {
+  const size_t colon = address.rfind(':');
+  int port = 0;
+  if (colon == std::string_view::npos || colon == 0 ||
+      !absl::SimpleAtoi(absl::string_view(address.data() + colon + 1,
+                                          address.size() - colon - 1),
+                        &port) ||
+      port < 1 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", absl::string_view(address.data(), address.size()),
+                     "\" is not host:port with a port in [1, 65535]"));
+  }
+  std::string_view host = address.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return std::make_pair(std::string(host), port);
+}
+
+// One range of slots and the primary serving it (CLUSTER SLOTS).
+struct SlotRange {
+  int first = 0;
+  int last = 0;
+  std::string host;
+  int port = 0;
+};
+
+// CLUSTER SLOTS from `host:port` over a connection of its own (the slot map
+// is read rarely and off every caller's path), bounded by the connect and
+// command timeouts. A primary announced without an address is `host`.
+absl::StatusOr<std::vector<SlotRange>> fetch_slot_ranges(
+    const std::string& host, int port, const RedisCoordinatorOptions& o) {
+  redisContext* ctx = redisConnectWithTimeout(
+      host.c_str(), port, absl::ToTimeval(o.connect_timeout));
+  const auto fail = [&](absl::string_view why) {
+    absl::Status s = absl::UnavailableError(
+        absl::StrCat("redis: CLUSTER SLOTS from ", host, ":", port, ": ", why));
+    if (ctx != nullptr) redisFree(ctx);
+    return s;
+  };
+  if (ctx == nullptr || ctx->err != 0) {
+    return fail(ctx == nullptr ? "out of memory" : ctx->errstr);
+  }
+  redisSetTimeout(ctx, absl::ToTimeval(o.command_timeout));
+  if (!o.password.empty()) {
+    auto* auth = static_cast<redisReply*>(
+        o.username.empty()
+            ? redisCommand(ctx, "AUTH %b", o.password.data(), o.password.size())
+            : redisCommand(ctx, "AUTH %b %b", o.username.data(),
+                           o.username.size(), o.password.data(),
+                           o.password.size()));
+    const bool ok = auth != nullptr && auth->type != REDIS_REPLY_ERROR;
+    if (auth != nullptr) freeReplyObject(auth);
+    if (!ok) return fail("AUTH failed");
+  }
+  auto* reply = static_cast<redisReply*>(redisCommand(ctx, "CLUSTER SLOTS"));
+  if (reply == nullptr) return fail(ctx->errstr);
+  std::vector<SlotRange> out;
+  bool ok = reply->type == REDIS_REPLY_ARRAY;
+  for (size_t i = 0; ok && i < reply->elements; ++i) {
+    const redisReply* e = reply->element[i];
+    ok = e->type == REDIS_REPLY_ARRAY && e->elements >= 3 &&
+         e->element[0]->type == REDIS_REPLY_INTEGER &&
+         e->element[1]->type == REDIS_REPLY_INTEGER &&
+         e->element[2]->type == REDIS_REPLY_ARRAY &&
+         e->element[2]->elements >= 2 &&
+         e->element[2]->element[0]->type == REDIS_REPLY_STRING &&
+         e->element[2]->element[1]->type == REDIS_REPLY_INTEGER;
+    if (!ok) break;
+    SlotRange r;
+    r.first = static_cast<int>(e->element[0]->integer);
+    r.last = static_cast<int>(e->element[1]->integer);
+    const redisReply* primary = e->element[2];
+    r.host.assign(primary->element[0]->str, primary->element[0]->len);
+    if (r.host.empty()) r.host = host;
+    r.port = static_cast<int>(primary->element[1]->integer);
+    ok = r.first >= 0 && r.first <= r.last && r.last < kClusterSlots;
+    if (ok) out.push_back(std::move(r));
+  }
+  std::string error;
+  if (reply->type == REDIS_REPLY_ERROR) error.assign(reply->str, reply->len);
+  freeReplyObject(reply);
+  if (!error.empty()) return fail(error);
+  if (!ok) return fail("an unreadable reply");
+  redisFree(ctx);
+  return out;
+}
+
 }  // namespace
 
 class RedisCoordinator::Impl {
  public:
   explicit Impl(const RedisCoordinatorOptions& options) : options_(options) {
-    for (int i = 0; i < options.connections; ++i) {
-      connections_.push_back(std::make_unique<Connection>(this));
+    if (options.cluster_seeds.empty()) {
+      MutexLock lock(nodes_mu_);
+      single_ = add_node_locked(options.host, options.port);
+      return;
+    }
+    for (const std::string& seed : options.cluster_seeds) {
+      auto [host, port] = *parse_node_address(seed);  // validated by create
+      MutexLock lock(nodes_mu_);
+      if (find_node_locked(host, port) == nullptr) {
+        add_node_locked(host, port);
+      }
+    }
+    for (auto& slot : slots_) slot.store(nullptr, std::memory_order_relaxed);
+    refresher_ = std::thread([this] { refresh_loop(); });
+    request_refresh();  // the first map, without delaying `create`
+  }
+
+  ~Impl() {
+    stopping_.store(true);
+    while (following_.load() > 0) std::this_thread::yield();
+    if (refresher_.joinable()) {
+      {
+        MutexLock lock(refresh_mu_);
+        refresh_wanted_ = true;
+      }
+      refresh_cv_.notify_all();
+      refresher_.join();
+    }
+    // Each node's connections serve or expire what is queued on them; a
+    // redirect found meanwhile completes with its MOVED status (stopping_).
+    std::vector<std::unique_ptr<Node>> nodes;
+    {
+      MutexLock lock(nodes_mu_);
+      nodes.swap(nodes_);
     }
   }
 
-  // Queues `r` on a connection and waits for its reply or its deadline.
-  // Shared: a caller that gives up leaves its request to the leader.
+  // Queues `r` on a connection of its key's node and waits for its reply or
+  // its deadline, following MOVED and ASK redirects (Redis Cluster) within
+  // the same deadline. Shared: a caller that gives up leaves its request to
+  // the leader.
   absl::Status call(const std::shared_ptr<Request>& r) {
     r->deadline = absl::Now() + options_.command_timeout;
-    const size_t i =
-        next_.fetch_add(1, std::memory_order_relaxed) % connections_.size();
-    return connections_[i]->call(r);
+    for (;;) {
+      absl::Status s = pick(route(*r)).call(r);
+      // A call that ran out of time may still be in a leader's batch: only
+      // a served one (any other status) may be read and sent again.
+      if (absl::IsDeadlineExceeded(s) || r->redirect.empty()) return s;
+      if (!prepare_redirect(*r)) return r->status;
+    }
   }
 
   // The blocking form of a verb: the request `fill` writes, its reply read
@@ -203,9 +341,24 @@ class RedisCoordinator::Impl {
   // Queues `r`, an AsyncRequest, on a connection without waiting.
   void submit(std::shared_ptr<Request> r) {
     r->deadline = absl::Now() + options_.command_timeout;
-    const size_t i =
-        next_.fetch_add(1, std::memory_order_relaxed) % connections_.size();
-    connections_[i]->submit(std::move(r));
+    Connection& c = pick(route(*r));
+    c.submit(std::move(r));
+  }
+
+  // An asynchronous request a node answered with MOVED or ASK: sent again
+  // to the node named, within its deadline; completed with the redirect's
+  // status when it has followed `max_redirects` or the coordinator stops.
+  void follow(std::shared_ptr<Request> r) {
+    // Counted, so the destructor does not free a node this is sending to.
+    following_.fetch_add(1);
+    if (stopping_.load() || !prepare_redirect(*r)) {
+      following_.fetch_sub(1);
+      r->finish();
+      return;
+    }
+    Connection& c = pick(route(*r));
+    c.submit(std::move(r));
+    following_.fetch_sub(1);
   }
 
   BackendStats stats() const { return counters_.snapshot(); }
@@ -223,9 +376,11 @@ class RedisCoordinator::Impl {
   // pipelined. Asynchronous requests queue the same way; when the oldest
   // queued request is asynchronous and nobody leads, the connection's I/O
   // thread (started by the first asynchronous call) leads instead.
+  struct Node;
+
   class Connection {
    public:
-    explicit Connection(Impl* owner) : owner_(owner) {}
+    Connection(Impl* owner, const Node* node) : owner_(owner), node_(node) {}
     // Serves or expires every queued asynchronous request (each within its
     // deadline), then stops the I/O thread. No blocking call is in progress
     // (the coordinator outlives its calls).
@@ -287,7 +442,7 @@ class RedisCoordinator::Impl {
     absl::Status deadline_error() const {
       const RedisCoordinatorOptions& o = owner_->options_;
       return absl::DeadlineExceededError(
-          absl::StrCat("redis: no reply from ", o.host, ":", o.port,
+          absl::StrCat("redis: no reply from ", node_->host, ":", node_->port,
                        " within the command timeout (",
                        absl::FormatDuration(o.command_timeout), ")"));
     }
@@ -343,6 +498,9 @@ class RedisCoordinator::Impl {
           batch[i]->status = std::move(outcomes[i].status);
           batch[i]->reply = std::move(outcomes[i].reply);
           batch[i]->text = std::move(outcomes[i].text);
+          batch[i]->redirect = std::move(outcomes[i].redirect);
+          batch[i]->redirect_slot = outcomes[i].redirect_slot;
+          batch[i]->ask = outcomes[i].ask;
           batch[i]->done = true;
         }
         for (const auto& r : expired) {
@@ -370,7 +528,9 @@ class RedisCoordinator::Impl {
       if (wake_io) io_wake_.notify_one();
       for (auto* list : {&batch, &expired}) {
         for (const auto& r : *list) {
-          if (r->async) {
+          if (r->async && !r->redirect.empty()) {
+            owner_->follow(r);  // Redis Cluster: sent on to the node named
+          } else if (r->async) {
             r->finish();
           } else {
             r->wake.notify_one();
@@ -384,6 +544,9 @@ class RedisCoordinator::Impl {
       absl::Status status = absl::UnknownError("redis: not served");
       std::vector<int64_t> reply;
       std::vector<std::string> text;
+      std::string redirect;  // MOVED / ASK: the node named
+      int redirect_slot = -1;
+      bool ask = false;
     };
 
     // Sends `batch` in one pipelined write and reads the replies in order.
@@ -422,7 +585,7 @@ class RedisCoordinator::Impl {
       std::vector<size_t> retry;
       for (size_t i = 0; i < batch.size(); ++i) {
         redisReply* reply = nullptr;
-        if (absl::Status s = read_reply(bound(i), &reply); !s.ok()) {
+        if (absl::Status s = read_for(*batch[i], bound(i), &reply); !s.ok()) {
           for (size_t j = i; j < batch.size(); ++j) fail(out[j], s);
           drop();
           return;
@@ -445,7 +608,9 @@ class RedisCoordinator::Impl {
       }
       for (size_t k = 0; k < retry.size(); ++k) {
         redisReply* reply = nullptr;
-        if (absl::Status s = read_reply(bound(retry[k]), &reply); !s.ok()) {
+        if (absl::Status s =
+                read_for(*batch[retry[k]], bound(retry[k]), &reply);
+            !s.ok()) {
           for (size_t j = k; j < retry.size(); ++j) fail(out[retry[j]], s);
           drop();
           return;
@@ -471,10 +636,9 @@ class RedisCoordinator::Impl {
       for (;;) {
         void* reply = nullptr;
         if (redisReaderGetReply(ctx_->reader, &reply) != REDIS_OK) {
-          const RedisCoordinatorOptions& o = owner_->options_;
           return absl::UnavailableError(
-              absl::StrCat("redis: unreadable reply from ", o.host, ":", o.port,
-                           ": ", ctx_->reader->errstr));
+              absl::StrCat("redis: unreadable reply from ", node_->host, ":",
+                           node_->port, ": ", ctx_->reader->errstr));
         }
         if (reply != nullptr) {
           *out = static_cast<redisReply*>(reply);
@@ -485,6 +649,18 @@ class RedisCoordinator::Impl {
         set_read_timeout(left);
         if (redisBufferRead(ctx_) != REDIS_OK) return io_error();
       }
+    }
+
+    // The reply to `r`: after the reply to the ASKING sent before it, when
+    // it follows an ASK redirect.
+    absl::Status read_for(const Request& r, absl::Time deadline,
+                          redisReply** out) {
+      if (!r.ask_at.empty()) {
+        redisReply* asking = nullptr;
+        if (absl::Status s = read_reply(deadline, &asking); !s.ok()) return s;
+        freeReplyObject(asking);
+      }
+      return read_reply(deadline, out);
     }
 
     // Keeps the socket's timeout within a small tolerance of `left` (one
@@ -500,9 +676,8 @@ class RedisCoordinator::Impl {
     }
 
     absl::Status late_error() const {
-      const RedisCoordinatorOptions& o = owner_->options_;
       return absl::DeadlineExceededError(absl::StrCat(
-          "redis: ", o.host, ":", o.port, " did not answer in time"));
+          "redis: ", node_->host, ":", node_->port, " did not answer in time"));
     }
 
     void append(const Request& r, bool evalsha) {
@@ -519,6 +694,14 @@ class RedisCoordinator::Impl {
       static const std::string kEval = "EVAL";
       static const std::string kOne = "1";
       static const std::string kTwo = "2";
+      static const std::string kAsking = "ASKING";
+      if (!r.ask_at.empty()) {
+        // Redis Cluster: the slot is migrating here; ASKING lets the next
+        // command see it (its +OK is skipped by `read_for`).
+        const char* a = kAsking.data();
+        const size_t n = kAsking.size();
+        redisAppendCommandArgv(ctx_, 1, &a, &n);
+      }
       if (r.script >= 0) {
         const bool use_sha = evalsha && !shas_[r.script].empty();
         push(use_sha ? kEvalSha : kEval);
@@ -533,14 +716,15 @@ class RedisCoordinator::Impl {
     // Connects, authenticates, selects the database and loads the scripts.
     absl::Status connect() {
       const RedisCoordinatorOptions& o = owner_->options_;
-      ctx_ = redisConnectWithTimeout(o.host.c_str(), o.port,
+      ctx_ = redisConnectWithTimeout(node_->host.c_str(), node_->port,
                                      to_timeval(o.connect_timeout));
       if (ctx_ == nullptr || ctx_->err != 0) {
         const std::string why =
             ctx_ == nullptr ? "out of memory" : std::string(ctx_->errstr);
         drop();
-        return absl::UnavailableError(absl::StrCat(
-            "redis: cannot connect to ", o.host, ":", o.port, ": ", why));
+        return absl::UnavailableError(absl::StrCat("redis: cannot connect to ",
+                                                   node_->host, ":",
+                                                   node_->port, ": ", why));
       }
       redisSetTimeout(ctx_, to_timeval(o.connect_timeout));
       if (!o.password.empty()) {
@@ -599,14 +783,13 @@ class RedisCoordinator::Impl {
 
     absl::Status io_error() const {
       const int err = errno;
-      const RedisCoordinatorOptions& o = owner_->options_;
       if (ctx_ != nullptr && ctx_->err == REDIS_ERR_IO &&
           (err == EAGAIN || err == EWOULDBLOCK ||
            std::strstr(ctx_->errstr, "temporarily unavailable") != nullptr)) {
         return late_error();
       }
       return absl::UnavailableError(
-          absl::StrCat("redis: connection to ", o.host, ":", o.port,
+          absl::StrCat("redis: connection to ", node_->host, ":", node_->port,
                        " failed: ", ctx_ != nullptr ? ctx_->errstr : "?"));
     }
 
@@ -638,6 +821,7 @@ class RedisCoordinator::Impl {
     }
 
     void complete(Outcome& o, const redisReply* reply) {
+      if (reply->type == REDIS_REPLY_ERROR && redirected(reply, o)) return;
       detail::BackendCounters::add(owner_->counters_.requests);
       if (reply->type == REDIS_REPLY_ERROR) {
         const std::string msg(reply->str, reply->len);
@@ -654,6 +838,28 @@ class RedisCoordinator::Impl {
       o.status = absl::OkStatus();
     }
 
+    // Redis Cluster: "MOVED <slot> <host>:<port>" or "ASK <slot>
+    // <host>:<port>" recorded in `o` (its status the error, should the
+    // redirect not be followed); false for any other error.
+    static bool redirected(const redisReply* reply, Outcome& o) {
+      const std::string_view msg(reply->str, reply->len);
+      const bool moved = msg.starts_with("MOVED ");
+      if (!moved && !msg.starts_with("ASK ")) return false;
+      const std::string_view rest = msg.substr(moved ? 6 : 4);
+      const size_t space = rest.find(' ');
+      int slot = -1;
+      if (space == std::string_view::npos ||
+          !absl::SimpleAtoi(absl::string_view(rest.data(), space), &slot)) {
+        return false;
+      }
+      o.redirect = std::string(rest.substr(space + 1));
+      o.redirect_slot = slot;
+      o.ask = !moved;
+      o.status = absl::UnavailableError(
+          absl::StrCat("redis: ", absl::string_view(msg.data(), msg.size())));
+      return true;
+    }
+
     void fail(Outcome& o, const absl::Status& s) {
       detail::BackendCounters::add(absl::IsDeadlineExceeded(s)
                                        ? owner_->counters_.timeouts
@@ -662,6 +868,7 @@ class RedisCoordinator::Impl {
     }
 
     Impl* const owner_;
+    const Node* const node_;
     // A `Mutex` (core/mutex.h: a std::mutex ThreadSanitizer sees, checked
     // by clang's analysis); the distribution's abseil is not built for
     // ThreadSanitizer, so not absl::Mutex.
@@ -680,9 +887,206 @@ class RedisCoordinator::Impl {
     std::array<std::string, kScriptCount> shas_;
   };
 
+  // One server: its address and its connections (calls spread over them
+  // round-robin). Never removed before the coordinator goes, so a pointer
+  // to it stays valid.
+  struct Node {
+    std::string host;
+    int port = 0;
+    std::vector<std::unique_ptr<Connection>> connections;
+    std::atomic<size_t> next{0};
+  };
+
+  Node* add_node_locked(const std::string& host, int port)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(nodes_mu_) {
+    auto n = std::make_unique<Node>();
+    n->host = host;
+    n->port = port;
+    for (int i = 0; i < options_.connections; ++i) {
+      n->connections.push_back(std::make_unique<Connection>(this, n.get()));
+    }
+    nodes_.push_back(std::move(n));
+    return nodes_.back().get();
+  }
+  Node* find_node_locked(const std::string& host, int port)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(nodes_mu_) {
+    for (const auto& n : nodes_) {
+      if (n->port == port && n->host == host) return n.get();
+    }
+    return nullptr;
+  }
+  // The node at `address` ("host:port"), added when new; null for an
+  // address that does not parse.
+  Node* node_at(std::string_view address) {
+    absl::StatusOr<std::pair<std::string, int>> a = parse_node_address(address);
+    if (!a.ok()) return nullptr;
+    MutexLock lock(nodes_mu_);
+    Node* n = find_node_locked(a->first, a->second);
+    return n != nullptr ? n : add_node_locked(a->first, a->second);
+  }
+  // A node to ask when the map has no answer: the first seed.
+  Node* first_node() {
+    MutexLock lock(nodes_mu_);
+    return nodes_.front().get();
+  }
+
+  // The node `r` goes to: the one server; in a cluster, the ASK target it
+  // was sent to, else the owner of its key's slot (a command without a key
+  // and a slot the map does not know yet go to the first seed, whose MOVED
+  // then names the owner).
+  Node& route(const Request& r) {
+    if (single_ != nullptr) return *single_;
+    if (!r.ask_at.empty()) {
+      if (Node* n = node_at(r.ask_at); n != nullptr) return *n;
+    }
+    std::string_view key;
+    if (r.script >= 0) {
+      key = r.argv.front();
+    } else if (r.argv.size() > 1) {
+      key = r.argv[1];
+    }
+    if (!key.empty()) {
+      Node* n = slots_[static_cast<size_t>(key_slot(key))].load(
+          std::memory_order_acquire);
+      if (n != nullptr) return *n;
+      request_refresh();
+    }
+    return *first_node();
+  }
+
+  static Connection& pick(Node& n) {
+    const size_t i =
+        n.next.fetch_add(1, std::memory_order_relaxed) % n.connections.size();
+    return *n.connections[i];
+  }
+
+  // Readies `r`, answered with a redirect, to be sent again: MOVED points
+  // its slot at the new node (and refreshes the whole map in the
+  // background), ASK sends it once to the node named, with ASKING. False
+  // (r's status stands) past `max_redirects` or after its deadline.
+  bool prepare_redirect(Request& r) {
+    detail::BackendCounters::add(counters_.redirects);
+    const std::string to = std::move(r.redirect);
+    r.redirect.clear();
+    if (++r.redirects > options_.max_redirects || absl::Now() >= r.deadline) {
+      detail::BackendCounters::add(counters_.failures);
+      r.status = absl::UnavailableError(absl::StrCat(
+          "redis: slot ", r.redirect_slot, " still redirected after ",
+          r.redirects - 1, " redirects (last to ", to, ")"));
+      return false;
+    }
+    Node* n = node_at(to);
+    if (n == nullptr) {
+      detail::BackendCounters::add(counters_.failures);
+      r.status = absl::UnavailableError(
+          absl::StrCat("redis: a redirect to an unreadable address: ", to));
+      return false;
+    }
+    if (r.ask) {
+      r.ask_at = to;
+    } else {
+      r.ask_at.clear();
+      if (r.redirect_slot >= 0 && r.redirect_slot < kClusterSlots) {
+        slots_[static_cast<size_t>(r.redirect_slot)].store(
+            n, std::memory_order_release);
+      }
+      request_refresh();
+    }
+    r.ask = false;
+    r.done = false;
+    r.lead = false;
+    r.abandoned = false;
+    r.reply.clear();
+    r.text.clear();
+    r.status = absl::UnknownError("redis: not served");
+    return true;
+  }
+
+  // Asks the refresher for a new slot map (at most one per
+  // `kRefreshInterval`; requests meanwhile are merged).
+  void request_refresh() {
+    if (single_ != nullptr || stopping_.load(std::memory_order_acquire)) {
+      return;
+    }
+    {
+      MutexLock lock(refresh_mu_);
+      if (refresh_wanted_) return;
+      refresh_wanted_ = true;
+    }
+    refresh_cv_.notify_one();
+  }
+
+  static constexpr absl::Duration kRefreshInterval = absl::Milliseconds(100);
+
+  // The refresher thread: fetches the map when asked, no more often than
+  // `kRefreshInterval`, until the coordinator stops.
+  void refresh_loop() {
+    absl::Time last = absl::InfinitePast();
+    for (;;) {
+      {
+        MutexLock lock(refresh_mu_);
+        NativeWait native(refresh_mu_);
+        refresh_cv_.wait(native.lock(),
+                         [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                           return refresh_wanted_;
+                         });
+      }
+      if (stopping_.load(std::memory_order_acquire)) return;
+      const absl::Duration wait = last + kRefreshInterval - absl::Now();
+      if (wait > absl::ZeroDuration()) {
+        MutexLock lock(refresh_mu_);
+        NativeWait native(refresh_mu_);
+        refresh_cv_.wait_for(native.lock(), absl::ToChronoNanoseconds(wait),
+                             [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                               return stopping_.load(std::memory_order_acquire);
+                             });
+        if (stopping_.load(std::memory_order_acquire)) return;
+      }
+      {
+        MutexLock lock(refresh_mu_);
+        refresh_wanted_ = false;
+      }
+      last = absl::Now();
+      refresh_map();
+    }
+  }
+
+  // Reads CLUSTER SLOTS from the first node that answers (the known nodes
+  // in order) and points every slot at its primary.
+  void refresh_map() {
+    std::vector<std::pair<std::string, int>> candidates;
+    {
+      MutexLock lock(nodes_mu_);
+      for (const auto& n : nodes_) candidates.emplace_back(n->host, n->port);
+    }
+    for (const auto& [host, port] : candidates) {
+      absl::StatusOr<std::vector<SlotRange>> ranges =
+          fetch_slot_ranges(host, port, options_);
+      if (!ranges.ok()) continue;
+      for (const SlotRange& range : *ranges) {
+        Node* n = node_at(absl::StrCat(range.host, ":", range.port));
+        if (n == nullptr) continue;
+        for (int slot = range.first; slot <= range.last; ++slot) {
+          slots_[static_cast<size_t>(slot)].store(n, std::memory_order_release);
+        }
+      }
+      detail::BackendCounters::add(counters_.refreshes);
+      return;
+    }
+  }
+
   const RedisCoordinatorOptions options_;
-  std::vector<std::unique_ptr<Connection>> connections_;
-  std::atomic<size_t> next_{0};
+  Mutex nodes_mu_;
+  std::vector<std::unique_ptr<Node>> nodes_ ABSL_GUARDED_BY(nodes_mu_);
+  Node* single_ = nullptr;  // the one server, when not a cluster
+  // Cluster: each slot's primary, as last learned (null: not known yet).
+  std::array<std::atomic<Node*>, kClusterSlots> slots_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> following_{0};  // `follow` calls in progress
+  Mutex refresh_mu_;
+  bool refresh_wanted_ ABSL_GUARDED_BY(refresh_mu_) = false;
+  std::condition_variable refresh_cv_;
+  std::thread refresher_;  // cluster only
   detail::BackendCounters counters_;
 };
 
@@ -717,6 +1121,25 @@ absl::StatusOr<std::unique_ptr<RedisCoordinator>> RedisCoordinator::create(
   if (!o.username.empty() && o.password.empty()) {
     return absl::InvalidArgumentError(
         "redis_coordinator.username needs a password");
+  }
+  if (o.cluster_seeds.size() > 64) {
+    return bad("cluster_seeds", "at most 64 addresses", o.cluster_seeds.size());
+  }
+  for (const std::string& seed : o.cluster_seeds) {
+    if (absl::StatusOr<std::pair<std::string, int>> a =
+            parse_node_address(seed);
+        !a.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "redis_coordinator.cluster_seeds: ", a.status().message()));
+    }
+  }
+  if (o.max_redirects < 1 || o.max_redirects > 16) {
+    return bad("max_redirects", "in [1, 16]", o.max_redirects);
+  }
+  if (!o.cluster_seeds.empty() && o.database != 0) {
+    return absl::InvalidArgumentError(
+        "redis_coordinator.database must be 0 with cluster_seeds (a cluster "
+        "has one database)");
   }
   return std::unique_ptr<RedisCoordinator>(
       new RedisCoordinator(std::make_unique<Impl>(o)));

@@ -1,8 +1,9 @@
 // throttlekit-server: the library's decisions over gRPC (docs/server.md).
 //
 //     throttlekit-server --config server.yaml [--listen 127.0.0.1:50051]
-//                        [--redis HOST:PORT | --postgres HOST:PORT
-//                         [--postgres-db NAME] [--postgres-user NAME]]
+//                        [--redis HOST:PORT | --redis-cluster HOST:PORT,...
+//                         | --postgres HOST:PORT [--postgres-db NAME]
+//                         [--postgres-user NAME]]
 //                        [--fleet-secret SECRET] [--monitor-secret SECRET]
 //                        [--metrics-listen 127.0.0.1:PORT] [--node-id ID]
 //                        [--tls-cert FILE --tls-key FILE [--tls-client-ca
@@ -28,6 +29,11 @@
 // environment, which keeps it out of `ps`); callers then send it as
 // `x-fleet-secret` metadata.
 //
+// --redis-cluster names nodes of a Redis Cluster (comma-separated; any of
+// them, the slot map is read from the first that answers): each policy's
+// keys go to the primary serving their slot (docs/redis.md, "Redis
+// Cluster").
+//
 // Without --redis or --postgres the policies live in the embedded memory
 // store (one process). SIGINT or SIGTERM stops it: RPCs in flight finish,
 // new ones are refused. Exit status: 0 after a signal, 2 for bad arguments
@@ -46,6 +52,7 @@
 #include <utility>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "config.h"
 #include "config_watcher.h"
 #include "file_text.h"
@@ -70,6 +77,7 @@ struct Args {
   std::string config;
   std::string listen = "127.0.0.1:50051";
   std::string redis;
+  std::string redis_cluster;
   std::string postgres;
   std::string postgres_db = "postgres";
   std::string postgres_user = "postgres";
@@ -85,7 +93,8 @@ struct Args {
 
 constexpr const char* kUsage =
     "usage: throttlekit-server --config FILE [--listen HOST:PORT]\n"
-    "       [--redis HOST:PORT | --postgres HOST:PORT [--postgres-db NAME]\n"
+    "       [--redis HOST:PORT | --redis-cluster HOST:PORT[,HOST:PORT...]\n"
+    "        | --postgres HOST:PORT [--postgres-db NAME]\n"
     "        [--postgres-user NAME]] [--fleet-secret SECRET]\n"
     "       [--monitor-secret SECRET] [--metrics-listen 127.0.0.1:PORT]\n"
     "       [--node-id ID] [--tls-cert FILE --tls-key FILE\n"
@@ -132,6 +141,8 @@ int main(int argc, char** argv) {
       args.listen = value;
     } else if (flag == "--redis") {
       args.redis = value;
+    } else if (flag == "--redis-cluster") {
+      args.redis_cluster = value;
     } else if (flag == "--postgres") {
       args.postgres = value;
     } else if (flag == "--postgres-db") {
@@ -209,8 +220,11 @@ int main(int argc, char** argv) {
     }
     metrics_host = args.metrics_listen.substr(0, colon);
   }
-  if (!args.redis.empty() && !args.postgres.empty()) {
-    return usage("give one store: --redis or --postgres, not both");
+  if (!args.redis.empty() + !args.redis_cluster.empty() +
+          !args.postgres.empty() >
+      1) {
+    return usage(
+        "give one store: --redis, --redis-cluster or --postgres, not two");
   }
 
   absl::StatusOr<throttlekit::server::ServerConfig> config =
@@ -245,6 +259,34 @@ int main(int argc, char** argv) {
     if (!c.ok()) {
       std::fprintf(stderr, "throttlekit-server: redis %s: %s\n",
                    args.redis.c_str(),
+                   std::string(c.status().message()).c_str());
+      return 1;
+    }
+    store = std::shared_ptr<throttlekit::Coordinator>(*std::move(c));
+#else
+    return usage("this build has no Redis backend (hiredis was not found)");
+#endif
+  } else if (!args.redis_cluster.empty()) {
+    throttlekit::RedisCoordinatorOptions o;
+    for (absl::string_view node : absl::StrSplit(args.redis_cluster, ',')) {
+      if (!host_port(std::string(node), host, port)) {
+        return usage("--redis-cluster wants HOST:PORT[,HOST:PORT...]; got " +
+                     args.redis_cluster);
+      }
+      o.cluster_seeds.emplace_back(node);
+    }
+#ifdef THROTTLEKIT_SERVER_REDIS
+    // A fair escrow's region pool speaks to one Redis server.
+    context.region_pool =
+        []() -> absl::StatusOr<std::shared_ptr<throttlekit::RegionPool>> {
+      return absl::UnimplementedError(
+          "federatedFairEscrow's region pool needs one Redis server "
+          "(--redis); on --redis-cluster it is not supported yet");
+    };
+    auto c = throttlekit::RedisCoordinator::create(o);
+    if (!c.ok()) {
+      std::fprintf(stderr, "throttlekit-server: redis cluster %s: %s\n",
+                   args.redis_cluster.c_str(),
                    std::string(c.status().message()).c_str());
       return 1;
     }

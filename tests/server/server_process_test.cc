@@ -2,7 +2,8 @@
 // loads a configuration file, listens on loopback, serves a real client,
 // reclaims the Admit slots of a client process killed with SIGKILL once
 // their lease expires, refuses a bad configuration naming the file and the
-// path, and exits 0 on SIGTERM. Real clock, real processes.
+// path, exits 0 on SIGTERM, and serves from a Redis Cluster
+// (--redis-cluster). Real clock, real processes.
 
 #include <fcntl.h>
 #include <signal.h>
@@ -12,6 +13,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -244,6 +246,54 @@ limiters:
   EXPECT_EQ(exit_status(server.pid), 2);
   EXPECT_NE(err.find(config), std::string::npos) << err;
   EXPECT_NE(err.find("limiters.api.limit"), std::string::npos) << err;
+}
+
+// --redis-cluster: the policies' keys live on the cluster the test command
+// starts (the `redis_cluster` fixture), each on its slot's primary.
+TEST(ServerProcess, ServesFromARedisCluster) {
+  const char* base = std::getenv("THROTTLEKIT_REDIS_CLUSTER_PORT");
+  ASSERT_NE(base, nullptr);
+  const int first = std::atoi(base);
+  const std::string config = temp_file("cluster.yaml", R"(
+version: 1
+limiters:
+  api: {strategy: gcra, limit: 3, period: 1h}
+)");
+  Child server = spawn_server(
+      {"--config", config, "--listen", "127.0.0.1:0", "--redis-cluster",
+       absl::StrCat("127.0.0.1:", first, ",127.0.0.1:", first + 1)});
+  const int port = port_after(read_line(server.out), "listening on port ");
+  ASSERT_GT(port, 0);
+  auto stub = connect(port);
+  // Keys on different slots; each admits exactly the limit.
+  for (const std::string& key :
+       {absl::StrCat("a:", getpid()), absl::StrCat("b:", getpid()),
+        absl::StrCat("c:", getpid())}) {
+    int allowed = 0;
+    for (int i = 0; i < 5; ++i) {
+      v1::CheckRequest req;
+      req.set_policy("api");
+      req.set_key(key);
+      v1::CheckResponse resp;
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(5));
+      const grpc::Status s = stub->Check(&ctx, req, &resp);
+      ASSERT_TRUE(s.ok()) << s.error_message();
+      allowed += resp.decision().allowed();
+    }
+    EXPECT_EQ(allowed, 3) << key;
+  }
+  kill(server.pid, SIGTERM);
+  EXPECT_EQ(exit_status(server.pid), 0);
+
+  Child bad = spawn_server({"--config", config, "--redis-cluster", "nohost"});
+  EXPECT_EQ(exit_status(bad.pid), 2);
+  EXPECT_NE(read_all(bad.err).find("--redis-cluster wants HOST:PORT"),
+            std::string::npos);
+  Child two = spawn_server({"--config", config, "--redis", "127.0.0.1:1",
+                            "--redis-cluster", "127.0.0.1:2"});
+  EXPECT_EQ(exit_status(two.pid), 2);
 }
 
 TEST(ServerProcess, BadArgumentsExitTwo) {

@@ -38,12 +38,8 @@ inline std::unique_ptr<RedisCoordinator> redis_coordinator(
   return *std::move(c);
 }
 
-// The reply lines of `redis-cli` against the fixture server running
-// `command` (any Redis client sees what the scripts wrote). Arguments are
-// split by the shell: keep them to letters, digits, ':' and '-'.
-inline std::vector<std::string> redis_cli(const std::string& command) {
-  const std::string cmd =
-      "redis-cli -p " + std::to_string(redis_port()) + " " + command;
+// The output lines of the shell command `cmd`.
+inline std::vector<std::string> shell_lines(const std::string& cmd) {
   std::vector<std::string> lines;
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return lines;
@@ -57,6 +53,14 @@ inline std::vector<std::string> redis_cli(const std::string& command) {
   }
   pclose(p);
   return lines;
+}
+
+// The reply lines of `redis-cli` against the fixture server running
+// `command` (any Redis client sees what the scripts wrote). Arguments are
+// split by the shell: keep them to letters, digits, ':' and '-'.
+inline std::vector<std::string> redis_cli(const std::string& command) {
+  return shell_lines("redis-cli -p " + std::to_string(redis_port()) + " " +
+                     command);
 }
 
 // A private redis-server on `port`, started and stopped by the fixture

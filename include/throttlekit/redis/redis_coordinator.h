@@ -55,6 +55,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -86,6 +87,18 @@ struct RedisCoordinatorOptions {
   absl::Duration connect_timeout = absl::Milliseconds(1000);
   // Bound on one call, from the moment it is queued to its reply.
   absl::Duration command_timeout = absl::Milliseconds(250);
+  // Redis Cluster (docs/redis.md, "Redis Cluster"): any of the cluster's
+  // nodes as "host:port" (at most 64; an IPv6 host in brackets). When set,
+  // `host` and `port` are unused and `database` must be 0: each call goes
+  // to the primary serving its key's slot (`key_slot`, redis/key_slot.h),
+  // over `connections` connections per primary; the slot map comes from
+  // CLUSTER SLOTS, read in the background (at creation, then after every
+  // MOVED, at most every 100 ms); a MOVED or ASK reply is followed at once,
+  // within the call's deadline.
+  std::vector<std::string> cluster_seeds;
+  // Most redirects one call follows (1..16); past them it fails
+  // kUnavailable naming the slot.
+  int max_redirects = 5;
   // Added to every physical TTL (ms, 0 .. 2^53-1): keeps state a little
   // longer than its exact expiry, for callers whose clocks run behind the
   // server's. Decisions do not depend on it.
