@@ -3,12 +3,14 @@
 // server, unpipelined at the same concurrency and with -c 50 -P 16; and the
 // two-tier leased mode next to strict at batch 10, 100 and 1000; one
 // caller thread with 1, 16, 64 and 256 asynchronous checks in flight next
-// to redis-benchmark with one connection at the same pipeline depths.
+// to redis-benchmark with one connection at the same pipeline depths; and
+// strict checks on a Redis Cluster of 3 primaries beside the one node.
 //
-// Run: scripts/bench_redis.sh (starts a private redis-server on loopback,
-// runs this binary, stops the server). Or point it at a server with
-// THROTTLEKIT_REDIS_PORT (THROTTLEKIT_BENCH_CONNECTIONS overrides the pool
-// size). Counters: items_per_second (checks/s), p50_us and
+// Run: scripts/bench_redis.sh (starts a private redis-server and a private
+// cluster on loopback, runs this binary, stops them). Or point it at a
+// server with THROTTLEKIT_REDIS_PORT and a cluster node with
+// THROTTLEKIT_REDIS_CLUSTER_PORT (THROTTLEKIT_BENCH_CONNECTIONS overrides
+// the pool size). Counters: items_per_second (checks/s), p50_us and
 // p99_us (each thread's percentiles, averaged over threads), and for the
 // floors rps / p50_us / p99_us as redis-benchmark printed them.
 
@@ -24,6 +26,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench_async_window.h"
@@ -82,10 +85,11 @@ const std::string& gcra_sha() {
   return sha;
 }
 
-void BM_StrictCheck(benchmark::State& state) {
-  RedisCoordinator& redis = coordinator();
-  const std::string key =
-      "bench:strict:" + std::to_string(state.thread_index());
+// Strict GCRA checks of one key per thread (`stem` + the thread's index)
+// through `redis`, with per-thread latency percentiles.
+void drive_strict(benchmark::State& state, RedisCoordinator& redis,
+                  const std::string& stem) {
+  const std::string key = stem + std::to_string(state.thread_index());
   std::vector<double> us;
   us.reserve(1 << 16);
   int64_t errors = 0;
@@ -108,9 +112,47 @@ void BM_StrictCheck(benchmark::State& state) {
   }
   state.counters["errors"] = static_cast<double>(errors);
 }
+
+void BM_StrictCheck(benchmark::State& state) {
+  drive_strict(state, coordinator(), "bench:strict:");
+}
 BENCHMARK(BM_StrictCheck)
     ->Threads(1)
     ->Threads(8)
+    ->Threads(32)
+    ->UseRealTime()
+    ->MinTime(2.0);
+
+// The same checks on a Redis Cluster of 3 primaries (docs/redis.md, "Redis
+// Cluster"; THROTTLEKIT_REDIS_CLUSTER_PORT: its first node, which
+// scripts/bench_redis.sh starts): at 1 thread the routing's cost beside
+// BM_StrictCheck on one node; at 32 threads the keys spread over the three
+// primaries (all on this machine's two cores).
+void BM_ClusterStrictCheck(benchmark::State& state) {
+  static RedisCoordinator* cluster = []() -> RedisCoordinator* {
+    const char* port = std::getenv("THROTTLEKIT_REDIS_CLUSTER_PORT");
+    if (port == nullptr) return nullptr;
+    RedisCoordinator* c =
+        RedisCoordinator::create(
+            {.connections = 2,
+             .cluster_seeds = {std::string("127.0.0.1:") + port}})
+            ->release();
+    for (int i = 0; i < 200 && c->stats().refreshes == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return c;
+  }();
+  if (cluster == nullptr) {
+    state.SkipWithError("no cluster (THROTTLEKIT_REDIS_CLUSTER_PORT)");
+    return;
+  }
+  const int64_t redirects = cluster->stats().redirects;
+  drive_strict(state, *cluster, "bench:cluster:");
+  state.counters["redirects"] =
+      static_cast<double>(cluster->stats().redirects - redirects);
+}
+BENCHMARK(BM_ClusterStrictCheck)
+    ->Threads(1)
     ->Threads(32)
     ->UseRealTime()
     ->MinTime(2.0);

@@ -103,7 +103,12 @@ function(throttlekit_test)
   if("cluster" IN_LIST ARG_LABELS)
     set_property(TEST ${ARG_NAME} APPEND PROPERTY FIXTURES_REQUIRED redis_cluster)
     set_property(TEST ${ARG_NAME} APPEND PROPERTY ENVIRONMENT
-      "THROTTLEKIT_REDIS_CLUSTER_PORT=${THROTTLEKIT_TEST_REDIS_CLUSTER_PORT}")
+      "THROTTLEKIT_REDIS_CLUSTER_PORT=${THROTTLEKIT_TEST_REDIS_CLUSTER_PORT}"
+      "THROTTLEKIT_REDIS_CLUSTER_SCRIPT=${PROJECT_SOURCE_DIR}/tests/servers/redis_cluster.sh"
+      "THROTTLEKIT_TEST_SERVERS_DIR=${CMAKE_BINARY_DIR}/test-servers")
+    # One cluster, and a test that kills and restarts its nodes: one such
+    # test at a time.
+    set_property(TEST ${ARG_NAME} APPEND PROPERTY RESOURCE_LOCK redis_cluster)
   endif()
   if(NOT _selected)
     return()

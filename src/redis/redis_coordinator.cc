@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -145,6 +146,10 @@ struct Request {
   bool ask = false;
   std::string ask_at;
   int redirects = 0;
+  // Redis Cluster: the node answered TRYAGAIN or CLUSTERDOWN (sent again
+  // after a pause, within the deadline); `retries`, how many times.
+  bool retry = false;
+  int retries = 0;
 };
 
 // An asynchronous request: its completion and the parser of its reply live
@@ -279,7 +284,7 @@ class RedisCoordinator::Impl {
       }
     }
     for (auto& slot : slots_) slot.store(nullptr, std::memory_order_relaxed);
-    refresher_ = std::thread([this] { refresh_loop(); });
+    refresher_ = std::thread([this] { cluster_loop(); });
     request_refresh();  // the first map, without delaying `create`
   }
 
@@ -313,8 +318,17 @@ class RedisCoordinator::Impl {
       absl::Status s = pick(route(*r)).call(r);
       // A call that ran out of time may still be in a leader's batch: only
       // a served one (any other status) may be read and sent again.
-      if (absl::IsDeadlineExceeded(s) || r->redirect.empty()) return s;
-      if (!prepare_redirect(*r)) return r->status;
+      if (absl::IsDeadlineExceeded(s)) return s;
+      if (r->retry) {
+        const absl::Duration pause = prepare_retry(*r);
+        if (pause < absl::ZeroDuration()) return r->status;
+        absl::SleepFor(pause);
+        continue;
+      }
+      if (r->redirect.empty()) return s;
+      absl::Duration pause;
+      if (!prepare_redirect(*r, &pause)) return r->status;
+      absl::SleepFor(pause);
     }
   }
 
@@ -351,13 +365,18 @@ class RedisCoordinator::Impl {
   void follow(std::shared_ptr<Request> r) {
     // Counted, so the destructor does not free a node this is sending to.
     following_.fetch_add(1);
-    if (stopping_.load() || !prepare_redirect(*r)) {
+    absl::Duration pause;
+    if (stopping_.load() || !prepare_redirect(*r, &pause)) {
       following_.fetch_sub(1);
       r->finish();
       return;
     }
-    Connection& c = pick(route(*r));
-    c.submit(std::move(r));
+    if (pause > absl::ZeroDuration()) {
+      delay(std::move(r), pause);
+    } else {
+      Connection& c = pick(route(*r));
+      c.submit(std::move(r));
+    }
     following_.fetch_sub(1);
   }
 
@@ -501,6 +520,7 @@ class RedisCoordinator::Impl {
           batch[i]->redirect = std::move(outcomes[i].redirect);
           batch[i]->redirect_slot = outcomes[i].redirect_slot;
           batch[i]->ask = outcomes[i].ask;
+          batch[i]->retry = outcomes[i].retry;
           batch[i]->done = true;
         }
         for (const auto& r : expired) {
@@ -530,6 +550,8 @@ class RedisCoordinator::Impl {
         for (const auto& r : *list) {
           if (r->async && !r->redirect.empty()) {
             owner_->follow(r);  // Redis Cluster: sent on to the node named
+          } else if (r->async && r->retry) {
+            owner_->retry_later(r);  // Redis Cluster: sent again later
           } else if (r->async) {
             r->finish();
           } else {
@@ -547,6 +569,7 @@ class RedisCoordinator::Impl {
       std::string redirect;  // MOVED / ASK: the node named
       int redirect_slot = -1;
       bool ask = false;
+      bool retry = false;  // TRYAGAIN / CLUSTERDOWN
     };
 
     // Sends `batch` in one pipelined write and reads the replies in order.
@@ -821,7 +844,10 @@ class RedisCoordinator::Impl {
     }
 
     void complete(Outcome& o, const redisReply* reply) {
-      if (reply->type == REDIS_REPLY_ERROR && redirected(reply, o)) return;
+      if (reply->type == REDIS_REPLY_ERROR &&
+          (redirected(reply, o) || unavailable_slot(reply, o))) {
+        return;
+      }
       detail::BackendCounters::add(owner_->counters_.requests);
       if (reply->type == REDIS_REPLY_ERROR) {
         const std::string msg(reply->str, reply->len);
@@ -860,7 +886,22 @@ class RedisCoordinator::Impl {
       return true;
     }
 
+    // Redis Cluster: "TRYAGAIN ..." (a multi-key call met a slot half
+    // migrated) or "CLUSTERDOWN ..." (the cluster cannot serve the slot
+    // now), recorded in `o` to be sent again after a pause.
+    static bool unavailable_slot(const redisReply* reply, Outcome& o) {
+      const std::string_view msg(reply->str, reply->len);
+      if (!msg.starts_with("TRYAGAIN") && !msg.starts_with("CLUSTERDOWN")) {
+        return false;
+      }
+      o.retry = true;
+      o.status = absl::UnavailableError(
+          absl::StrCat("redis: ", absl::string_view(msg.data(), msg.size())));
+      return true;
+    }
+
     void fail(Outcome& o, const absl::Status& s) {
+      owner_->request_refresh();  // Redis Cluster: the node may be gone
       detail::BackendCounters::add(absl::IsDeadlineExceeded(s)
                                        ? owner_->counters_.timeouts
                                        : owner_->counters_.failures);
@@ -962,13 +1003,23 @@ class RedisCoordinator::Impl {
 
   // Readies `r`, answered with a redirect, to be sent again: MOVED points
   // its slot at the new node (and refreshes the whole map in the
-  // background), ASK sends it once to the node named, with ASKING. False
-  // (r's status stands) past `max_redirects` or after its deadline.
-  bool prepare_redirect(Request& r) {
+  // background), ASK sends it once to the node named, with ASKING. The
+  // first two redirects of a call are followed at once; later ones after
+  // `*pause` (2 ms, doubling), which lets a migration's last steps land
+  // (a slot handed over to one node before the other knows). False (r's
+  // status stands) past `max_redirects` or when the pause would end past
+  // its deadline.
+  bool prepare_redirect(Request& r, absl::Duration* pause) {
     detail::BackendCounters::add(counters_.redirects);
     const std::string to = std::move(r.redirect);
     r.redirect.clear();
-    if (++r.redirects > options_.max_redirects || absl::Now() >= r.deadline) {
+    ++r.redirects;
+    *pause = r.redirects <= 2
+                 ? absl::ZeroDuration()
+                 : absl::Milliseconds(2) *
+                       (int64_t{1} << std::min(r.redirects - 3, 5));
+    if (r.redirects > options_.max_redirects ||
+        absl::Now() + *pause >= r.deadline) {
       detail::BackendCounters::add(counters_.failures);
       r.status = absl::UnavailableError(absl::StrCat(
           "redis: slot ", r.redirect_slot, " still redirected after ",
@@ -993,13 +1044,18 @@ class RedisCoordinator::Impl {
       request_refresh();
     }
     r.ask = false;
+    reset_for_resend(r);
+    return true;
+  }
+
+  // Clears what serving `r` wrote, so that it can be queued again.
+  static void reset_for_resend(Request& r) {
     r.done = false;
     r.lead = false;
     r.abandoned = false;
     r.reply.clear();
     r.text.clear();
     r.status = absl::UnknownError("redis: not served");
-    return true;
   }
 
   // Asks the refresher for a new slot map (at most one per
@@ -1018,37 +1074,92 @@ class RedisCoordinator::Impl {
 
   static constexpr absl::Duration kRefreshInterval = absl::Milliseconds(100);
 
-  // The refresher thread: fetches the map when asked, no more often than
-  // `kRefreshInterval`, until the coordinator stops.
-  void refresh_loop() {
-    absl::Time last = absl::InfinitePast();
-    for (;;) {
-      {
-        MutexLock lock(refresh_mu_);
-        NativeWait native(refresh_mu_);
-        refresh_cv_.wait(native.lock(),
-                         [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                           return refresh_wanted_;
-                         });
-      }
-      if (stopping_.load(std::memory_order_acquire)) return;
-      const absl::Duration wait = last + kRefreshInterval - absl::Now();
-      if (wait > absl::ZeroDuration()) {
-        MutexLock lock(refresh_mu_);
-        NativeWait native(refresh_mu_);
-        refresh_cv_.wait_for(native.lock(), absl::ToChronoNanoseconds(wait),
-                             [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                               return stopping_.load(std::memory_order_acquire);
-                             });
-        if (stopping_.load(std::memory_order_acquire)) return;
-      }
-      {
-        MutexLock lock(refresh_mu_);
-        refresh_wanted_ = false;
-      }
-      last = absl::Now();
-      refresh_map();
+  // Readies `r`, answered TRYAGAIN or CLUSTERDOWN, to be sent again: the
+  // pause before it (2 ms, doubling, at most 64 ms), or a negative duration
+  // (r's status stands) when the pause would end past its deadline.
+  absl::Duration prepare_retry(Request& r) {
+    const absl::Duration pause =
+        absl::Milliseconds(2) * (int64_t{1} << std::min(r.retries, 5));
+    if (absl::Now() + pause >= r.deadline) {
+      detail::BackendCounters::add(counters_.failures);
+      return -absl::Nanoseconds(1);
     }
+    detail::BackendCounters::add(counters_.retries);
+    ++r.retries;
+    r.retry = false;
+    reset_for_resend(r);
+    return pause;
+  }
+
+  // An asynchronous request answered TRYAGAIN or CLUSTERDOWN: the cluster
+  // thread sends it again after its pause, or it completes with that
+  // answer when no pause fits its deadline.
+  void retry_later(std::shared_ptr<Request> r) {
+    // Counted as `follow` is: the destructor drains `delayed_` only after.
+    following_.fetch_add(1);
+    const absl::Duration pause =
+        stopping_.load() ? -absl::Nanoseconds(1) : prepare_retry(*r);
+    if (pause < absl::ZeroDuration()) {
+      following_.fetch_sub(1);
+      r->finish();
+      return;
+    }
+    delay(std::move(r), pause);
+    following_.fetch_sub(1);
+  }
+
+  // Hands `r` to the cluster thread, to be sent after `pause`.
+  void delay(std::shared_ptr<Request> r, absl::Duration pause) {
+    {
+      MutexLock lock(refresh_mu_);
+      delayed_.emplace(absl::Now() + pause, std::move(r));
+    }
+    refresh_cv_.notify_one();
+  }
+
+  // The cluster thread: reads the slot map when asked (no more often than
+  // `kRefreshInterval`) and sends again, when due, the calls waiting out a
+  // TRYAGAIN or CLUSTERDOWN; when the coordinator stops, the calls still
+  // waiting complete with that answer.
+  void cluster_loop() {
+    absl::Time last = absl::InfinitePast();
+    MutexLock lock(refresh_mu_);
+    while (!stopping_.load()) {
+      const absl::Time now = absl::Now();
+      std::vector<std::shared_ptr<Request>> due;
+      while (!delayed_.empty() && delayed_.begin()->first <= now) {
+        due.push_back(std::move(delayed_.begin()->second));
+        delayed_.erase(delayed_.begin());
+      }
+      const bool refresh = refresh_wanted_ && now >= last + kRefreshInterval;
+      if (refresh) refresh_wanted_ = false;
+      if (!due.empty() || refresh) {
+        lock.unlock();
+        for (std::shared_ptr<Request>& r : due) {
+          Connection& c = pick(route(*r));
+          c.submit(std::move(r));
+        }
+        if (refresh) {
+          last = now;
+          refresh_map();
+        }
+        lock.lock();
+        continue;
+      }
+      absl::Time wake = absl::InfiniteFuture();
+      if (!delayed_.empty()) wake = delayed_.begin()->first;
+      if (refresh_wanted_) wake = std::min(wake, last + kRefreshInterval);
+      NativeWait native(refresh_mu_);
+      if (wake == absl::InfiniteFuture()) {
+        refresh_cv_.wait(native.lock());
+      } else {
+        refresh_cv_.wait_until(native.lock(), absl::ToChronoTime(wake));
+      }
+    }
+    std::multimap<absl::Time, std::shared_ptr<Request>> left;
+    left.swap(delayed_);
+    lock.unlock();
+    for (auto& entry : left) entry.second->finish();
   }
 
   // Reads CLUSTER SLOTS from the first node that answers (the known nodes
@@ -1082,11 +1193,14 @@ class RedisCoordinator::Impl {
   // Cluster: each slot's primary, as last learned (null: not known yet).
   std::array<std::atomic<Node*>, kClusterSlots> slots_;
   std::atomic<bool> stopping_{false};
-  std::atomic<int> following_{0};  // `follow` calls in progress
+  std::atomic<int> following_{0};  // `follow`, `retry_later` in progress
   Mutex refresh_mu_;
   bool refresh_wanted_ ABSL_GUARDED_BY(refresh_mu_) = false;
+  // Calls waiting out a TRYAGAIN or CLUSTERDOWN, by when they go again.
+  std::multimap<absl::Time, std::shared_ptr<Request>> delayed_
+      ABSL_GUARDED_BY(refresh_mu_);
   std::condition_variable refresh_cv_;
-  std::thread refresher_;  // cluster only
+  std::thread refresher_;  // the cluster thread (cluster only)
   detail::BackendCounters counters_;
 };
 

@@ -8,20 +8,26 @@
 // moved is reached through ASK (ASKING at the importing node, the map left
 // as it is) and, once the slot is reassigned, through MOVED (the map
 // updated, later calls direct), on the blocking and the asynchronous path,
-// its count continuing across the move; four threads' first calls race
-// the first map read and all complete once (also under ThreadSanitizer);
+// its count continuing across the move; a two-key call on a half-moved
+// slot retries TRYAGAIN until it settles; eight threads on a hot key hold
+// its limit per window while its slot migrates; a primary SIGKILLed under
+// traffic: calls resume once its replica is promoted; four threads' first calls
+// race the first map read and all complete once (also under ThreadSanitizer);
 // and bad cluster options are refused naming the field.
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <future>
 #include <latch>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <set>
 #include <string>
@@ -196,6 +202,54 @@ TEST(RedisCluster, EveryStrategyEqualsTheMemoryCoordinator) {
   EXPECT_GT(denials, 50);
 }
 
+// The slot of `key` starts migrating from its primary to the next one:
+// returns {from, to, node ids}.
+struct Migration {
+  int slot;
+  int from;
+  int to;
+  std::map<int, std::string> nodes;
+  // IMPORTING at `to`, MIGRATING at `from`.
+  void begin() const {
+    EXPECT_EQ(cli1(to, absl::StrCat("CLUSTER SETSLOT ", slot, " IMPORTING ",
+                                    nodes.at(from))),
+              "OK");
+    EXPECT_EQ(cli1(from, absl::StrCat("CLUSTER SETSLOT ", slot, " MIGRATING ",
+                                      nodes.at(to))),
+              "OK");
+  }
+  // MIGRATE of `key` to `to`; NOKEY is accepted when `may_be_gone` (a key
+  // whose window ended has expired, and the importing node creates it).
+  void move(const std::string& key, bool may_be_gone = false) const {
+    const std::string reply =
+        cli1(from,
+             absl::StrCat("MIGRATE 127.0.0.1 ", to, " \"\" 0 5000 KEYS ", key));
+    if (may_be_gone && reply == "NOKEY") return;
+    EXPECT_EQ(reply, "OK");
+  }
+  // The slot belongs to `to` on every primary: the importing node first,
+  // then the migrating one, then the others (the cluster specification's
+  // order; the other order sends calls back and forth for a moment).
+  void end() const {
+    std::vector<int> order = {to, from};
+    for (const auto& [port, id] : nodes) {
+      (void)id;
+      if (port != to && port != from) order.push_back(port);
+    }
+    for (int port : order) {
+      EXPECT_EQ(cli1(port, absl::StrCat("CLUSTER SETSLOT ", slot, " NODE ",
+                                        nodes.at(to))),
+                "OK");
+    }
+  }
+};
+Migration migration_of(const std::string& key) {
+  Migration m{key_slot(key), owner_of(key), -1, primaries()};
+  auto next = m.nodes.upper_bound(m.from);
+  m.to = next != m.nodes.end() ? next->first : m.nodes.begin()->first;
+  return m;
+}
+
 // Migrates `key`'s slot from its primary to another one the way `redis-cli
 // --cluster reshard` does, checking `key` along the way on the blocking
 // and the asynchronous path: ASK once the key has moved but the slot has
@@ -231,17 +285,9 @@ TEST(RedisCluster, ChecksFollowAskAndMovedWhileTheSlotMigrates) {
   EXPECT_EQ(redis->stats().redirects, 0);
 
   // The slot migrates; the key moves to the importing node.
-  EXPECT_EQ(cli1(to, absl::StrCat("CLUSTER SETSLOT ", slot, " IMPORTING ",
-                                  nodes.at(from))),
-            "OK");
-  EXPECT_EQ(cli1(from, absl::StrCat("CLUSTER SETSLOT ", slot, " MIGRATING ",
-                                    nodes.at(to))),
-            "OK");
-  EXPECT_EQ(cli1(from, absl::StrCat("MIGRATE 127.0.0.1 ", to,
-                                    " \"\" 0 5000 "
-                                    "KEYS ",
-                                    key)),
-            "OK");
+  const Migration m{slot, from, to, nodes};
+  m.begin();
+  m.move(key);
   int64_t redirects = redis->stats().redirects;
   expect_next(redis->check(strategy, key, 0, 1), "asked");
   EXPECT_EQ(redis->stats().redirects, redirects + 1) << "one ASK";
@@ -250,12 +296,7 @@ TEST(RedisCluster, ChecksFollowAskAndMovedWhileTheSlotMigrates) {
       << "ASK again: the map still names the old node";
 
   // The slot is reassigned: the old node answers MOVED.
-  for (const auto& [port, id] : nodes) {
-    (void)id;
-    EXPECT_EQ(cli1(port, absl::StrCat("CLUSTER SETSLOT ", slot, " NODE ",
-                                      nodes.at(to))),
-              "OK");
-  }
+  m.end();
   redirects = redis->stats().redirects;
   expect_next(check_async(), "moved, async");
   EXPECT_EQ(redis->stats().redirects, redirects + 1) << "one MOVED";
@@ -263,6 +304,105 @@ TEST(RedisCluster, ChecksFollowAskAndMovedWhileTheSlotMigrates) {
   expect_next(check_async(), "after, async");
   EXPECT_EQ(redis->stats().redirects, redirects + 1) << "then direct";
   EXPECT_EQ(owner_of(key), to);
+}
+
+// A fused (two-key) call meets the slot with one key moved and one not:
+// the old owner answers TRYAGAIN, the call waits and goes again (blocking
+// and asynchronous alike) until the second key has moved, then follows
+// ASK; both axes' counts go on.
+TEST(RedisCluster, FusedCallsRetryTryAgainUntilTheSlotSettles) {
+  std::unique_ptr<RedisCoordinator> redis = cluster_coordinator();
+  const auto rate = std::get<Gcra>(
+      *make_strategy(Gcra::Options{.limit = 100, .period_ms = 3'600'000}));
+  const auto cost = std::get<TokenBucket>(*make_strategy(
+      TokenBucket::Options{.capacity = 100, .refill_per_sec = 0.001}));
+  const std::string tag = absl::StrCat("{cl-try:", getpid(), "}");
+  const std::string r = tag + ":r", c = tag + ":c";
+  absl::StatusOr<RedisCoordinator::FusedDecision> first =
+      redis->fused_check(rate, cost, r, c, 0, 1);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const Migration m = migration_of(r);
+  ASSERT_GT(m.from, 0);
+  m.begin();
+  m.move(r);  // c stays behind: the slot is half moved
+  const int64_t retries = redis->stats().retries;
+  std::promise<absl::StatusOr<RedisCoordinator::FusedDecision>> async;
+  redis->fused_check_async(
+      rate, cost, r, c, 0, 1,
+      [&async](absl::StatusOr<RedisCoordinator::FusedDecision> d) {
+        async.set_value(std::move(d));
+      });
+  auto blocking = std::async(std::launch::async, [&] {
+    return redis->fused_check(rate, cost, r, c, 0, 1);
+  });
+  absl::SleepFor(absl::Milliseconds(150));
+  EXPECT_GT(redis->stats().retries, retries) << "TRYAGAIN met and retried";
+  m.move(c);
+  absl::StatusOr<RedisCoordinator::FusedDecision> a = async.get_future().get();
+  absl::StatusOr<RedisCoordinator::FusedDecision> b = blocking.get();
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  // Three admissions in all, in some order: 99, 98 and 97 left.
+  EXPECT_EQ(std::set<int64_t>({a->rate.remaining, b->rate.remaining}),
+            std::set<int64_t>(
+                {first->rate.remaining - 1, first->rate.remaining - 2}));
+  EXPECT_EQ(std::set<int64_t>({a->cost->remaining, b->cost->remaining}),
+            std::set<int64_t>(
+                {first->cost->remaining - 1, first->cost->remaining - 2}));
+  m.end();
+}
+
+// Eight threads check one hot key while its slot migrates: every call
+// answers within the deadline, the ASK path is taken, and each window
+// admits at most the limit (counted per window, by the decisions' reset).
+TEST(RedisCluster, AHotKeyHoldsItsLimitWhileItsSlotMigrates) {
+  std::unique_ptr<RedisCoordinator> redis = cluster_coordinator();
+  constexpr int64_t kLimit = 40, kWindowMs = 250;
+  const AnyStrategy strategy = *make_strategy(
+      FixedWindow::Options{.limit = kLimit, .window_ms = kWindowMs});
+  const std::string key = absl::StrCat("{cl-hot:", getpid(), "}");
+  ASSERT_TRUE(redis->check(strategy, key, 0, 1).ok());
+  const Migration m = migration_of(key);
+  std::mutex mu;
+  std::map<int64_t, int64_t> admitted;  // window end -> admissions
+  int64_t errors = 0;
+  absl::Status first_error;
+  absl::Duration slowest;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      while (!stop.load()) {
+        const absl::Time t0 = absl::Now();
+        absl::StatusOr<Decision> d = redis->check(strategy, key, 0, 1);
+        const absl::Duration took = absl::Now() - t0;
+        std::lock_guard<std::mutex> lock(mu);
+        slowest = std::max(slowest, took);
+        if (!d.ok()) {
+          if (errors++ == 0) first_error = d.status();
+        } else if (d->allowed) {
+          ++admitted[d->reset_at_ms];
+        }
+      }
+    });
+  }
+  const int64_t redirects = redis->stats().redirects;
+  absl::SleepFor(absl::Milliseconds(600));
+  m.begin();
+  absl::SleepFor(absl::Milliseconds(200));
+  m.move(key, /*may_be_gone=*/true);
+  absl::SleepFor(absl::Milliseconds(400));
+  m.end();
+  absl::SleepFor(absl::Milliseconds(600));
+  stop = true;
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(errors, 0) << first_error;
+  EXPECT_LT(slowest, absl::Seconds(2)) << "within the command timeout";
+  EXPECT_GT(redis->stats().redirects, redirects) << "ASK and MOVED followed";
+  EXPECT_GE(admitted.size(), 6u);
+  for (const auto& [window_end, n] : admitted) {
+    EXPECT_LE(n, kLimit) << "window ending " << window_end;
+  }
 }
 
 // A fresh coordinator's first calls race its first map read: from four
@@ -324,6 +464,93 @@ TEST(RedisCluster, BadClusterOptionsAreRefusedNamingTheField) {
   }
   EXPECT_TRUE(absl::IsInvalidArgument(
       RedisCoordinator::create({.max_redirects = 0}).status()));
+}
+
+// A primary SIGKILLed under traffic: calls on its slots fail (a limiter's
+// fail policy governs the gap) until its replica is promoted, then resume
+// on the new primary, the map read again after the failures; calls on the
+// other primaries' slots resume too (the cluster answers CLUSTERDOWN while
+// a slot has no primary, retried within each call's deadline). The node is
+// started again afterwards and rejoins as a replica.
+TEST(RedisCluster, ChecksResumeAfterAPrimaryIsKilled) {
+  std::unique_ptr<RedisCoordinator> redis = cluster_coordinator();
+  const AnyStrategy strategy = *make_strategy(
+      FixedWindow::Options{.limit = 1'000'000, .window_ms = 3'600'000});
+  const std::string victim_key = absl::StrCat("{cl-kill:", getpid(), "}");
+  const int victim = owner_of(victim_key);
+  ASSERT_GT(victim, 0);
+  const std::string dir =
+      testing::env_or("THROTTLEKIT_TEST_SERVERS_DIR", "") + "/redis-cluster";
+  std::ifstream pid_file(absl::StrCat(dir, "/", victim, "/redis.pid"));
+  pid_t pid = 0;
+  pid_file >> pid;
+  ASSERT_GT(pid, 0);
+
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  absl::Time first_failure = absl::InfiniteFuture();
+  absl::Time resumed = absl::InfiniteFuture();
+  int64_t failures = 0;
+  absl::Status last_error;
+  absl::Time killed_at = absl::InfiniteFuture();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      while (!stop.load()) {
+        absl::StatusOr<Decision> d = redis->check(strategy, victim_key, 0, 1);
+        const absl::Time now = absl::Now();
+        std::lock_guard<std::mutex> lock(mu);
+        if (!d.ok()) {
+          ++failures;
+          first_failure = std::min(first_failure, now);
+          last_error = d.status();
+        } else if (now > killed_at && failures > 0 &&
+                   resumed == absl::InfiniteFuture()) {
+          resumed = now;
+        }
+        if (!d.ok()) absl::SleepFor(absl::Milliseconds(5));
+      }
+    });
+  }
+  absl::SleepFor(absl::Milliseconds(300));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    killed_at = absl::Now();
+  }
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  for (int i = 0; i < 2000; ++i) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (resumed != absl::InfiniteFuture()) break;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  stop = true;
+  for (std::thread& t : threads) t.join();
+  const std::string script =
+      testing::env_or("THROTTLEKIT_REDIS_CLUSTER_SCRIPT", "");
+  EXPECT_EQ(std::system(absl::StrCat("bash ", script, " restart ", dir, " ",
+                                     base_port(), " ", victim)
+                            .c_str()),
+            0);
+  ASSERT_NE(resumed, absl::InfiniteFuture())
+      << "never resumed; " << failures << " failures, the last " << last_error;
+  const absl::Duration gap = resumed - killed_at;
+  std::printf("primary %d killed: %lld failed calls, resumed after %s\n",
+              victim, static_cast<long long>(failures),
+              absl::FormatDuration(gap).c_str());
+  EXPECT_GT(failures, 0);
+  // The node timeout (2 s), the failure's agreement and the replica's
+  // election (about 1 to 2 s), a map read and one call's deadline (2 s),
+  // with slack for a loaded machine (about 4 s is typical here).
+  EXPECT_LT(gap, absl::Seconds(12));
+  EXPECT_NE(owner_of(victim_key), victim) << "the replica took over";
+  // Every slot is served again.
+  for (int k = 0; k < 12; ++k) {
+    absl::StatusOr<Decision> d = redis->check(
+        strategy, absl::StrCat("cl-after:", getpid(), ":", k), 0, 1);
+    EXPECT_TRUE(d.ok()) << d.status();
+  }
 }
 
 }  // namespace

@@ -6,31 +6,32 @@
 # start: six fresh cluster-enabled servers (pid, log, nodes.conf in
 #        <dir>/<port>), joined with `redis-cli --cluster create
 #        --cluster-replicas 1`; waits until every node reports
-#        cluster_state:ok and knows all 16384 slots (30 s at most). A
-#        cluster left behind in <dir> is stopped first.
+#        cluster_state:ok and knows all 16384 slots and every replica has
+#        synced with its primary (30 s at most). A cluster left behind in
+#        <dir> is stopped first.
 # stop:  stops every server of <dir> (resuming SIGSTOPped ones first) and
 #        removes <dir>. Stopping a cluster that is not running succeeds.
+# restart <dir> <base> <port>: starts again the node on <port> (killed by a
+#        test) with its nodes.conf, so it rejoins the cluster; waits until
+#        it answers PING.
 set -euo pipefail
 action="$1" dir="$2" base="$3"
 ports=()
 for i in 0 1 2 3 4 5; do ports+=("$((base + i))"); done
 
 stop() {
+  # The pids are read once: a server removes its pid file as it exits.
+  local pids=() pid
   for port in "${ports[@]}"; do
-    local pidfile="$dir/$port/redis.pid"
-    [[ -f "$pidfile" ]] || continue
-    local pid
-    pid="$(cat "$pidfile")"
+    pid="$(cat "$dir/$port/redis.pid" 2>/dev/null || true)"
+    [[ -n "$pid" ]] || continue
+    pids+=("$pid")
     if kill -0 "$pid" 2>/dev/null; then
       kill -CONT "$pid" 2>/dev/null || true
       kill -TERM "$pid" 2>/dev/null || true
     fi
   done
-  for port in "${ports[@]}"; do
-    local pidfile="$dir/$port/redis.pid"
-    [[ -f "$pidfile" ]] || continue
-    local pid
-    pid="$(cat "$pidfile")"
+  for pid in "${pids[@]}"; do
     for _ in $(seq 100); do
       kill -0 "$pid" 2>/dev/null || break
       sleep 0.05
@@ -49,18 +50,32 @@ fail() {
   exit 1
 }
 
+start_node() {
+  local port="$1"
+  mkdir -p "$dir/$port"
+  redis-server --port "$port" --bind 127.0.0.1 --save "" \
+    --appendonly no --dir "$dir/$port" --daemonize yes \
+    --pidfile "$dir/$port/redis.pid" --logfile "$dir/$port/redis.log" \
+    --protected-mode yes --cluster-enabled yes \
+    --cluster-config-file "$dir/$port/nodes.conf" \
+    --cluster-node-timeout 2000
+}
+
 case "$action" in
+  restart)
+    port="$4"
+    start_node "$port"
+    for _ in $(seq 200); do
+      if redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; then
+        exit 0
+      fi
+      sleep 0.05
+    done
+    fail "redis-server did not answer on port $port"
+    ;;
   start)
     stop
-    for port in "${ports[@]}"; do
-      mkdir -p "$dir/$port"
-      redis-server --port "$port" --bind 127.0.0.1 --save "" \
-        --appendonly no --dir "$dir/$port" --daemonize yes \
-        --pidfile "$dir/$port/redis.pid" --logfile "$dir/$port/redis.log" \
-        --protected-mode yes --cluster-enabled yes \
-        --cluster-config-file "$dir/$port/nodes.conf" \
-        --cluster-node-timeout 2000
-    done
+    for port in "${ports[@]}"; do start_node "$port"; done
     for port in "${ports[@]}"; do
       up=0
       for _ in $(seq 200); do
@@ -77,12 +92,20 @@ case "$action" in
     redis-cli --cluster create "${addresses[@]}" --cluster-replicas 1 \
       --cluster-yes > "$dir/create.log" 2>&1 ||
       fail "redis-cli --cluster create failed: $(tail -n 5 "$dir/create.log")"
+    # Ready: every node sees the whole cluster, and every replica has
+    # finished its first sync (a replica that has not cannot take over).
     for _ in $(seq 600); do
       ok=1
       for port in "${ports[@]}"; do
         info="$(redis-cli -p "$port" cluster info 2>/dev/null || true)"
         if ! grep -q "cluster_state:ok" <<<"$info" ||
           ! grep -q "cluster_slots_assigned:16384" <<<"$info"; then
+          ok=0
+          break
+        fi
+        repl="$(redis-cli -p "$port" info replication 2>/dev/null || true)"
+        if grep -q "role:slave" <<<"$repl" &&
+          ! grep -q "master_link_status:up" <<<"$repl"; then
           ok=0
           break
         fi
@@ -99,7 +122,7 @@ case "$action" in
     stop
     ;;
   *)
-    echo "usage: $0 start|stop <dir> <base>" >&2
+    echo "usage: $0 start|stop <dir> <base> | restart <dir> <base> <port>" >&2
     exit 2
     ;;
 esac

@@ -35,10 +35,12 @@ struct BackendStats {
   // Times the server had lost what the coordinator installs and it was
   // loaded again: a script (Redis NOSCRIPT) or the schema (Postgres).
   int64_t reloads = 0;
-  // Redis Cluster: MOVED and ASK replies followed, and slot maps read
-  // (0 on a single server and on Postgres).
+  // Redis Cluster: MOVED and ASK replies followed, slot maps read, and
+  // calls sent again after TRYAGAIN or CLUSTERDOWN (0 on a single server
+  // and on Postgres).
   int64_t redirects = 0;
   int64_t refreshes = 0;
+  int64_t retries = 0;
 };
 
 namespace detail {
@@ -46,7 +48,7 @@ namespace detail {
 // The live counters behind `BackendStats`: one relaxed atomic per field.
 struct BackendCounters {
   std::atomic<int64_t> requests{0}, batches{0}, connects{0}, timeouts{0},
-      failures{0}, reloads{0}, redirects{0}, refreshes{0};
+      failures{0}, reloads{0}, redirects{0}, refreshes{0}, retries{0};
 
   static void add(std::atomic<int64_t>& counter, int64_t n = 1) noexcept {
     counter.fetch_add(n, std::memory_order_relaxed);
@@ -58,7 +60,7 @@ struct BackendCounters {
     };
     return BackendStats{get(requests),  get(batches),  get(connects),
                         get(timeouts),  get(failures), get(reloads),
-                        get(redirects), get(refreshes)};
+                        get(redirects), get(refreshes), get(retries)};
   }
 };
 
