@@ -58,8 +58,8 @@ struct BackendCounters {
     const auto get = [](const std::atomic<int64_t>& c) {
       return c.load(std::memory_order_relaxed);
     };
-    return BackendStats{get(requests),  get(batches),  get(connects),
-                        get(timeouts),  get(failures), get(reloads),
+    return BackendStats{get(requests),  get(batches),   get(connects),
+                        get(timeouts),  get(failures),  get(reloads),
                         get(redirects), get(refreshes), get(retries)};
   }
 };
