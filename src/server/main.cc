@@ -50,6 +50,7 @@
 #include <string_view>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
@@ -239,59 +240,54 @@ int main(int argc, char** argv) {
   throttlekit::server::PolicyContext context{.node_id = args.node_id};
   std::string host;
   int port = 0;
-  if (!args.redis.empty()) {
-    if (!host_port(args.redis, host, port)) {
-      return usage("--redis wants HOST:PORT; got " + args.redis);
-    }
-#ifdef THROTTLEKIT_SERVER_REDIS
-    context.region_pool =
-        [host,
-         port]() -> absl::StatusOr<std::shared_ptr<throttlekit::RegionPool>> {
-      auto pool =
-          throttlekit::RedisRegionPool::create({.host = host, .port = port});
-      if (!pool.ok()) return pool.status();
-      return std::shared_ptr<throttlekit::RegionPool>(*std::move(pool));
-    };
+  if (!args.redis.empty() || !args.redis_cluster.empty()) {
+    // One server (--redis) or a cluster's seed nodes (--redis-cluster).
     throttlekit::RedisCoordinatorOptions o;
-    o.host = host;
-    o.port = port;
-    auto c = throttlekit::RedisCoordinator::create(o);
-    if (!c.ok()) {
-      std::fprintf(stderr, "throttlekit-server: redis %s: %s\n",
-                   args.redis.c_str(),
-                   std::string(c.status().message()).c_str());
-      return 1;
+    const bool cluster = args.redis.empty();
+    const std::string& where = cluster ? args.redis_cluster : args.redis;
+    if (!cluster) {
+      if (!host_port(args.redis, host, port)) {
+        return usage("--redis wants HOST:PORT; got " + args.redis);
+      }
+      o.host = host;
+      o.port = port;
     }
-    store = std::shared_ptr<throttlekit::Coordinator>(*std::move(c));
-#else
-    return usage("this build has no Redis backend (hiredis was not found)");
-#endif
-  } else if (!args.redis_cluster.empty()) {
-    throttlekit::RedisCoordinatorOptions o;
-    for (absl::string_view node : absl::StrSplit(args.redis_cluster, ',')) {
-      if (!host_port(std::string(node), host, port)) {
+    std::vector<std::string> seeds;
+    if (cluster) seeds = absl::StrSplit(args.redis_cluster, ',');
+    for (const std::string& node : seeds) {
+      int node_port = 0;
+      std::string node_host;
+      if (!host_port(node, node_host, node_port)) {
         return usage("--redis-cluster wants HOST:PORT[,HOST:PORT...]; got " +
                      args.redis_cluster);
       }
       o.cluster_seeds.emplace_back(node);
     }
 #ifdef THROTTLEKIT_SERVER_REDIS
-    // A fair escrow's region pool speaks to one Redis server.
     context.region_pool =
-        []() -> absl::StatusOr<std::shared_ptr<throttlekit::RegionPool>> {
-      return absl::UnimplementedError(
-          "federatedFairEscrow's region pool needs one Redis server "
-          "(--redis); on --redis-cluster it is not supported yet");
+        [cluster, host,
+         port]() -> absl::StatusOr<std::shared_ptr<throttlekit::RegionPool>> {
+      // A fair escrow's region pool speaks to one Redis server.
+      if (cluster) {
+        return absl::UnimplementedError(
+            "federatedFairEscrow's region pool needs one Redis server "
+            "(--redis); on --redis-cluster it is not supported yet");
+      }
+      auto pool =
+          throttlekit::RedisRegionPool::create({.host = host, .port = port});
+      if (!pool.ok()) return pool.status();
+      return std::shared_ptr<throttlekit::RegionPool>(*std::move(pool));
     };
     auto c = throttlekit::RedisCoordinator::create(o);
     if (!c.ok()) {
-      std::fprintf(stderr, "throttlekit-server: redis cluster %s: %s\n",
-                   args.redis_cluster.c_str(),
+      std::fprintf(stderr, "throttlekit-server: redis%s %s: %s\n",
+                   cluster ? " cluster" : "", where.c_str(),
                    std::string(c.status().message()).c_str());
       return 1;
     }
     store = std::shared_ptr<throttlekit::Coordinator>(*std::move(c));
 #else
+    (void)where;
     return usage("this build has no Redis backend (hiredis was not found)");
 #endif
   } else if (!args.postgres.empty()) {
