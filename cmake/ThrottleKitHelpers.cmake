@@ -99,17 +99,22 @@ function(throttlekit_test)
       "THROTTLEKIT_REDIS_SERVER_SCRIPT=${PROJECT_SOURCE_DIR}/tests/servers/redis_server.sh"
       "THROTTLEKIT_TEST_SERVERS_DIR=${CMAKE_BINARY_DIR}/test-servers")
   endif()
-  # Label `cluster`: the Redis Cluster fixture (3 primaries, 3 replicas).
-  if("cluster" IN_LIST ARG_LABELS)
-    set_property(TEST ${ARG_NAME} APPEND PROPERTY FIXTURES_REQUIRED redis_cluster)
+  # Label `cluster`: the Redis Cluster fixture (3 primaries, 3 replicas);
+  # label `sentinel`: the Sentinel fixture (a primary, its replica, three
+  # sentinels). Their tests kill, restart and fail over the servers: one
+  # such test per fixture at a time.
+  foreach(_topology IN ITEMS cluster sentinel)
+    if(NOT "${_topology}" IN_LIST ARG_LABELS)
+      continue()
+    endif()
+    string(TOUPPER "${_topology}" _upper)
+    set_property(TEST ${ARG_NAME} APPEND PROPERTY FIXTURES_REQUIRED redis_${_topology})
     set_property(TEST ${ARG_NAME} APPEND PROPERTY ENVIRONMENT
-      "THROTTLEKIT_REDIS_CLUSTER_PORT=${THROTTLEKIT_TEST_REDIS_CLUSTER_PORT}"
-      "THROTTLEKIT_REDIS_CLUSTER_SCRIPT=${PROJECT_SOURCE_DIR}/tests/servers/redis_cluster.sh"
+      "THROTTLEKIT_REDIS_${_upper}_PORT=${THROTTLEKIT_TEST_REDIS_${_upper}_PORT}"
+      "THROTTLEKIT_REDIS_${_upper}_SCRIPT=${PROJECT_SOURCE_DIR}/tests/servers/redis_${_topology}.sh"
       "THROTTLEKIT_TEST_SERVERS_DIR=${CMAKE_BINARY_DIR}/test-servers")
-    # One cluster, and a test that kills and restarts its nodes: one such
-    # test at a time.
-    set_property(TEST ${ARG_NAME} APPEND PROPERTY RESOURCE_LOCK redis_cluster)
-  endif()
+    set_property(TEST ${ARG_NAME} APPEND PROPERTY RESOURCE_LOCK redis_${_topology})
+  endforeach()
   if(NOT _selected)
     return()
   endif()

@@ -5,8 +5,11 @@
 
 #include "throttlekit/redis/redis_coordinator.h"
 
+#include <fcntl.h>
 #include <hiredis/hiredis.h>
+#include <poll.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -19,7 +22,9 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -31,6 +36,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "throttlekit/core/mutex.h"
 #include "throttlekit/core/option_check.h"
@@ -205,36 +211,94 @@ struct SlotRange {
   int port = 0;
 };
 
-// CLUSTER SLOTS from `host:port` over a connection of its own (the slot map
-// is read rarely and off every caller's path), bounded by the connect and
-// command timeouts. A primary announced without an address is `host`.
+struct FreeReply {
+  void operator()(redisReply* r) const { freeReplyObject(r); }
+};
+using ReplyPtr = std::unique_ptr<redisReply, FreeReply>;
+
+// "host:port", with an IPv6 host in brackets.
+std::string node_address(std::string_view host, int port) {
+  const absl::string_view h(host.data(), host.size());
+  return host.find(':') == std::string_view::npos
+             ? absl::StrCat(h, ":", port)
+             : absl::StrCat("[", h, "]:", port);
+}
+
+// A short-lived connection of its own to one server, for the rare reads of
+// the topology (CLUSTER SLOTS, a sentinel's answer, ROLE), off every
+// caller's path; bounded by the connect and command timeouts. Not
+// thread-safe: one thread uses it.
+class SideConnection {
+ public:
+  SideConnection() = default;
+  SideConnection(const SideConnection&) = delete;
+  SideConnection& operator=(const SideConnection&) = delete;
+  ~SideConnection() {
+    if (ctx_ != nullptr) redisFree(ctx_);
+  }
+
+  // Connects and authenticates (an empty `password` sends no AUTH).
+  absl::Status open(const std::string& host, int port,
+                    const std::string& username, const std::string& password,
+                    const RedisCoordinatorOptions& o) {
+    where_ = node_address(host, port);
+    ctx_ = redisConnectWithTimeout(host.c_str(), port,
+                                   absl::ToTimeval(o.connect_timeout));
+    if (ctx_ == nullptr || ctx_->err != 0) {
+      return error(ctx_ == nullptr ? "out of memory" : ctx_->errstr);
+    }
+    redisSetTimeout(ctx_, absl::ToTimeval(o.command_timeout));
+    if (password.empty()) return absl::OkStatus();
+    std::vector<std::string_view> auth = {"AUTH"};
+    if (!username.empty()) auth.push_back(username);
+    auth.push_back(password);
+    absl::StatusOr<ReplyPtr> r = run(auth);
+    return r.ok() ? absl::OkStatus() : r.status();
+  }
+
+  // Runs one command: its reply, or kUnavailable (an error reply, a lost
+  // connection or a timeout) naming the server and the command.
+  absl::StatusOr<ReplyPtr> run(const std::vector<std::string_view>& cmd) {
+    std::vector<const char*> argv;
+    std::vector<size_t> lens;
+    for (std::string_view a : cmd) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    ReplyPtr reply(static_cast<redisReply*>(redisCommandArgv(
+        ctx_, static_cast<int>(argv.size()), argv.data(), lens.data())));
+    const absl::string_view name(cmd.front().data(), cmd.front().size());
+    if (reply == nullptr) return error(absl::StrCat(name, ": ", ctx_->errstr));
+    if (reply->type == REDIS_REPLY_ERROR) {
+      return error(
+          absl::StrCat(name, ": ", absl::string_view(reply->str, reply->len)));
+    }
+    return reply;
+  }
+
+  redisContext* context() const { return ctx_; }
+  const std::string& where() const { return where_; }
+
+ private:
+  absl::Status error(absl::string_view why) const {
+    return absl::UnavailableError(absl::StrCat("redis: ", where_, ": ", why));
+  }
+
+  std::string where_;
+  redisContext* ctx_ = nullptr;
+};
+
+// CLUSTER SLOTS from `host:port` over a connection of its own. A primary
+// announced without an address is `host`.
 absl::StatusOr<std::vector<SlotRange>> fetch_slot_ranges(
     const std::string& host, int port, const RedisCoordinatorOptions& o) {
-  redisContext* ctx = redisConnectWithTimeout(
-      host.c_str(), port, absl::ToTimeval(o.connect_timeout));
-  const auto fail = [&](absl::string_view why) {
-    absl::Status s = absl::UnavailableError(
-        absl::StrCat("redis: CLUSTER SLOTS from ", host, ":", port, ": ", why));
-    if (ctx != nullptr) redisFree(ctx);
+  SideConnection c;
+  if (absl::Status s = c.open(host, port, o.username, o.password, o); !s.ok()) {
     return s;
-  };
-  if (ctx == nullptr || ctx->err != 0) {
-    return fail(ctx == nullptr ? "out of memory" : ctx->errstr);
   }
-  redisSetTimeout(ctx, absl::ToTimeval(o.command_timeout));
-  if (!o.password.empty()) {
-    auto* auth = static_cast<redisReply*>(
-        o.username.empty()
-            ? redisCommand(ctx, "AUTH %b", o.password.data(), o.password.size())
-            : redisCommand(ctx, "AUTH %b %b", o.username.data(),
-                           o.username.size(), o.password.data(),
-                           o.password.size()));
-    const bool ok = auth != nullptr && auth->type != REDIS_REPLY_ERROR;
-    if (auth != nullptr) freeReplyObject(auth);
-    if (!ok) return fail("AUTH failed");
-  }
-  auto* reply = static_cast<redisReply*>(redisCommand(ctx, "CLUSTER SLOTS"));
-  if (reply == nullptr) return fail(ctx->errstr);
+  absl::StatusOr<ReplyPtr> r = c.run({"CLUSTER", "SLOTS"});
+  if (!r.ok()) return r.status();
+  const redisReply* reply = r->get();
   std::vector<SlotRange> out;
   bool ok = reply->type == REDIS_REPLY_ARRAY;
   for (size_t i = 0; ok && i < reply->elements; ++i) {
@@ -247,33 +311,100 @@ absl::StatusOr<std::vector<SlotRange>> fetch_slot_ranges(
          e->element[2]->element[0]->type == REDIS_REPLY_STRING &&
          e->element[2]->element[1]->type == REDIS_REPLY_INTEGER;
     if (!ok) break;
-    SlotRange r;
-    r.first = static_cast<int>(e->element[0]->integer);
-    r.last = static_cast<int>(e->element[1]->integer);
+    SlotRange range;
+    range.first = static_cast<int>(e->element[0]->integer);
+    range.last = static_cast<int>(e->element[1]->integer);
     const redisReply* primary = e->element[2];
-    r.host.assign(primary->element[0]->str, primary->element[0]->len);
-    if (r.host.empty()) r.host = host;
-    r.port = static_cast<int>(primary->element[1]->integer);
-    ok = r.first >= 0 && r.first <= r.last && r.last < kClusterSlots;
-    if (ok) out.push_back(std::move(r));
+    range.host.assign(primary->element[0]->str, primary->element[0]->len);
+    if (range.host.empty()) range.host = host;
+    range.port = static_cast<int>(primary->element[1]->integer);
+    ok = range.first >= 0 && range.first <= range.last &&
+         range.last < kClusterSlots;
+    if (ok) out.push_back(std::move(range));
   }
-  std::string error;
-  if (reply->type == REDIS_REPLY_ERROR) error.assign(reply->str, reply->len);
-  freeReplyObject(reply);
-  if (!error.empty()) return fail(error);
-  if (!ok) return fail("an unreadable reply");
-  redisFree(ctx);
+  if (!ok) {
+    return absl::UnavailableError(absl::StrCat(
+        "redis: ", c.where(), ": CLUSTER SLOTS: an unreadable reply"));
+  }
   return out;
+}
+
+// Redis Sentinel: the address ("host:port") the sentinel at `host:port`
+// gives for `o.master_name`.
+absl::StatusOr<std::string> ask_sentinel(const std::string& host, int port,
+                                         const RedisCoordinatorOptions& o) {
+  SideConnection c;
+  if (absl::Status s =
+          c.open(host, port, o.sentinel_username, o.sentinel_password, o);
+      !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<ReplyPtr> r =
+      c.run({"SENTINEL", "get-master-addr-by-name", o.master_name});
+  if (!r.ok()) return r.status();
+  const redisReply* reply = r->get();
+  if (reply->type == REDIS_REPLY_NIL) {
+    return absl::UnavailableError(absl::StrCat("redis: sentinel ", c.where(),
+                                               " watches no master named \"",
+                                               o.master_name, "\""));
+  }
+  int primary_port = 0;
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+      reply->element[0]->type != REDIS_REPLY_STRING ||
+      reply->element[1]->type != REDIS_REPLY_STRING ||
+      !absl::SimpleAtoi(
+          absl::string_view(reply->element[1]->str, reply->element[1]->len),
+          &primary_port)) {
+    return absl::UnavailableError(absl::StrCat(
+        "redis: sentinel ", c.where(), ": an unreadable primary address"));
+  }
+  return node_address(
+      std::string_view(reply->element[0]->str, reply->element[0]->len),
+      primary_port);
+}
+
+// Redis Sentinel: OK when the server at `address` says (ROLE) that it is a
+// primary; a sentinel may name a primary before the promotion is done, or
+// after it was demoted.
+absl::Status confirm_primary(const std::string& address,
+                             const RedisCoordinatorOptions& o) {
+  absl::StatusOr<std::pair<std::string, int>> a = parse_node_address(address);
+  if (!a.ok()) return absl::UnavailableError(a.status().message());
+  SideConnection c;
+  if (absl::Status s = c.open(a->first, a->second, o.username, o.password, o);
+      !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<ReplyPtr> r = c.run({"ROLE"});
+  if (!r.ok()) return r.status();
+  const redisReply* reply = r->get();
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements == 0 ||
+      reply->element[0]->type != REDIS_REPLY_STRING ||
+      std::string_view(reply->element[0]->str, reply->element[0]->len) !=
+          "master") {
+    return absl::UnavailableError(
+        absl::StrCat("redis: ", address, ", named primary of \"", o.master_name,
+                     "\" by the sentinels, is not a primary (ROLE)"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
 
 class RedisCoordinator::Impl {
  public:
-  explicit Impl(const RedisCoordinatorOptions& options) : options_(options) {
-    if (options.cluster_seeds.empty()) {
+  explicit Impl(const RedisCoordinatorOptions& options)
+      : options_(options),
+        topology_(!options.cluster_seeds.empty() ? Topology::kCluster
+                  : !options.sentinels.empty()   ? Topology::kSentinel
+                                                 : Topology::kSingle) {
+    if (topology_ == Topology::kSingle) {
       MutexLock lock(nodes_mu_);
       single_ = add_node_locked(options.host, options.port);
+      return;
+    }
+    if (topology_ == Topology::kSentinel) {
+      start_sentinel();
       return;
     }
     for (const std::string& seed : options.cluster_seeds) {
@@ -284,13 +415,22 @@ class RedisCoordinator::Impl {
       }
     }
     for (auto& slot : slots_) slot.store(nullptr, std::memory_order_relaxed);
-    refresher_ = std::thread([this] { cluster_loop(); });
+    refresher_ = std::thread([this] { topology_loop(); });
     request_refresh();  // the first map, without delaying `create`
   }
 
   ~Impl() {
     stopping_.store(true);
     while (following_.load() > 0) std::this_thread::yield();
+    if (watcher_.joinable()) {
+      const char byte = 0;
+      while (write(wake_fds_[1], &byte, 1) < 0 && errno == EINTR) {
+      }
+      watcher_.join();
+    }
+    for (int fd : wake_fds_) {
+      if (fd >= 0) close(fd);
+    }
     if (refresher_.joinable()) {
       {
         MutexLock lock(refresh_mu_);
@@ -315,13 +455,15 @@ class RedisCoordinator::Impl {
   absl::Status call(const std::shared_ptr<Request>& r) {
     r->deadline = absl::Now() + options_.command_timeout;
     for (;;) {
-      absl::Status s = pick(route(*r)).call(r);
+      Node* node = route(*r);
+      if (node == nullptr) return no_primary();
+      absl::Status s = pick(*node).call(r);
       // A call that ran out of time may still be in a leader's batch: only
       // a served one (any other status) may be read and sent again.
       if (absl::IsDeadlineExceeded(s)) return s;
       if (r->retry) {
         const absl::Duration pause = prepare_retry(*r);
-        if (pause < absl::ZeroDuration()) return r->status;
+        if (pause < absl::ZeroDuration()) return s;
         absl::SleepFor(pause);
         continue;
       }
@@ -355,8 +497,19 @@ class RedisCoordinator::Impl {
   // Queues `r`, an AsyncRequest, on a connection without waiting.
   void submit(std::shared_ptr<Request> r) {
     r->deadline = absl::Now() + options_.command_timeout;
-    Connection& c = pick(route(*r));
-    c.submit(std::move(r));
+    send(std::move(r));
+  }
+
+  // Queues the asynchronous `r` at the node it goes to; completes it at
+  // once when there is none (Sentinel: no primary known).
+  void send(std::shared_ptr<Request> r) {
+    Node* node = route(*r);
+    if (node == nullptr) {
+      r->status = no_primary();
+      r->finish();
+      return;
+    }
+    pick(*node).submit(std::move(r));
   }
 
   // An asynchronous request a node answered with MOVED or ASK: sent again
@@ -374,8 +527,7 @@ class RedisCoordinator::Impl {
     if (pause > absl::ZeroDuration()) {
       delay(std::move(r), pause);
     } else {
-      Connection& c = pick(route(*r));
-      c.submit(std::move(r));
+      send(std::move(r));
     }
     following_.fetch_sub(1);
   }
@@ -430,6 +582,11 @@ class RedisCoordinator::Impl {
       if (wake) io_wake_.notify_one();
     }
 
+    // The status moves out of the request to the caller: an error's shared
+    // representation (one per failed batch) is then only ever copied on
+    // the leader's thread before the hand-over, never on two threads at
+    // once (the distribution's abseil releases it in code ThreadSanitizer
+    // does not see).
     absl::Status call(const std::shared_ptr<Request>& req) {
       Request& r = *req;
       {
@@ -441,7 +598,7 @@ class RedisCoordinator::Impl {
           r.wake.wait_until(native.lock(), absl::ToChronoTime(r.deadline),
                             [&r] { return r.done || r.lead; });
           if (!r.lead) {
-            if (r.done) return r.status;
+            if (r.done) return std::move(r.status);
             r.abandoned = true;  // the leader does not send it
             detail::BackendCounters::add(owner_->counters_.timeouts);
             return deadline_error();
@@ -451,7 +608,7 @@ class RedisCoordinator::Impl {
       }
       lead();
       MutexLock lock(mu_);
-      if (r.done) return r.status;
+      if (r.done) return std::move(r.status);
       // Served by nobody: only possible if it timed out in a batch.
       detail::BackendCounters::add(owner_->counters_.timeouts);
       return deadline_error();
@@ -584,6 +741,9 @@ class RedisCoordinator::Impl {
         }
       }
       for (const auto& r : batch) append(*r, /*evalsha=*/true);
+      std::vector<size_t> all(batch.size());
+      for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+      const bool wait = append_wait(batch, all);
       detail::BackendCounters::add(owner_->counters_.batches);
       if (absl::Status s = flush(); !s.ok()) {
         for (auto& o : out) fail(o, s);
@@ -622,7 +782,15 @@ class RedisCoordinator::Impl {
         }
         freeReplyObject(reply);
       }
+      if (wait) {
+        if (absl::Status s = settle_wait(batch, all, out); !s.ok()) {
+          for (size_t i : retry) fail(out[i], s);
+          drop();
+          return;
+        }
+      }
       for (size_t i : retry) append(*batch[i], /*evalsha=*/false);
+      const bool wait_again = !retry.empty() && append_wait(batch, retry);
       if (absl::Status s = retry.empty() ? absl::OkStatus() : flush();
           !s.ok()) {
         for (size_t i : retry) fail(out[i], s);
@@ -641,6 +809,79 @@ class RedisCoordinator::Impl {
         complete(out[retry[k]], reply);
         freeReplyObject(reply);
       }
+      if (wait_again) {
+        if (absl::Status s = settle_wait(batch, retry, out); !s.ok()) drop();
+      }
+    }
+
+    static bool writes(const Request& r) {
+      return r.script >= 0 && r.script != kStateScript;
+    }
+
+    // `durable_writes`: appends WAIT <n> <ms> after the calls `idx` of
+    // `batch` when one of them writes; <ms> ends before the earliest
+    // deadline among those (at least 1: WAIT 0 would wait forever). True
+    // when appended.
+    bool append_wait(const std::vector<std::shared_ptr<Request>>& batch,
+                     const std::vector<size_t>& idx) {
+      const int n = owner_->options_.durable_writes;
+      if (n == 0) return false;
+      absl::Time by = absl::InfiniteFuture();
+      for (size_t i : idx) {
+        if (writes(*batch[i])) by = std::min(by, batch[i]->deadline);
+      }
+      if (by == absl::InfiniteFuture()) return false;
+      // The reply must come back before the deadline: WAIT gets half of
+      // what is left, since Redis ends a WAIT that times out only at its
+      // next timer tick (1/hz: 100 ms by default).
+      wait_ms_ = std::max<int64_t>(
+          1, absl::ToInt64Milliseconds((by - absl::Now()) / 2));
+      wait_argv_ = {"WAIT", fmt_int(n), fmt_int(wait_ms_)};
+      const char* argv[3];
+      size_t lens[3];
+      for (int i = 0; i < 3; ++i) {
+        argv[i] = wait_argv_[i].data();
+        lens[i] = wait_argv_[i].size();
+      }
+      redisAppendCommandArgv(ctx_, 3, argv, lens);
+      return true;
+    }
+
+    // `durable_writes`: reads the reply to the WAIT after the calls `idx`;
+    // when fewer replicas than asked acknowledged, each of those calls that
+    // wrote and succeeded fails kUnavailable instead. Not OK when the reply
+    // did not come (the connection must go; the calls stand failed).
+    absl::Status settle_wait(const std::vector<std::shared_ptr<Request>>& batch,
+                             const std::vector<size_t>& idx,
+                             std::vector<Outcome>& out) {
+      const int n = owner_->options_.durable_writes;
+      redisReply* reply = nullptr;
+      absl::Status s =
+          read_reply(absl::Now() + owner_->options_.command_timeout, &reply);
+      int64_t acked = 0;
+      std::string why;
+      if (s.ok()) {
+        if (reply->type == REDIS_REPLY_INTEGER) {
+          acked = reply->integer;
+        } else {
+          why = absl::StrCat(
+              ": ", absl::string_view(reply->str == nullptr ? "" : reply->str,
+                                      reply->len));
+        }
+        freeReplyObject(reply);
+      }
+      if (s.ok() && acked >= n) return absl::OkStatus();
+      for (size_t i : idx) {
+        if (!writes(*batch[i]) || !out[i].status.ok()) continue;
+        detail::BackendCounters::add(owner_->counters_.unreplicated);
+        detail::BackendCounters::add(owner_->counters_.failures);
+        out[i].status = s.ok() ? absl::UnavailableError(absl::StrCat(
+                                     "redis: the write reached ", acked, " of ",
+                                     n, " replicas within ", wait_ms_,
+                                     " ms (durable_writes)", why))
+                               : s;
+      }
+      return s;
     }
 
     // Writes everything appended (blocking, bounded by the send timeout).
@@ -845,7 +1086,9 @@ class RedisCoordinator::Impl {
 
     void complete(Outcome& o, const redisReply* reply) {
       if (reply->type == REDIS_REPLY_ERROR &&
-          (redirected(reply, o) || unavailable_slot(reply, o))) {
+          (redirected(reply, o) || unavailable_slot(reply, o) ||
+           (owner_->topology_ == Topology::kSentinel &&
+            not_primary(reply, o)))) {
         return;
       }
       detail::BackendCounters::add(owner_->counters_.requests);
@@ -900,6 +1143,21 @@ class RedisCoordinator::Impl {
       return true;
     }
 
+    // Redis Sentinel: "READONLY ..." (the node was demoted to a replica) or
+    // "LOADING ..." (a node restarting): recorded in `o` to be sent again,
+    // after a pause, to the primary the sentinels name then (asked now).
+    bool not_primary(const redisReply* reply, Outcome& o) {
+      const std::string_view msg(reply->str, reply->len);
+      if (!msg.starts_with("READONLY") && !msg.starts_with("LOADING")) {
+        return false;
+      }
+      o.retry = true;
+      o.status = absl::UnavailableError(
+          absl::StrCat("redis: ", absl::string_view(msg.data(), msg.size())));
+      owner_->request_refresh();
+      return true;
+    }
+
     void fail(Outcome& o, const absl::Status& s) {
       owner_->request_refresh();  // Redis Cluster: the node may be gone
       detail::BackendCounters::add(absl::IsDeadlineExceeded(s)
@@ -924,6 +1182,8 @@ class RedisCoordinator::Impl {
     redisContext* ctx_ = nullptr;
     absl::Duration timeout_set_;             // the socket's timeout now
     std::vector<const char*> argv_scratch_;  // `append`'s
+    std::array<std::string, 3> wait_argv_;   // `append_wait`'s
+    int64_t wait_ms_ = 0;
     std::vector<size_t> lens_scratch_;
     std::array<std::string, kScriptCount> shas_;
   };
@@ -971,14 +1231,20 @@ class RedisCoordinator::Impl {
     return nodes_.front().get();
   }
 
-  // The node `r` goes to: the one server; in a cluster, the ASK target it
-  // was sent to, else the owner of its key's slot (a command without a key
-  // and a slot the map does not know yet go to the first seed, whose MOVED
-  // then names the owner).
-  Node& route(const Request& r) {
-    if (single_ != nullptr) return *single_;
+  // The node `r` goes to: the one server; with Sentinel, the primary last
+  // learned (null: none yet); in a cluster, the ASK target it was sent to,
+  // else the owner of its key's slot (a command without a key and a slot
+  // the map does not know yet go to the first seed, whose MOVED then names
+  // the owner).
+  Node* route(const Request& r) {
+    if (single_ != nullptr) return single_;
+    if (topology_ == Topology::kSentinel) {
+      Node* n = primary_.load(std::memory_order_acquire);
+      if (n == nullptr) request_refresh();
+      return n;
+    }
     if (!r.ask_at.empty()) {
-      if (Node* n = node_at(r.ask_at); n != nullptr) return *n;
+      if (Node* n = node_at(r.ask_at); n != nullptr) return n;
     }
     std::string_view key;
     if (r.script >= 0) {
@@ -989,10 +1255,10 @@ class RedisCoordinator::Impl {
     if (!key.empty()) {
       Node* n = slots_[static_cast<size_t>(key_slot(key))].load(
           std::memory_order_acquire);
-      if (n != nullptr) return *n;
+      if (n != nullptr) return n;
       request_refresh();
     }
-    return *first_node();
+    return first_node();
   }
 
   static Connection& pick(Node& n) {
@@ -1061,7 +1327,8 @@ class RedisCoordinator::Impl {
   // Asks the refresher for a new slot map (at most one per
   // `kRefreshInterval`; requests meanwhile are merged).
   void request_refresh() {
-    if (single_ != nullptr || stopping_.load(std::memory_order_acquire)) {
+    if (topology_ == Topology::kSingle ||
+        stopping_.load(std::memory_order_acquire)) {
       return;
     }
     {
@@ -1117,11 +1384,12 @@ class RedisCoordinator::Impl {
     refresh_cv_.notify_one();
   }
 
-  // The cluster thread: reads the slot map when asked (no more often than
-  // `kRefreshInterval`) and sends again, when due, the calls waiting out a
-  // TRYAGAIN or CLUSTERDOWN; when the coordinator stops, the calls still
-  // waiting complete with that answer.
-  void cluster_loop() {
+  // The topology thread: reads the slot map (cluster) or asks the sentinels
+  // for the primary (Sentinel) when asked, no more often than
+  // `kRefreshInterval`, and sends again, when due, the calls waiting out a
+  // TRYAGAIN, CLUSTERDOWN, READONLY or LOADING; when the coordinator stops,
+  // the calls still waiting complete with that answer.
+  void topology_loop() {
     absl::Time last = absl::InfinitePast();
     MutexLock lock(refresh_mu_);
     while (!stopping_.load()) {
@@ -1135,13 +1403,14 @@ class RedisCoordinator::Impl {
       if (refresh) refresh_wanted_ = false;
       if (!due.empty() || refresh) {
         lock.unlock();
-        for (std::shared_ptr<Request>& r : due) {
-          Connection& c = pick(route(*r));
-          c.submit(std::move(r));
-        }
+        for (std::shared_ptr<Request>& r : due) send(std::move(r));
         if (refresh) {
           last = now;
-          refresh_map();
+          if (topology_ == Topology::kSentinel) {
+            discover_primary();
+          } else {
+            refresh_map();
+          }
         }
         lock.lock();
         continue;
@@ -1160,6 +1429,211 @@ class RedisCoordinator::Impl {
     left.swap(delayed_);
     lock.unlock();
     for (auto& entry : left) entry.second->finish();
+  }
+
+  // Sentinel: the first discovery (bounded by each sentinel's timeouts),
+  // then the topology thread and the +switch-master watcher.
+  void start_sentinel() {
+    for (const std::string& s : options_.sentinels) {
+      sentinels_.push_back(*parse_node_address(s));  // validated by create
+    }
+    discover_primary();
+    if (pipe2(wake_fds_, O_CLOEXEC) != 0) {
+      wake_fds_[0] = wake_fds_[1] = -1;  // no watcher: discovery on failure
+    } else {
+      watcher_ = std::thread([this] { watch_sentinels(); });
+    }
+    refresher_ = std::thread([this] { topology_loop(); });
+  }
+
+  // Sentinel: the status of a call made while no primary is known.
+  absl::Status no_primary() {
+    MutexLock lock(discovery_mu_);
+    return absl::UnavailableError(
+        absl::StrCat("redis: no primary known for master \"",
+                     options_.master_name, "\": ", discovery_error_.message()));
+  }
+
+  // Sentinel: asks the sentinels in turn (the one that answered last
+  // first) for the primary and confirms it with ROLE; points later calls at
+  // it. When none confirms one, the primary stays as it was (its failures
+  // ask again) and the last error is kept for `no_primary`.
+  void discover_primary() {
+    absl::Status last = absl::UnavailableError("no sentinel asked yet");
+    for (size_t k = 0; k < sentinels_.size(); ++k) {
+      const size_t i = (sentinel_first_ + k) % sentinels_.size();
+      const auto& [host, port] = sentinels_[i];
+      absl::StatusOr<std::string> address = ask_sentinel(host, port, options_);
+      if (address.ok()) {
+        last = confirm_primary(*address, options_);
+        if (last.ok()) {
+          sentinel_first_ = i;
+          detail::BackendCounters::add(counters_.refreshes);
+          {
+            // A promotion seen first (`await_promotion`) stands until the
+            // sentinels announce it.
+            MutexLock lock(discovery_mu_);
+            if (absl::Now() < hold_until_) return;
+          }
+          set_primary(*address);
+          return;
+        }
+      } else {
+        last = address.status();
+      }
+    }
+    MutexLock lock(discovery_mu_);
+    discovery_error_ = last;
+  }
+
+  // Sentinel: later calls go to the primary at `address`.
+  void set_primary(const std::string& address) {
+    Node* n = node_at(address);
+    if (n == nullptr) return;
+    Node* was = primary_.exchange(n, std::memory_order_acq_rel);
+    if (was != nullptr && was != n) {
+      detail::BackendCounters::add(counters_.switches);
+    }
+  }
+
+  // Sentinel: waits, up to `pause`, for the destructor's wake-up. True when
+  // it came (the watcher must stop).
+  bool wait_for_stop(absl::Duration pause) {
+    pollfd p{wake_fds_[0], POLLIN, 0};
+    const int ms = static_cast<int>(absl::ToInt64Milliseconds(pause));
+    return poll(&p, 1, ms) > 0 || stopping_.load();
+  }
+
+  // Sentinel: the watcher thread. Stays subscribed at every sentinel (a
+  // failover's events are published by the sentinel that runs it; one
+  // that fails is subscribed again every 200 ms) to two events for
+  // `master_name`: +failover-state-wait-promotion, when the sentinels have
+  // told a replica to become the primary, upon which it asks that replica
+  // (ROLE, every 2 ms) until it says it is the primary and moves later
+  // calls there at once; and +switch-master, the sentinels' announcement
+  // of the new primary (about a second after the promotion: they see it
+  // through their INFO polls), upon which it moves later calls to the
+  // primary announced. The first cuts the time in which the old primary,
+  // not yet demoted, takes writes that the new one will not have
+  // (docs/redis.md, "Redis Sentinel"). After every (re)subscription it asks
+  // for the primary, since a switch may have been announced while it was
+  // not listening.
+  void watch_sentinels() {
+    std::vector<std::unique_ptr<SideConnection>> subs(sentinels_.size());
+    absl::Time retry_at = absl::InfinitePast();
+    while (!stopping_.load()) {
+      if (absl::Now() >= retry_at) {
+        bool subscribed = false;
+        for (size_t i = 0; i < subs.size(); ++i) {
+          if (subs[i] != nullptr) continue;
+          auto c = std::make_unique<SideConnection>();
+          const auto& [host, port] = sentinels_[i];
+          absl::Status st = c->open(host, port, options_.sentinel_username,
+                                    options_.sentinel_password, options_);
+          if (st.ok()) {
+            st = c->run({"SUBSCRIBE", "+switch-master",
+                         "+failover-state-wait-promotion"})
+                     .status();
+          }
+          if (st.ok()) {
+            subs[i] = std::move(c);
+            subscribed = true;
+          }
+        }
+        if (subscribed) request_refresh();
+        retry_at = absl::Now() + absl::Milliseconds(200);
+      }
+      std::vector<pollfd> fds = {{wake_fds_[0], POLLIN, 0}};
+      std::vector<size_t> which;
+      for (size_t i = 0; i < subs.size(); ++i) {
+        if (subs[i] == nullptr) continue;
+        fds.push_back({subs[i]->context()->fd, POLLIN, 0});
+        which.push_back(i);
+      }
+      const bool all = which.size() == subs.size();
+      if (poll(fds.data(), fds.size(), all ? -1 : 200) < 0 && errno != EINTR) {
+        continue;
+      }
+      if (fds[0].revents != 0 || stopping_.load()) return;
+      for (size_t k = 0; k < which.size(); ++k) {
+        if (fds[k + 1].revents == 0) continue;
+        if (!read_events(*subs[which[k]])) subs[which[k]].reset();
+      }
+    }
+  }
+
+  // Sentinel: reads what a subscription has received and acts on each
+  // event; false when the connection broke.
+  bool read_events(SideConnection& c) {
+    if (redisBufferRead(c.context()) != REDIS_OK) return false;
+    for (;;) {
+      void* raw = nullptr;
+      if (redisReaderGetReply(c.context()->reader, &raw) != REDIS_OK) {
+        return false;
+      }
+      if (raw == nullptr) return true;
+      ReplyPtr message(static_cast<redisReply*>(raw));
+      on_sentinel_message(message.get());
+    }
+  }
+
+  // Sentinel: a published event. "+switch-master": "<name> <old ip> <old
+  // port> <new ip> <new port>"; "+failover-state-wait-promotion": "slave
+  // <ip:port> <ip> <port> @ <name> <primary ip> <primary port>". Others,
+  // and events for other names, are ignored.
+  void on_sentinel_message(const redisReply* m) {
+    if (m->type != REDIS_REPLY_ARRAY || m->elements != 3 ||
+        m->element[0]->type != REDIS_REPLY_STRING ||
+        m->element[1]->type != REDIS_REPLY_STRING ||
+        m->element[2]->type != REDIS_REPLY_STRING ||
+        absl::string_view(m->element[0]->str, m->element[0]->len) !=
+            "message") {
+      return;
+    }
+    const absl::string_view channel(m->element[1]->str, m->element[1]->len);
+    const std::vector<absl::string_view> words = absl::StrSplit(
+        absl::string_view(m->element[2]->str, m->element[2]->len), ' ');
+    const auto address = [](absl::string_view host, absl::string_view port) {
+      int p = 0;
+      return absl::SimpleAtoi(port, &p)
+                 ? node_address(std::string_view(host.data(), host.size()), p)
+                 : std::string();
+    };
+    if (channel == "+switch-master" && words.size() == 5 &&
+        words[0] == options_.master_name) {
+      const std::string to = address(words[3], words[4]);
+      if (to.empty()) return;
+      {
+        MutexLock lock(discovery_mu_);
+        hold_until_ = absl::InfinitePast();
+      }
+      set_primary(to);
+    } else if (channel == "+failover-state-wait-promotion" &&
+               words.size() == 8 && words[0] == "slave" &&
+               words[5] == options_.master_name) {
+      const std::string to = address(words[2], words[3]);
+      if (!to.empty()) await_promotion(to);
+    }
+  }
+
+  // Sentinel: asks the replica at `address`, told to become the primary,
+  // for its ROLE every 2 ms (for at most 10 s) and moves later calls to it
+  // once it says it is the primary. For 5 s after, or until the sentinels'
+  // +switch-master, a discovery that still names the old primary (the
+  // sentinels announce the new one later) does not move calls back.
+  void await_promotion(const std::string& address) {
+    const absl::Time give_up = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < give_up) {
+      if (confirm_primary(address, options_).ok()) {
+        {
+          MutexLock lock(discovery_mu_);
+          hold_until_ = absl::Now() + absl::Seconds(5);
+        }
+        set_primary(address);
+        return;
+      }
+      if (wait_for_stop(absl::Milliseconds(2))) return;
+    }
   }
 
   // Reads CLUSTER SLOTS from the first node that answers (the known nodes
@@ -1187,6 +1661,8 @@ class RedisCoordinator::Impl {
   }
 
   const RedisCoordinatorOptions options_;
+  enum class Topology { kSingle, kCluster, kSentinel };
+  const Topology topology_;
   Mutex nodes_mu_;
   std::vector<std::unique_ptr<Node>> nodes_ ABSL_GUARDED_BY(nodes_mu_);
   Node* single_ = nullptr;  // the one server, when not a cluster
@@ -1200,7 +1676,21 @@ class RedisCoordinator::Impl {
   std::multimap<absl::Time, std::shared_ptr<Request>> delayed_
       ABSL_GUARDED_BY(refresh_mu_);
   std::condition_variable refresh_cv_;
-  std::thread refresher_;  // the cluster thread (cluster only)
+  std::thread refresher_;  // the topology thread (cluster, Sentinel)
+  // Sentinel: the sentinels; the primary last confirmed (null: none yet);
+  // the sentinel asked first (touched by `start_sentinel`, then only by the
+  // topology thread); why the last discovery found none; the watcher
+  // thread and the pipe that wakes it to stop.
+  std::vector<std::pair<std::string, int>> sentinels_;
+  std::atomic<Node*> primary_{nullptr};
+  size_t sentinel_first_ = 0;
+  Mutex discovery_mu_;
+  absl::Status discovery_error_ ABSL_GUARDED_BY(discovery_mu_) =
+      absl::UnavailableError("not asked yet");
+  // Until when a discovery leaves a primary seen promoted in place.
+  absl::Time hold_until_ ABSL_GUARDED_BY(discovery_mu_) = absl::InfinitePast();
+  std::thread watcher_;
+  int wake_fds_[2] = {-1, -1};
   detail::BackendCounters counters_;
 };
 
@@ -1254,6 +1744,38 @@ absl::StatusOr<std::unique_ptr<RedisCoordinator>> RedisCoordinator::create(
     return absl::InvalidArgumentError(
         "redis_coordinator.database must be 0 with cluster_seeds (a cluster "
         "has one database)");
+  }
+  if (!o.cluster_seeds.empty() && !o.sentinels.empty()) {
+    return absl::InvalidArgumentError(
+        "redis_coordinator.cluster_seeds and sentinels select two "
+        "topologies; set one");
+  }
+  if (o.sentinels.size() > 16) {
+    return bad("sentinels", "at most 16 addresses", o.sentinels.size());
+  }
+  for (const std::string& sentinel : o.sentinels) {
+    if (absl::StatusOr<std::pair<std::string, int>> a =
+            parse_node_address(sentinel);
+        !a.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("redis_coordinator.sentinels: ", a.status().message()));
+    }
+  }
+  if (!o.sentinels.empty() && o.master_name.empty()) {
+    return absl::InvalidArgumentError(
+        "redis_coordinator.master_name must name the primary the sentinels "
+        "watch");
+  }
+  if (o.sentinels.empty() && !o.master_name.empty()) {
+    return absl::InvalidArgumentError(
+        "redis_coordinator.master_name needs sentinels");
+  }
+  if (!o.sentinel_username.empty() && o.sentinel_password.empty()) {
+    return absl::InvalidArgumentError(
+        "redis_coordinator.sentinel_username needs a sentinel_password");
+  }
+  if (o.durable_writes < 0 || o.durable_writes > 16) {
+    return bad("durable_writes", "in [0, 16]", o.durable_writes);
   }
   return std::unique_ptr<RedisCoordinator>(
       new RedisCoordinator(std::make_unique<Impl>(o)));

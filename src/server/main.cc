@@ -2,6 +2,7 @@
 //
 //     throttlekit-server --config server.yaml [--listen 127.0.0.1:50051]
 //                        [--redis HOST:PORT | --redis-cluster HOST:PORT,...
+//                         | --redis-sentinel HOST:PORT,... --redis-master NAME
 //                         | --postgres HOST:PORT [--postgres-db NAME]
 //                         [--postgres-user NAME]]
 //                        [--fleet-secret SECRET] [--monitor-secret SECRET]
@@ -34,6 +35,11 @@
 // keys go to the primary serving their slot (docs/redis.md, "Redis
 // Cluster").
 //
+// --redis-sentinel names the sentinels (comma-separated) watching the
+// primary --redis-master names: the primary is found through them and
+// followed through every failover they run (docs/redis.md, "Redis
+// Sentinel").
+//
 // Without --redis or --postgres the policies live in the embedded memory
 // store (one process). SIGINT or SIGTERM stops it: RPCs in flight finish,
 // new ones are refused. Exit status: 0 after a signal, 2 for bad arguments
@@ -53,6 +59,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "config.h"
 #include "config_watcher.h"
@@ -79,6 +86,8 @@ struct Args {
   std::string listen = "127.0.0.1:50051";
   std::string redis;
   std::string redis_cluster;
+  std::string redis_sentinel;
+  std::string redis_master;
   std::string postgres;
   std::string postgres_db = "postgres";
   std::string postgres_user = "postgres";
@@ -95,6 +104,7 @@ struct Args {
 constexpr const char* kUsage =
     "usage: throttlekit-server --config FILE [--listen HOST:PORT]\n"
     "       [--redis HOST:PORT | --redis-cluster HOST:PORT[,HOST:PORT...]\n"
+    "        | --redis-sentinel HOST:PORT[,HOST:PORT...] --redis-master NAME\n"
     "        | --postgres HOST:PORT [--postgres-db NAME]\n"
     "        [--postgres-user NAME]] [--fleet-secret SECRET]\n"
     "       [--monitor-secret SECRET] [--metrics-listen 127.0.0.1:PORT]\n"
@@ -144,6 +154,10 @@ int main(int argc, char** argv) {
       args.redis = value;
     } else if (flag == "--redis-cluster") {
       args.redis_cluster = value;
+    } else if (flag == "--redis-sentinel") {
+      args.redis_sentinel = value;
+    } else if (flag == "--redis-master") {
+      args.redis_master = value;
     } else if (flag == "--postgres") {
       args.postgres = value;
     } else if (flag == "--postgres-db") {
@@ -222,10 +236,16 @@ int main(int argc, char** argv) {
     metrics_host = args.metrics_listen.substr(0, colon);
   }
   if (!args.redis.empty() + !args.redis_cluster.empty() +
-          !args.postgres.empty() >
+          !args.redis_sentinel.empty() + !args.postgres.empty() >
       1) {
     return usage(
-        "give one store: --redis, --redis-cluster or --postgres, not two");
+        "give one store: --redis, --redis-cluster, --redis-sentinel or "
+        "--postgres, not two");
+  }
+  if (args.redis_sentinel.empty() != args.redis_master.empty()) {
+    return usage(
+        "--redis-sentinel and --redis-master go together (the sentinels and "
+        "the name of the primary they watch)");
   }
 
   absl::StatusOr<throttlekit::server::ServerConfig> config =
@@ -240,38 +260,48 @@ int main(int argc, char** argv) {
   throttlekit::server::PolicyContext context{.node_id = args.node_id};
   std::string host;
   int port = 0;
-  if (!args.redis.empty() || !args.redis_cluster.empty()) {
-    // One server (--redis) or a cluster's seed nodes (--redis-cluster).
+  if (!args.redis.empty() || !args.redis_cluster.empty() ||
+      !args.redis_sentinel.empty()) {
+    // One server (--redis), a cluster's seed nodes (--redis-cluster) or
+    // the sentinels of a primary (--redis-sentinel).
     throttlekit::RedisCoordinatorOptions o;
-    const bool cluster = args.redis.empty();
-    const std::string& where = cluster ? args.redis_cluster : args.redis;
-    if (!cluster) {
+    const bool single = !args.redis.empty();
+    const bool cluster = !args.redis_cluster.empty();
+    const char* flag = single    ? "--redis"
+                       : cluster ? "--redis-cluster"
+                                 : "--redis-sentinel";
+    const std::string& where = single    ? args.redis
+                               : cluster ? args.redis_cluster
+                                         : args.redis_sentinel;
+    if (single) {
       if (!host_port(args.redis, host, port)) {
         return usage("--redis wants HOST:PORT; got " + args.redis);
       }
       o.host = host;
       o.port = port;
-    }
-    std::vector<std::string> seeds;
-    if (cluster) seeds = absl::StrSplit(args.redis_cluster, ',');
-    for (const std::string& node : seeds) {
-      int node_port = 0;
-      std::string node_host;
-      if (!host_port(node, node_host, node_port)) {
-        return usage("--redis-cluster wants HOST:PORT[,HOST:PORT...]; got " +
-                     args.redis_cluster);
+    } else {
+      const std::vector<std::string> nodes = absl::StrSplit(where, ',');
+      for (const std::string& node : nodes) {
+        int node_port = 0;
+        std::string node_host;
+        if (!host_port(node, node_host, node_port)) {
+          return usage(std::string(flag) +
+                       " wants HOST:PORT[,HOST:PORT...]; got " + where);
+        }
+        (cluster ? o.cluster_seeds : o.sentinels).emplace_back(node);
       }
-      o.cluster_seeds.emplace_back(node);
+      o.master_name = args.redis_master;
     }
 #ifdef THROTTLEKIT_SERVER_REDIS
     context.region_pool =
-        [cluster, host,
+        [single, flag, host,
          port]() -> absl::StatusOr<std::shared_ptr<throttlekit::RegionPool>> {
       // A fair escrow's region pool speaks to one Redis server.
-      if (cluster) {
-        return absl::UnimplementedError(
+      if (!single) {
+        return absl::UnimplementedError(absl::StrCat(
             "federatedFairEscrow's region pool needs one Redis server "
-            "(--redis); on --redis-cluster it is not supported yet");
+            "(--redis); on ",
+            flag, " it is not supported yet"));
       }
       auto pool =
           throttlekit::RedisRegionPool::create({.host = host, .port = port});
@@ -280,14 +310,15 @@ int main(int argc, char** argv) {
     };
     auto c = throttlekit::RedisCoordinator::create(o);
     if (!c.ok()) {
-      std::fprintf(stderr, "throttlekit-server: redis%s %s: %s\n",
-                   cluster ? " cluster" : "", where.c_str(),
-                   std::string(c.status().message()).c_str());
+      std::fprintf(stderr, "throttlekit-server: %s %s: %s\n", flag,
+                   where.c_str(), std::string(c.status().message()).c_str());
       return 1;
     }
     store = std::shared_ptr<throttlekit::Coordinator>(*std::move(c));
 #else
     (void)where;
+    (void)flag;
+    (void)single;
     return usage("this build has no Redis backend (hiredis was not found)");
 #endif
   } else if (!args.postgres.empty()) {

@@ -250,15 +250,44 @@ limiters:
 
 // --redis-cluster: the policies' keys live on the cluster the test command
 // starts (the `redis_cluster` fixture), each on its slot's primary.
-TEST(ServerProcess, ServesFromARedisCluster) {
-  const char* base = std::getenv("THROTTLEKIT_REDIS_CLUSTER_PORT");
-  ASSERT_NE(base, nullptr);
-  const int first = std::atoi(base);
-  const std::string config = temp_file("cluster.yaml", R"(
+// One policy "api" admitting 3 per hour per key.
+constexpr const char* kApiLimitThree = R"(
 version: 1
 limiters:
   api: {strategy: gcra, limit: 3, period: 1h}
-)");
+)";
+
+// The first port of a server fixture, from the environment ctest sets (0
+// when unset).
+int fixture_port(const char* variable) {
+  const char* v = std::getenv(variable);
+  return v == nullptr ? 0 : std::atoi(v);
+}
+
+// Five checks of `key` under the policy "api": how many were allowed (-1
+// when one failed).
+int allowed_of_five(v1::RateLimiter::Stub& stub, const std::string& key) {
+  int allowed = 0;
+  for (int i = 0; i < 5; ++i) {
+    v1::CheckRequest req;
+    req.set_policy("api");
+    req.set_key(key);
+    v1::CheckResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(5));
+    const grpc::Status s = stub.Check(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    if (!s.ok()) return -1;
+    allowed += resp.decision().allowed();
+  }
+  return allowed;
+}
+
+TEST(ServerProcess, ServesFromARedisCluster) {
+  const int first = fixture_port("THROTTLEKIT_REDIS_CLUSTER_PORT");
+  ASSERT_GT(first, 0);
+  const std::string config = temp_file("cluster.yaml", kApiLimitThree);
   Child server = spawn_server(
       {"--config", config, "--listen", "127.0.0.1:0", "--redis-cluster",
        absl::StrCat("127.0.0.1:", first, ",127.0.0.1:", first + 1)});
@@ -269,20 +298,7 @@ limiters:
   for (const std::string& key :
        {absl::StrCat("a:", getpid()), absl::StrCat("b:", getpid()),
         absl::StrCat("c:", getpid())}) {
-    int allowed = 0;
-    for (int i = 0; i < 5; ++i) {
-      v1::CheckRequest req;
-      req.set_policy("api");
-      req.set_key(key);
-      v1::CheckResponse resp;
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(5));
-      const grpc::Status s = stub->Check(&ctx, req, &resp);
-      ASSERT_TRUE(s.ok()) << s.error_message();
-      allowed += resp.decision().allowed();
-    }
-    EXPECT_EQ(allowed, 3) << key;
+    EXPECT_EQ(allowed_of_five(*stub, key), 3) << key;
   }
   kill(server.pid, SIGTERM);
   EXPECT_EQ(exit_status(server.pid), 0);
@@ -294,6 +310,35 @@ limiters:
   Child two = spawn_server({"--config", config, "--redis", "127.0.0.1:1",
                             "--redis-cluster", "127.0.0.1:2"});
   EXPECT_EQ(exit_status(two.pid), 2);
+}
+
+// --redis-sentinel: the primary found through the sentinels serves each
+// policy; the flag without --redis-master (or a bad address) exits 2.
+TEST(ServerProcess, ServesFromASentinelGuardedPrimary) {
+  const int first = fixture_port("THROTTLEKIT_REDIS_SENTINEL_PORT");
+  ASSERT_GT(first, 0);
+  const std::string config = temp_file("sentinel.yaml", kApiLimitThree);
+  Child server = spawn_server(
+      {"--config", config, "--listen", "127.0.0.1:0", "--redis-sentinel",
+       absl::StrCat("127.0.0.1:", first + 2, ",127.0.0.1:", first + 3),
+       "--redis-master", "tk"});
+  const int port = port_after(read_line(server.out), "listening on port ");
+  ASSERT_GT(port, 0);
+  auto stub = connect(port);
+  EXPECT_EQ(allowed_of_five(*stub, absl::StrCat("sentinel:", getpid())), 3);
+  kill(server.pid, SIGTERM);
+  EXPECT_EQ(exit_status(server.pid), 0);
+
+  Child alone = spawn_server({"--config", config, "--redis-sentinel",
+                              absl::StrCat("127.0.0.1:", first + 2)});
+  EXPECT_EQ(exit_status(alone.pid), 2);
+  EXPECT_NE(read_all(alone.err).find("--redis-master go together"),
+            std::string::npos);
+  Child bad = spawn_server({"--config", config, "--redis-sentinel", "nohost",
+                            "--redis-master", "tk"});
+  EXPECT_EQ(exit_status(bad.pid), 2);
+  EXPECT_NE(read_all(bad.err).find("--redis-sentinel wants HOST:PORT"),
+            std::string::npos);
 }
 
 TEST(ServerProcess, BadArgumentsExitTwo) {

@@ -18,37 +18,9 @@ set -euo pipefail
 action="$1" dir="$2" base="$3"
 ports=()
 for i in 0 1 2 3 4 5; do ports+=("$((base + i))"); done
+all_ports=("${ports[@]}")
 
-stop() {
-  # The pids are read once: a server removes its pid file as it exits.
-  local pids=() pid
-  for port in "${ports[@]}"; do
-    pid="$(cat "$dir/$port/redis.pid" 2>/dev/null || true)"
-    [[ -n "$pid" ]] || continue
-    pids+=("$pid")
-    if kill -0 "$pid" 2>/dev/null; then
-      kill -CONT "$pid" 2>/dev/null || true
-      kill -TERM "$pid" 2>/dev/null || true
-    fi
-  done
-  for pid in "${pids[@]}"; do
-    for _ in $(seq 100); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.05
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-  done
-  rm -rf "$dir"
-}
-
-fail() {
-  echo "$1; logs:" >&2
-  for port in "${ports[@]}"; do
-    echo "--- $port" >&2
-    tail -n 20 "$dir/$port/redis.log" >&2 2>/dev/null || true
-  done
-  exit 1
-}
+source "$(dirname "$0")/redis_fixture_lib.sh"
 
 start_node() {
   local port="$1"

@@ -41,6 +41,12 @@ struct BackendStats {
   int64_t redirects = 0;
   int64_t refreshes = 0;
   int64_t retries = 0;
+  // Redis Sentinel: times the coordinator moved to another primary (0
+  // elsewhere).
+  int64_t switches = 0;
+  // Redis `durable_writes`: calls failed because fewer replicas than asked
+  // acknowledged their batch in time (also counted in `failures`).
+  int64_t unreplicated = 0;
 };
 
 namespace detail {
@@ -48,7 +54,8 @@ namespace detail {
 // The live counters behind `BackendStats`: one relaxed atomic per field.
 struct BackendCounters {
   std::atomic<int64_t> requests{0}, batches{0}, connects{0}, timeouts{0},
-      failures{0}, reloads{0}, redirects{0}, refreshes{0}, retries{0};
+      failures{0}, reloads{0}, redirects{0}, refreshes{0}, retries{0},
+      switches{0}, unreplicated{0};
 
   static void add(std::atomic<int64_t>& counter, int64_t n = 1) noexcept {
     counter.fetch_add(n, std::memory_order_relaxed);
@@ -58,9 +65,10 @@ struct BackendCounters {
     const auto get = [](const std::atomic<int64_t>& c) {
       return c.load(std::memory_order_relaxed);
     };
-    return BackendStats{get(requests),  get(batches),   get(connects),
-                        get(timeouts),  get(failures),  get(reloads),
-                        get(redirects), get(refreshes), get(retries)};
+    return BackendStats{get(requests),  get(batches),     get(connects),
+                        get(timeouts),  get(failures),    get(reloads),
+                        get(redirects), get(refreshes),   get(retries),
+                        get(switches),  get(unreplicated)};
   }
 };
 

@@ -99,6 +99,34 @@ struct RedisCoordinatorOptions {
   // Most redirects one call follows (1..16); past them it fails
   // kUnavailable naming the slot.
   int max_redirects = 5;
+  // Redis Sentinel (docs/redis.md, "Redis Sentinel"): the sentinels as
+  // "host:port" (at most 16) and the name of the primary they watch
+  // (`master_name`, required with `sentinels`, not with `cluster_seeds`).
+  // When set, `host` and `port` are unused: `create` asks the sentinels for
+  // the primary's address (SENTINEL get-master-addr-by-name) and confirms
+  // it with ROLE (bounded by the connect and command timeouts of each
+  // sentinel asked; a primary not found is not an error: calls fail
+  // kUnavailable naming it until one is); a background thread stays
+  // subscribed to the sentinels' +switch-master and moves every later call
+  // to the new primary the moment one is announced, and a call refused
+  // with READONLY (sent to a primary just demoted) or LOADING is sent again
+  // to the primary the sentinels name, within its deadline.
+  std::vector<std::string> sentinels;
+  std::string master_name;
+  // AUTH for the sentinels (empty: none); `password` and `username` are the
+  // data nodes'.
+  std::string sentinel_username;
+  std::string sentinel_password;
+  // Replicas that must hold each write before its call succeeds (0..16; 0,
+  // the default, waits for none): each pipelined batch that writes ends
+  // with WAIT <n> <ms>, bounded by its calls' deadlines, and when fewer
+  // replicas acknowledged in time every call of the batch fails
+  // kUnavailable (the engine's fail policy applies) although the primary
+  // applied it. Closes the window in which a primary that dies after
+  // answering loses writes its replica never received (docs/redis.md,
+  // "Failover and the bound"), at the cost of a replication round trip per
+  // batch (measured there).
+  int durable_writes = 0;
   // Added to every physical TTL (ms, 0 .. 2^53-1): keeps state a little
   // longer than its exact expiry, for callers whose clocks run behind the
   // server's. Decisions do not depend on it.
