@@ -3,13 +3,15 @@
 // server, unpipelined at the same concurrency and with -c 50 -P 16; and the
 // two-tier leased mode next to strict at batch 10, 100 and 1000; one
 // caller thread with 1, 16, 64 and 256 asynchronous checks in flight next
-// to redis-benchmark with one connection at the same pipeline depths; and
-// strict checks on a Redis Cluster of 3 primaries beside the one node.
+// to redis-benchmark with one connection at the same pipeline depths;
+// strict checks on a Redis Cluster of 3 primaries beside the one node; and
+// on a Sentinel-guarded primary, with and without durable_writes.
 //
-// Run: scripts/bench_redis.sh (starts a private redis-server and a private
-// cluster on loopback, runs this binary, stops them). Or point it at a
-// server with THROTTLEKIT_REDIS_PORT and a cluster node with
-// THROTTLEKIT_REDIS_CLUSTER_PORT (THROTTLEKIT_BENCH_CONNECTIONS overrides
+// Run: scripts/bench_redis.sh (starts a private redis-server, a private
+// cluster and a private Sentinel set on loopback, runs this binary, stops
+// them). Or point it at a server with THROTTLEKIT_REDIS_PORT, a cluster
+// node with THROTTLEKIT_REDIS_CLUSTER_PORT and a Sentinel set with
+// THROTTLEKIT_REDIS_SENTINEL_PORT (THROTTLEKIT_BENCH_CONNECTIONS overrides
 // the pool size). Counters: items_per_second (checks/s), p50_us and
 // p99_us (each thread's percentiles, averaged over threads), and for the
 // floors rps / p50_us / p99_us as redis-benchmark printed them.
@@ -152,6 +154,51 @@ void BM_ClusterStrictCheck(benchmark::State& state) {
       static_cast<double>(cluster->stats().redirects - redirects);
 }
 BENCHMARK(BM_ClusterStrictCheck)
+    ->Threads(1)
+    ->Threads(32)
+    ->UseRealTime()
+    ->MinTime(2.0);
+
+// The same checks on a Sentinel-guarded primary with one replica
+// (docs/redis.md, "Redis Sentinel"; THROTTLEKIT_REDIS_SENTINEL_PORT: the
+// primary's port, the sentinels 2..4 above it, as scripts/bench_redis.sh
+// starts them), with durable_writes 0 (the argument) beside BM_StrictCheck
+// on one node: the cost of finding the primary through the sentinels
+// (none per call); and with durable_writes 1: each pipelined batch waits
+// for the replica's acknowledgement (WAIT 1), the price of losing no
+// acknowledged write in a failover.
+void BM_SentinelStrictCheck(benchmark::State& state) {
+  static RedisCoordinator* sentinel[2] = {nullptr, nullptr};
+  static const bool ready = [] {
+    const char* port = std::getenv("THROTTLEKIT_REDIS_SENTINEL_PORT");
+    if (port == nullptr) return false;
+    for (int durable = 0; durable < 2; ++durable) {
+      RedisCoordinatorOptions o;
+      o.connections = 2;
+      for (int i = 2; i <= 4; ++i) {
+        o.sentinels.push_back("127.0.0.1:" +
+                              std::to_string(std::atoi(port) + i));
+      }
+      o.master_name = "tk";
+      o.durable_writes = durable;
+      sentinel[durable] = RedisCoordinator::create(o)->release();
+    }
+    return true;
+  }();
+  if (!ready) {
+    state.SkipWithError("no sentinels (THROTTLEKIT_REDIS_SENTINEL_PORT)");
+    return;
+  }
+  RedisCoordinator& redis = *sentinel[state.range(0)];
+  const int64_t unreplicated = redis.stats().unreplicated;
+  drive_strict(state, redis, "bench:sentinel:");
+  state.counters["unreplicated"] =
+      static_cast<double>(redis.stats().unreplicated - unreplicated);
+}
+BENCHMARK(BM_SentinelStrictCheck)
+    ->ArgName("durable_writes")
+    ->Arg(0)
+    ->Arg(1)
     ->Threads(1)
     ->Threads(32)
     ->UseRealTime()
