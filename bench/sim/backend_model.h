@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "event_queue.h"
-#include "random.h"
+#include "sim/random.h"
 
 namespace throttlekit::sim {
 

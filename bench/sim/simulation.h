@@ -36,7 +36,7 @@
 
 #include "backend_model.h"
 #include "event_queue.h"
-#include "random.h"
+#include "sim/random.h"
 
 namespace throttlekit::sim {
 

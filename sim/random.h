@@ -1,12 +1,13 @@
-// bench/sim/random.h
+// sim/random.h
 //
-// Provides the simulator's seeded random numbers: xoshiro256** (Blackman and
+// Provides the simulators' seeded random numbers (the fleet simulator,
+// sim/, and the concurrency simulator, bench/sim/): xoshiro256** (Blackman and
 // Vigna) seeded through splitmix64, with exponential and lognormal draws
 // written out here rather than taken from <random>, whose distributions are
 // implementation-defined. Same seed, same stream.
 
-#ifndef THROTTLEKIT_BENCH_SIM_RANDOM_H_
-#define THROTTLEKIT_BENCH_SIM_RANDOM_H_
+#ifndef THROTTLEKIT_SIM_RANDOM_H_
+#define THROTTLEKIT_SIM_RANDOM_H_
 
 #include <cmath>
 #include <cstdint>
@@ -65,4 +66,4 @@ class Rng {
 
 }  // namespace throttlekit::sim
 
-#endif  // THROTTLEKIT_BENCH_SIM_RANDOM_H_
+#endif  // THROTTLEKIT_SIM_RANDOM_H_

@@ -1,0 +1,173 @@
+// sim/sim_coordinator.h
+//
+// Provides `SimCoordinator`: one node's view of the coordinator in a
+// simulated fleet (docs/simulation.md, "The model"). The coordinator's state
+// and steps are the production memory coordinator's (`MemoryCoordinator`,
+// which the conformance suites hold equal to the Lua and SQL steps), on the
+// store's clock (`TrueClock`). Asynchronous verbs cross the simulated
+// network: the request arrives after a sampled delay (or is lost), the step
+// runs at the coordinator at that instant, and the answer travels back the
+// same way; a caller that has no answer within `timeout_us` gets
+// kDeadlineExceeded, exactly once, and a late answer is dropped (as a real
+// coordinator's caller drops it). Blocking verbs are modelled as atomic at
+// the coordinator at the instant of the call.
+//
+// Thread-safety: none (the simulation's one thread).
+
+#ifndef THROTTLEKIT_SIM_SIM_COORDINATOR_H_
+#define THROTTLEKIT_SIM_SIM_COORDINATOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "sim/event_loop.h"
+#include "sim/network.h"
+#include "sim/random.h"
+#include "throttlekit/coordinator/coordinator.h"
+#include "throttlekit/coordinator/memory_coordinator.h"
+
+namespace throttlekit::sim {
+
+// What the nodes of one run share: the loop, the run's random stream, the
+// network, the coordinator's state, and counters of what the network did.
+struct Fabric {
+  EventLoop& loop;
+  Rng& rng;
+  Network& network;
+  MemoryCoordinator& store;
+  int64_t timeout_us = 50'000;
+  int64_t sent = 0;
+  int64_t lost = 0;
+  int64_t timed_out = 0;
+  // While a lease's answer is being delivered (its completion runs): the
+  // store's clock when it granted (`LeaseGrant::now_ms`); -1 otherwise. An
+  // admission decided inside that completion spent credits the coordinator
+  // granted at that instant.
+  int64_t delivering_grant_ms = -1;
+};
+
+class SimCoordinator final : public Coordinator {
+ public:
+  SimCoordinator(Fabric& fabric, int node) : fabric_(fabric), node_(node) {}
+  std::string_view backend() const noexcept override { return "sim"; }
+
+ protected:
+  absl::StatusOr<Decision> do_check(const AnyStrategy& strategy,
+                                    std::string_view key, int64_t now_ms,
+                                    double cost) override {
+    return fabric_.store.check(strategy, key, now_ms, cost);
+  }
+  void do_check_async(const AnyStrategy& strategy, std::string_view key,
+                      int64_t now_ms, double cost,
+                      DecisionCompletion on_done) override {
+    exchange<Decision>(std::move(on_done),
+                       [this, strategy, key = std::string(key), now_ms, cost] {
+                         return fabric_.store.check(strategy, key, now_ms,
+                                                    cost);
+                       });
+  }
+  absl::StatusOr<Decision> do_peek(const AnyStrategy& strategy,
+                                   std::string_view key,
+                                   int64_t now_ms) override {
+    return fabric_.store.peek(strategy, key, now_ms);
+  }
+  absl::StatusOr<Forecast> do_forecast(const AnyStrategy& strategy,
+                                       std::string_view key, int64_t now_ms,
+                                       double cost) override {
+    return fabric_.store.forecast(strategy, key, now_ms, cost);
+  }
+  absl::Status do_reset(const AnyStrategy& strategy,
+                        std::string_view key) override {
+    return fabric_.store.reset(strategy, key);
+  }
+  absl::StatusOr<LeaseGrant> do_lease(const LeaseBudget& budget,
+                                      std::string_view key,
+                                      int64_t want) override {
+    return fabric_.store.lease(budget, key, want);
+  }
+  void do_lease_async(const LeaseBudget& budget, std::string_view key,
+                      int64_t want, Completion<LeaseGrant> on_done) override {
+    exchange<LeaseGrant>(std::move(on_done),
+                         [this, budget, key = std::string(key), want] {
+                           return fabric_.store.lease(budget, key, want);
+                         });
+  }
+  absl::StatusOr<int64_t> do_give_back(const LeaseBudget& budget,
+                                       std::string_view key,
+                                       int64_t window_start_ms, int64_t credits,
+                                       std::string_view token) override {
+    return fabric_.store.give_back(budget, key, window_start_ms, credits,
+                                   token);
+  }
+  absl::StatusOr<int64_t> do_now_ms() override {
+    return fabric_.store.now_ms();
+  }
+
+ private:
+  // Sends `step` to the coordinator and its answer back to `on_done`,
+  // through the network, with the deadline; see the file comment.
+  template <class T, class Step>
+  void exchange(Completion<T> on_done, Step step) {
+    struct Pending {
+      Completion<T> done;
+      bool finished = false;
+    };
+    auto pending = std::make_shared<Pending>(Pending{std::move(on_done)});
+    Fabric& f = fabric_;
+    const int node = node_;
+    ++f.sent;
+    f.loop.after(f.timeout_us, [&f, pending] {
+      if (pending->finished) return;
+      pending->finished = true;
+      ++f.timed_out;
+      std::move(pending->done)(absl::DeadlineExceededError(
+          "sim: no answer from the coordinator within the deadline"));
+    });
+    const std::optional<int64_t> there =
+        f.network.delay(node, f.loop.now_us(), f.rng);
+    if (!there) {
+      ++f.lost;
+      return;
+    }
+    f.loop.after(*there, [&f, node, pending, step = std::move(step)]() mutable {
+      if (f.network.cut(node, f.loop.now_us())) {
+        ++f.lost;
+        return;
+      }
+      absl::StatusOr<T> answer = step();  // at the coordinator, now
+      const std::optional<int64_t> back =
+          f.network.delay(node, f.loop.now_us(), f.rng);
+      if (!back) {
+        ++f.lost;
+        return;
+      }
+      f.loop.after(*back,
+                   [&f, node, pending, answer = std::move(answer)]() mutable {
+                     if (pending->finished) return;
+                     if (f.network.cut(node, f.loop.now_us())) {
+                       ++f.lost;
+                       return;
+                     }
+                     pending->finished = true;
+                     if constexpr (std::is_same_v<T, LeaseGrant>) {
+                       if (answer.ok()) f.delivering_grant_ms = answer->now_ms;
+                     }
+                     std::move(pending->done)(std::move(answer));
+                     f.delivering_grant_ms = -1;
+                   });
+    });
+  }
+
+  Fabric& fabric_;
+  const int node_;
+};
+
+}  // namespace throttlekit::sim
+
+#endif  // THROTTLEKIT_SIM_SIM_COORDINATOR_H_
