@@ -25,27 +25,11 @@ namespace {
 
 using Limiter = BasicLeasedLimiter<ClockRef<NodeClock>>;
 
-// FNV-1a, folded over each traced line.
-void fold(uint64_t& h, const std::string& line) {
-  for (unsigned char c : line) {
-    h ^= c;
-    h *= 0x100000001B3ull;
-  }
-  h ^= '\n';
-  h *= 0x100000001B3ull;
-}
-
-class Run {
+class Run : private World {
  public:
   Run(uint64_t seed, const LeasedFleetConfig& c, bool keep_trace)
-      : config_(c),
-        keep_trace_(keep_trace),
-        rng_(seed),
-        network_(c.network, c.nodes),
-        store_(*MemoryCoordinator::create(
-            {}, std::make_shared<ClockAdapter<TrueClock>>(TrueClock(loop_)))),
-        fabric_{loop_, rng_, network_, *store_, c.timeout_ms * 1000} {
-    result_.trace_hash = 0xCBF29CE484222325ull;
+      : World(seed, c.network, c.nodes, c.timeout_ms * 1000, keep_trace),
+        config_(c) {
     for (int n = 0; n < c.nodes; ++n) {
       const int64_t offset_us =
           c.clock_skew ? static_cast<int64_t>(rng_.uniform() * 50'000) : 0;
@@ -61,26 +45,16 @@ class Run {
   SimResult run() {
     const int64_t end_us = config_.duration_ms * 1000;
     for (int n = 0; n < config_.nodes; ++n) next_arrival(n);
-    schedule_faults(end_us);
+    schedule_faults(config_.nodes, end_us, config_.partitions, 300'000,
+                    config_.crashes, 200'000,
+                    [this](int n, int64_t down) { crash(n, down); });
     loop_.run_until(end_us);
     // No arrival after the end; answers still travelling are delivered (or
     // time out), and admissions they bring are still checked. Every lease
     // in flight is settled before the limiters go.
-    for (int i = 0; i < 600 && !loop_.empty(); ++i) {
-      loop_.run_until(loop_.now_us() + 100'000);
-    }
-    if (!loop_.empty()) {
-      std::fprintf(stderr, "tk_sim: events still pending 60 s after the end\n");
-      std::abort();
-    }
-    result_.events = loop_.events();
-    result_.messages_lost = fabric_.lost;
-    result_.timeouts = fabric_.timed_out;
-    for (const auto& [kw, count] : admitted_) {
-      (void)kw;
-      ++result_.windows_checked;
-    }
-    return std::move(result_);
+    SimResult r = finish();
+    r.windows_checked = static_cast<int64_t>(admitted_.size());
+    return r;
   }
 
  private:
@@ -101,16 +75,10 @@ class Run {
     return *std::move(limiter);
   }
 
-  void trace(std::string line) {
-    fold(result_.trace_hash, line);
-    if (keep_trace_) result_.trace.push_back(std::move(line));
-  }
-
   // Poisson arrivals per node; half of them on the hot key 0.
   void next_arrival(int n) {
-    const double mean_us = 1e6 / config_.requests_per_sec_per_node;
     const int64_t at =
-        loop_.now_us() + static_cast<int64_t>(rng_.exponential(mean_us));
+        loop_.now_us() + arrival_gap_us(config_.requests_per_sec_per_node);
     if (at >= config_.duration_ms * 1000) return;
     loop_.at(at, [this, n] {
       arrive(n);
@@ -173,29 +141,6 @@ class Run {
     }
   }
 
-  void schedule_faults(int64_t end_us) {
-    if (config_.partitions) {
-      const int cuts = 1 + static_cast<int>(rng_.next() % 3);
-      for (int i = 0; i < cuts; ++i) {
-        const int n = static_cast<int>(rng_.next() %
-                                       static_cast<uint64_t>(config_.nodes));
-        const int64_t from = static_cast<int64_t>(rng_.uniform() * end_us);
-        const int64_t length = static_cast<int64_t>(rng_.uniform() * 300'000);
-        network_.partition(n, from, from + length);
-      }
-    }
-    if (config_.crashes) {
-      const int crashes = 1 + static_cast<int>(rng_.next() % 3);
-      for (int i = 0; i < crashes; ++i) {
-        const int n = static_cast<int>(rng_.next() %
-                                       static_cast<uint64_t>(config_.nodes));
-        const int64_t at = static_cast<int64_t>(rng_.uniform() * end_us);
-        const int64_t down = static_cast<int64_t>(rng_.uniform() * 200'000);
-        loop_.at(at, [this, n, down] { crash(n, down); });
-      }
-    }
-  }
-
   // The node loses its memory: its limiter is set aside (answers still in
   // flight to it land there and are dropped) and a new, empty one starts
   // after `down_us`.
@@ -214,12 +159,6 @@ class Run {
   }
 
   const LeasedFleetConfig config_;
-  const bool keep_trace_;
-  EventLoop loop_;
-  Rng rng_;
-  Network network_;
-  std::unique_ptr<MemoryCoordinator> store_;
-  Fabric fabric_;
   std::vector<std::unique_ptr<NodeClock>> clocks_;
   std::vector<std::shared_ptr<SimCoordinator>> coordinators_;
   std::vector<std::unique_ptr<Limiter>> limiters_;
@@ -228,7 +167,6 @@ class Run {
   std::map<int, uint64_t> generation_;
   std::map<std::pair<int, int64_t>, int64_t> admitted_;  // by decision
   std::map<std::pair<int, int64_t>, int64_t> answered_;  // by answer
-  SimResult result_;
 };
 
 }  // namespace
@@ -255,12 +193,7 @@ LeasedFleetConfig swarm_config(uint64_t seed, int nodes) {
 }
 
 std::string replay_command(uint64_t seed, const LeasedFleetConfig& c) {
-  // Doubles in full (%.17g round-trips), so the command replays exactly.
-  const auto exact = [](double v) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.17g", v);
-    return std::string(buf);
-  };
+  // Doubles in full (`exact`), so the command replays exactly.
   return absl::StrCat(
       "tk_sim leased --seed ", seed, " --nodes ", c.nodes, " --keys ", c.keys,
       " --limit ", c.limit, " --window-ms ", c.window_ms, " --batch ", c.batch,

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "sim/network.h"
+#include "sim/world.h"
 
 namespace throttlekit::sim {
 
@@ -58,27 +59,6 @@ struct LeasedFleetConfig {
 // Draws the fault kinds and the network of a run from `seed` (swarm
 // testing: each seed turns some faults on), for a fleet of `nodes`.
 LeasedFleetConfig swarm_config(uint64_t seed, int nodes);
-
-struct SimResult {
-  uint64_t events = 0;  // actions the loop ran
-  int64_t requests = 0;
-  int64_t admitted = 0;
-  int64_t errors = 0;           // calls the engine answered with a status
-  int64_t windows_checked = 0;  // (key, window) pairs with an admission
-  int64_t worst_window = 0;     // most admissions of one key in one window
-  // The same counted by the instant each answer reached its caller: a
-  // grant delivered just after its window ended still serves the callers
-  // waiting for it, so this may exceed `limit` by what was granted in the
-  // last round trip of a window (reported, not a violation).
-  int64_t worst_answered_window = 0;
-  int64_t violations = 0;       // (key, window) pairs above the bound
-  std::string first_violation;  // empty when none
-  int64_t messages_lost = 0;
-  int64_t timeouts = 0;
-  int64_t crashes = 0;
-  uint64_t trace_hash = 0;         // FNV-1a of every traced line
-  std::vector<std::string> trace;  // the lines, when asked for
-};
 
 SimResult run_leased_fleet(uint64_t seed, const LeasedFleetConfig& config,
                            bool keep_trace = false);

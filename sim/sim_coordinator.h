@@ -108,6 +108,29 @@ class SimCoordinator final : public Coordinator {
   absl::StatusOr<int64_t> do_now_ms() override {
     return fabric_.store.now_ms();
   }
+  // A waited beat: atomic at the coordinator at the instant of the call,
+  // failing at once (kUnavailable) when the node is cut off or the
+  // message is lost.
+  absl::StatusOr<HeartbeatGrant> do_heartbeat(std::string_view key,
+                                              const HeartbeatReport& report,
+                                              const HeartbeatOptions& options,
+                                              int64_t now_ms) override {
+    ++fabric_.sent;
+    if (!fabric_.network.delay(node_, fabric_.loop.now_us(), fabric_.rng)) {
+      ++fabric_.lost;
+      return absl::UnavailableError(
+          "sim: the beat did not reach the coordinator");
+    }
+    return fabric_.store.heartbeat(key, report, options, now_ms);
+  }
+  void do_heartbeat_async(std::string_view key, const HeartbeatReport& report,
+                          const HeartbeatOptions& options, int64_t now_ms,
+                          Completion<HeartbeatGrant> on_done) override {
+    exchange<HeartbeatGrant>(std::move(on_done), [this, key = std::string(key),
+                                                  report, options, now_ms] {
+      return fabric_.store.heartbeat(key, report, options, now_ms);
+    });
+  }
 
  private:
   // Sends `step` to the coordinator and its answer back to `on_done`,

@@ -2,6 +2,8 @@
 //
 //     tk_sim leased [--seed S] [--seeds N] [--nodes N] [--uncoupled]
 //                   [--trace] [--shrink] [configuration flags]
+//     tk_sim concurrency [--seed S] [--seeds N] [--nodes N] [--no-handoff]
+//                   [--no-fencing] [--trace] [configuration flags]
 //
 // Runs the leased-fleet scenario (sim/leased_fleet.h) for seeds S .. S+N-1
 // (default 1 seed), each with the faults `swarm_config` draws from it, or
@@ -15,148 +17,308 @@
 // --trace prints the run's trace (one seed); --shrink prints a smaller
 // configuration that still fails (one failing seed). Exit status: 0 when no
 // seed violated the bound, 1 when one did, 2 for bad arguments.
+//
+// `concurrency` runs the distributed-concurrency scenario
+// (sim/concurrency_fleet.h) the same way: its configuration flags are
+// --limit, --rate, --service-ms, --duration-ms, --delay-us, --loss,
+// --partitions 0|1, --crashes 0|1, --drift-ppm; --no-handoff and
+// --no-fencing run its mutations.
 
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
+#include "sim/concurrency_fleet.h"
 #include "sim/leased_fleet.h"
 
 namespace {
 
 int usage(const char* problem) {
-  std::fprintf(stderr,
-               "tk_sim: %s\nusage: tk_sim leased [--seed S] [--seeds N] "
-               "[--nodes N] [--uncoupled] [--trace] [--shrink] [--keys K] "
-               "[--limit L] [--window-ms W] [--batch B] [--rate R] "
-               "[--duration-ms D] [--delay-us U] [--sigma S] [--loss P] "
-               "[--partitions 0|1] [--crashes 0|1] [--clock-skew 0|1] "
-               "[--timeout-ms T]\n",
-               problem);
+  std::fprintf(
+      stderr,
+      "tk_sim: %s\nusage: tk_sim leased|concurrency [--seed S] [--seeds N] "
+      "[--nodes N] [--uncoupled] [--trace] [--shrink] [--keys K] "
+      "[--limit L] [--window-ms W] [--batch B] [--rate R] "
+      "[--duration-ms D] [--delay-us U] [--sigma S] [--loss P] "
+      "[--partitions 0|1] [--crashes 0|1] [--clock-skew 0|1] "
+      "[--timeout-ms T]\n",
+      problem);
   return 2;
+}
+
+// The flags every scenario takes: --seed, --seeds, --nodes (with a value)
+// and --trace. `take` consumes one of them, or says it is another.
+struct Common {
+  uint64_t seed = 1;
+  uint64_t seeds = 1;
+  int nodes;
+  bool want_trace = false;
+
+  // True when `flag` (and, unless --trace, `value`) was one of them;
+  // `*bad` when its value was wrong.
+  bool take(const std::string& flag, const char* value, bool* bad) {
+    if (flag == "--trace") {
+      want_trace = true;
+      return true;
+    }
+    if (flag != "--seed" && flag != "--seeds" && flag != "--nodes") {
+      return false;
+    }
+    int64_t n = 0;
+    *bad = value == nullptr || !absl::SimpleAtoi(value, &n) || n < 0 ||
+           (flag != "--seed" && n == 0) || (flag == "--nodes" && n > 100'000);
+    if (*bad) return true;
+    if (flag == "--seed") seed = static_cast<uint64_t>(n);
+    if (flag == "--seeds") seeds = static_cast<uint64_t>(n);
+    if (flag == "--nodes") nodes = static_cast<int>(n);
+    return true;
+  }
+};
+
+// A flag's value read as a number both ways.
+struct Value {
+  int64_t n = 0;
+  double d = 0;
+  bool is_int = false;
+  bool is_double = false;
+};
+
+// Reads argv[2..]: the switches (flags without a value) set their bool,
+// the common flags go to `common`, and every other flag with its value to
+// `config`, which returns false for an unknown flag or a bad value (and
+// sets `*explicit_config`). Returns 0, or the exit status of a usage error.
+int parse_args(
+    int argc, char** argv, Common& common,
+    const std::vector<std::pair<std::string, bool*>>& switches,
+    bool* explicit_config,
+    const std::function<bool(const std::string&, const Value&)>& config) {
+  for (int i = 2; i < argc; ++i) {
+    const std::string flag = argv[i];
+    bool is_switch = false;
+    for (const auto& [name, on] : switches) {
+      if (flag == name) {
+        *on = true;
+        is_switch = true;
+      }
+    }
+    if (is_switch) continue;
+    const char* v = flag == "--trace" || i + 1 >= argc ? nullptr : argv[i + 1];
+    bool bad = false;
+    if (common.take(flag, v, &bad)) {
+      if (bad) return usage(("bad value for " + flag).c_str());
+      if (v != nullptr) ++i;
+      continue;
+    }
+    if (v == nullptr) return usage((flag + " needs a value").c_str());
+    ++i;
+    Value value;
+    value.is_int = absl::SimpleAtoi(v, &value.n);
+    value.is_double = absl::SimpleAtod(v, &value.d);
+    *explicit_config = true;
+    if (!config(flag, value)) {
+      return usage(("bad flag or value: " + flag + " " + v).c_str());
+    }
+  }
+  return 0;
+}
+
+// One seed's run: what it measured, the command that replays it, and its
+// simulated length.
+struct SeedRun {
+  throttlekit::sim::SimResult result;
+  std::string replay;
+  int64_t duration_ms = 0;
+};
+
+// Runs `run(s)` for seeds `seed` .. `seed + seeds - 1`: prints the trace
+// when asked, each failing seed (the first five) with its replay line,
+// `on_failure(s)` for the first failing seed, and the summary line. The
+// exit status: 1 if any seed failed, else 0.
+int run_seeds(const char* scenario, uint64_t seed, uint64_t seeds,
+              bool want_trace, const std::function<SeedRun(uint64_t)>& run,
+              const std::function<void(uint64_t)>& on_failure) {
+  int64_t failures = 0;
+  uint64_t events = 0;
+  int64_t simulated_ms = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (uint64_t s = seed; s < seed + seeds; ++s) {
+    const SeedRun r = run(s);
+    events += r.result.events;
+    simulated_ms += r.duration_ms;
+    if (want_trace) {
+      for (const std::string& line : r.result.trace) {
+        std::printf("%s\n", line.c_str());
+      }
+    }
+    if (r.result.violations == 0) continue;
+    ++failures;
+    if (failures <= 5) {
+      std::printf("seed %llu FAILED: %s\n  replay: %s\n",
+                  static_cast<unsigned long long>(s),
+                  r.result.first_violation.c_str(), r.replay.c_str());
+    }
+    if (failures == 1) on_failure(s);
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  std::printf(
+      "tk_sim %s: %llu seeds, %lld simulated s, %llu events, %lld "
+      "failures, %.0f events/s (one core)\n",
+      scenario, static_cast<unsigned long long>(seeds),
+      static_cast<long long>(simulated_ms / 1000),
+      static_cast<unsigned long long>(events), static_cast<long long>(failures),
+      events / seconds);
+  return failures > 0 ? 1 : 0;
+}
+
+int run_concurrency(int argc, char** argv) {
+  using throttlekit::sim::ConcurrencyFleetConfig;
+  Common common{.nodes = 5};
+  bool no_handoff = false, no_fencing = false;
+  bool explicit_config = false;
+  ConcurrencyFleetConfig given;
+  if (int rc = parse_args(
+          argc, argv, common,
+          {{"--no-handoff", &no_handoff}, {"--no-fencing", &no_fencing}},
+          &explicit_config,
+          [&](const std::string& flag, const Value& v) {
+            if (flag == "--limit" && v.is_int && v.n > 0 && v.n <= 100'000) {
+              given.local_limit = v.n;
+            } else if (flag == "--rate" && v.is_double && v.d > 0) {
+              given.arrivals_per_sec_per_node = v.d;
+            } else if (flag == "--service-ms" && v.is_double && v.d > 0) {
+              given.mean_service_ms = v.d;
+            } else if (flag == "--duration-ms" && v.is_int && v.n > 0) {
+              given.duration_ms = v.n;
+            } else if (flag == "--delay-us" && v.is_double && v.d > 0) {
+              given.network.median_delay_us = v.d;
+            } else if (flag == "--loss" && v.is_double && v.d >= 0 && v.d < 1) {
+              given.network.loss = v.d;
+            } else if (flag == "--partitions" && v.is_int &&
+                       (v.n == 0 || v.n == 1)) {
+              given.partitions = v.n == 1;
+            } else if (flag == "--crashes" && v.is_int &&
+                       (v.n == 0 || v.n == 1)) {
+              given.crashes = v.n == 1;
+            } else if (flag == "--drift-ppm" && v.is_int && v.n >= 0 &&
+                       v.n <= 500'000) {
+              given.drift_ppm = v.n;
+            } else {
+              return false;
+            }
+            return true;
+          });
+      rc != 0) {
+    return rc;
+  }
+  given.nodes = common.nodes;
+  return run_seeds(
+      "concurrency", common.seed, common.seeds, common.want_trace,
+      [&](uint64_t s) {
+        ConcurrencyFleetConfig c =
+            explicit_config
+                ? given
+                : throttlekit::sim::swarm_concurrency_config(s, common.nodes);
+        c.handoff = !no_handoff;
+        c.self_fencing = !no_fencing;
+        return SeedRun{
+            throttlekit::sim::run_concurrency_fleet(s, c, common.want_trace),
+            throttlekit::sim::concurrency_replay_command(s, c), c.duration_ms};
+      },
+      [](uint64_t) {});
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   using throttlekit::sim::LeasedFleetConfig;
-  if (argc < 2 || std::strcmp(argv[1], "leased") != 0) {
-    return usage("the scenario must be `leased`");
+  if (argc >= 2 && std::strcmp(argv[1], "concurrency") == 0) {
+    return run_concurrency(argc, argv);
   }
-  uint64_t seed = 1, seeds = 1;
-  int nodes = 8;
-  bool uncoupled = false, want_trace = false, want_shrink = false;
+  if (argc < 2 || std::strcmp(argv[1], "leased") != 0) {
+    return usage("the scenario must be `leased` or `concurrency`");
+  }
+  Common common{.nodes = 8};
+  bool uncoupled = false, want_shrink = false;
   bool explicit_config = false;
   LeasedFleetConfig given;
-  for (int i = 2; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--uncoupled") {
-      uncoupled = true;
-      continue;
-    }
-    if (flag == "--trace") {
-      want_trace = true;
-      continue;
-    }
-    if (flag == "--shrink") {
-      want_shrink = true;
-      continue;
-    }
-    if (i + 1 >= argc) return usage((flag + " needs a value").c_str());
-    const char* v = argv[++i];
-    int64_t n = 0;
-    double d = 0;
-    const bool is_int = absl::SimpleAtoi(v, &n);
-    const bool is_double = absl::SimpleAtod(v, &d);
-    const auto need = [&](bool ok, bool positive) {
-      return ok && (!positive || (is_int ? n > 0 : d > 0));
-    };
-    if (flag == "--seed" && need(is_int, false) && n >= 0) {
-      seed = static_cast<uint64_t>(n);
-    } else if (flag == "--seeds" && need(is_int, true)) {
-      seeds = static_cast<uint64_t>(n);
-    } else if (flag == "--nodes" && need(is_int, true) && n <= 100'000) {
-      nodes = static_cast<int>(n);
-    } else {
-      explicit_config = true;
-      if (flag == "--keys" && need(is_int, true) && n <= 1'000'000) {
-        given.keys = static_cast<int>(n);
-      } else if (flag == "--limit" && need(is_int, true)) {
-        given.limit = n;
-      } else if (flag == "--window-ms" && need(is_int, true)) {
-        given.window_ms = n;
-      } else if (flag == "--batch" && need(is_int, true)) {
-        given.batch = n;
-      } else if (flag == "--rate" && need(is_double, true)) {
-        given.requests_per_sec_per_node = d;
-      } else if (flag == "--duration-ms" && need(is_int, true)) {
-        given.duration_ms = n;
-      } else if (flag == "--delay-us" && need(is_double, true)) {
-        given.network.median_delay_us = d;
-      } else if (flag == "--sigma" && need(is_double, false) && d >= 0) {
-        given.network.delay_sigma = d;
-      } else if (flag == "--loss" && need(is_double, false) && d >= 0 &&
-                 d < 1) {
-        given.network.loss = d;
-      } else if (flag == "--partitions" && is_int && (n == 0 || n == 1)) {
-        given.partitions = n == 1;
-      } else if (flag == "--crashes" && is_int && (n == 0 || n == 1)) {
-        given.crashes = n == 1;
-      } else if (flag == "--clock-skew" && is_int && (n == 0 || n == 1)) {
-        given.clock_skew = n == 1;
-      } else if (flag == "--timeout-ms" && need(is_int, true)) {
-        given.timeout_ms = n;
-      } else {
-        return usage(("bad flag or value: " + flag + " " + v).c_str());
-      }
-    }
+  if (int rc = parse_args(
+          argc, argv, common,
+          {{"--uncoupled", &uncoupled}, {"--shrink", &want_shrink}},
+          &explicit_config,
+          [&](const std::string& flag, const Value& v) {
+            const auto need = [&](bool ok, bool positive) {
+              return ok && (!positive || (v.is_int ? v.n > 0 : v.d > 0));
+            };
+            if (flag == "--keys" && need(v.is_int, true) && v.n <= 1'000'000) {
+              given.keys = static_cast<int>(v.n);
+            } else if (flag == "--limit" && need(v.is_int, true)) {
+              given.limit = v.n;
+            } else if (flag == "--window-ms" && need(v.is_int, true)) {
+              given.window_ms = v.n;
+            } else if (flag == "--batch" && need(v.is_int, true)) {
+              given.batch = v.n;
+            } else if (flag == "--rate" && need(v.is_double, true)) {
+              given.requests_per_sec_per_node = v.d;
+            } else if (flag == "--duration-ms" && need(v.is_int, true)) {
+              given.duration_ms = v.n;
+            } else if (flag == "--delay-us" && need(v.is_double, true)) {
+              given.network.median_delay_us = v.d;
+            } else if (flag == "--sigma" && need(v.is_double, false) &&
+                       v.d >= 0) {
+              given.network.delay_sigma = v.d;
+            } else if (flag == "--loss" && need(v.is_double, false) &&
+                       v.d >= 0 && v.d < 1) {
+              given.network.loss = v.d;
+            } else if (flag == "--partitions" && v.is_int &&
+                       (v.n == 0 || v.n == 1)) {
+              given.partitions = v.n == 1;
+            } else if (flag == "--crashes" && v.is_int &&
+                       (v.n == 0 || v.n == 1)) {
+              given.crashes = v.n == 1;
+            } else if (flag == "--clock-skew" && v.is_int &&
+                       (v.n == 0 || v.n == 1)) {
+              given.clock_skew = v.n == 1;
+            } else if (flag == "--timeout-ms" && need(v.is_int, true)) {
+              given.timeout_ms = v.n;
+            } else {
+              return false;
+            }
+            return true;
+          });
+      rc != 0) {
+    return rc;
   }
   if (given.batch > given.limit) return usage("--batch must be <= --limit");
-  given.nodes = nodes;
-
-  int64_t failures = 0;
-  uint64_t events = 0;
-  int64_t simulated_ms = 0;
-  const auto start = std::chrono::steady_clock::now();
-  for (uint64_t s = seed; s < seed + seeds; ++s) {
-    LeasedFleetConfig c =
-        explicit_config ? given : throttlekit::sim::swarm_config(s, nodes);
+  given.nodes = common.nodes;
+  const auto config_of = [&](uint64_t s) {
+    LeasedFleetConfig c = explicit_config
+                              ? given
+                              : throttlekit::sim::swarm_config(s, common.nodes);
     c.window_coupled = !uncoupled;
-    const throttlekit::sim::SimResult r =
-        throttlekit::sim::run_leased_fleet(s, c, want_trace);
-    events += r.events;
-    simulated_ms += c.duration_ms;
-    if (want_trace) {
-      for (const std::string& line : r.trace) std::printf("%s\n", line.c_str());
-    }
-    if (r.violations > 0) {
-      ++failures;
-      if (failures <= 5) {
-        std::printf("seed %llu FAILED: %s\n  replay: %s\n",
-                    static_cast<unsigned long long>(s),
-                    r.first_violation.c_str(),
-                    throttlekit::sim::replay_command(s, c).c_str());
-      }
-      if (want_shrink && failures == 1) {
-        const LeasedFleetConfig small = throttlekit::sim::shrink(s, c);
+    return c;
+  };
+  return run_seeds(
+      "leased", common.seed, common.seeds, common.want_trace,
+      [&](uint64_t s) {
+        const LeasedFleetConfig c = config_of(s);
+        return SeedRun{
+            throttlekit::sim::run_leased_fleet(s, c, common.want_trace),
+            throttlekit::sim::replay_command(s, c), c.duration_ms};
+      },
+      [&](uint64_t s) {
+        if (!want_shrink) return;
+        const LeasedFleetConfig small =
+            throttlekit::sim::shrink(s, config_of(s));
         std::printf("  shrunk: %s\n",
                     throttlekit::sim::replay_command(s, small).c_str());
-      }
-    }
-  }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count();
-  std::printf(
-      "tk_sim leased: %llu seeds, %lld simulated s, %llu events, %lld "
-      "failures, %.0f events/s (one core)\n",
-      static_cast<unsigned long long>(seeds),
-      static_cast<long long>(simulated_ms / 1000),
-      static_cast<unsigned long long>(events), static_cast<long long>(failures),
-      events / seconds);
-  return failures > 0 ? 1 : 0;
+      });
 }

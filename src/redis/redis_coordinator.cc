@@ -534,6 +534,37 @@ class RedisCoordinator::Impl {
 
   BackendStats stats() const { return counters_.snapshot(); }
 
+  std::vector<RedisNodeStats> node_stats() {
+    Node* primary = primary_.load(std::memory_order_acquire);
+    std::vector<const Node*> serving;
+    if (topology_ == Topology::kCluster) {
+      for (const auto& slot : slots_) {
+        serving.push_back(slot.load(std::memory_order_acquire));
+      }
+    }
+    std::vector<RedisNodeStats> out;
+    MutexLock lock(nodes_mu_);
+    for (const auto& n : nodes_) {
+      RedisNodeStats s;
+      s.address = node_address(n->host, n->port);
+      s.stats = n->counters.snapshot();
+      switch (topology_) {
+        case Topology::kSingle:
+          s.serving = true;
+          break;
+        case Topology::kSentinel:
+          s.serving = n.get() == primary;
+          break;
+        case Topology::kCluster:
+          s.serving = std::find(serving.begin(), serving.end(), n.get()) !=
+                      serving.end();
+          break;
+      }
+      out.push_back(std::move(s));
+    }
+    return out;
+  }
+
   const RedisCoordinatorOptions& options() const { return options_; }
 
  private:
@@ -551,7 +582,7 @@ class RedisCoordinator::Impl {
 
   class Connection {
    public:
-    Connection(Impl* owner, const Node* node) : owner_(owner), node_(node) {}
+    Connection(Impl* owner, Node* node) : owner_(owner), node_(node) {}
     // Serves or expires every queued asynchronous request (each within its
     // deadline), then stops the I/O thread. No blocking call is in progress
     // (the coordinator outlives its calls).
@@ -600,7 +631,7 @@ class RedisCoordinator::Impl {
           if (!r.lead) {
             if (r.done) return std::move(r.status);
             r.abandoned = true;  // the leader does not send it
-            detail::BackendCounters::add(owner_->counters_.timeouts);
+            count(&detail::BackendCounters::timeouts);
             return deadline_error();
           }
         }
@@ -610,7 +641,7 @@ class RedisCoordinator::Impl {
       MutexLock lock(mu_);
       if (r.done) return std::move(r.status);
       // Served by nobody: only possible if it timed out in a batch.
-      detail::BackendCounters::add(owner_->counters_.timeouts);
+      count(&detail::BackendCounters::timeouts);
       return deadline_error();
     }
 
@@ -681,7 +712,7 @@ class RedisCoordinator::Impl {
           batch[i]->done = true;
         }
         for (const auto& r : expired) {
-          detail::BackendCounters::add(owner_->counters_.timeouts);
+          count(&detail::BackendCounters::timeouts);
           r->status = deadline_error();
           r->done = true;
         }
@@ -744,7 +775,7 @@ class RedisCoordinator::Impl {
       std::vector<size_t> all(batch.size());
       for (size_t i = 0; i < all.size(); ++i) all[i] = i;
       const bool wait = append_wait(batch, all);
-      detail::BackendCounters::add(owner_->counters_.batches);
+      count(&detail::BackendCounters::batches);
       if (absl::Status s = flush(); !s.ok()) {
         for (auto& o : out) fail(o, s);
         drop();
@@ -775,7 +806,7 @@ class RedisCoordinator::Impl {
         }
         if (reply->type == REDIS_REPLY_ERROR &&
             std::strncmp(reply->str, "NOSCRIPT", 8) == 0) {
-          detail::BackendCounters::add(owner_->counters_.reloads);
+          count(&detail::BackendCounters::reloads);
           retry.push_back(i);
         } else {
           complete(out[i], reply);
@@ -873,8 +904,8 @@ class RedisCoordinator::Impl {
       if (s.ok() && acked >= n) return absl::OkStatus();
       for (size_t i : idx) {
         if (!writes(*batch[i]) || !out[i].status.ok()) continue;
-        detail::BackendCounters::add(owner_->counters_.unreplicated);
-        detail::BackendCounters::add(owner_->counters_.failures);
+        count(&detail::BackendCounters::unreplicated);
+        count(&detail::BackendCounters::failures);
         out[i].status = s.ok() ? absl::UnavailableError(absl::StrCat(
                                      "redis: the write reached ", acked, " of ",
                                      n, " replicas within ", wait_ms_,
@@ -1014,7 +1045,7 @@ class RedisCoordinator::Impl {
       }
       redisSetTimeout(ctx_, to_timeval(o.command_timeout));
       timeout_set_ = o.command_timeout;
-      detail::BackendCounters::add(owner_->counters_.connects);
+      count(&detail::BackendCounters::connects);
       return absl::OkStatus();
     }
 
@@ -1091,7 +1122,7 @@ class RedisCoordinator::Impl {
             not_primary(reply, o)))) {
         return;
       }
-      detail::BackendCounters::add(owner_->counters_.requests);
+      count(&detail::BackendCounters::requests);
       if (reply->type == REDIS_REPLY_ERROR) {
         const std::string msg(reply->str, reply->len);
         if (msg.find("WRONGTYPE") != std::string::npos) {
@@ -1160,14 +1191,19 @@ class RedisCoordinator::Impl {
 
     void fail(Outcome& o, const absl::Status& s) {
       owner_->request_refresh();  // Redis Cluster: the node may be gone
-      detail::BackendCounters::add(absl::IsDeadlineExceeded(s)
-                                       ? owner_->counters_.timeouts
-                                       : owner_->counters_.failures);
+      count(absl::IsDeadlineExceeded(s) ? &detail::BackendCounters::timeouts
+                                        : &detail::BackendCounters::failures);
       o.status = s;
     }
 
+    // Counts one `field` event for the coordinator and for this node.
+    void count(std::atomic<int64_t> detail::BackendCounters::*field) const {
+      detail::BackendCounters::add(owner_->counters_.*field);
+      detail::BackendCounters::add(node_->counters.*field);
+    }
+
     Impl* const owner_;
-    const Node* const node_;
+    Node* const node_;
     // A `Mutex` (core/mutex.h: a std::mutex ThreadSanitizer sees, checked
     // by clang's analysis); the distribution's abseil is not built for
     // ThreadSanitizer, so not absl::Mutex.
@@ -1196,6 +1232,7 @@ class RedisCoordinator::Impl {
     int port = 0;
     std::vector<std::unique_ptr<Connection>> connections;
     std::atomic<size_t> next{0};
+    detail::BackendCounters counters;  // this node's share of `counters_`
   };
 
   Node* add_node_locked(const std::string& host, int port)
@@ -1809,6 +1846,10 @@ std::string_view RedisCoordinator::lua_script(std::string_view name) {
 }
 
 BackendStats RedisCoordinator::stats() const { return impl_->stats(); }
+
+std::vector<RedisNodeStats> RedisCoordinator::node_stats() const {
+  return impl_->node_stats();
+}
 
 namespace {
 

@@ -199,6 +199,18 @@ TEST(RedisCluster, EveryStrategyEqualsTheMemoryCoordinator) {
   const std::vector<int> owners = owners_of(keys);
   EXPECT_EQ(std::set<int>(owners.begin(), owners.end()).size(), 3u)
       << "keys on every primary";
+  // Per node: the three primaries serve slots and took calls; every call
+  // is counted on exactly one node.
+  int64_t per_node = 0, primaries_serving = 0;
+  for (const RedisNodeStats& n : redis->node_stats()) {
+    per_node += n.stats.requests;
+    if (n.serving) {
+      ++primaries_serving;
+      EXPECT_GT(n.stats.requests, 0) << n.address;
+    }
+  }
+  EXPECT_EQ(primaries_serving, 3);
+  EXPECT_EQ(per_node, redis->stats().requests);
   EXPECT_GT(denials, 50);
 }
 

@@ -381,6 +381,20 @@ TEST(RedisSentinel, AManualFailoverMovesCallsToThePromotedReplica) {
       EXPECT_LT(f.lost * 10, f.acknowledged)
           << "the move waited for the announcement";
     }
+    // Both servers took calls; the promoted one is where calls go now.
+    const std::vector<RedisNodeStats> nodes = redis->node_stats();
+    ASSERT_EQ(nodes.size(), 2u);
+    int64_t per_node = 0;
+    for (const RedisNodeStats& n : nodes) {
+      EXPECT_GT(n.stats.requests, 0) << n.address;
+      EXPECT_EQ(n.serving,
+                n.address == absl::StrCat("127.0.0.1:", before == base_port()
+                                                            ? base_port() + 1
+                                                            : base_port()))
+          << n.address;
+      per_node += n.stats.requests;
+    }
+    EXPECT_EQ(per_node, redis->stats().requests);
     EXPECT_GT(f.acknowledged, 100);
     EXPECT_LT(f.moved, absl::Seconds(15));
   }

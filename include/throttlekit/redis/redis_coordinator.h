@@ -133,6 +133,15 @@ struct RedisCoordinatorOptions {
   int64_t ttl_slack_ms = 0;
 };
 
+// One server's share of a `RedisCoordinator`'s counters (`node_stats`).
+struct RedisNodeStats {
+  std::string address;  // "host:port"
+  // Whether calls go there now: the one server; a cluster node that
+  // serves a slot in the last map; the Sentinel primary now.
+  bool serving = false;
+  BackendStats stats;
+};
+
 class RedisCoordinator final : public Coordinator {
  public:
   // Validates `options` (errors name the field). Connections are opened
@@ -187,6 +196,12 @@ class RedisCoordinator final : public Coordinator {
   // benchmarks and metrics). `reloads` counts EVALSHA answered NOSCRIPT
   // (the call is then sent again with EVAL).
   BackendStats stats() const;
+  // Per server this coordinator has talked to or learned of (the one
+  // server; each cluster node; each primary a Sentinel named): its share of
+  // `stats()`'s per-call counters (requests, batches, connects, timeouts,
+  // failures, reloads, unreplicated; the topology counters stay
+  // coordinator-wide). A snapshot, in the order the servers were learned.
+  std::vector<RedisNodeStats> node_stats() const;
 
   class Impl;
 

@@ -1,0 +1,154 @@
+// sim/world.h
+//
+// Provides what every scenario of the fleet simulator shares
+// (docs/simulation.md): `SimResult`, what a run measured; and `World`, the
+// base of a scenario's run: the loop, the run's one random stream, the
+// network, the coordinator's state on the store's clock (the production
+// memory coordinator) and the nodes' fabric, the trace (hashed, and kept
+// when asked for), Poisson inter-arrival draws, and the drain at the end.
+//
+// Thread-safety: none; one run per thread.
+
+#ifndef THROTTLEKIT_SIM_WORLD_H_
+#define THROTTLEKIT_SIM_WORLD_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sim/event_loop.h"
+#include "sim/network.h"
+#include "sim/random.h"
+#include "sim/sim_clock.h"
+#include "sim/sim_coordinator.h"
+#include "throttlekit/coordinator/memory_coordinator.h"
+#include "throttlekit/core/clock.h"
+
+namespace throttlekit::sim {
+
+struct SimResult {
+  uint64_t events = 0;  // actions the loop ran
+  int64_t requests = 0;
+  int64_t admitted = 0;
+  int64_t errors = 0;           // calls the engine answered with a status
+  int64_t windows_checked = 0;  // (key, window) pairs with an admission
+  // The scenario's peak: most admissions of one key in one window (leased
+  // fleet), most slots held at once (concurrency fleet).
+  int64_t worst_window = 0;
+  // Leased fleet: the same counted by the instant each answer reached its
+  // caller: a grant delivered just after its window ended still serves the
+  // callers waiting for it, so this may exceed `limit` by what was granted
+  // in the last round trip of a window (reported, not a violation).
+  int64_t worst_answered_window = 0;
+  int64_t violations = 0;       // checks of the invariant that failed
+  std::string first_violation;  // empty when none
+  int64_t messages_lost = 0;
+  int64_t timeouts = 0;
+  int64_t crashes = 0;
+  uint64_t trace_hash = 0;         // FNV-1a of every traced line
+  std::vector<std::string> trace;  // the lines, when asked for
+};
+
+// `v` in full (%.17g round-trips), for replay command lines.
+inline std::string exact(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return std::string(buf);
+}
+
+class World {
+ protected:
+  World(uint64_t seed, const NetworkOptions& network, int nodes,
+        int64_t timeout_us, bool keep_trace)
+      : keep_trace_(keep_trace),
+        rng_(seed),
+        network_(network, nodes),
+        store_(*MemoryCoordinator::create(
+            {}, std::make_shared<ClockAdapter<TrueClock>>(TrueClock(loop_)))),
+        fabric_{loop_, rng_, network_, *store_, timeout_us} {
+    result_.trace_hash = 0xCBF29CE484222325ull;
+  }
+
+  // Adds a line to the trace (FNV-1a over its bytes and a newline).
+  void trace(std::string line) {
+    for (unsigned char c : line) fold(c);
+    fold('\n');
+    if (keep_trace_) result_.trace.push_back(std::move(line));
+  }
+
+  // A Poisson process's next gap at `per_sec`, in us.
+  int64_t arrival_gap_us(double per_sec) {
+    return static_cast<int64_t>(rng_.exponential(1e6 / per_sec));
+  }
+
+  // Draws the faults of a run: when `partitions`, 1 to 3 nodes cut off
+  // from the coordinator at drawn instants for up to `max_cut_us`; when
+  // `crashes`, 1 to 3 calls `crash(node, down_us)` at drawn instants, down
+  // for up to `max_down_us`.
+  template <class Crash>
+  void schedule_faults(int nodes, int64_t end_us, bool partitions,
+                       int64_t max_cut_us, bool crashes, int64_t max_down_us,
+                       Crash crash) {
+    const auto node = [&] {
+      return static_cast<int>(rng_.next() % static_cast<uint64_t>(nodes));
+    };
+    const auto instant = [&](int64_t up_to) {
+      return static_cast<int64_t>(rng_.uniform() * static_cast<double>(up_to));
+    };
+    if (partitions) {
+      const int cuts = 1 + static_cast<int>(rng_.next() % 3);
+      for (int i = 0; i < cuts; ++i) {
+        const int n = node();
+        const int64_t from = instant(end_us);
+        network_.partition(n, from, from + instant(max_cut_us));
+      }
+    }
+    if (crashes) {
+      const int count = 1 + static_cast<int>(rng_.next() % 3);
+      for (int i = 0; i < count; ++i) {
+        const int n = node();
+        const int64_t at = instant(end_us);
+        const int64_t down = instant(max_down_us);
+        loop_.at(at, [crash, n, down] { crash(n, down); });
+      }
+    }
+  }
+
+  // Runs the loop until nothing is left (answers in flight delivered or
+  // timed out), at most 60 simulated seconds more; the run then ends.
+  SimResult finish() {
+    for (int i = 0; i < 600 && !loop_.empty(); ++i) {
+      loop_.run_until(loop_.now_us() + 100'000);
+    }
+    if (!loop_.empty()) {
+      std::fprintf(stderr, "tk_sim: events still pending 60 s after the end\n");
+      std::abort();
+    }
+    result_.events = loop_.events();
+    result_.messages_lost = fabric_.lost;
+    result_.timeouts = fabric_.timed_out;
+    return std::move(result_);
+  }
+
+  const bool keep_trace_;
+  EventLoop loop_;
+  Rng rng_;
+  Network network_;
+  std::unique_ptr<MemoryCoordinator> store_;
+  Fabric fabric_;
+  SimResult result_;
+
+ private:
+  void fold(unsigned char c) {
+    result_.trace_hash ^= c;
+    result_.trace_hash *= 0x100000001B3ull;
+  }
+};
+
+}  // namespace throttlekit::sim
+
+#endif  // THROTTLEKIT_SIM_WORLD_H_
