@@ -29,7 +29,9 @@ class Run : private World {
  public:
   Run(uint64_t seed, const LeasedFleetConfig& c, bool keep_trace)
       : World(seed, c.network, c.nodes, c.timeout_ms * 1000, keep_trace),
-        config_(c) {
+        config_(c),
+        down_(static_cast<size_t>(c.nodes), 0),
+        generation_(static_cast<size_t>(c.nodes), 0) {
     for (int n = 0; n < c.nodes; ++n) {
       const int64_t offset_us =
           c.clock_skew ? static_cast<int64_t>(rng_.uniform() * 50'000) : 0;
@@ -163,8 +165,9 @@ class Run : private World {
   std::vector<std::shared_ptr<SimCoordinator>> coordinators_;
   std::vector<std::unique_ptr<Limiter>> limiters_;
   std::vector<std::unique_ptr<Limiter>> graveyard_;
-  std::map<int, bool> down_;
-  std::map<int, uint64_t> generation_;
+  // Per node, indexed by its number (sized in the constructor).
+  std::vector<char> down_;
+  std::vector<uint64_t> generation_;
   std::map<std::pair<int, int64_t>, int64_t> admitted_;  // by decision
   std::map<std::pair<int, int64_t>, int64_t> answered_;  // by answer
 };

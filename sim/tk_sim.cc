@@ -129,6 +129,30 @@ int parse_args(
   return 0;
 }
 
+// The configuration flags both scenarios have: --duration-ms, --delay-us,
+// --loss, --partitions 0|1, --crashes 0|1. True when `flag` was one of
+// them with a good value.
+bool common_config_flag(const std::string& flag, const Value& v,
+                        int64_t& duration_ms,
+                        throttlekit::sim::NetworkOptions& network,
+                        bool& partitions, bool& crashes) {
+  const bool flag01 = v.is_int && (v.n == 0 || v.n == 1);
+  if (flag == "--duration-ms" && v.is_int && v.n > 0) {
+    duration_ms = v.n;
+  } else if (flag == "--delay-us" && v.is_double && v.d > 0) {
+    network.median_delay_us = v.d;
+  } else if (flag == "--loss" && v.is_double && v.d >= 0 && v.d < 1) {
+    network.loss = v.d;
+  } else if (flag == "--partitions" && flag01) {
+    partitions = v.n == 1;
+  } else if (flag == "--crashes" && flag01) {
+    crashes = v.n == 1;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 // One seed's run: what it measured, the command that replays it, and its
 // simulated length.
 struct SeedRun {
@@ -190,24 +214,16 @@ int run_concurrency(int argc, char** argv) {
           {{"--no-handoff", &no_handoff}, {"--no-fencing", &no_fencing}},
           &explicit_config,
           [&](const std::string& flag, const Value& v) {
+            if (common_config_flag(flag, v, given.duration_ms, given.network,
+                                   given.partitions, given.crashes)) {
+              return true;
+            }
             if (flag == "--limit" && v.is_int && v.n > 0 && v.n <= 100'000) {
               given.local_limit = v.n;
             } else if (flag == "--rate" && v.is_double && v.d > 0) {
               given.arrivals_per_sec_per_node = v.d;
             } else if (flag == "--service-ms" && v.is_double && v.d > 0) {
               given.mean_service_ms = v.d;
-            } else if (flag == "--duration-ms" && v.is_int && v.n > 0) {
-              given.duration_ms = v.n;
-            } else if (flag == "--delay-us" && v.is_double && v.d > 0) {
-              given.network.median_delay_us = v.d;
-            } else if (flag == "--loss" && v.is_double && v.d >= 0 && v.d < 1) {
-              given.network.loss = v.d;
-            } else if (flag == "--partitions" && v.is_int &&
-                       (v.n == 0 || v.n == 1)) {
-              given.partitions = v.n == 1;
-            } else if (flag == "--crashes" && v.is_int &&
-                       (v.n == 0 || v.n == 1)) {
-              given.crashes = v.n == 1;
             } else if (flag == "--drift-ppm" && v.is_int && v.n >= 0 &&
                        v.n <= 500'000) {
               given.drift_ppm = v.n;
@@ -258,6 +274,10 @@ int main(int argc, char** argv) {
             const auto need = [&](bool ok, bool positive) {
               return ok && (!positive || (v.is_int ? v.n > 0 : v.d > 0));
             };
+            if (common_config_flag(flag, v, given.duration_ms, given.network,
+                                   given.partitions, given.crashes)) {
+              return true;
+            }
             if (flag == "--keys" && need(v.is_int, true) && v.n <= 1'000'000) {
               given.keys = static_cast<int>(v.n);
             } else if (flag == "--limit" && need(v.is_int, true)) {
@@ -268,22 +288,9 @@ int main(int argc, char** argv) {
               given.batch = v.n;
             } else if (flag == "--rate" && need(v.is_double, true)) {
               given.requests_per_sec_per_node = v.d;
-            } else if (flag == "--duration-ms" && need(v.is_int, true)) {
-              given.duration_ms = v.n;
-            } else if (flag == "--delay-us" && need(v.is_double, true)) {
-              given.network.median_delay_us = v.d;
             } else if (flag == "--sigma" && need(v.is_double, false) &&
                        v.d >= 0) {
               given.network.delay_sigma = v.d;
-            } else if (flag == "--loss" && need(v.is_double, false) &&
-                       v.d >= 0 && v.d < 1) {
-              given.network.loss = v.d;
-            } else if (flag == "--partitions" && v.is_int &&
-                       (v.n == 0 || v.n == 1)) {
-              given.partitions = v.n == 1;
-            } else if (flag == "--crashes" && v.is_int &&
-                       (v.n == 0 || v.n == 1)) {
-              given.crashes = v.n == 1;
             } else if (flag == "--clock-skew" && v.is_int &&
                        (v.n == 0 || v.n == 1)) {
               given.clock_skew = v.n == 1;

@@ -23,6 +23,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -366,14 +367,18 @@ absl::StatusOr<std::string> ask_sentinel(const std::string& host, int port,
 // Redis Sentinel: OK when the server at `address` says (ROLE) that it is a
 // primary; a sentinel may name a primary before the promotion is done, or
 // after it was demoted.
+// The same over `c`, opened to `address` when it is not open yet (a caller
+// that asks again keeps it, and asks over the same connection).
 absl::Status confirm_primary(const std::string& address,
-                             const RedisCoordinatorOptions& o) {
-  absl::StatusOr<std::pair<std::string, int>> a = parse_node_address(address);
-  if (!a.ok()) return absl::UnavailableError(a.status().message());
-  SideConnection c;
-  if (absl::Status s = c.open(a->first, a->second, o.username, o.password, o);
-      !s.ok()) {
-    return s;
+                             const RedisCoordinatorOptions& o,
+                             SideConnection& c) {
+  if (c.context() == nullptr) {
+    absl::StatusOr<std::pair<std::string, int>> a = parse_node_address(address);
+    if (!a.ok()) return absl::UnavailableError(a.status().message());
+    if (absl::Status s = c.open(a->first, a->second, o.username, o.password, o);
+        !s.ok()) {
+      return s;
+    }
   }
   absl::StatusOr<ReplyPtr> r = c.run({"ROLE"});
   if (!r.ok()) return r.status();
@@ -387,6 +392,12 @@ absl::Status confirm_primary(const std::string& address,
                      "\" by the sentinels, is not a primary (ROLE)"));
   }
   return absl::OkStatus();
+}
+
+absl::Status confirm_primary(const std::string& address,
+                             const RedisCoordinatorOptions& o) {
+  SideConnection c;
+  return confirm_primary(address, o, c);
 }
 
 }  // namespace
@@ -536,10 +547,10 @@ class RedisCoordinator::Impl {
 
   std::vector<RedisNodeStats> node_stats() {
     Node* primary = primary_.load(std::memory_order_acquire);
-    std::vector<const Node*> serving;
+    std::set<const Node*> serving;
     if (topology_ == Topology::kCluster) {
       for (const auto& slot : slots_) {
-        serving.push_back(slot.load(std::memory_order_acquire));
+        serving.insert(slot.load(std::memory_order_acquire));
       }
     }
     std::vector<RedisNodeStats> out;
@@ -556,8 +567,7 @@ class RedisCoordinator::Impl {
           s.serving = n.get() == primary;
           break;
         case Topology::kCluster:
-          s.serving = std::find(serving.begin(), serving.end(), n.get()) !=
-                      serving.end();
+          s.serving = serving.contains(n.get());
           break;
       }
       out.push_back(std::move(s));
@@ -1660,8 +1670,14 @@ class RedisCoordinator::Impl {
   // sentinels announce the new one later) does not move calls back.
   void await_promotion(const std::string& address) {
     const absl::Time give_up = absl::Now() + absl::Seconds(10);
+    // One connection, asked again every 2 ms (opened again if it broke).
+    auto c = std::make_unique<SideConnection>();
     while (absl::Now() < give_up) {
-      if (confirm_primary(address, options_).ok()) {
+      const absl::Status role = confirm_primary(address, options_, *c);
+      if (!role.ok() && (c->context() == nullptr || c->context()->err != 0)) {
+        c = std::make_unique<SideConnection>();
+      }
+      if (role.ok()) {
         {
           MutexLock lock(discovery_mu_);
           hold_until_ = absl::Now() + absl::Seconds(5);
