@@ -321,8 +321,15 @@ FailoverOutcome count_through_failover(
   out.moved = moved - triggered;
   out.resumed = resumed - triggered;
   // One more call reads the count the new primary holds (this call's
-  // increment included).
+  // increment included). With durable_writes its WAIT may still time out
+  // while the new replica settles (under TSan, seconds): it is asked again
+  // for up to 10 s. A failed try may have been applied, which only adds to
+  // what the primary holds (it can hide no loss).
   absl::StatusOr<Decision> last = redis.check(strategy, key, kEpoch, 1);
+  for (int i = 0; i < 100 && !last.ok(); ++i) {
+    absl::SleepFor(absl::Milliseconds(100));
+    last = redis.check(strategy, key, kEpoch, 1);
+  }
   EXPECT_TRUE(last.ok()) << last.status();
   if (last.ok()) {
     const int64_t held = kCounterLimit - last->remaining - 1;
