@@ -114,6 +114,31 @@ void BM_Floor_SystemClockRead(benchmark::State& state) {
 }
 BENCHMARK(BM_Floor_SystemClockRead)->Threads(1)->Threads(2)->UseRealTime();
 
+// The default clock (core/tsc_clock.h): the counter's line.
+void BM_Floor_TscClockRead(benchmark::State& state) {
+  TscClock clock;
+  (void)clock.now_ms();
+  if (TscClock::status().mode != TscClockStatus::Mode::kFast) {
+    // Calibrating: wait out the first 10 ms so the fast path is measured.
+    const int64_t until = SystemClock{}.now_ms() + 15;
+    while (SystemClock{}.now_ms() < until) (void)clock.now_ms();
+  }
+  if (TscClock::status().mode != TscClockStatus::Mode::kFast) {
+    state.SkipWithError(std::string(TscClock::status().reason).c_str());
+    return;
+  }
+  for (auto _ : state) benchmark::DoNotOptimize(clock.now_ms());
+}
+BENCHMARK(BM_Floor_TscClockRead)->Threads(1)->Threads(2)->UseRealTime();
+
+// The counter read alone: the fast clock's own floor.
+void BM_Floor_Rdtsc(benchmark::State& state) {
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(detail::HardwareTscSources{}.ticks());
+  }
+}
+BENCHMARK(BM_Floor_Rdtsc);
+
 void BM_Floor_CoarseClockRead(benchmark::State& state) {
   CoarseSystemClock clock;
   for (auto _ : state) benchmark::DoNotOptimize(clock.now_ms());
@@ -201,6 +226,23 @@ void BM_RateLimiter_CheckHotKey(benchmark::State& state) {
     benchmark::DoNotOptimize(limiter.check(k));
   }
 }
+
+// As above on `SystemClock` (CLOCK_REALTIME), the default before the fast
+// clock.
+template <class S>
+void BM_RateLimiter_CheckHotKeySystemClock(benchmark::State& state) {
+  static auto* limiter = new RateLimiter<S, SystemClock>(
+      *RateLimiter<S, SystemClock>::create(admitting_options<S>()));
+  const std::string key = thread_key(state.thread_index());
+  for (auto _ : state) {
+    std::string_view k = key;
+    benchmark::DoNotOptimize(k);  // a fresh key each call: no hoisting
+    benchmark::DoNotOptimize(limiter->check(k));
+  }
+}
+BENCHMARK_TEMPLATE(BM_RateLimiter_CheckHotKeySystemClock, Gcra)
+    ->Threads(1)
+    ->UseRealTime();
 
 // One hot key per thread, a caller-supplied `now` (advancing 1 ms a call).
 template <class S>

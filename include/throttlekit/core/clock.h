@@ -6,6 +6,13 @@
 // Time).
 //
 // - `SystemClock`: CLOCK_REALTIME, millisecond epoch time (about 20-30 ns).
+// - `TscClock` (core/tsc_clock.h): the CPU's invariant timestamp counter,
+//   re-synchronised against CLOCK_REALTIME every 100 ms, never stepping
+//   backwards; CLOCK_REALTIME where the counter is unsuitable.
+// - `DefaultClock`: the clock the in-memory engines (`RateLimiter`,
+//   `Cell`, `GcraCell`) read unless another is named: `TscClock`. The
+//   store-backed engines keep `SystemClock` (their windows follow the
+//   store's clock; docs/performance.md, "The fast clock", says why).
 // - `CoarseSystemClock`: CLOCK_REALTIME_COARSE (a few ns; resolution is the
 //   kernel tick, typically 1-4 ms). For callers who can live with that.
 // - `ManualClock`: set by hand; may move backwards. For tests and simulations.
@@ -24,6 +31,8 @@
 #include <atomic>
 #include <concepts>
 #include <cstdint>
+
+#include "throttlekit/core/tsc_clock.h"
 
 namespace throttlekit {
 
@@ -50,6 +59,9 @@ struct SystemClock {
     return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
   }
 };
+
+// The in-memory engines' default clock (see the file comment).
+using DefaultClock = TscClock;
 
 // The wall clock read through the kernel's coarse clock: cheaper, but only as
 // fine as the scheduler tick (1-4 ms on common kernels). Decisions stay

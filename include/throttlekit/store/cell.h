@@ -19,12 +19,13 @@
 #include "throttlekit/core/clock.h"
 #include "throttlekit/core/cost.h"
 #include "throttlekit/core/decision.h"
+#include "throttlekit/core/inline.h"
 #include "throttlekit/core/spin_lock.h"
 #include "throttlekit/strategy/strategy.h"
 
 namespace throttlekit {
 
-template <Strategy S, EpochClock C = SystemClock>
+template <Strategy S, EpochClock C = DefaultClock>
 class Cell {
  public:
   static absl::StatusOr<std::unique_ptr<Cell>> create(
@@ -41,8 +42,11 @@ class Cell {
   }
 
   // As `check`, at a caller-supplied epoch-ms `now_ms`. Thread-safe.
-  absl::StatusOr<Decision> check_at(int64_t now_ms, double cost = 1) {
-    if (absl::Status s = validate_cost(cost); !s.ok()) return s;
+  THROTTLEKIT_ALWAYS_INLINE absl::StatusOr<Decision> check_at(int64_t now_ms,
+                                                              double cost = 1) {
+    if (!is_valid_cost(cost)) [[unlikely]] {
+      return validate_cost(cost);
+    }
     SpinLockHolder hold(lock_);
     return strategy_.check(state_, now_ms, cost);
   }

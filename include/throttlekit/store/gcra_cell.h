@@ -27,7 +27,7 @@
 
 namespace throttlekit {
 
-template <EpochClock C = SystemClock>
+template <EpochClock C = DefaultClock>
 class BasicGcraCell {
  public:
   static absl::StatusOr<BasicGcraCell> create(const Gcra::Options& options,
@@ -86,9 +86,9 @@ class BasicGcraCell {
   static_assert(std::atomic<double>::is_always_lock_free);
 };
 
-// The GcraCell on the system clock, the common case (`BasicGcraCell<C>` takes
-// another clock, e.g. a `ClockRef<ManualClock>` in tests).
-using GcraCell = BasicGcraCell<SystemClock>;
+// The GcraCell on the default clock, the common case (`BasicGcraCell<C>`
+// takes another clock, e.g. a `ClockRef<ManualClock>` in tests).
+using GcraCell = BasicGcraCell<DefaultClock>;
 
 }  // namespace throttlekit
 

@@ -54,7 +54,7 @@ struct RateLimiterOptions {
   MemoryStoreOptions store;
 };
 
-template <Strategy S, EpochClock C = SystemClock>
+template <Strategy S, EpochClock C = DefaultClock>
 class RateLimiter {
  public:
   struct Stats {

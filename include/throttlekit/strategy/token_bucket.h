@@ -63,6 +63,7 @@
 
 #include "absl/status/statusor.h"
 #include "throttlekit/core/decision.h"
+#include "throttlekit/core/inline.h"
 #include "throttlekit/core/option_check.h"
 #include "throttlekit/strategy/internal/earliest.h"
 #include "throttlekit/strategy/strategy.h"
@@ -114,7 +115,8 @@ class TokenBucket {
 
   // See strategy.h. Writes `state` only when allowed. Thread-safety: const;
   // the caller serialises access to `state`.
-  Decision check(State& state, int64_t now_ms, double cost) const noexcept {
+  THROTTLEKIT_ALWAYS_INLINE Decision check(State& state, int64_t now_ms,
+                                           double cost) const noexcept {
     const double now = static_cast<double>(now_ms);
     const double t = std::max(now, state.last);
     const double tokens = refilled(state, now);
@@ -186,6 +188,8 @@ class TokenBucket {
   explicit TokenBucket(const Options& o)
       : options_(o),
         rate_(o.refill_per_sec / 1000.0),
+        inv_rate_(1.0 / rate_),
+        cap_(static_cast<double>(o.capacity)),
         window_ms_(std::max<int64_t>(
             1, detail::to_int(
                    detail::ceil_d(static_cast<double>(o.capacity) / rate_)))) {}
@@ -193,21 +197,42 @@ class TokenBucket {
   // min(capacity, tokens + max(0, now - last) * rate)
   double refilled(const State& s, double now) const noexcept {
     const double elapsed = std::max(0.0, now - s.last);
-    return std::min(static_cast<double>(options_.capacity),
-                    s.tokens + elapsed * rate_);
+    return std::min(cap_, s.tokens + elapsed * rate_);
   }
 
   // reset_at: the first integer ms T >= t at which `s` (the state as the
   // call leaves it, `last <= t`) is full, refilled(s, T) >= capacity.
   // `tokens` = refilled(s, t). The guess t + ceil((capacity - tokens) / rate)
   // is the answer when it reaches 2^53 - 1 (saturating through to_int);
-  // otherwise detail::first_ms searches from it. Lua and PL/pgSQL take the
-  // same steps in the same order.
-  int64_t first_full_ms(const State& s, double t,
-                        double tokens) const noexcept {
-    const double cap = static_cast<double>(options_.capacity);
-    const double guess = t + detail::ceil_d((cap - tokens) / rate_);
-    if (!(guess < kSearchLimit)) return detail::to_int(guess);
+  // otherwise detail::first_ms searches from a guess for the least passing
+  // ms, which is unique (refilled is monotone in T), so any guess gives the
+  // same answer. Below 2^52 the guess multiplies by 1/rate (about 4 cycles
+  // where the division costs 13 or more; off by a ms at most, which costs
+  // the search one probe); Lua and PL/pgSQL divide, and reach the same ms.
+  THROTTLEKIT_ALWAYS_INLINE int64_t
+  first_full_ms(const State& s, double t, double tokens) const noexcept {
+    const double cap = cap_;
+    if (tokens < cap && s.last == t && s.tokens == tokens) [[likely]] {
+      // The state a check leaves (counted at t): the probe at t + d is
+      // tokens + d * rate (t + d - t is exactly d for integers below
+      // 2^53, and min(cap, x) >= cap iff x >= cap), and the guess's ceiling
+      // needs no range check below 2^51. The two probes run side by side.
+      const double q = (cap - tokens) * inv_rate_;
+      if (q < 0x1p51 && t < 0x1p51) [[likely]] {
+        double d = static_cast<double>(static_cast<int64_t>(q));
+        d += d < q ? 1.0 : 0.0;  // ceil(q) >= 1: q > 0
+        const bool full_at_d = tokens + d * rate_ >= cap;
+        const bool full_before = tokens + (d - 1) * rate_ >= cap;
+        if (full_at_d && !full_before) [[likely]] {
+          return static_cast<int64_t>(t + d);
+        }
+      }
+    }
+    double guess = t + detail::ceil_d((cap - tokens) * inv_rate_);
+    if (!(guess < kSearchLimit / 2)) [[unlikely]] {
+      guess = t + detail::ceil_d((cap - tokens) / rate_);
+      if (!(guess < kSearchLimit)) return detail::to_int(guess);
+    }
     if (tokens >= cap) return detail::to_int(t);
     return detail::first_ms(t, guess,
                             [&](double at) { return refilled(s, at) >= cap; });
@@ -226,6 +251,8 @@ class TokenBucket {
 
   Options options_;
   double rate_;
+  double inv_rate_;  // 1 / rate_: guesses only, never a decided value
+  double cap_;       // options_.capacity as a double (exact: <= 2^53 - 1)
   int64_t window_ms_;
 };
 
