@@ -192,7 +192,10 @@ begin tsan-wait "the rest of the TSan build (tsan)"
 wait_sanitizer_builds
 end
 
+# Three at a time: nothing else runs by now, and the longest of them wait
+# on real clocks and servers (the real-clock tests cross hundreds of
+# windows in fixed wall time), leaving cores idle at two.
 begin tsan-tests "ThreadSanitizer tests"
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-  ctest --preset tsan -j2
+  ctest --preset tsan -j3
 end
