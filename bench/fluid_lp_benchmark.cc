@@ -89,16 +89,31 @@ BENCHMARK(BM_FluidLp_Solve2AxisEnumerated)
     ->Unit(benchmark::kMicrosecond)
     ->Complexity();
 
-void BM_FluidLp_Solve3Axis(benchmark::State& state) {
+template <auto Solve>
+void solve_3axis(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
   const Instance in = random_instance(n, true);
   for (auto _ : state) {
-    absl::StatusOr<Duals> p = solve_fluid_lp(in.classes, in.budgets);
+    absl::StatusOr<Duals> p = Solve(in.classes, in.budgets);
     benchmark::DoNotOptimize(p);
   }
   state.SetComplexityN(n);
 }
+
+// The descent (falling back to the enumerator only where it says).
+void BM_FluidLp_Solve3Axis(benchmark::State& state) {
+  solve_3axis<solve_fluid_lp>(state);
+}
 BENCHMARK(BM_FluidLp_Solve3Axis)
+    ->RangeMultiplier(10)
+    ->Range(10, 10000)
+    ->Unit(benchmark::kMicrosecond)
+    ->Complexity();
+
+void BM_FluidLp_Solve3AxisEnumerated(benchmark::State& state) {
+  solve_3axis<detail::solve_fluid_lp_enumerated>(state);
+}
+BENCHMARK(BM_FluidLp_Solve3AxisEnumerated)
     ->Arg(10)
     ->Arg(30)
     ->Arg(100)
