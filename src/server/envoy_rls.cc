@@ -385,17 +385,137 @@ absl::StatusOr<Engine*> EnvoyLimits::override_engine(int64_t requests_per_unit,
 absl::Status EnvoyLimits::should_rate_limit(const rls::RateLimitRequest& req,
                                             rls::RateLimitResponse* resp) {
   const Domain* domain = nullptr;
-  const absl::Status s = decide(req, resp, domain);
+  std::vector<Plan> plans;
+  absl::Status s = plan(req, domain, plans);
+  if (s.ok()) {
+    const int64_t now_ms = clock_.now_ms();
+    std::vector<absl::StatusOr<Decision>> answers(plans.size());
+    for (size_t i = 0; i < plans.size(); ++i) {
+      if (asks_engine(plans[i])) answers[i] = answer(plans[i], now_ms);
+    }
+    s = assemble(resp, *domain, plans, answers, now_ms);
+  }
+  account(domain, *resp, s);
+  return s;
+}
+
+// One request in flight on the asynchronous path: its plans, the engines'
+// answers as they arrive, and the completion. Freed by the last arrival.
+struct EnvoyLimits::Pending {
+  EnvoyLimits* limits = nullptr;
+  rls::RateLimitResponse* resp = nullptr;
+  const Domain* domain = nullptr;
+  std::vector<Plan> plans;
+  std::vector<absl::StatusOr<Decision>> answers;
+  int64_t now_ms = 0;
+  // Answers still to come, plus one held while they are being asked.
+  std::atomic<size_t> left{1};
+  absl::AnyInvocable<void(absl::Status) &&> done;
+
+  // The last arrival (acq_rel: every answer written before it is seen)
+  // assembles the response and completes.
+  void arrive() {
+    if (left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    std::unique_ptr<Pending> self(this);
+    const absl::Status s =
+        limits->assemble(resp, *domain, plans, answers, now_ms);
+    limits->account(domain, *resp, s);
+    std::move(done)(s);
+  }
+};
+
+void EnvoyLimits::should_rate_limit_async(
+    const rls::RateLimitRequest& req, rls::RateLimitResponse* resp,
+    BlockingPool& blocking, absl::AnyInvocable<void(absl::Status) &&> done) {
+  auto pending = std::make_unique<Pending>();
+  const Domain* domain = nullptr;
+  if (absl::Status s = plan(req, domain, pending->plans); !s.ok()) {
+    account(domain, *resp, s);
+    std::move(done)(s);
+    return;
+  }
+  pending->limits = this;
+  pending->resp = resp;
+  pending->domain = domain;
+  pending->answers.resize(pending->plans.size());
+  pending->done = std::move(done);
+  // A descriptor whose engine would wait on the store without an
+  // asynchronous form (a peek, or an engine that has none) sends the whole
+  // request to the blocking pool: its answers are asked there, in order.
+  const bool waits = std::any_of(
+      pending->plans.begin(), pending->plans.end(), [&](const Plan& p) {
+        return asks_engine(p) && store_ != nullptr && p.requests_per_unit > 0 &&
+               p.engine != nullptr &&
+               (p.peek || !p.engine->answers_without_waiting());
+      });
+  if (waits) {
+    blocking.run([p = pending.release()] {
+      p->now_ms = p->limits->clock_.now_ms();
+      for (size_t i = 0; i < p->plans.size(); ++i) {
+        if (asks_engine(p->plans[i])) {
+          p->answers[i] = p->limits->answer(p->plans[i], p->now_ms);
+        }
+      }
+      p->arrive();
+    });
+    return;
+  }
+  Pending* p = pending.release();
+  p->now_ms = clock_.now_ms();
+  for (size_t i = 0; i < p->plans.size(); ++i) {
+    const Plan& plan = p->plans[i];
+    if (!asks_engine(plan)) continue;
+    if (store_ == nullptr || plan.requests_per_unit == 0 ||
+        plan.engine == nullptr) {
+      p->answers[i] = answer(plan, p->now_ms);  // nothing waits
+      continue;
+    }
+    // On a shared store the store's clock decides (see `answer`).
+    p->left.fetch_add(1, std::memory_order_relaxed);
+    plan.engine->check_async(plan.key, plan.hits,
+                             [p, i](absl::StatusOr<Decision> d) {
+                               p->answers[i] = std::move(d);
+                               p->arrive();
+                             });
+  }
+  p->arrive();  // the hold: every answer has been asked for
+}
+
+void EnvoyLimits::account(const Domain* domain,
+                          const rls::RateLimitResponse& resp,
+                          const absl::Status& s) {
   if (domain == nullptr) {
     unrouted_.fetch_add(1, std::memory_order_relaxed);
   } else if (!s.ok()) {
     domain->requests->error.fetch_add(1, std::memory_order_relaxed);
-  } else if (resp->overall_code() == rls::RateLimitResponse::OVER_LIMIT) {
+  } else if (resp.overall_code() == rls::RateLimitResponse::OVER_LIMIT) {
     domain->requests->over_limit.fetch_add(1, std::memory_order_relaxed);
   } else {
     domain->requests->ok.fetch_add(1, std::memory_order_relaxed);
   }
-  return s;
+}
+
+bool EnvoyLimits::asks_engine(const Plan& p) {
+  if (p.node == nullptr && !p.from_override) return false;  // no limit
+  return p.node == nullptr || !p.node->unlimited;
+}
+
+absl::StatusOr<Decision> EnvoyLimits::answer(const Plan& p, int64_t now_ms) {
+  if (p.requests_per_unit == 0) return refused(now_ms, p.unit);
+  if (p.engine == nullptr) {  // every counted limit has one
+    return absl::InternalError("ShouldRateLimit: a limit without engine");
+  }
+  if (p.peek) return p.engine->peek(p.key);
+  if (store_ != nullptr) {
+    // On a shared store the store's clock decides (strict: read inside
+    // the script or transaction; leased: read as the credits are spent),
+    // never a `now` read before the round trip. A stale `now` reaching
+    // the store after the window's state expired there would find it
+    // cold and count the ended window afresh (docs/redis.md, "Physical
+    // TTL and a stale now").
+    return p.engine->check(p.key, p.hits);
+  }
+  return p.engine->check_at(p.key, now_ms, p.hits);
 }
 
 void EnvoyLimits::append_prometheus(std::string& out) const {
@@ -477,9 +597,9 @@ void EnvoyLimits::append_prometheus(std::string& out) const {
       unrouted_.load(std::memory_order_relaxed), "\n");
 }
 
-absl::Status EnvoyLimits::decide(const rls::RateLimitRequest& req,
-                                 rls::RateLimitResponse* resp,
-                                 const Domain*& domain_out) {
+absl::Status EnvoyLimits::plan(const rls::RateLimitRequest& req,
+                               const Domain*& domain_out,
+                               std::vector<Plan>& plans) {
   // Everything is checked before anything is counted.
   if (req.domain().empty()) {
     return absl::InvalidArgumentError("ShouldRateLimit: the domain is empty");
@@ -509,7 +629,7 @@ absl::Status EnvoyLimits::decide(const rls::RateLimitRequest& req,
   domain_out = &domain;
   const double request_hits =
       req.hits_addend() == 0 ? 1.0 : static_cast<double>(req.hits_addend());
-  std::vector<Plan> plans(static_cast<size_t>(n));
+  plans.assign(static_cast<size_t>(n), Plan{});
   for (int i = 0; i < n; ++i) {
     const rlc::RateLimitDescriptor& d = req.descriptors(i);
     const auto bad = [&](std::string_view problem) {
@@ -620,7 +740,14 @@ absl::Status EnvoyLimits::decide(const rls::RateLimitRequest& req,
     }
   }
 
-  const int64_t now_ms = clock_.now_ms();
+  return absl::OkStatus();
+}
+
+absl::Status EnvoyLimits::assemble(
+    rls::RateLimitResponse* resp, const Domain& domain,
+    const std::vector<Plan>& plans,
+    const std::vector<absl::StatusOr<Decision>>& answers, int64_t now_ms) {
+  const int n = static_cast<int>(plans.size());
   bool over = false;
   // The descriptor whose numbers the headers carry: the one closest to its
   // limit, an over-limit one taking precedence (the last such), as the
@@ -632,29 +759,13 @@ absl::Status EnvoyLimits::decide(const rls::RateLimitRequest& req,
     const Plan& p = plans[static_cast<size_t>(i)];
     rls::RateLimitResponse::DescriptorStatus* status = resp->add_statuses();
     status->set_code(rls::RateLimitResponse::OK);
-    if (p.node == nullptr && !p.from_override) continue;  // no limit applies
-    if (p.node != nullptr && p.node->unlimited) {
-      status->set_limit_remaining(std::numeric_limits<uint32_t>::max());
+    if (!asks_engine(p)) {
+      if (p.node != nullptr) {  // unlimited
+        status->set_limit_remaining(std::numeric_limits<uint32_t>::max());
+      }
       continue;
     }
-    absl::StatusOr<Decision> d;
-    if (p.requests_per_unit == 0) {
-      d = refused(now_ms, p.unit);
-    } else if (p.engine == nullptr) {  // every counted limit has one
-      return absl::InternalError("ShouldRateLimit: a limit without engine");
-    } else if (p.peek) {
-      d = p.engine->peek(p.key);
-    } else if (store_ != nullptr) {
-      // On a shared store the store's clock decides (strict: read inside
-      // the script or transaction; leased: read as the credits are spent),
-      // never a `now` read before the round trip. A stale `now` reaching
-      // the store after the window's state expired there would find it
-      // cold and count the ended window afresh (docs/redis.md, "Physical
-      // TTL and a stale now").
-      d = p.engine->check(p.key, p.hits);
-    } else {
-      d = p.engine->check_at(p.key, now_ms, p.hits);
-    }
+    const absl::StatusOr<Decision>& d = answers[static_cast<size_t>(i)];
     if (!d.ok()) return d.status();
     // The time the reset is measured from: the decision's own instant on
     // the memory store, now (after the round trip) on a shared one.

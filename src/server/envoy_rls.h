@@ -51,8 +51,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "blocking_pool.h"
 #include "engine.h"
 #include "envoy/service/ratelimit/v3/rls.pb.h"
 #include "envoy_config.h"
@@ -113,9 +115,26 @@ class EnvoyLimits {
   // or with an empty key, hits above kMaxHitsAddend, an override without a
   // unit, a counter key over `max_key_bytes`; NOT_FOUND for a domain the
   // configuration does not name. Thread-safe.
+  //
+  // Every counted descriptor's engine is asked before any answer is read,
+  // so an error (a store the fail policy does not decide for) answers the
+  // request with the first error in descriptor order, the other
+  // descriptors having counted.
   absl::Status should_rate_limit(
       const ::envoy::service::ratelimit::v3::RateLimitRequest& request,
       ::envoy::service::ratelimit::v3::RateLimitResponse* response);
+  // As `should_rate_limit`, without waiting (docs/async.md): the checks of
+  // the descriptors go to their engines' `check_async` together (over one
+  // store, in descriptor order into its pipeline), and `done` runs once
+  // with the status when the last answer is in, on the thread that read it
+  // (inline for a request refused, or decided in memory). A request whose
+  // answers would wait without an asynchronous form (a descriptor
+  // hits_addend of 0, a peek, over a shared store) runs on `blocking`.
+  // `request` and `response` must outlive `done`. Thread-safe.
+  void should_rate_limit_async(
+      const ::envoy::service::ratelimit::v3::RateLimitRequest& request,
+      ::envoy::service::ratelimit::v3::RateLimitResponse* response,
+      BlockingPool& blocking, absl::AnyInvocable<void(absl::Status) &&> done);
 
   // The number of configured domains.
   size_t domains() const;
@@ -161,12 +180,28 @@ class EnvoyLimits {
   EnvoyLimits(Options options, std::shared_ptr<Coordinator> store,
               ServerClock clock);
 
-  // `should_rate_limit`'s decision; `domain` is set once the request's
-  // domain is found.
-  absl::Status decide(
+  struct Pending;
+  // The request checked and matched: one plan per descriptor, nothing
+  // counted yet (every refusal of the request happens here); `domain` is
+  // set once the request's domain is found.
+  absl::Status plan(
       const ::envoy::service::ratelimit::v3::RateLimitRequest& request,
+      const Domain*& domain, std::vector<Plan>& plans);
+  // Whether a plan's descriptor is decided by an engine's answer (not: no
+  // limit applies, or an unlimited one).
+  static bool asks_engine(const Plan& plan);
+  // The engine's answer for `plan` at `now_ms`, waiting where it waits.
+  absl::StatusOr<Decision> answer(const Plan& plan, int64_t now_ms);
+  // The response from the plans and their answers (index-aligned):
+  // counts, statuses, overall code, headers; the first error in order.
+  absl::Status assemble(
       ::envoy::service::ratelimit::v3::RateLimitResponse* response,
-      const Domain*& domain);
+      const Domain& domain, const std::vector<Plan>& plans,
+      const std::vector<absl::StatusOr<Decision>>& answers, int64_t now_ms);
+  // The request counters (by domain and answer, or unrouted).
+  void account(const Domain* domain,
+               const ::envoy::service::ratelimit::v3::RateLimitResponse& resp,
+               const absl::Status& s);
 
   // Sets `node`'s engine for `limit` under `prefix`: `reuse`'s when given,
   // else a new one.

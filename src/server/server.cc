@@ -99,26 +99,43 @@ absl::Status door_admits(const grpc::ServerContext& ctx,
 
 // Envoy's global rate-limit service (docs/envoy.md) over the configured
 // domains.
+// On gRPC's callback API: the descriptors' checks go to their engines
+// without waiting and the RPC finishes from the last answer
+// (`EnvoyLimits::should_rate_limit_async`); no callback thread waits on a
+// store.
 class EnvoyRateLimitService final
-    : public ::envoy::service::ratelimit::v3::RateLimitService::Service {
+    : public ::envoy::service::ratelimit::v3::RateLimitService::
+          WithCallbackMethod_ShouldRateLimit<
+              ::envoy::service::ratelimit::v3::RateLimitService::Service> {
  public:
-  explicit EnvoyRateLimitService(Policies& policies) : policies_(policies) {}
+  EnvoyRateLimitService(Policies& policies, BlockingPool& blocking)
+      : policies_(policies), blocking_(blocking) {}
 
-  grpc::Status ShouldRateLimit(
-      grpc::ServerContext*,
+  grpc::ServerUnaryReactor* ShouldRateLimit(
+      grpc::CallbackServerContext* ctx,
       const ::envoy::service::ratelimit::v3::RateLimitRequest* req,
       ::envoy::service::ratelimit::v3::RateLimitResponse* resp) override {
-    const std::shared_ptr<EnvoyLimits> envoy = policies_.envoy();
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    // The limits stay alive until the answer (a reload swaps them).
+    std::shared_ptr<EnvoyLimits> envoy = policies_.envoy();
     if (envoy == nullptr) {
-      return to_grpc(absl::NotFoundError(
+      reactor->Finish(to_grpc(absl::NotFoundError(
           absl::StrCat("ShouldRateLimit: unknown domain \"", req->domain(),
-                       "\" (this server has no envoy domains configured)")));
+                       "\" (this server has no envoy domains configured)"))));
+      return reactor;
     }
-    return to_grpc(envoy->should_rate_limit(*req, resp));
+    EnvoyLimits& limits = *envoy;
+    limits.should_rate_limit_async(
+        *req, resp, blocking_,
+        [reactor, envoy = std::move(envoy)](absl::Status s) {
+          reactor->Finish(to_grpc(s));
+        });
+    return reactor;
   }
 
  private:
   Policies& policies_;
+  BlockingPool& blocking_;
 };
 
 class FleetService final : public v1::Fleet::Service {
@@ -759,7 +776,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::start(
   }
   builder.AddListeningPort(options.listen, credentials, &impl->port);
   builder.RegisterService(impl->service.get());
-  impl->envoy = std::make_unique<EnvoyRateLimitService>(*impl->policies);
+  impl->envoy =
+      std::make_unique<EnvoyRateLimitService>(*impl->policies, *impl->blocking);
   builder.RegisterService(impl->envoy.get());
   impl->fleet = std::make_unique<FleetService>(*impl->policies,
                                                std::move(options.fleet_secret));

@@ -9,18 +9,22 @@
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "blocking_pool.h"
 #include "config.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "envoy_rls.h"
 #include "gtest/gtest.h"
 #include "policies.h"
 #include "server.h"
@@ -185,6 +189,161 @@ TEST(EnvoyStore, TwoServersHoldEachDescriptorsLimitPerWindow) {
   EXPECT_GE(full, 3) << "demand exceeded the limits in too few windows";
   EXPECT_TRUE(a.server->policies().close().ok());
   EXPECT_TRUE(b.server->policies().close().ok());
+}
+
+// The door's limits for `yaml` over `coordinator` (null: memory).
+std::shared_ptr<EnvoyLimits> limits_of(const std::string& yaml,
+                                       std::shared_ptr<Coordinator> coordinator,
+                                       std::unique_ptr<Policies>& keep) {
+  absl::StatusOr<ServerConfig> config = parse_config(yaml, "envoy.yaml");
+  EXPECT_TRUE(config.ok()) << config.status();
+  auto policies = Policies::create(*config, std::move(coordinator));
+  EXPECT_TRUE(policies.ok()) << policies.status();
+  keep = *std::move(policies);
+  return keep->envoy();
+}
+
+constexpr char kDaily[] = R"(
+version: 1
+envoy:
+  domains:
+    - domain: daily
+      descriptors:
+        - key: user
+          rate_limit: {unit: day, requests_per_unit: 50}
+        - key: route
+          rate_limit: {unit: day, requests_per_unit: 30}
+)";
+
+// The asynchronous path (the server's ShouldRateLimit) against the
+// blocking one over the shared store: 100 requests of two descriptors
+// (limits 50 and 30 a day), sent from one thread all at once on the
+// asynchronous path and one at a time on the blocking path, each in a key
+// space of its own. Each completion runs exactly once; each path admits
+// exactly each limit, and its remaining counts are the same multiset (the
+// order in which a store applies requests in flight together is its own).
+// A peek (descriptor hits_addend 0) runs on the blocking pool and counts
+// nothing.
+TEST(EnvoyStore, TheAsynchronousPathAnswersAsTheBlockingOne) {
+  // Not across midnight UTC, where the daily windows roll.
+  while (testing::wall_ms() % 86'400'000 > 86'400'000 - 15'000) {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  std::unique_ptr<Policies> keep;
+  std::shared_ptr<EnvoyLimits> limits = limits_of(kDaily, store(), keep);
+  ASSERT_NE(limits, nullptr);
+  BlockingPool pool(4);
+  constexpr int kRequests = 100;
+  const auto request = [](const std::string& space) {
+    return testing::rls_request(
+        "daily", {testing::rls_descriptor({{"user", space + "-u"}}),
+                  testing::rls_descriptor({{"route", space + "-r"}})});
+  };
+  struct Tally {
+    std::multiset<uint32_t> remaining[2];
+    int ok[2] = {0, 0};
+    void add(const R& r) {
+      ASSERT_EQ(r.statuses_size(), 2);
+      for (int d = 0; d < 2; ++d) {
+        remaining[d].insert(r.statuses(d).limit_remaining());
+        if (r.statuses(d).code() == R::OK) ++ok[d];
+      }
+    }
+  };
+
+  const rls::RateLimitRequest async_request = request(fresh("async"));
+  std::vector<R> responses(kRequests);
+  std::vector<std::atomic<int>> calls(kRequests);
+  std::vector<absl::Status> statuses(kRequests);
+  std::atomic<int> finished{0};
+  for (int i = 0; i < kRequests; ++i) {
+    limits->should_rate_limit_async(async_request, &responses[i], pool,
+                                    [&, i](absl::Status s) {
+                                      statuses[i] = std::move(s);
+                                      calls[i].fetch_add(1);
+                                      finished.fetch_add(1);
+                                    });
+  }
+  const int64_t deadline = testing::wall_ms() + 20'000;
+  while (finished.load() < kRequests && testing::wall_ms() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(finished.load(), kRequests) << "completions missing";
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  Tally async_tally;
+  for (int i = 0; i < kRequests; ++i) {
+    EXPECT_EQ(calls[i].load(), 1) << "request " << i;
+    ASSERT_TRUE(statuses[i].ok()) << statuses[i];
+    async_tally.add(responses[i]);
+  }
+
+  const rls::RateLimitRequest blocking_request = request(fresh("blocking"));
+  Tally blocking_tally;
+  for (int i = 0; i < kRequests; ++i) {
+    R r;
+    ASSERT_TRUE(limits->should_rate_limit(blocking_request, &r).ok());
+    blocking_tally.add(r);
+  }
+  EXPECT_EQ(async_tally.ok[0], 50);
+  EXPECT_EQ(async_tally.ok[1], 30);
+  EXPECT_EQ(blocking_tally.ok[0], 50);
+  EXPECT_EQ(blocking_tally.ok[1], 30);
+  EXPECT_EQ(async_tally.remaining[0], blocking_tally.remaining[0]);
+  EXPECT_EQ(async_tally.remaining[1], blocking_tally.remaining[1]);
+
+  // A peek through the pool: it answers, once, and counts nothing.
+  const std::string peeked = fresh("peek");
+  rls::RateLimitRequest peek = request(peeked);
+  peek.mutable_descriptors(0)->mutable_hits_addend()->set_value(0);
+  R first;
+  ASSERT_TRUE(limits->should_rate_limit(request(peeked), &first).ok());
+  std::atomic<int> peek_calls{0};
+  R answer;
+  absl::Status peek_status;
+  limits->should_rate_limit_async(peek, &answer, pool, [&](absl::Status s) {
+    peek_status = std::move(s);
+    peek_calls.fetch_add(1);
+  });
+  const int64_t peek_deadline = testing::wall_ms() + 10'000;
+  while (peek_calls.load() == 0 && testing::wall_ms() < peek_deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_EQ(peek_calls.load(), 1);
+  ASSERT_TRUE(peek_status.ok()) << peek_status;
+  EXPECT_EQ(answer.statuses(0).code(), R::OK);
+  EXPECT_EQ(answer.statuses(1).limit_remaining(), 28u);  // counted
+  // The peeked descriptor counted nothing: after one more request its
+  // limit has counted two hits, the other descriptor's three.
+  R after;
+  ASSERT_TRUE(limits->should_rate_limit(request(peeked), &after).ok());
+  EXPECT_EQ(after.statuses(0).limit_remaining(), 48u);
+  EXPECT_EQ(after.statuses(1).limit_remaining(), 27u);
+}
+
+// On the embedded memory store nothing waits: the answer is complete
+// before `should_rate_limit_async` returns.
+TEST(EnvoyStore, InMemoryTheAsynchronousPathCompletesInline) {
+  std::unique_ptr<Policies> keep;
+  std::shared_ptr<EnvoyLimits> limits = limits_of(kDaily, nullptr, keep);
+  ASSERT_NE(limits, nullptr);
+  BlockingPool pool(1);
+  R answer;
+  bool done = false;
+  limits->should_rate_limit_async(
+      testing::rls_request("daily",
+                           {testing::rls_descriptor({{"user", "inline"}})}),
+      &answer, pool, [&](absl::Status s) {
+        EXPECT_TRUE(s.ok()) << s;
+        done = true;
+      });
+  EXPECT_TRUE(done);
+  EXPECT_EQ(answer.statuses(0).limit_remaining(), 49u);
+  // A bad request is refused inline too, naming the problem.
+  absl::Status refused;
+  limits->should_rate_limit_async(testing::rls_request("daily", {}), &answer,
+                                  pool, [&](absl::Status s) { refused = s; });
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("no descriptors"), std::string::npos);
 }
 
 #ifdef THROTTLEKIT_SERVER_TEST_REDIS
