@@ -5,16 +5,25 @@
 // clock decides, inside one script); 1, 2, 4 and 8 window-coupled
 // `LeasedLimiter` nodes sharing the 8 threads on one budget, at batch 1, 10
 // and 30 (the whole limit); three weighted-fair escrows leasing from one
-// budget.
+// budget; `UnifiedAdmission::admit_async` over a strict axis with 16
+// admissions in flight per thread.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "support/coordinator_real_clock.h"
 #include "support/redis_test_server.h"
+#include "throttlekit/admission/unified_admission.h"
 #include "throttlekit/redis/redis_coordinator.h"
 #include "throttlekit/throttlekit.h"
 
@@ -67,6 +76,83 @@ INSTANTIATE_TEST_SUITE_P(NodesAndBatches, RedisLeasedRealClock,
                          ::testing::Values(std::pair{1, 10}, std::pair{2, 10},
                                            std::pair{4, 1}, std::pair{4, 10},
                                            std::pair{4, 30}, std::pair{8, 10}));
+
+// `admit_async` over a strict Redis rate axis, the way an event loop uses
+// it: 8 threads each keep up to 16 admissions in flight (their
+// completions run on the coordinator's I/O thread, which releases each
+// slot), 20 ms windows crossed about 75 times, every admission counted in
+// the window its rate decision names: at most the limit in every window,
+// the limit reached in most of them, every completion exactly once, every
+// slot released.
+TEST(RedisAdmitAsyncRealClock, AdmissionsInFlightHoldTheBoundInEveryWindow) {
+  using Strict = StrictRateLimiter<FixedWindow>;
+  auto strict = Strict::create(
+      testing::StrategyBounds<FixedWindow>::options(kRun.limit, kRun.window_ms),
+      redis(), {.prefix = run_prefix("admit_async")});
+  ASSERT_TRUE(strict.ok()) << strict.status();
+  using Adm = UnifiedAdmission<Strict, NoAxis>;
+  auto adm = Adm::create({.max_inflight = 1024,
+                          .rate = std::shared_ptr<Strict>(*std::move(strict))});
+  ASSERT_TRUE(adm.ok()) << adm.status();
+  constexpr int kInFlight = 16;
+  const SystemClock clock;
+  testing::Load load;
+  std::mutex mu;
+  std::atomic<int64_t> issued{0}, completed{0}, errors{0};
+  std::vector<std::atomic<int>> inflight(static_cast<size_t>(kRun.threads));
+  load.start_ms = clock.now_ms();
+  const int64_t end = load.start_ms + kRun.run_ms;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kRun.threads; ++t) {
+    threads.emplace_back([&, t] {
+      std::atomic<int>& mine = inflight[static_cast<size_t>(t)];
+      for (int64_t pre = clock.now_ms(); pre < end; pre = clock.now_ms()) {
+        if (mine.load() >= kInFlight) {
+          std::this_thread::yield();
+          continue;
+        }
+        mine.fetch_add(1);
+        issued.fetch_add(1);
+        (*adm)->admit_async(
+            {.key = "hot"}, [&, t, pre](absl::StatusOr<Adm::Admission> a) {
+              const int64_t post = clock.now_ms();
+              if (!a.ok()) {
+                errors.fetch_add(1);
+              } else if (a->allowed()) {
+                std::lock_guard lock(mu);
+                load.admitted.push_back(
+                    {pre, post, a->axis(Axis::kRate)->reset_at_ms, t});
+              }
+              a = absl::CancelledError("released");  // the slot goes back
+              inflight[static_cast<size_t>(t)].fetch_sub(1);
+              completed.fetch_add(1);
+            });
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  const int64_t give_up = clock.now_ms() + 30'000;
+  while (completed.load() < issued.load() && clock.now_ms() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  load.end_ms = clock.now_ms();
+  load.calls = issued.load();
+  ASSERT_EQ(completed.load(), issued.load()) << "completions missing";
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ((*adm)->concurrency()->inflight(), 0);
+  std::lock_guard lock(mu);
+  EXPECT_GT(load.calls, static_cast<int64_t>(load.admitted.size()));
+  const std::string figures = testing::check_per_window(load, kRun.limit);
+  // Demand is far above the limit: most windows fill.
+  std::map<int64_t, int64_t> per;
+  for (const testing::Admission& x : load.admitted) ++per[x.reset_at_ms];
+  int64_t full = 0;
+  for (const auto& [window_end, n] : per) full += n == kRun.limit ? 1 : 0;
+  EXPECT_GE(full * 2, static_cast<int64_t>(per.size())) << figures;
+  std::printf("admit_async: %lld issued, %zu admitted, %lld full windows; %s\n",
+              static_cast<long long>(load.calls), load.admitted.size(),
+              static_cast<long long>(full), figures.c_str());
+}
 
 TEST(RedisEscrowRealClock, ThreeEscrowsOnOneBudgetHoldTheLimit) {
   testing::escrow_fleet_holds_limit(
