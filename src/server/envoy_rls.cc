@@ -444,8 +444,7 @@ void EnvoyLimits::should_rate_limit_async(
   // request to the blocking pool: its answers are asked there, in order.
   const bool waits = std::any_of(
       pending->plans.begin(), pending->plans.end(), [&](const Plan& p) {
-        return asks_engine(p) && store_ != nullptr && p.requests_per_unit > 0 &&
-               p.engine != nullptr &&
+        return asks_store(p) &&
                (p.peek || !p.engine->answers_without_waiting());
       });
   if (waits) {
@@ -465,8 +464,7 @@ void EnvoyLimits::should_rate_limit_async(
   for (size_t i = 0; i < p->plans.size(); ++i) {
     const Plan& plan = p->plans[i];
     if (!asks_engine(plan)) continue;
-    if (store_ == nullptr || plan.requests_per_unit == 0 ||
-        plan.engine == nullptr) {
+    if (!asks_store(plan)) {
       p->answers[i] = answer(plan, p->now_ms);  // nothing waits
       continue;
     }
@@ -498,6 +496,11 @@ void EnvoyLimits::account(const Domain* domain,
 bool EnvoyLimits::asks_engine(const Plan& p) {
   if (p.node == nullptr && !p.from_override) return false;  // no limit
   return p.node == nullptr || !p.node->unlimited;
+}
+
+bool EnvoyLimits::asks_store(const Plan& p) const {
+  return asks_engine(p) && store_ != nullptr && p.requests_per_unit > 0 &&
+         p.engine != nullptr;
 }
 
 absl::StatusOr<Decision> EnvoyLimits::answer(const Plan& p, int64_t now_ms) {

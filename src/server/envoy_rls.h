@@ -190,6 +190,9 @@ class EnvoyLimits {
   // Whether a plan's descriptor is decided by an engine's answer (not: no
   // limit applies, or an unlimited one).
   static bool asks_engine(const Plan& plan);
+  // Whether `answer` asks a shared store for `plan` (else it is decided in
+  // memory, or locally: a limit of 0, a missing engine).
+  bool asks_store(const Plan& plan) const;
   // The engine's answer for `plan` at `now_ms`, waiting where it waits.
   absl::StatusOr<Decision> answer(const Plan& plan, int64_t now_ms);
   // The response from the plans and their answers (index-aligned):

@@ -1189,21 +1189,27 @@ inline std::optional<Duals> solve_fluid_lp_3axis(
       }
     }
   };
-  // D's slope along `dir` from q (`at`: the planes through q).
+  // D's slope along `dir` from q (`at`: the planes through q), and the
+  // sum of its terms' magnitudes (the scale a slope counts as 0 against).
+  struct Slope {
+    double g;
+    double size;
+  };
   auto slope = [&](const Duals& q, const std::vector<size_t>& at,
                    const Vec& dir) {
-    double g = dot(b, dir);
+    Slope s{dot(b, dir), std::abs(dot(b, dir))};
     const Vec x = point(q);
     for (size_t i = 0; i < priced.size(); ++i) {
       const LpPlane& plane = planes[3 + i];
       const double rate = dot(plane.normal, dir);
+      s.size += priced[i]->arrivals * std::abs(rate);
       if (std::binary_search(at.begin(), at.end(), 3 + i)) {
-        if (rate < 0) g -= priced[i]->arrivals * rate;
+        if (rate < 0) s.g -= priced[i]->arrivals * rate;
       } else if (plane.rhs > dot(plane.normal, x)) {
-        g -= priced[i]->arrivals * rate;
+        s.g -= priced[i]->arrivals * rate;
       }
     }
-    return g;
+    return s;
   };
   // The next vertex from q along the edge: the nearest plane the line
   // meets beyond q, and the enumerator's vertex of the edge's two planes
@@ -1245,14 +1251,9 @@ inline std::optional<Duals> solve_fluid_lp_3axis(
     const Edge* down = nullptr;
     double steepest = 0;
     for (const Edge& e : edges) {
-      double size = std::abs(dot(b, e.dir));
-      for (size_t i = 0; i < priced.size(); ++i) {
-        size +=
-            priced[i]->arrivals * std::abs(dot(planes[3 + i].normal, e.dir));
-      }
-      const double g = slope(q, at, e.dir);
-      if (g < -1e-12 * size && g < steepest) {
-        steepest = g;
+      const Slope d = slope(q, at, e.dir);
+      if (d.g < -1e-12 * d.size && d.g < steepest) {
+        steepest = d.g;
         down = &e;
       }
     }
@@ -1267,10 +1268,6 @@ inline std::optional<Duals> solve_fluid_lp_3axis(
   const double d0 = fluid_lp_dual_bounded(rows, b, q, HUGE_VAL);
   double d_min =
       std::min(d0, fluid_lp_dual_bounded(rows, b, Duals{}, HUGE_VAL));
-  auto same = [](const Duals& x, const Duals& y) {
-    return x.rate == y.rate && x.cost == y.cost &&
-           x.concurrency == y.concurrency;
-  };
   std::vector<Duals> walked = {q};
   for (size_t next = 0; next < walked.size(); ++next) {
     if (walked.size() > 256) return std::nullopt;
@@ -1285,7 +1282,7 @@ inline std::optional<Duals> solve_fluid_lp_3axis(
       d_min = std::min(d_min, d);
       if (d > d_min + kReach * fluid_lp_tolerance(scale, d_min)) continue;
       if (std::none_of(walked.begin(), walked.end(),
-                       [&](const Duals& w) { return same(w, *to); })) {
+                       [&](const Duals& w) { return w == *to; })) {
         walked.push_back(*to);
       }
     }
