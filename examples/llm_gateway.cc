@@ -237,11 +237,14 @@ struct MemoryEngines {
 };
 
 #ifdef THROTTLEKIT_EXAMPLE_REDIS
-// A StrictRateLimiter at the simulation's time. The rate axis is asked with
-// the admission's `now` (check_at) already; the cost axis's gate (`peek`) and
-// meter (`check(key, units)`) read the engine's clock, which for a strict
-// engine is the store's (real time). This passes the simulated now to both,
-// so every axis lives in one timeline.
+// A StrictRateLimiter at the simulation's time. Asked without a `now`, an
+// admission lets a strict axis decide on the store's clock (real time;
+// docs/admission.md, "Caveats"), and the cost axis's gate (`peek`) and meter
+// (`check(key, units)`) read the engine's clock, which for a strict engine
+// is the store's too. This passes the simulated now to every call, so
+// every axis lives in one timeline. (The simulated now never goes stale:
+// one thread advances it, faster than real time, so a key's real TTL
+// outlives its simulated life.)
 template <tk::Strategy S>
 class AtSimTime {
  public:
@@ -291,7 +294,7 @@ static_assert(tk::RateEngine<AtSimTime<tk::TokenBudget>>);
 // {rate,tokens}:<tenant>`, reset before the run (the simulated clock starts
 // at the same instant every run).
 struct RedisEngines {
-  using Rate = tk::StrictRateLimiter<tk::Gcra>;
+  using Rate = AtSimTime<tk::Gcra>;
   using Cost = AtSimTime<tk::TokenBudget>;
   static constexpr const char* kName = "StrictRateLimiter over Redis";
 
@@ -299,11 +302,12 @@ struct RedisEngines {
   std::shared_ptr<tk::Coordinator> redis;
 
   absl::StatusOr<std::shared_ptr<Rate>> rate(const TenantSpec& t) {
-    auto r = Rate::create({t.rate_per_s, 1000, t.rate_burst}, redis,
-                          {.prefix = "throttlekit_example:llm_gateway:rate"});
+    auto r = tk::StrictRateLimiter<tk::Gcra>::create(
+        {t.rate_per_s, 1000, t.rate_burst}, redis,
+        {.prefix = "throttlekit_example:llm_gateway:rate"});
     if (!r.ok()) return r.status();
     if (absl::Status s = (*r)->reset(t.name); !s.ok()) return s;
-    return std::shared_ptr<Rate>(*std::move(r));
+    return std::make_shared<Rate>(*std::move(r), clock);
   }
   absl::StatusOr<std::shared_ptr<Cost>> cost(const TenantSpec& t) {
     auto c = tk::StrictRateLimiter<tk::TokenBudget>::create(

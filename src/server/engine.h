@@ -68,6 +68,8 @@ class Engine {
   // (an asynchronous engine, or one whose every answer is in memory); the
   // server runs the others' checks on its blocking pool (blocking_pool.h).
   virtual bool answers_without_waiting() const { return false; }
+  // The wrapped engine's `decides_at_store` (core/rate_engine.h).
+  virtual bool decides_at_store() const { return false; }
   Stats stats() const { return {}; }
 };
 
@@ -118,6 +120,9 @@ class EngineOf final : public Engine {
     }
   }
   bool answers_without_waiting() const override { return AsyncRateEngine<E>; }
+  bool decides_at_store() const override {
+    return throttlekit::decides_at_store(*engine_);
+  }
 
  private:
   std::shared_ptr<E> engine_;

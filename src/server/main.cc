@@ -265,11 +265,11 @@ int main(int argc, char** argv) {
     // One server (--redis), a cluster's seed nodes (--redis-cluster) or
     // the sentinels of a primary (--redis-sentinel).
     throttlekit::RedisCoordinatorOptions o;
-    // Admit passes the server's own `now` to every axis (UnifiedAdmission):
-    // a minute of slack keeps a window's state alive past any staleness a
-    // loaded server sees, so a late call never revives an ended window
-    // (docs/redis.md, "Physical TTL and a stale now"); the Postgres
-    // coordinator keeps the same minute by default.
+    // CheckMany over a strict limit passes one read of the store's clock
+    // to every key of its batch: a minute of slack keeps a window's state
+    // alive past any batch's duration, so a late key never revives an
+    // ended window (docs/redis.md, "Physical TTL and a stale now"); the
+    // Postgres coordinator keeps the same minute by default.
     o.ttl_slack_ms = 60'000;
     const bool single = !args.redis.empty();
     const bool cluster = !args.redis_cluster.empty();

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -406,6 +407,68 @@ TEST(UnifiedAdmission, StrictEngineOverACoordinatorOnTheRateAxis) {
   absl::StatusOr<Admission> third = (*adm)->admit_at("t", kEpoch);
   EXPECT_EQ(third->binding_axis(), Axis::kRate);
   EXPECT_EQ((*adm)->concurrency()->inflight(), 0);
+}
+
+// Without a caller-supplied `now`, a store-backed axis decides on the
+// store's clock, not at the admission's clock read before the round trip
+// (a stale `now` would revive an ended window whose state the store has
+// dropped); the in-process axes keep the admission's `now`. With a caller's
+// `now` (admit_at, AdmitRequest::now_ms), every axis decides at it.
+TEST(UnifiedAdmission, StoreBackedAxesDecideOnTheStoreClockUnlessGivenNow) {
+  using Strict = StrictRateLimiter<FixedWindow>;
+  using EpochAdm = BasicUnifiedAdmission<Strict, Window, EpochRef, ManualNano>;
+  ManualClock store_clock(kEpoch + 10'000);  // ten windows ahead
+  ManualClock admission_clock(kEpoch);       // the admission's stale read
+  ManualMonotonicClock nano{1'000'000};
+  std::shared_ptr<Coordinator> store = *MemoryCoordinator::create(
+      {}, std::make_shared<ClockAdapter<EpochRef>>(EpochRef(store_clock)));
+  auto strict = std::shared_ptr<Strict>(
+      *Strict::create({.limit = 1, .window_ms = 1000}, store));
+  ASSERT_TRUE(decides_at_store(*strict));
+  ASSERT_FALSE(decides_at_store(*window(1)));
+  auto adm = *EpochAdm::create(
+      {.max_inflight = 8, .rate = strict, .cost = window(100)},
+      EpochRef(admission_clock), ManualNano(nano));
+
+  // The caller's now: the store counts the window of kEpoch, and
+  // AdmitRequest::now_ms is a caller's now too.
+  absl::StatusOr<EpochAdm::Admission> at = adm->admit_at("t", kEpoch);
+  ASSERT_TRUE(at.ok() && at->allowed());
+  EXPECT_EQ(at->axis(Axis::kRate)->reset_at_ms, kEpoch + 1000);
+  absl::StatusOr<EpochAdm::Admission> given =
+      adm->admit({.key = "t", .now_ms = kEpoch + 5});
+  EXPECT_EQ(given->binding_axis(), Axis::kRate);
+  EXPECT_EQ(given->axis(Axis::kRate)->reset_at_ms, kEpoch + 1000);
+
+  // The admission's clock: the store decides in its own window (kEpoch +
+  // 10 s), which is empty; the memory axis stays at the admission's now.
+  absl::StatusOr<EpochAdm::Admission> own = adm->admit("t");
+  ASSERT_TRUE(own.ok());
+  EXPECT_TRUE(own->allowed());
+  EXPECT_EQ(own->axis(Axis::kRate)->reset_at_ms, kEpoch + 11'000);
+  EXPECT_EQ(own->axis(Axis::kCost)->reset_at_ms, kEpoch + 1000);
+  absl::StatusOr<EpochAdm::Admission> again = adm->admit("t");
+  EXPECT_EQ(again->binding_axis(), Axis::kRate);
+  EXPECT_EQ(again->axis(Axis::kRate)->reset_at_ms, kEpoch + 11'000);
+
+  // admit_async takes the same paths, on a fresh key.
+  std::optional<absl::StatusOr<EpochAdm::Admission>> async;
+  const auto keep = [&](absl::StatusOr<EpochAdm::Admission> a) {
+    async.emplace(std::move(a));
+  };
+  adm->admit_async({.key = "u", .now_ms = kEpoch}, keep);
+  ASSERT_TRUE(async.has_value() && async->ok());
+  EXPECT_TRUE((*async)->allowed());
+  EXPECT_EQ((*async)->axis(Axis::kRate)->reset_at_ms, kEpoch + 1000);
+  async.reset();
+  adm->admit_async({.key = "u"}, keep);
+  ASSERT_TRUE(async.has_value() && async->ok());
+  EXPECT_TRUE((*async)->allowed()) << "the store's window is another one";
+  EXPECT_EQ((*async)->axis(Axis::kRate)->reset_at_ms, kEpoch + 11'000);
+  async.reset();
+  adm->admit_async({.key = "u"}, keep);
+  ASSERT_TRUE(async.has_value() && async->ok());
+  EXPECT_EQ((*async)->binding_axis(), Axis::kRate);
 }
 
 // Records events; throws on demand.

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -85,19 +86,18 @@ INSTANTIATE_TEST_SUITE_P(NodesAndBatches, RedisLeasedRealClock,
 // the limit reached in most of them, every completion exactly once, every
 // slot released.
 //
-// An admission passes its own `now` to every axis, so with 128 calls in
-// flight on a loaded machine a call can reach Redis after its window's
-// key expired: without slack the first run of this test under the full
-// suite counted 100 in a window of 50 (docs/redis.md, "Physical TTL and a
-// stale now"; docs/admission.md, "Caveats"). With the slack the
-// documentation prescribes for callers that pass `now`, the bound holds.
+// An admission asked without a `now` lets Redis's clock decide a strict
+// axis (admission/unified_admission.h, "Which `now`"), so the coordinator
+// needs no `ttl_slack_ms`. Before it did, the admission passed its own
+// clock's read to every axis: with 128 calls in flight on a loaded machine
+// a call could reach Redis after its window's key expired, and the first
+// run of this test under the full suite counted 100 in a window of 50
+// (docs/redis.md, "Physical TTL and a stale now").
 TEST(RedisAdmitAsyncRealClock, AdmissionsInFlightHoldTheBoundInEveryWindow) {
   using Strict = StrictRateLimiter<FixedWindow>;
   auto strict = Strict::create(
       testing::StrategyBounds<FixedWindow>::options(kRun.limit, kRun.window_ms),
-      std::shared_ptr<Coordinator>(testing::redis_coordinator(
-          {.command_timeout = absl::Seconds(5), .ttl_slack_ms = 10'000})),
-      {.prefix = run_prefix("admit_async")});
+      redis(), {.prefix = run_prefix("admit_async")});
   ASSERT_TRUE(strict.ok()) << strict.status();
   using Adm = UnifiedAdmission<Strict, NoAxis>;
   auto adm = Adm::create({.max_inflight = 1024,
@@ -161,6 +161,62 @@ TEST(RedisAdmitAsyncRealClock, AdmissionsInFlightHoldTheBoundInEveryWindow) {
   std::printf("admit_async: %lld issued, %zu admitted, %lld full windows; %s\n",
               static_cast<long long>(load.calls), load.admitted.size(),
               static_cast<long long>(full), figures.c_str());
+}
+
+// The mechanism, step by step: a window filled, its key left to expire,
+// then an admission whose own clock still reads inside that window (a
+// stale read: a scheduling delay, a queue). Asked without a `now`, the
+// strict axis decides on Redis's clock and counts into the window Redis is
+// in; the ended window is never revived (no ttl_slack_ms).
+TEST(RedisAdmitAsyncRealClock, AStaleAdmissionClockNeverRevivesAnEndedWindow) {
+  using Strict = StrictRateLimiter<FixedWindow>;
+  constexpr int64_t kLimit = 5, kWindowMs = 50;
+  auto strict = Strict::create({.limit = kLimit, .window_ms = kWindowMs},
+                               redis(), {.prefix = run_prefix("stale")});
+  ASSERT_TRUE(strict.ok()) << strict.status();
+  ManualClock stale(SystemClock{}.now_ms());
+  using Adm = BasicUnifiedAdmission<Strict, NoAxis, ClockRef<ManualClock>>;
+  auto adm = *Adm::create(
+      {.max_inflight = 8, .rate = std::shared_ptr<Strict>(*std::move(strict))},
+      ClockRef<ManualClock>(stale));
+
+  // Fill one window on Redis's clock (again if the fill straddled two).
+  int64_t window_end = 0;
+  for (int attempt = 0; attempt < 20 && window_end == 0; ++attempt) {
+    const std::string key = absl::StrCat("k", attempt);
+    std::map<int64_t, int> ends;
+    for (int i = 0; i < kLimit; ++i) {
+      absl::StatusOr<Adm::Admission> a = adm->admit(key);
+      ASSERT_TRUE(a.ok()) << a.status();
+      if (a->allowed()) ++ends[a->axis(Axis::kRate)->reset_at_ms];
+    }
+    if (ends.size() != 1 || ends.begin()->second != kLimit) continue;
+    window_end = ends.begin()->first;
+
+    // The key expires at the window's end; wait past it.
+    while (SystemClock{}.now_ms() < window_end + 10) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    stale.set_ms(window_end - kWindowMs / 2);  // inside the ended window
+    absl::StatusOr<Adm::Admission> late = adm->admit(key);
+    ASSERT_TRUE(late.ok()) << late.status();
+    EXPECT_TRUE(late->allowed()) << "a fresh window on Redis's clock";
+    EXPECT_GE(late->axis(Axis::kRate)->reset_at_ms, window_end + kWindowMs)
+        << "the ended window (ending " << window_end << ") was revived";
+
+    std::optional<absl::StatusOr<Adm::Admission>> async;
+    std::atomic<bool> done{false};
+    adm->admit_async({.key = key}, [&](absl::StatusOr<Adm::Admission> a) {
+      async.emplace(std::move(a));
+      done.store(true);
+    });
+    while (!done.load())
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_TRUE(async->ok()) << async->status();
+    EXPECT_GE((*async)->axis(Axis::kRate)->reset_at_ms, window_end + kWindowMs)
+        << "admit_async revived the ended window";
+  }
+  ASSERT_NE(window_end, 0) << "no window was filled within one window";
 }
 
 TEST(RedisEscrowRealClock, ThreeEscrowsOnOneBudgetHoldTheLimit) {

@@ -25,6 +25,14 @@
 //   (memory, strict over Redis or Postgres, cached-deny, leased, two-tier):
 //   the rate axis is asked for cost 1 (one request), the cost axis for the
 //   request's cost, both on the same key and the same `now`.
+// - Which `now`: a caller-supplied one (`admit_at`, `AdmitRequest::now_ms`)
+//   is every axis's. Without one the admission reads its clock once for
+//   the in-process axes, and an axis that decides at a shared store
+//   (`decides_at_store`, core/rate_engine.h: strict, cached-deny, the
+//   fused pair) is asked without a `now`, so the store's clock decides
+//   inside its atomic step. A `now` read before the round trip can reach
+//   the store after the window's state expired there and count the ended
+//   window afresh (docs/redis.md, "Physical TTL and a stale now").
 // - The concurrency axis is an `AdaptiveConcurrency` (its permit is the
 //   slot) or a fixed ceiling (`max_inflight`). As a decision (the lease
 //   shim): granted -> {allowed, limit, limit - inflight, now, 0}; refused ->
@@ -98,7 +106,8 @@ struct AdmitRequest {
   // The 3-axis policy's concurrency hold; a non-finite or negative hold
   // counts as 0 (bid_price_policy.h).
   double hold_s = 0;
-  // Epoch ms; 0: the admission's clock.
+  // Epoch ms, every axis's; 0: the admission's clock, and the store's for
+  // an axis that decides at a store (see "Which `now`" above).
   int64_t now_ms = 0;
 };
 
@@ -337,7 +346,7 @@ class BasicUnifiedAdmission {
         return *std::move(g);
       }
     }
-    return evaluate(r.key, now_ms, r.cost);
+    return evaluate(r.key, now_ms, r.now_ms != 0, r.cost);
   }
 
   // Admits or denies one request of `cost` for `key` now (the clock read
@@ -348,13 +357,14 @@ class BasicUnifiedAdmission {
   }
 
   // As `admit`, at a caller-supplied epoch-ms `now_ms` (every axis decides
-  // at it; the concurrency decision's reset_at is it). Thread-safe.
+  // at it, a store-backed one too; the concurrency decision's reset_at is
+  // it). Thread-safe.
   absl::StatusOr<Admission> admit_at(std::string_view key, int64_t now_ms,
                                      double cost = 1) {
     if (policy_ != nullptr) [[unlikely]] {
       return needs_value();
     }
-    return evaluate(key, now_ms, cost);
+    return evaluate(key, now_ms, /*caller_now=*/true, cost);
   }
 
   // As `admit`, without waiting for a store (docs/async.md): `on_done` runs
@@ -387,7 +397,7 @@ class BasicUnifiedAdmission {
       return;
     }
     Pending<std::decay_t<Done>> p(this, std::forward<Done>(on_done), r.key,
-                                  now_ms, r.cost);
+                                  now_ms, r.now_ms != 0, r.cost);
     run(p);
   }
   template <class Done>
@@ -452,7 +462,8 @@ class BasicUnifiedAdmission {
       if (absl::Status s = validate_cost(reserve); !s.ok()) return s;
       const int64_t now_ms = clock_.now_ms();
       const int64_t t0 = observer_ == nullptr ? 0 : nano_clock_.now_ns();
-      absl::StatusOr<Admission> out = decide<false>(key, now_ms, reserve);
+      absl::StatusOr<Admission> out =
+          decide<false>(key, now_ms, /*caller_now=*/false, reserve);
       if (!out.ok() || !out->allowed()) {
         report(key, reserve, out, t0);
         return out;
@@ -506,18 +517,20 @@ class BasicUnifiedAdmission {
         clock_(std::move(clock)),
         nano_clock_(std::move(nano_clock)) {}
 
-  // admit_at without the policy check (done by the caller).
+  // admit without the policy check (done by the caller). `caller_now`:
+  // `now_ms` is the caller's, for every axis (else the admission's clock
+  // read, and store-backed axes decide on the store's).
   absl::StatusOr<Admission> evaluate(std::string_view key, int64_t now_ms,
-                                     double cost) {
+                                     bool caller_now, double cost) {
     if (!is_valid_key(key) || !is_valid_cost(cost)) [[unlikely]] {
       if (absl::Status s = validate_key(key); !s.ok()) return s;
       return validate_cost(cost);
     }
     if (observer_ == nullptr) [[likely]] {
-      return decide<true>(key, now_ms, cost);
+      return decide<true>(key, now_ms, caller_now, cost);
     }
     const int64_t t0 = nano_clock_.now_ns();
-    absl::StatusOr<Admission> a = decide<true>(key, now_ms, cost);
+    absl::StatusOr<Admission> a = decide<true>(key, now_ms, caller_now, cost);
     report(key, cost, a, t0);
     return a;
   }
@@ -636,6 +649,31 @@ class BasicUnifiedAdmission {
     return absl::OkStatus();
   }
 
+  // Whether `e` is asked on the store's clock rather than at `now_ms`: the
+  // caller supplied no `now` and `e` decides at a store.
+  template <class E>
+  static bool on_store_clock(const E& e, bool caller_now) noexcept {
+    return !caller_now && decides_at_store(e);
+  }
+
+  // One axis's decision: at `now_ms`, or on the store's clock.
+  template <class E>
+  static absl::StatusOr<Decision> ask(E& e, std::string_view key,
+                                      int64_t now_ms, bool caller_now,
+                                      double cost) {
+    if (on_store_clock(e, caller_now)) return e.check(key, cost);
+    return e.check_at(key, now_ms, cost);
+  }
+  template <class E, class F>
+  static void ask_async(E& e, std::string_view key, int64_t now_ms,
+                        bool caller_now, double cost, F&& step) {
+    if (on_store_clock(e, caller_now)) {
+      e.check_async(key, cost, std::forward<F>(step));
+    } else {
+      e.check_at_async(key, now_ms, cost, std::forward<F>(step));
+    }
+  }
+
   // A denial by a later axis: the slot goes back at once (kIgnored).
   static void give_back_slot(Admission& a) noexcept {
     a.permit_.release(PermitOutcome::kIgnored);
@@ -648,7 +686,7 @@ class BasicUnifiedAdmission {
   // rate axis (admit_reserved gates the cost axis itself).
   template <bool kWithCost>
   absl::StatusOr<Admission> decide(std::string_view key, int64_t now_ms,
-                                   double cost) {
+                                   bool caller_now, double cost) {
     absl::StatusOr<Admission> out(absl::in_place);
     Admission& a = *out;
     if (!take_slot(a, now_ms)) [[unlikely]] {
@@ -656,8 +694,10 @@ class BasicUnifiedAdmission {
     }
     if constexpr (FusedAxes<Rate>) {
       if (rate_ != nullptr) {
-        if (absl::Status s =
-                apply_fused(a, rate_->check_pair(key, now_ms, cost));
+        if (absl::Status s = apply_fused(
+                a, rate_->check_pair(
+                       key, on_store_clock(*rate_, caller_now) ? 0 : now_ms,
+                       cost));
             !s.ok()) [[unlikely]] {
           out = std::move(s);
         }
@@ -666,7 +706,7 @@ class BasicUnifiedAdmission {
     } else if constexpr (!std::is_same_v<Rate, NoAxis>) {
       if (rate_ != nullptr) {
         if (absl::Status s =
-                apply(a, Axis::kRate, rate_->check_at(key, now_ms, 1));
+                apply(a, Axis::kRate, ask(*rate_, key, now_ms, caller_now, 1));
             !s.ok()) {
           out = std::move(s);
           return out;
@@ -676,8 +716,8 @@ class BasicUnifiedAdmission {
     }
     if constexpr (kWithCost && !std::is_same_v<Cost, NoAxis>) {
       if (cost_ != nullptr) {
-        if (absl::Status s =
-                apply(a, Axis::kCost, cost_->check_at(key, now_ms, cost));
+        if (absl::Status s = apply(a, Axis::kCost,
+                                   ask(*cost_, key, now_ms, caller_now, cost));
             !s.ok()) {
           out = std::move(s);
         }
@@ -695,12 +735,13 @@ class BasicUnifiedAdmission {
   template <class Done>
   struct Pending {
     Pending(BasicUnifiedAdmission* self, Done done, std::string_view key,
-            int64_t now_ms, double cost)
+            int64_t now_ms, bool caller_now, double cost)
         : self(self),
           out(absl::in_place),
           done(std::move(done)),
           key(key),
           now_ms(now_ms),
+          caller_now(caller_now),
           cost(cost),
           t0(self->observer_ == nullptr ? 0 : self->nano_clock_.now_ns()) {}
     Pending(Pending&& o) noexcept
@@ -711,6 +752,7 @@ class BasicUnifiedAdmission {
                                         : std::move(o.owned_key)),
           key(owned_key),
           now_ms(o.now_ms),
+          caller_now(o.caller_now),
           cost(o.cost),
           t0(o.t0),
           next(o.next) {}
@@ -722,6 +764,7 @@ class BasicUnifiedAdmission {
     std::string owned_key;  // empty while in admit_async's frame
     std::string_view key;
     int64_t now_ms;
+    bool caller_now;  // `now_ms` is the caller's (else: the admission's)
     double cost;
     int64_t t0;                 // the observer's start (0 without one)
     Stage next = Stage::kSlot;  // what `run` does next
@@ -785,13 +828,13 @@ class BasicUnifiedAdmission {
       if constexpr (FusedAxes<Rate>) {
         if (rate_ != nullptr) {
           rate_->check_pair_async(
-              p.key, p.now_ms, p.cost,
-              Completion<typename Rate::FusedDecision>(Step<Done>(&p)));
+              p.key, on_store_clock(*rate_, p.caller_now) ? 0 : p.now_ms,
+              p.cost, Completion<typename Rate::FusedDecision>(Step<Done>(&p)));
           return;
         }
       } else if constexpr (!std::is_same_v<Rate, NoAxis>) {
         if (rate_ != nullptr) {
-          rate_->check_at_async(p.key, p.now_ms, 1, Step<Done>(&p));
+          ask_async(*rate_, p.key, p.now_ms, p.caller_now, 1, Step<Done>(&p));
           return;
         }
       }
@@ -800,7 +843,8 @@ class BasicUnifiedAdmission {
       p.next = Stage::kDone;
       if constexpr (!std::is_same_v<Cost, NoAxis>) {
         if (cost_ != nullptr) {
-          cost_->check_at_async(p.key, p.now_ms, p.cost, Step<Done>(&p));
+          ask_async(*cost_, p.key, p.now_ms, p.caller_now, p.cost,
+                    Step<Done>(&p));
           return;
         }
       }

@@ -206,6 +206,9 @@ class StrictRateLimiter {
   // Outages turned into decisions by the fail policy so far.
   int64_t outages() const noexcept { return stats().outages; }
 
+  // `check` decides on the store's clock (core/rate_engine.h).
+  static constexpr bool decides_at_store() noexcept { return true; }
+
   const S& strategy() const noexcept { return std::get<S>(strategy_); }
   const std::string& prefix() const noexcept { return prefix_; }
   Coordinator& coordinator() const noexcept { return *coordinator_; }

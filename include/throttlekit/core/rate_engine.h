@@ -79,6 +79,26 @@ concept AsyncRateEngine = RateEngine<E> &&
   e.async_check(key, cost);
 };
 
+// True when `engine`, asked without a `now` (`check`, `check_async`),
+// decides at a shared store on the store's clock, read inside the store's
+// atomic step: `StrictRateLimiter`, `CachedDenyLimiter`, `TwoTier` in its
+// strict and cached-deny modes, the fused Redis pair. An engine says so
+// with a `decides_at_store()` member; without one, false. Callers holding a
+// `now` of their own read before the round trip (`UnifiedAdmission`) ask
+// such an engine without it, because a stale `now` reaching the store after
+// its window's state expired there counts the ended window afresh
+// (docs/redis.md, "Physical TTL and a stale now").
+template <class E>
+bool decides_at_store(const E& engine) noexcept {
+  if constexpr (requires {
+                  { engine.decides_at_store() } -> std::convertible_to<bool>;
+                }) {
+    return engine.decides_at_store();
+  } else {
+    return false;
+  }
+}
+
 // The status of a verb `engine` cannot answer honestly, saying why.
 inline absl::Status unimplemented_verb(std::string_view engine,
                                        std::string_view verb,

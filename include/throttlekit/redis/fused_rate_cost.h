@@ -124,6 +124,9 @@ class BasicFusedRateCost {
 
   const Gcra& rate() const noexcept { return rate_; }
   const TokenBucket& cost() const noexcept { return cost_; }
+  // `check_pair(key, 0, cost)` decides on the Redis clock
+  // (core/rate_engine.h).
+  static constexpr bool decides_at_store() noexcept { return true; }
 
   // The keys of `key`'s two axes (for operators and tests).
   std::string rate_key(std::string_view key) const {

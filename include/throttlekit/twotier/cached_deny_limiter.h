@@ -183,6 +183,9 @@ class CachedDenyLimiter {
   }
   // Denials held in the cache now.
   size_t cached() const noexcept { return cache_.size(); }
+
+  // `check` decides on the store's clock (core/rate_engine.h).
+  static constexpr bool decides_at_store() noexcept { return true; }
   const S& strategy() const noexcept { return strict_->strategy(); }
 
  private:

@@ -223,6 +223,11 @@ class TwoTier {
   }
 
   TwoTierMode mode() const noexcept { return mode_; }
+  // True in kStrict and kCachedDeny, whose `check` decides on the store's
+  // clock (core/rate_engine.h); kLeased spends its credits locally.
+  bool decides_at_store() const noexcept {
+    return mode_ != TwoTierMode::kLeased;
+  }
   // The engine behind the mode (null for the other modes), for its stats.
   StrictRateLimiter<S, C>* strict() const noexcept { return strict_.get(); }
   CachedDenyLimiter<S, C>* cached_deny() const noexcept {
