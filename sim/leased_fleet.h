@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "sim/network.h"
+#include "sim/windowed_fleet.h"
 #include "sim/world.h"
 
 namespace throttlekit::sim {
@@ -59,6 +60,10 @@ struct LeasedFleetConfig {
 // Draws the fault kinds and the network of a run from `seed` (swarm
 // testing: each seed turns some faults on), for a fleet of `nodes`.
 LeasedFleetConfig swarm_config(uint64_t seed, int nodes);
+
+// The run's shape (sim/windowed_fleet.h): the fleet, its demand and its
+// faults; with `clock_skew`, node clocks ahead by up to 50 ms.
+WindowedFleetShape windowed_shape(const LeasedFleetConfig& config);
 
 SimResult run_leased_fleet(uint64_t seed, const LeasedFleetConfig& config,
                            bool keep_trace = false);

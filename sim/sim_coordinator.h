@@ -108,6 +108,42 @@ class SimCoordinator final : public Coordinator {
   absl::StatusOr<int64_t> do_now_ms() override {
     return fabric_.store.now_ms();
   }
+  // The federation path (a region's process leasing from the global
+  // coordinator): the windowed lease and the reconcile of a leftover.
+  absl::StatusOr<LeaseGrant> do_lease_windowed(const LeaseBudget& budget,
+                                               std::string_view key,
+                                               int64_t want,
+                                               int64_t now_ms) override {
+    return fabric_.store.lease_windowed(budget, key, want, now_ms);
+  }
+  void do_lease_windowed_async(const LeaseBudget& budget, std::string_view key,
+                               int64_t want, int64_t now_ms,
+                               Completion<LeaseGrant> on_done) override {
+    exchange<LeaseGrant>(std::move(on_done),
+                         [this, budget, key = std::string(key), want, now_ms] {
+                           return fabric_.store.lease_windowed(budget, key,
+                                                               want, now_ms);
+                         });
+  }
+  absl::StatusOr<int64_t> do_reconcile(const LeaseBudget& budget,
+                                       std::string_view key,
+                                       int64_t window_start_ms,
+                                       int64_t leftover, std::string_view token,
+                                       int64_t now_ms) override {
+    return fabric_.store.reconcile(budget, key, window_start_ms, leftover,
+                                   token, now_ms);
+  }
+  void do_reconcile_async(const LeaseBudget& budget, std::string_view key,
+                          int64_t window_start_ms, int64_t leftover,
+                          std::string_view token, int64_t now_ms,
+                          Completion<int64_t> on_done) override {
+    exchange<int64_t>(std::move(on_done), [this, budget, key = std::string(key),
+                                           window_start_ms, leftover,
+                                           token = std::string(token), now_ms] {
+      return fabric_.store.reconcile(budget, key, window_start_ms, leftover,
+                                     token, now_ms);
+    });
+  }
   // A waited beat: atomic at the coordinator at the instant of the call,
   // failing at once (kUnavailable) when the node is cut off or the
   // message is lost.

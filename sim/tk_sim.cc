@@ -23,6 +23,11 @@
 // --limit, --rate, --service-ms, --duration-ms, --delay-us, --loss,
 // --partitions 0|1, --crashes 0|1, --drift-ppm; --no-handoff and
 // --no-fencing run its mutations.
+//
+// `federated` runs the federated-fleet scenario (sim/federated_fleet.h):
+// the leased fleet's configuration flags plus --regions R, --escrow 0|1
+// and --regional-only 0|1; --clocks-behind runs its mutation (process
+// clocks behind the coordinator's, the bound's stated assumption broken).
 
 #include <chrono>
 #include <cstdint>
@@ -36,20 +41,21 @@
 
 #include "absl/strings/numbers.h"
 #include "sim/concurrency_fleet.h"
+#include "sim/federated_fleet.h"
 #include "sim/leased_fleet.h"
 
 namespace {
 
 int usage(const char* problem) {
-  std::fprintf(
-      stderr,
-      "tk_sim: %s\nusage: tk_sim leased|concurrency [--seed S] [--seeds N] "
-      "[--nodes N] [--uncoupled] [--trace] [--shrink] [--keys K] "
-      "[--limit L] [--window-ms W] [--batch B] [--rate R] "
-      "[--duration-ms D] [--delay-us U] [--sigma S] [--loss P] "
-      "[--partitions 0|1] [--crashes 0|1] [--clock-skew 0|1] "
-      "[--timeout-ms T]\n",
-      problem);
+  std::fprintf(stderr,
+               "tk_sim: %s\nusage: tk_sim leased|concurrency|federated [--seed "
+               "S] [--seeds N] "
+               "[--nodes N] [--uncoupled] [--trace] [--shrink] [--keys K] "
+               "[--limit L] [--window-ms W] [--batch B] [--rate R] "
+               "[--duration-ms D] [--delay-us U] [--sigma S] [--loss P] "
+               "[--partitions 0|1] [--crashes 0|1] [--clock-skew 0|1] "
+               "[--timeout-ms T]\n",
+               problem);
   return 2;
 }
 
@@ -147,6 +153,41 @@ bool common_config_flag(const std::string& flag, const Value& v,
     partitions = v.n == 1;
   } else if (flag == "--crashes" && flag01) {
     crashes = v.n == 1;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// The leased fleet's configuration flags (the federated fleet's too):
+// the common ones, --keys, --limit, --window-ms, --batch, --rate, --sigma,
+// --clock-skew 0|1, --timeout-ms. True when `flag` was one with a good
+// value.
+bool leased_config_flag(const std::string& flag, const Value& v,
+                        throttlekit::sim::LeasedFleetConfig& given) {
+  const auto need = [&](bool ok, bool positive) {
+    return ok && (!positive || (v.is_int ? v.n > 0 : v.d > 0));
+  };
+  if (common_config_flag(flag, v, given.duration_ms, given.network,
+                         given.partitions, given.crashes)) {
+    return true;
+  }
+  if (flag == "--keys" && need(v.is_int, true) && v.n <= 1'000'000) {
+    given.keys = static_cast<int>(v.n);
+  } else if (flag == "--limit" && need(v.is_int, true)) {
+    given.limit = v.n;
+  } else if (flag == "--window-ms" && need(v.is_int, true)) {
+    given.window_ms = v.n;
+  } else if (flag == "--batch" && need(v.is_int, true)) {
+    given.batch = v.n;
+  } else if (flag == "--rate" && need(v.is_double, true)) {
+    given.requests_per_sec_per_node = v.d;
+  } else if (flag == "--sigma" && need(v.is_double, false) && v.d >= 0) {
+    given.network.delay_sigma = v.d;
+  } else if (flag == "--clock-skew" && v.is_int && (v.n == 0 || v.n == 1)) {
+    given.clock_skew = v.n == 1;
+  } else if (flag == "--timeout-ms" && need(v.is_int, true)) {
+    given.timeout_ms = v.n;
   } else {
     return false;
   }
@@ -252,6 +293,55 @@ int run_concurrency(int argc, char** argv) {
       [](uint64_t) {});
 }
 
+int run_federated(int argc, char** argv) {
+  using throttlekit::sim::FederatedFleetConfig;
+  Common common{.nodes = 9};
+  bool clocks_behind = false;
+  bool explicit_config = false;
+  FederatedFleetConfig given;
+  if (int rc = parse_args(
+          argc, argv, common, {{"--clocks-behind", &clocks_behind}},
+          &explicit_config,
+          [&](const std::string& flag, const Value& v) {
+            if (leased_config_flag(flag, v, given.fleet)) return true;
+            const bool flag01 = v.is_int && (v.n == 0 || v.n == 1);
+            if (flag == "--regions" && v.is_int && v.n > 0 && v.n <= 64) {
+              given.regions = static_cast<int>(v.n);
+            } else if (flag == "--escrow" && flag01) {
+              given.escrow = v.n == 1;
+            } else if (flag == "--regional-only" && flag01) {
+              given.regional_only = v.n == 1;
+            } else {
+              return false;
+            }
+            return true;
+          });
+      rc != 0) {
+    return rc;
+  }
+  if (given.fleet.batch > given.fleet.limit) {
+    return usage("--batch must be <= --limit");
+  }
+  if (given.regional_only && !given.escrow) {
+    return usage("--regional-only 1 needs --escrow 1");
+  }
+  given.fleet.nodes = common.nodes;
+  return run_seeds(
+      "federated", common.seed, common.seeds, common.want_trace,
+      [&](uint64_t s) {
+        FederatedFleetConfig c =
+            explicit_config
+                ? given
+                : throttlekit::sim::swarm_federated_config(s, common.nodes);
+        c.clocks_behind = clocks_behind;
+        return SeedRun{
+            throttlekit::sim::run_federated_fleet(s, c, common.want_trace),
+            throttlekit::sim::federated_replay_command(s, c),
+            c.fleet.duration_ms};
+      },
+      [](uint64_t) {});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -259,48 +349,23 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "concurrency") == 0) {
     return run_concurrency(argc, argv);
   }
+  if (argc >= 2 && std::strcmp(argv[1], "federated") == 0) {
+    return run_federated(argc, argv);
+  }
   if (argc < 2 || std::strcmp(argv[1], "leased") != 0) {
-    return usage("the scenario must be `leased` or `concurrency`");
+    return usage("the scenario must be `leased`, `concurrency` or `federated`");
   }
   Common common{.nodes = 8};
   bool uncoupled = false, want_shrink = false;
   bool explicit_config = false;
   LeasedFleetConfig given;
-  if (int rc = parse_args(
-          argc, argv, common,
-          {{"--uncoupled", &uncoupled}, {"--shrink", &want_shrink}},
-          &explicit_config,
-          [&](const std::string& flag, const Value& v) {
-            const auto need = [&](bool ok, bool positive) {
-              return ok && (!positive || (v.is_int ? v.n > 0 : v.d > 0));
-            };
-            if (common_config_flag(flag, v, given.duration_ms, given.network,
-                                   given.partitions, given.crashes)) {
-              return true;
-            }
-            if (flag == "--keys" && need(v.is_int, true) && v.n <= 1'000'000) {
-              given.keys = static_cast<int>(v.n);
-            } else if (flag == "--limit" && need(v.is_int, true)) {
-              given.limit = v.n;
-            } else if (flag == "--window-ms" && need(v.is_int, true)) {
-              given.window_ms = v.n;
-            } else if (flag == "--batch" && need(v.is_int, true)) {
-              given.batch = v.n;
-            } else if (flag == "--rate" && need(v.is_double, true)) {
-              given.requests_per_sec_per_node = v.d;
-            } else if (flag == "--sigma" && need(v.is_double, false) &&
-                       v.d >= 0) {
-              given.network.delay_sigma = v.d;
-            } else if (flag == "--clock-skew" && v.is_int &&
-                       (v.n == 0 || v.n == 1)) {
-              given.clock_skew = v.n == 1;
-            } else if (flag == "--timeout-ms" && need(v.is_int, true)) {
-              given.timeout_ms = v.n;
-            } else {
-              return false;
-            }
-            return true;
-          });
+  if (int rc =
+          parse_args(argc, argv, common,
+                     {{"--uncoupled", &uncoupled}, {"--shrink", &want_shrink}},
+                     &explicit_config,
+                     [&](const std::string& flag, const Value& v) {
+                       return leased_config_flag(flag, v, given);
+                     });
       rc != 0) {
     return rc;
   }

@@ -1,0 +1,214 @@
+// sim/windowed_fleet.h
+//
+// Provides `WindowedFleetRun<Engine>`: the run shared by the scenarios whose
+// bound is "admitted per key per window of the store's clock <= limit" (the
+// leased fleet, sim/leased_fleet.h; the federated fleet,
+// sim/federated_fleet.h). N nodes, each an `Engine` answering
+// `check_at_async` on its own clock (`NodeClock`), take Poisson arrivals
+// with half of them on the hot key 0; faults are drawn by `World`
+// (partitions cut a node off from the coordinator; crashes lose a node's
+// memory, and a new, empty engine starts after the node's down time).
+//
+// The invariant, checked at every admission: each admission counts in the
+// window of its decision on the store's clock: a local hit when the node
+// spends, a miss served from a lease when the coordinator granted it (as a
+// strict check is decided when the store runs it; its answer reaches the
+// caller a network delay later, possibly in the next window), and a miss
+// served otherwise after a wait (from a regional escrow's grant, when the
+// global lease it went on to failed) when it asked: the limiter spends a
+// waiter's credit at the instant the waiter asked. Never, though, before
+// the window of the credits it spent (the decision's `reset_at` less one
+// window): a waiter that asked before a window began and was served from
+// that window's credits was decided when they were granted, in it. The
+// count by the instant each answer arrived is reported too, not checked.
+//
+// A derived scenario supplies `make_engine(node)`, called at the start
+// and at each restart.
+//
+// Thread-safety: none; one run per thread.
+
+#ifndef THROTTLEKIT_SIM_WINDOWED_FLEET_H_
+#define THROTTLEKIT_SIM_WINDOWED_FLEET_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "sim/sim_clock.h"
+#include "sim/world.h"
+#include "throttlekit/core/decision.h"
+
+namespace throttlekit::sim {
+
+// What a windowed run is made of, whatever its engine.
+struct WindowedFleetShape {
+  int nodes = 8;
+  int keys = 4;  // key 0 takes half of all requests
+  int64_t limit = 200;
+  int64_t window_ms = 100;
+  double requests_per_sec_per_node = 1000;
+  int64_t duration_ms = 1000;
+  bool partitions = false;  // a few nodes cut off for up to 300 ms
+  bool crashes = false;     // a few nodes lose their memory and restart
+  // Node clock offsets are drawn in [min, max] us; drift in [0, 200] ppm
+  // (its sign that of the offsets) when either is non-zero.
+  int64_t clock_offset_min_us = 0;
+  int64_t clock_offset_max_us = 0;
+};
+
+template <class Engine>
+class WindowedFleetRun : protected World {
+ public:
+  SimResult run() {
+    for (int n = 0; n < shape_.nodes; ++n) {
+      engines_.push_back(make_engine(n));
+    }
+    const int64_t end_us = shape_.duration_ms * 1000;
+    for (int n = 0; n < shape_.nodes; ++n) next_arrival(n);
+    schedule_faults(shape_.nodes, end_us, shape_.partitions, 300'000,
+                    shape_.crashes, 200'000,
+                    [this](int n, int64_t down) { crash(n, down); });
+    loop_.run_until(end_us);
+    // No arrival after the end; answers still travelling are delivered (or
+    // time out), and admissions they bring are still checked.
+    SimResult r = finish();
+    r.windows_checked = static_cast<int64_t>(admitted_.size());
+    return r;
+  }
+
+ protected:
+  WindowedFleetRun(uint64_t seed, const WindowedFleetShape& shape,
+                   const NetworkOptions& network, int64_t timeout_us,
+                   bool keep_trace)
+      : World(seed, network, shape.nodes, timeout_us, keep_trace),
+        shape_(shape),
+        down_(static_cast<size_t>(shape.nodes), 0),
+        generation_(static_cast<size_t>(shape.nodes), 0) {
+    const bool skewed =
+        shape.clock_offset_min_us != 0 || shape.clock_offset_max_us != 0;
+    for (int n = 0; n < shape.nodes; ++n) {
+      int64_t offset_us = 0, drift_ppm = 0;
+      if (skewed) {
+        const double span = static_cast<double>(shape.clock_offset_max_us -
+                                                shape.clock_offset_min_us);
+        offset_us = shape.clock_offset_min_us +
+                    static_cast<int64_t>(rng_.uniform() * span);
+        drift_ppm = static_cast<int64_t>(rng_.uniform() * 200) *
+                    (shape.clock_offset_max_us > 0 ? 1 : -1);
+      }
+      clocks_.push_back(
+          std::make_unique<NodeClock>(loop_, offset_us, drift_ppm));
+    }
+  }
+  virtual ~WindowedFleetRun() = default;
+
+  // A new, empty engine for `node` on `*clocks_[node]`.
+  virtual std::unique_ptr<Engine> make_engine(int node) = 0;
+
+  const WindowedFleetShape shape_;
+  std::vector<std::unique_ptr<NodeClock>> clocks_;
+
+ private:
+  // Poisson arrivals per node; half of them on the hot key 0.
+  void next_arrival(int n) {
+    const int64_t at =
+        loop_.now_us() + arrival_gap_us(shape_.requests_per_sec_per_node);
+    if (at >= shape_.duration_ms * 1000) return;
+    loop_.at(at, [this, n] {
+      arrive(n);
+      next_arrival(n);
+    });
+  }
+
+  void arrive(int n) {
+    if (down_[n]) return;
+    ++result_.requests;
+    const int key = rng_.uniform() < 0.5
+                        ? 0
+                        : static_cast<int>(rng_.next() %
+                                           static_cast<uint64_t>(shape_.keys));
+    const std::string name = absl::StrCat("k", key);
+    const uint64_t generation = generation_[n];
+    const int64_t asked_ms = TrueClock(loop_).now_ms();
+    engines_[n]->check_at_async(
+        name, clocks_[n]->now_ms(), 1,
+        [this, n, key, generation, asked_ms](absl::StatusOr<Decision> d) {
+          decided(n, key, generation, asked_ms, d);
+        });
+  }
+
+  void decided(int n, int key, uint64_t generation, int64_t asked_ms,
+               const absl::StatusOr<Decision>& d) {
+    const int64_t t = loop_.now_us();
+    if (!d.ok()) {
+      ++result_.errors;
+      trace(absl::StrCat(t, " n", n, " k", key, " error"));
+      return;
+    }
+    trace(absl::StrCat(t, " n", n, " k", key, d->allowed ? " admit" : " deny"));
+    // An answer to a node that crashed since belonged to its lost memory:
+    // the request died with it.
+    if (!d->allowed || generation != generation_[n]) return;
+    ++result_.admitted;
+    const int64_t answered_ms = TrueClock(loop_).now_ms();
+    // Never before the window of the credits spent (`reset_at` is their
+    // window's end): a waiter that asked earlier was served from a later
+    // grant, decided when that grant was made.
+    const int64_t decided_ms =
+        std::max(fabric_.delivering_grant_ms >= 0 ? fabric_.delivering_grant_ms
+                                                  : asked_ms,
+                 d->reset_at_ms - shape_.window_ms);
+    const int64_t by_answer =
+        ++answered_[{key, answered_ms / shape_.window_ms}];
+    result_.worst_answered_window =
+        std::max(result_.worst_answered_window, by_answer);
+    const int64_t window = decided_ms / shape_.window_ms;
+    const int64_t count = ++admitted_[{key, window}];
+    result_.worst_window = std::max(result_.worst_window, count);
+    if (count > shape_.limit) {
+      ++result_.violations;
+      if (result_.first_violation.empty()) {
+        result_.first_violation =
+            absl::StrCat("key k", key, " admitted ", count, " > limit ",
+                         shape_.limit, " in the store's window starting at ",
+                         window * shape_.window_ms - kSimEpochMs, " ms (at ", t,
+                         " us, node ", n, ")");
+      }
+    }
+  }
+
+  // The node loses its memory: its engine is set aside (answers still in
+  // flight to it land there and are dropped) and a new, empty one starts
+  // after `down_us`.
+  void crash(int n, int64_t down_us) {
+    if (down_[n]) return;
+    down_[n] = true;
+    ++generation_[n];
+    ++result_.crashes;
+    trace(absl::StrCat(loop_.now_us(), " n", n, " crash"));
+    graveyard_.push_back(std::move(engines_[n]));
+    loop_.after(down_us, [this, n] {
+      engines_[n] = make_engine(n);
+      down_[n] = false;
+      trace(absl::StrCat(loop_.now_us(), " n", n, " restart"));
+    });
+  }
+
+  std::vector<std::unique_ptr<Engine>> engines_;
+  std::vector<std::unique_ptr<Engine>> graveyard_;
+  // Per node, indexed by its number (sized in the constructor).
+  std::vector<char> down_;
+  std::vector<uint64_t> generation_;
+  std::map<std::pair<int, int64_t>, int64_t> admitted_;  // by decision
+  std::map<std::pair<int, int64_t>, int64_t> answered_;  // by answer
+};
+
+}  // namespace throttlekit::sim
+
+#endif  // THROTTLEKIT_SIM_WINDOWED_FLEET_H_
