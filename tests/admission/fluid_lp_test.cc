@@ -875,8 +875,33 @@ void check_against_enumerator(const Instance& in) {
             2e-9 * std::max(std::abs(d_want), 1e-3 * scale));
 }
 
+// Values and volumes of one magnitude (the instance scaled as a whole is
+// left to the property after it): the enumerator's choice.
 RC_GTEST_PROP(FluidLpProperty, TwoAxisSolverMatchesTheEnumerator, ()) {
-  check_against_enumerator(gen_degenerate_instance(40));
+  check_against_enumerator(gen_degenerate_instance(40, false));
+}
+
+// The solver's dual value is the enumerator's minimum within the
+// tolerance (and its prices non-negative). With values and volumes scaled
+// apart inside one instance (a class of volume 1e-15 and value 2e18 beside
+// classes of volume 1e-3 and value -1e18) the two can pick different
+// vertices whose dual values differ in the 13th digit: a run of 20,000
+// cases found one (seed 2) when the enumerator's choice was asserted.
+void check_optimal_within_tolerance(const Instance& in) {
+  absl::StatusOr<Duals> want =
+      detail::solve_fluid_lp_enumerated(in.classes, in.budgets);
+  absl::StatusOr<Duals> got = solve_fluid_lp(in.classes, in.budgets);
+  RC_ASSERT(want.ok() && got.ok());
+  RC_ASSERT(got->rate >= 0 && got->cost >= 0 && got->concurrency >= 0);
+  double scale = 0;
+  for (const LpClass& k : in.classes) scale += k.arrivals * std::abs(k.value);
+  const double d = dual_value(in.classes, in.budgets, *got);
+  const double d_want = dual_value(in.classes, in.budgets, *want);
+  RC_ASSERT(d <= d_want + 2e-9 * std::max(std::abs(d_want), 1e-3 * scale));
+}
+
+RC_GTEST_PROP(FluidLpProperty, TwoAxisSolverIsOptimalOnMixedMagnitudes, ()) {
+  check_optimal_within_tolerance(gen_degenerate_instance(40, true));
 }
 
 // Unscaled instances: the certificate's own tolerances are absolute near 0
@@ -971,17 +996,7 @@ RC_GTEST_PROP(FluidLpProperty, ThreeAxisSolverMatchesTheEnumerator, ()) {
 }
 
 RC_GTEST_PROP(FluidLpProperty, ThreeAxisSolverIsOptimalOnMixedMagnitudes, ()) {
-  const Instance in = gen_degenerate_3axis_instance(14, true);
-  absl::StatusOr<Duals> want =
-      detail::solve_fluid_lp_enumerated(in.classes, in.budgets);
-  absl::StatusOr<Duals> got = solve_fluid_lp(in.classes, in.budgets);
-  RC_ASSERT(want.ok() && got.ok());
-  RC_ASSERT(got->rate >= 0 && got->cost >= 0 && got->concurrency >= 0);
-  double scale = 0;
-  for (const LpClass& k : in.classes) scale += k.arrivals * std::abs(k.value);
-  const double d = dual_value(in.classes, in.budgets, *got);
-  const double d_want = dual_value(in.classes, in.budgets, *want);
-  RC_ASSERT(d <= d_want + 2e-9 * std::max(std::abs(d_want), 1e-3 * scale));
+  check_optimal_within_tolerance(gen_degenerate_3axis_instance(14, true));
 }
 
 // The KKT certificate of the 3-axis solver is `KktCertificateHolds` above
