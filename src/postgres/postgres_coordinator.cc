@@ -164,6 +164,7 @@ constexpr Statement kStatements[] = {
     {"tk_fed_reconcile", "_fed_reconcile", 7},
     {"tk_heartbeat", "_heartbeat", 13},
     {"tk_sweep", "_sweep", 2},
+    {"tk_now", "_now", 1},
 };
 
 // The primary line of a server error ("ERROR:  msg\nCONTEXT: ...").
@@ -951,6 +952,28 @@ absl::StatusOr<int64_t> PostgresCoordinator::do_now_ms() {
         .at(0)[0]
         .as<int64_t>();
   });
+}
+
+namespace {
+
+absl::StatusOr<int64_t> to_now_ms(const std::vector<std::string>& row) {
+  int64_t now = 0;
+  if (row.size() != 1 || !absl::SimpleAtoi(row[0], &now)) {
+    return absl::InternalError("postgres: the store's clock replied badly");
+  }
+  return now;
+}
+
+}  // namespace
+
+void PostgresCoordinator::do_now_ms_async(Completion<int64_t> on_done) {
+  auto r =
+      std::make_unique<RowRequest<int64_t>>(&to_now_ms, std::move(on_done));
+  r->statement = "tk_now";
+  // The pipeline sends its first parameter in binary (a key's bytea): here
+  // a bigint 0 (the store's clock), eight zero bytes.
+  r->params = {std::string(8, '\0')};
+  impl_->submit(std::move(r));
 }
 
 absl::StatusOr<int64_t> PostgresCoordinator::sweep(int64_t max_rows) {

@@ -2353,14 +2353,25 @@ absl::Status RedisCoordinator::do_ping() {
   return impl_->call(r);
 }
 
-absl::StatusOr<int64_t> RedisCoordinator::do_now_ms() {
-  auto r = std::make_shared<Request>();
-  r->argv = {"TIME"};
-  if (absl::Status s = impl_->call(r); !s.ok()) return s;
-  if (r->reply.size() != 2) {
+namespace {
+
+// TIME's reply (seconds, microseconds) as epoch ms.
+absl::StatusOr<int64_t> to_now_ms(const Request& r) {
+  if (r.reply.size() != 2) {
     return absl::InternalError("redis: TIME replied badly");
   }
-  return r->reply[0] * 1000 + r->reply[1] / 1000;
+  return r.reply[0] * 1000 + r.reply[1] / 1000;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> RedisCoordinator::do_now_ms() {
+  return impl_->run(&to_now_ms, [](Request& r) { r.argv = {"TIME"}; });
+}
+
+void RedisCoordinator::do_now_ms_async(Completion<int64_t> on_done) {
+  impl_->run_async(&to_now_ms, std::move(on_done),
+                   [](Request& r) { r.argv = {"TIME"}; });
 }
 
 namespace {

@@ -64,6 +64,17 @@ class Engine {
   CheckAwaitable<Engine> async_check(std::string_view key, double cost = 1) {
     return CheckAwaitable<Engine>(*this, key, cost);
   }
+  // `check_many` without waiting: the wrapped engine's `check_many_async`
+  // where it has one (a strict engine: the batch pipelined); otherwise
+  // `check_many`, completed inline.
+  virtual void check_many_async(std::span<const std::string_view> keys,
+                                double cost,
+                                Completion<std::vector<Decision>> on_done) {
+    std::move(on_done)(check_many(keys, cost));
+  }
+  // True when `check_many_async` never makes its calling thread wait on a
+  // store.
+  virtual bool batches_without_waiting() const { return false; }
   // True when `check_async` never makes its calling thread wait on a store
   // (an asynchronous engine, or one whose every answer is in memory); the
   // server runs the others' checks on its blocking pool (blocking_pool.h).
@@ -120,11 +131,26 @@ class EngineOf final : public Engine {
     }
   }
   bool answers_without_waiting() const override { return AsyncRateEngine<E>; }
+  void check_many_async(std::span<const std::string_view> keys, double cost,
+                        Completion<std::vector<Decision>> on_done) override {
+    if constexpr (kBatchesAsync) {
+      engine_->check_many_async(keys, cost, std::move(on_done));
+    } else {
+      std::move(on_done)(engine_->check_many(keys, cost));
+    }
+  }
+  bool batches_without_waiting() const override { return kBatchesAsync; }
   bool decides_at_store() const override {
     return throttlekit::decides_at_store(*engine_);
   }
 
  private:
+  static constexpr bool kBatchesAsync =
+      requires(E & e, std::span<const std::string_view> keys, double cost,
+               Completion<std::vector<Decision>> done) {
+    e.check_many_async(keys, cost, std::move(done));
+  };
+
   std::shared_ptr<E> engine_;
 };
 

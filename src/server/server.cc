@@ -439,9 +439,12 @@ class RateLimiterService final
     return reactor;
   }
 
-  // CheckMany keeps its one instant and its stop at an outage's key, which
-  // the engines' blocking `check_many` gives; it runs on the blocking pool
-  // (a store-backed batch waits there, never on a callback thread).
+  // CheckMany: one instant for the batch, in key order. A strict engine
+  // sends the batch without waiting (`check_many_async`: the store's
+  // clock, then every key's step pipelined) and the RPC finishes from its
+  // last answer; another engine's blocking `check_many` runs on the
+  // blocking pool (a store-backed batch waits there, never on a callback
+  // thread).
   grpc::ServerUnaryReactor* CheckMany(grpc::CallbackServerContext* ctx,
                                       const v1::CheckManyRequest* req,
                                       v1::CheckManyResponse* resp) override {
@@ -449,6 +452,19 @@ class RateLimiterService final
     absl::StatusOr<Policy*> p = limiter(req->policy(), "CheckMany");
     if (!p.ok()) return finished(reactor, p.status());
     Policy* policy = *p;
+    if (policy->limiter->batches_without_waiting()) {
+      absl::StatusOr<std::vector<std::string_view>> keys = batch_keys(*req);
+      if (!keys.ok()) return finished(reactor, keys.status());
+      const std::span<const std::string_view> view(*keys);
+      const SteadyClock::time_point t0 = SteadyClock::now();
+      policy->limiter->check_many_async(
+          view, units(req->cost()),
+          [this, reactor, policy, req, resp, keys = *std::move(keys),
+           t0](absl::StatusOr<std::vector<Decision>> out) {
+            reactor->Finish(answer_many(*policy, *req, keys, out, t0, *resp));
+          });
+      return reactor;
+    }
     // On the embedded memory store nothing waits.
     dispatch(
         policy->limiter->answers_without_waiting() && policy->store == nullptr,
@@ -614,35 +630,51 @@ class RateLimiterService final
     }
   }
 
-  // CheckMany's body: every key's decision at one instant, in order.
-  grpc::Status check_many(Policy& policy, const v1::CheckManyRequest& req,
-                          v1::CheckManyResponse& resp) {
+  // CheckMany's keys, each fitting, at most maxBatch of them (views of
+  // the request's strings).
+  absl::StatusOr<std::vector<std::string_view>> batch_keys(
+      const v1::CheckManyRequest& req) const {
     const int64_t n = req.keys_size();
     if (n > policies_.config().max_batch) {
-      return to_grpc(absl::InvalidArgumentError(
+      return absl::InvalidArgumentError(
           absl::StrCat("CheckMany: ", n, " keys; the server's limit is ",
-                       policies_.config().max_batch, " (maxBatch)")));
+                       policies_.config().max_batch, " (maxBatch)"));
     }
     std::vector<std::string_view> keys;
     keys.reserve(static_cast<size_t>(n));
     for (const std::string& k : req.keys()) {
-      if (absl::Status s = key_fits(k); !s.ok()) return to_grpc(s);
+      if (absl::Status s = key_fits(k); !s.ok()) return s;
       keys.push_back(k);
     }
-    std::vector<Decision> out(keys.size());
-    const SteadyClock::time_point t0 = SteadyClock::now();
-    if (absl::Status s =
-            policy.limiter->check_many(keys, out, units(req.cost()));
-        !s.ok()) {
-      return to_grpc(s);
-    }
+    return keys;
+  }
+
+  // CheckMany's answer from the batch's decisions (`t0`: when it started;
+  // each key is observed with an equal share of the batch's time).
+  grpc::Status answer_many(Policy& policy, const v1::CheckManyRequest& req,
+                           const std::vector<std::string_view>& keys,
+                           const absl::StatusOr<std::vector<Decision>>& out,
+                           SteadyClock::time_point t0,
+                           v1::CheckManyResponse& resp) {
+    if (!out.ok()) return to_grpc(out.status());
     const SteadyClock::duration each =
-        (SteadyClock::now() - t0) / std::max<size_t>(1, out.size());
-    for (size_t i = 0; i < out.size(); ++i) {
-      observe(policy, keys[i], units(req.cost()), out[i], each);
-      to_wire(out[i], resp.add_decisions());
+        (SteadyClock::now() - t0) / std::max<size_t>(1, out->size());
+    for (size_t i = 0; i < out->size(); ++i) {
+      observe(policy, keys[i], units(req.cost()), (*out)[i], each);
+      to_wire((*out)[i], resp.add_decisions());
     }
     return grpc::Status::OK;
+  }
+
+  // CheckMany's body on a blocking engine.
+  grpc::Status check_many(Policy& policy, const v1::CheckManyRequest& req,
+                          v1::CheckManyResponse& resp) {
+    absl::StatusOr<std::vector<std::string_view>> keys = batch_keys(req);
+    if (!keys.ok()) return to_grpc(keys.status());
+    const SteadyClock::time_point t0 = SteadyClock::now();
+    return answer_many(policy, req, *keys,
+                       policy.limiter->check_many(*keys, units(req.cost())), t0,
+                       resp);
   }
 
   absl::StatusOr<Policy*> find(const std::string& name) const {

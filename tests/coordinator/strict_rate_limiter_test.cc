@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -103,6 +104,30 @@ TEST(StrictRateLimiter, CheckManyUsesOneNow) {
       l->check_many(keys, std::span<Decision>(into.data(), 2))));
   keys.push_back("");
   EXPECT_TRUE(absl::IsInvalidArgument(l->check_many(keys).status()));
+}
+
+// A batch of one key many times over a backend that answers inline: the
+// chain of its occurrences is walked in a loop (a recursion this deep would
+// overflow the stack), in order: the first `limit` allowed, the rest not.
+// The asynchronous form completes before it returns, with the same answer.
+TEST(StrictRateLimiter, CheckManyOfOneKeyManyTimesIsCheckedInOrder) {
+  auto clock = std::make_shared<ManualClock>(kEpoch);
+  auto l = *StrictRateLimiter<FixedWindow>::create({1000, 1000}, memory(clock));
+  const std::vector<std::string_view> keys(200'000, "hot");
+  absl::StatusOr<std::vector<Decision>> out = l->check_many(keys);
+  ASSERT_TRUE(out.ok()) << out.status();
+  for (size_t i = 0; i < out->size(); ++i) {
+    ASSERT_EQ((*out)[i].allowed, i < 1000) << i;
+  }
+  std::optional<absl::StatusOr<std::vector<Decision>>> async;
+  const std::vector<std::string_view> two = {"cold", "cold"};
+  l->check_many_async(two, 600, [&](absl::StatusOr<std::vector<Decision>> v) {
+    async = std::move(v);
+  });
+  ASSERT_TRUE(async.has_value()) << "inline on the memory coordinator";
+  ASSERT_TRUE(async->ok());
+  EXPECT_TRUE((**async)[0].allowed);
+  EXPECT_FALSE((**async)[1].allowed);  // 600 + 600 > 1000
 }
 
 TEST(StrictRateLimiter, BadInputIsAStatus) {

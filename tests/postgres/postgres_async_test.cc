@@ -46,6 +46,14 @@ TEST(PostgresAsync, SameDecisionsAsTheBlockingPathForEveryStrategy) {
       absl::StrCat("async-conf:", run_id()));
 }
 
+TEST(PostgresAsync, CheckManyIsPipelinedInOrderAtOneNow) {
+  std::shared_ptr<PostgresCoordinator> pg =
+      testing::make_pg(testing::pg_options(testing::unique_table("tk_async")));
+  ASSERT_NE(pg, nullptr);
+  testing::expect_check_many_pipelined(
+      pg, absl::StrCat("async-many-keys:", run_id()));
+}
+
 TEST(PostgresAsync, AnotherStrategysKeyIsFailedPrecondition) {
   std::unique_ptr<PostgresCoordinator> pg =
       testing::make_pg(testing::pg_options(testing::unique_table("tk_async")));

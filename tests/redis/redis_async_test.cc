@@ -85,6 +85,13 @@ TEST(RedisAsync, FederationVerbsEqualTheBlockingVerbs) {
       *redis, absl::StrCat("async-fed:", run_id()), /*escrow=*/true);
 }
 
+TEST(RedisAsync, CheckManyIsPipelinedInOrderAtOneNow) {
+  std::shared_ptr<RedisCoordinator> redis =
+      testing::redis_coordinator({.command_timeout = absl::Seconds(5)});
+  testing::expect_check_many_pipelined(
+      redis, absl::StrCat("async-many-keys:", run_id()));
+}
+
 TEST(RedisAsync, InvalidArgumentsCompleteInline) {
   std::shared_ptr<RedisCoordinator> redis = testing::redis_coordinator();
   const AnyStrategy gcra = *make_strategy(Gcra::Options{3, 1000});

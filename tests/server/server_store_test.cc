@@ -839,6 +839,39 @@ TEST(ServerStore, AdmissionsWaitingOnAFrozenStoreHoldNoServerThread) {
       });
 }
 
+// CheckMany over a strict limiter sends its batch without waiting (the
+// store's clock, then every key's step pipelined): batches on the frozen
+// store hold no server thread and none of the blocking pool's.
+TEST(ServerStore, CheckManyBatchesWaitingOnAFrozenStoreHoldNoServerThread) {
+  expect_a_frozen_store_holds_no_server_thread(
+      "{strict: {strategy: fixedWindow, limit: 100000, period: 1h}, fed: "
+      "{federated: {batch: 8}, strategy: fixedWindow, limit: 100000, period: "
+      "1h}}",
+      "strict", 64, "fed",
+      [](v1::RateLimiter::Stub& stub, int i, const std::string& policy,
+         const std::string& key, std::function<void(bool)> done) {
+        struct Call {
+          grpc::ClientContext ctx;
+          v1::CheckManyRequest req;
+          v1::CheckManyResponse resp;
+        };
+        auto call = std::make_shared<Call>();
+        call->req.set_policy(policy);
+        call->req.add_keys(key);
+        call->req.add_keys(absl::StrCat("other", i));
+        call->req.add_keys(key);
+        stub.async()->CheckMany(
+            &call->ctx, &call->req, &call->resp,
+            [call, done = std::move(done)](grpc::Status s) {
+              bool all = s.ok() && call->resp.decisions_size() == 3;
+              for (const v1::Decision& d : call->resp.decisions()) {
+                all = all && d.allowed();
+              }
+              done(all);
+            });
+      });
+}
+
 // Debit on a token-budget limiter is its check without waiting.
 TEST(ServerStore, DebitsWaitingOnAFrozenStoreHoldNoServerThread) {
   expect_a_frozen_store_holds_no_server_thread(

@@ -327,6 +327,11 @@ class Coordinator {
 
   // The store's clock, epoch ms.
   absl::StatusOr<int64_t> now_ms() { return do_now_ms(); }
+  // As `now_ms`, without waiting: `on_done` runs once with what `now_ms`
+  // would return (inline on a backend without an asynchronous path).
+  void now_ms_async(Completion<int64_t> on_done) {
+    do_now_ms_async(std::move(on_done));
+  }
 
   // One cheap round trip (Redis PING, Postgres SELECT 1): OK, or why the
   // store cannot be reached, within the backend's command deadline.
@@ -419,6 +424,9 @@ class Coordinator {
         do_give_back(budget, key, window_start_ms, credits, token));
   }
   virtual absl::StatusOr<int64_t> do_now_ms() = 0;
+  virtual void do_now_ms_async(Completion<int64_t> on_done) {
+    std::move(on_done)(do_now_ms());
+  }
   // A backend without a federation path answers kUnimplemented.
   virtual absl::StatusOr<LeaseGrant> do_lease_windowed(
       const LeaseBudget& /*budget*/, std::string_view /*key*/, int64_t /*want*/,

@@ -25,7 +25,8 @@
 // docs/async.md) send the same step through the coordinator's asynchronous
 // path and complete with what `check` would return, the fail policy
 // applied; `co_await limiter->async_check(key)` is the coroutine form
-// (core/check_awaitable.h).
+// (core/check_awaitable.h). `check_many_async` sends a batch's steps
+// together and is what the blocking `check_many` waits on.
 //
 // Thread-safety: every method is safe to call concurrently. The coordinator
 // must outlive the limiter (it is shared), and the limiter every pending
@@ -44,6 +45,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -53,6 +55,7 @@
 #include "throttlekit/core/check_awaitable.h"
 #include "throttlekit/core/clock.h"
 #include "throttlekit/core/completion.h"
+#include "throttlekit/core/completion_latch.h"
 #include "throttlekit/core/key.h"
 #include "throttlekit/strategy/strategy.h"
 
@@ -143,27 +146,57 @@ class StrictRateLimiter {
   }
 
   // Checks every key (each independently) at one `now` read from the store
-  // once. On an invalid key or cost nothing is checked. Under kPropagate
-  // the first outage stops the batch and is returned.
+  // once, the keys' steps pipelined together: two round trips (the clock,
+  // then the batch), not one per key, so a batch's `now` is at most one
+  // round trip stale when its steps run. The same key twice is checked in
+  // order (its second step is sent once its first is answered). On an
+  // invalid key or cost nothing is checked. Under kPropagate an outage is
+  // returned, the first in key order; the other keys' steps went out with
+  // it and may have been counted.
   absl::StatusOr<std::vector<Decision>> check_many(
       std::span<const std::string_view> keys, double cost = 1) {
+    CompletionLatch<std::vector<Decision>> latch;
+    check_many_async(keys, cost, latch.completion());
+    return latch.wait();
+  }
+
+  // As `check_many`, without waiting for the store: `on_done` runs exactly
+  // once with what `check_many` would return, on the thread that read the
+  // last reply (inline for invalid arguments and for a backend whose steps
+  // need no I/O). The keys are copied before this returns. Thread-safe.
+  void check_many_async(std::span<const std::string_view> keys, double cost,
+                        Completion<std::vector<Decision>> on_done) {
     for (std::string_view key : keys) {
-      if (absl::Status s = validate_key(key); !s.ok()) return s;
+      if (absl::Status s = validate_key(key); !s.ok()) {
+        std::move(on_done)(std::move(s));
+        return;
+      }
     }
-    if (absl::Status s = validate_cost(cost); !s.ok()) return s;
-    absl::StatusOr<int64_t> now = coordinator_->now_ms();
-    if (!now.ok() && !policy_.on_error(now.status(), limit_, 0).ok()) {
-      return now.status();
+    if (absl::Status s = validate_cost(cost); !s.ok()) {
+      std::move(on_done)(std::move(s));
+      return;
     }
-    const int64_t at = now.ok() ? *now : 0;
-    std::vector<Decision> out;
-    out.reserve(keys.size());
-    for (std::string_view key : keys) {
-      absl::StatusOr<Decision> d = check_at(key, at, cost);
-      if (!d.ok()) return d.status();
-      out.push_back(*d);
+    if (keys.empty()) {
+      std::move(on_done)(std::vector<Decision>());
+      return;
     }
-    return out;
+    auto batch = std::make_shared<Batch>(this, keys, cost, std::move(on_done));
+    coordinator_->now_ms_async([batch](absl::StatusOr<int64_t> now) {
+      StrictRateLimiter& self = *batch->self;
+      if (!now.ok()) {
+        if (absl::Status s =
+                self.policy_.on_error(now.status(), self.limit_, 0).status();
+            !s.ok()) {
+          std::move(batch->done)(std::move(s));
+          return;
+        }
+      }
+      batch->at = now.ok() ? *now : 0;
+      // Each key's first occurrence; its chain sends the later ones.
+      for (size_t i = 0; i < batch->keys.size(); ++i) {
+        if (batch->first[i]) send_chain(batch, i);
+      }
+    });
   }
 
   // As above, writing one decision per key into `out` (`out.size()` must
@@ -222,6 +255,83 @@ class StrictRateLimiter {
         policy_(options.fail_policy),
         clock_(std::move(clock)),
         limit_(std::get<S>(strategy_).peek(typename S::State{}, 1).limit) {}
+
+  // One `check_many_async` in progress. `next[i]`: the index of the key's
+  // next occurrence (or npos); `state[i]`: 0 while its step is being sent,
+  // then 1 if its answer came first or 2 if the sending did, so whichever
+  // of the two comes second sends the next occurrence (a backend that
+  // answers inline walks a chain in a loop, never recursing).
+  struct Batch {
+    static constexpr size_t npos = static_cast<size_t>(-1);
+    Batch(StrictRateLimiter* self, std::span<const std::string_view> keys,
+          double cost, Completion<std::vector<Decision>> done)
+        : self(self),
+          keys(keys.begin(), keys.end()),
+          out(keys.size(), absl::UnknownError("not checked")),
+          next(keys.size(), npos),
+          first(keys.size(), true),
+          state(keys.size()),
+          left(keys.size()),
+          cost(cost),
+          done(std::move(done)) {
+      absl::flat_hash_map<std::string_view, size_t> last;
+      for (size_t i = 0; i < this->keys.size(); ++i) {
+        auto [it, fresh] = last.try_emplace(this->keys[i], i);
+        if (!fresh) {
+          next[it->second] = i;
+          first[i] = false;
+          it->second = i;
+        }
+      }
+    }
+    StrictRateLimiter* self;
+    std::vector<std::string> keys;
+    std::vector<absl::StatusOr<Decision>> out;
+    std::vector<size_t> next;
+    std::vector<bool> first;
+    std::vector<std::atomic<int>> state;
+    std::atomic<size_t> left;
+    double cost;
+    int64_t at = 0;
+    Completion<std::vector<Decision>> done;
+  };
+
+  // Sends key `i`'s step and, while answers come before the sending ends,
+  // the steps of its later occurrences.
+  static void send_chain(const std::shared_ptr<Batch>& batch, size_t i) {
+    Batch& b = *batch;
+    while (i != Batch::npos) {
+      b.self->check_at_async(
+          b.keys[i], b.at, b.cost, [batch, i](absl::StatusOr<Decision> d) {
+            Batch& b = *batch;
+            b.out[i] = std::move(d);
+            const size_t next = b.next[i];
+            if (b.state[i].exchange(1, std::memory_order_acq_rel) == 2 &&
+                next != Batch::npos) {
+              send_chain(batch, next);  // the sender has left
+            }
+            if (b.left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+              finish(b);
+            }
+          });
+      if (b.state[i].exchange(2, std::memory_order_acq_rel) != 1) return;
+      i = b.next[i];  // answered already: send the next one here
+    }
+  }
+
+  // Every key answered: the first status in key order, else the decisions.
+  static void finish(Batch& b) {
+    std::vector<Decision> decisions;
+    decisions.reserve(b.out.size());
+    for (absl::StatusOr<Decision>& d : b.out) {
+      if (!d.ok()) {
+        std::move(b.done)(d.status());
+        return;
+      }
+      decisions.push_back(*d);
+    }
+    std::move(b.done)(std::move(decisions));
+  }
 
   absl::StatusOr<Decision> decide(absl::StatusOr<Decision> d, int64_t now_ms) {
     if (d.ok()) [[likely]] {

@@ -234,6 +234,7 @@ class RedisCoordinator final : public Coordinator {
                           std::string_view token,
                           Completion<int64_t> on_done) override;
   absl::StatusOr<int64_t> do_now_ms() override;
+  void do_now_ms_async(Completion<int64_t> on_done) override;
   absl::StatusOr<LeaseGrant> do_lease_windowed(const LeaseBudget& budget,
                                                std::string_view key,
                                                int64_t want,
