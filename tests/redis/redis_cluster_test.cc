@@ -11,7 +11,9 @@
 // its count continuing across the move; a two-key call on a half-moved
 // slot retries TRYAGAIN until it settles; eight threads on a hot key hold
 // its limit per window while its slot migrates; a primary SIGKILLed under
-// traffic: calls resume once its replica is promoted; four threads' first calls
+// traffic: calls resume once its replica is promoted; strict and leased
+// fleets on keys of every primary hold the limit per window on the real
+// clock; four threads' first calls
 // race the first map read and all complete once (also under ThreadSanitizer);
 // and bad cluster options are refused naming the field.
 
@@ -19,6 +21,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -42,8 +45,11 @@
 #include "support/test_time.h"
 #include "throttlekit/coordinator/any_strategy.h"
 #include "throttlekit/coordinator/memory_coordinator.h"
+#include "throttlekit/coordinator/strict_rate_limiter.h"
 #include "throttlekit/redis/key_slot.h"
 #include "throttlekit/redis/redis_coordinator.h"
+#include "throttlekit/strategy/fixed_window.h"
+#include "throttlekit/twotier/leased_limiter.h"
 
 namespace throttlekit {
 namespace redis_cluster_test {
@@ -415,6 +421,109 @@ TEST(RedisCluster, AHotKeyHoldsItsLimitWhileItsSlotMigrates) {
   for (const auto& [window_end, n] : admitted) {
     EXPECT_LE(n, kLimit) << "window ending " << window_end;
   }
+}
+
+// Keys whose slots lie on every primary: `per_primary` of each, found by
+// asking the primaries which of some candidates they serve.
+std::vector<std::string> keys_on_every_primary(const std::string& stem,
+                                               size_t per_primary) {
+  std::vector<std::string> candidates;
+  for (int i = 0; i < 64; ++i) candidates.push_back(absl::StrCat(stem, i));
+  const std::vector<int> owners = owners_of(candidates);
+  std::map<int, std::vector<std::string>> by_owner;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (owners[i] > 0 && by_owner[owners[i]].size() < per_primary) {
+      by_owner[owners[i]].push_back(candidates[i]);
+    }
+  }
+  std::vector<std::string> out;
+  for (const auto& [port, keys] : by_owner) {
+    out.insert(out.end(), keys.begin(), keys.end());
+  }
+  return out;
+}
+
+// Eight threads on keys spread over the three primaries (each thread
+// moving from key to key, so every key is shared), 20 ms windows crossed
+// about 75 times on the real clock: each key's admissions per window
+// (counted by the window end its decisions name) never above the limit,
+// and the limit reached. `check(thread, key)` is the engine's check.
+template <class Check>
+void expect_keys_hold_limit(const std::vector<std::string>& keys, int64_t limit,
+                            Check check) {
+  std::mutex mu;
+  std::map<std::pair<size_t, int64_t>, int64_t> admitted;
+  int64_t errors = 0, calls = 0;
+  absl::Status first_error;
+  const absl::Time end = absl::Now() + absl::Milliseconds(1500);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      std::map<std::pair<size_t, int64_t>, int64_t> mine;
+      int64_t my_errors = 0, my_calls = 0;
+      absl::Status my_first;
+      for (size_t i = static_cast<size_t>(t); absl::Now() < end; ++i) {
+        const size_t k = i % keys.size();
+        absl::StatusOr<Decision> d = check(t, keys[k]);
+        ++my_calls;
+        if (!d.ok()) {
+          if (my_errors++ == 0) my_first = d.status();
+        } else if (d->allowed) {
+          ++mine[{k, d->reset_at_ms}];
+        }
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      for (const auto& [kw, n] : mine) admitted[kw] += n;
+      errors += my_errors;
+      calls += my_calls;
+      if (first_error.ok()) first_error = my_first;
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(errors, 0) << first_error;
+  int64_t worst = 0;
+  std::set<size_t> full_keys;
+  for (const auto& [kw, n] : admitted) {
+    EXPECT_LE(n, limit) << keys[kw.first] << ", window ending " << kw.second;
+    worst = std::max(worst, n);
+    if (n == limit) full_keys.insert(kw.first);
+  }
+  EXPECT_EQ(full_keys.size(), keys.size()) << "every key reached its limit";
+  std::printf("%lld calls, %zu (key, window) pairs, worst %lld (limit %lld)\n",
+              static_cast<long long>(calls), admitted.size(),
+              static_cast<long long>(worst), static_cast<long long>(limit));
+}
+
+TEST(RedisCluster, StrictAndLeasedFleetsHoldTheLimitOnEveryPrimary) {
+  std::shared_ptr<RedisCoordinator> redis = cluster_coordinator();
+  const std::vector<std::string> keys =
+      keys_on_every_primary(absl::StrCat("cl-fleet:", getpid(), ":"), 2);
+  ASSERT_EQ(keys.size(), 6u) << "two keys on each of three primaries";
+  constexpr int64_t kLimit = 20, kWindowMs = 20;
+
+  auto strict = *StrictRateLimiter<FixedWindow>::create(
+      {.limit = kLimit, .window_ms = kWindowMs}, redis,
+      {.prefix = absl::StrCat("cl-strict:", getpid())});
+  std::printf("strict: ");
+  expect_keys_hold_limit(keys, kLimit, [&](int, const std::string& key) {
+    return strict->check(key);
+  });
+
+  std::vector<std::unique_ptr<LeasedLimiter>> nodes;
+  for (int n = 0; n < 2; ++n) {
+    LeasedLimiterOptions o;
+    o.prefix = absl::StrCat("cl-leased:", getpid());
+    o.limit = kLimit;
+    o.window_ms = kWindowMs;
+    o.batch = 5;
+    auto node = LeasedLimiter::create(o, redis);
+    ASSERT_TRUE(node.ok()) << node.status();
+    nodes.push_back(*std::move(node));
+  }
+  std::printf("leased, 2 nodes: ");
+  expect_keys_hold_limit(keys, kLimit, [&](int t, const std::string& key) {
+    return nodes[static_cast<size_t>(t % 2)]->check(key);
+  });
 }
 
 // A fresh coordinator's first calls race its first map read: from four
