@@ -28,6 +28,11 @@
 // the leased fleet's configuration flags plus --regions R, --escrow 0|1
 // and --regional-only 0|1; --clocks-behind runs its mutation (process
 // clocks behind the coordinator's, the bound's stated assumption broken).
+//
+// `admission` runs the unified-admission scenario (sim/admission_fleet.h):
+// the leased fleet's configuration flags plus --cost-budget U, --max-cost
+// C, --max-inflight N and --service-ms M; --uncoupled runs its mutation
+// (both leased axes carry credits past their window).
 
 #include <chrono>
 #include <cstdint>
@@ -40,6 +45,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "sim/admission_fleet.h"
 #include "sim/concurrency_fleet.h"
 #include "sim/federated_fleet.h"
 #include "sim/leased_fleet.h"
@@ -47,15 +53,17 @@
 namespace {
 
 int usage(const char* problem) {
-  std::fprintf(stderr,
-               "tk_sim: %s\nusage: tk_sim leased|concurrency|federated [--seed "
-               "S] [--seeds N] "
-               "[--nodes N] [--uncoupled] [--trace] [--shrink] [--keys K] "
-               "[--limit L] [--window-ms W] [--batch B] [--rate R] "
-               "[--duration-ms D] [--delay-us U] [--sigma S] [--loss P] "
-               "[--partitions 0|1] [--crashes 0|1] [--clock-skew 0|1] "
-               "[--timeout-ms T]\n",
-               problem);
+  std::fprintf(
+      stderr,
+      "tk_sim: %s\nusage: tk_sim leased|concurrency|federated|admission "
+      "[--seed "
+      "S] [--seeds N] "
+      "[--nodes N] [--uncoupled] [--trace] [--shrink] [--keys K] "
+      "[--limit L] [--window-ms W] [--batch B] [--rate R] "
+      "[--duration-ms D] [--delay-us U] [--sigma S] [--loss P] "
+      "[--partitions 0|1] [--crashes 0|1] [--clock-skew 0|1] "
+      "[--timeout-ms T]\n",
+      problem);
   return 2;
 }
 
@@ -293,6 +301,55 @@ int run_concurrency(int argc, char** argv) {
       [](uint64_t) {});
 }
 
+int run_admission(int argc, char** argv) {
+  using throttlekit::sim::AdmissionFleetConfig;
+  Common common{.nodes = 8};
+  bool uncoupled = false;
+  bool explicit_config = false;
+  AdmissionFleetConfig given;
+  if (int rc = parse_args(
+          argc, argv, common, {{"--uncoupled", &uncoupled}}, &explicit_config,
+          [&](const std::string& flag, const Value& v) {
+            if (leased_config_flag(flag, v, given.fleet)) return true;
+            if (flag == "--cost-budget" && v.is_int && v.n > 0) {
+              given.cost_budget = v.n;
+            } else if (flag == "--max-cost" && v.is_int && v.n > 0 &&
+                       v.n <= 1'000'000) {
+              given.max_cost = v.n;
+            } else if (flag == "--max-inflight" && v.is_int && v.n > 0 &&
+                       v.n <= 1'000'000) {
+              given.max_inflight = v.n;
+            } else if (flag == "--service-ms" && v.is_double && v.d > 0) {
+              given.mean_service_ms = v.d;
+            } else {
+              return false;
+            }
+            return true;
+          });
+      rc != 0) {
+    return rc;
+  }
+  if (given.fleet.batch > given.fleet.limit) {
+    return usage("--batch must be <= --limit");
+  }
+  given.fleet.nodes = common.nodes;
+  return run_seeds(
+      "admission", common.seed, common.seeds, common.want_trace,
+      [&](uint64_t s) {
+        AdmissionFleetConfig c =
+            explicit_config
+                ? given
+                : throttlekit::sim::swarm_admission_config(s, common.nodes);
+        c.fleet.window_coupled = !uncoupled;
+        return SeedRun{
+            throttlekit::sim::run_admission_fleet(s, c, common.want_trace),
+            throttlekit::sim::admission_replay_command(s, c) +
+                (uncoupled ? " --uncoupled" : ""),
+            c.fleet.duration_ms};
+      },
+      [](uint64_t) {});
+}
+
 int run_federated(int argc, char** argv) {
   using throttlekit::sim::FederatedFleetConfig;
   Common common{.nodes = 9};
@@ -352,8 +409,13 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "federated") == 0) {
     return run_federated(argc, argv);
   }
+  if (argc >= 2 && std::strcmp(argv[1], "admission") == 0) {
+    return run_admission(argc, argv);
+  }
   if (argc < 2 || std::strcmp(argv[1], "leased") != 0) {
-    return usage("the scenario must be `leased`, `concurrency` or `federated`");
+    return usage(
+        "the scenario must be `leased`, `concurrency`, `federated` or "
+        "`admission`");
   }
   Common common{.nodes = 8};
   bool uncoupled = false, want_shrink = false;

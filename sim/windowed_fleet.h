@@ -23,7 +23,8 @@
 // count by the instant each answer arrived is reported too, not checked.
 //
 // A derived scenario supplies `make_engine(node)`, called at the start
-// and at each restart.
+// and at each restart, and may replace `ask` (how a request reaches the
+// engine and how its answer is checked).
 //
 // Thread-safety: none; one run per thread.
 
@@ -42,6 +43,7 @@
 #include "absl/strings/str_cat.h"
 #include "sim/sim_clock.h"
 #include "sim/world.h"
+#include "throttlekit/core/completion.h"
 #include "throttlekit/core/decision.h"
 
 namespace throttlekit::sim {
@@ -111,6 +113,27 @@ class WindowedFleetRun : protected World {
   // A new, empty engine for `node` on `*clocks_[node]`.
   virtual std::unique_ptr<Engine> make_engine(int node) = 0;
 
+  // Sends request `key` (named `name`) to node `n`'s engine, asked at
+  // `asked_ms` on the store's clock, while the node is in `generation`:
+  // by default one `check_at_async` of cost 1 on the node's clock, its
+  // answer counted by the windowed invariant above.
+  virtual void ask(int n, int key, const std::string& name, uint64_t generation,
+                   int64_t asked_ms) {
+    if constexpr (requires(Engine & e, DecisionCompletion done) {
+                    e.check_at_async(name, int64_t{0}, 1.0, std::move(done));
+                  }) {
+      engines_[n]->check_at_async(
+          name, clocks_[n]->now_ms(), 1,
+          [this, n, key, generation, asked_ms](absl::StatusOr<Decision> d) {
+            decided(n, key, generation, asked_ms, d);
+          });
+    }
+  }
+
+  const std::vector<uint64_t>& generations() const noexcept {
+    return generation_;
+  }
+
   const WindowedFleetShape shape_;
   std::vector<std::unique_ptr<NodeClock>> clocks_;
 
@@ -134,13 +157,7 @@ class WindowedFleetRun : protected World {
                         : static_cast<int>(rng_.next() %
                                            static_cast<uint64_t>(shape_.keys));
     const std::string name = absl::StrCat("k", key);
-    const uint64_t generation = generation_[n];
-    const int64_t asked_ms = TrueClock(loop_).now_ms();
-    engines_[n]->check_at_async(
-        name, clocks_[n]->now_ms(), 1,
-        [this, n, key, generation, asked_ms](absl::StatusOr<Decision> d) {
-          decided(n, key, generation, asked_ms, d);
-        });
+    ask(n, key, name, generation_[n], TrueClock(loop_).now_ms());
   }
 
   void decided(int n, int key, uint64_t generation, int64_t asked_ms,
@@ -200,7 +217,10 @@ class WindowedFleetRun : protected World {
     });
   }
 
+ protected:
   std::vector<std::unique_ptr<Engine>> engines_;
+
+ private:
   std::vector<std::unique_ptr<Engine>> graveyard_;
   // Per node, indexed by its number (sized in the constructor).
   std::vector<char> down_;

@@ -52,6 +52,13 @@ class HeldCoordinator final : public Coordinator {
     for (const Held& h : held_) out.push_back(h.want);
     return out;
   }
+  // The key of each held lease, oldest first.
+  std::vector<std::string> keys() {
+    MutexLock lock(mu_);
+    std::vector<std::string> out;
+    for (const Held& h : held_) out.push_back(h.key);
+    return out;
+  }
   // Runs the oldest held lease on the inner store and completes it; false
   // if none is held.
   bool deliver_one() {

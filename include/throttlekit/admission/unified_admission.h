@@ -748,8 +748,11 @@ class BasicUnifiedAdmission {
         : self(o.self),
           out(std::move(o.out)),
           done(std::move(o.done)),
-          owned_key(o.owned_key.empty() ? std::string(o.key)
-                                        : std::move(o.owned_key)),
+          // Copied, never moved: the engine being asked still holds a view
+          // of `o.key` while its continuation (this move) is stored, and a
+          // moved-from string (a short key's in-place buffer above all)
+          // would change under it.
+          owned_key(o.key),
           key(owned_key),
           now_ms(o.now_ms),
           caller_now(o.caller_now),
