@@ -501,8 +501,7 @@ class RateLimiterService final
   }
 
   // Debit on a limiter is its `check_async` (as Check); on a fleet token
-  // budget, whose debit has no asynchronous form, it runs on the blocking
-  // pool.
+  // budget, its `debit_async`: neither waits on the store.
   grpc::ServerUnaryReactor* Debit(grpc::CallbackServerContext* ctx,
                                   const v1::DebitRequest* req,
                                   v1::DebitResponse* resp) override {
@@ -524,10 +523,7 @@ class RateLimiterService final
       reactor->Finish(grpc::Status::OK);
     };
     if (policy->fleet_budget != nullptr) {
-      blocking_.run(
-          [policy, req, tokens, finish = std::move(finish)]() mutable {
-            finish(policy->fleet_budget->debit(req->key(), tokens));
-          });
+      policy->fleet_budget->debit_async(req->key(), tokens, std::move(finish));
     } else if (policy->limiter != nullptr && policy->debits) {
       dispatch(policy->limiter->answers_without_waiting(),
                [policy, req, tokens, finish = std::move(finish)]() mutable {

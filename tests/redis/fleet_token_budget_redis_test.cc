@@ -1,13 +1,18 @@
 // FleetTokenBudget on a real Redis: one round trip per debit on the Redis
 // clock, and C in {1, 2, 8, 32} gateways as threads and as OS processes
 // debiting one shared key: no window serves more than budget + largest
-// debit - 1, and per-token debits never overspend at all.
+// debit - 1, and per-token debits never overspend at all; debits without
+// waiting, pipelined, spend exactly the budget.
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include "support/fleet_budget_run.h"
 #include "support/redis_test_server.h"
@@ -47,6 +52,43 @@ TEST(FleetTokenBudgetRedis, OneRoundTripPerDebitOnTheRedisClock) {
   ASSERT_TRUE(now.ok());
   EXPECT_EQ(d->reset_at_ms, (*now / 600'000 + 1) * 600'000);
   EXPECT_EQ(*(*budget)->remaining(key), 0);
+}
+
+// Without waiting: 1,000 debits of 1 token in flight from one thread on a
+// budget of 600: each completes once, exactly 600 allowed, pipelined (far
+// fewer batches than debits); bad input completes inline.
+TEST(FleetTokenBudgetRedis, DebitsWithoutWaitingSpendExactlyTheBudget) {
+  std::shared_ptr<RedisCoordinator> r = redis(1);
+  auto budget =
+      FleetTokenBudget::create({.budget = 600, .window_ms = 600'000}, r);
+  ASSERT_TRUE(budget.ok());
+  const std::string key = run_prefix("ftb-async") + "k";
+  ASSERT_TRUE((*budget)->debit(key, 1)->allowed);  // connected
+  const BackendStats before = r->stats();
+  std::atomic<int> done{0}, allowed{0}, failed{0};
+  for (int i = 0; i < 1000; ++i) {
+    (*budget)->debit_async(key, 1, [&](absl::StatusOr<Decision> d) {
+      if (!d.ok()) {
+        failed.fetch_add(1);
+      } else if (d->allowed) {
+        allowed.fetch_add(1);
+      }
+      done.fetch_add(1);
+    });
+  }
+  for (int i = 0; i < 1000 && done.load() < 1000; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(done.load(), 1000);
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(allowed.load(), 599);  // and the first debit above
+  const BackendStats after = r->stats();
+  EXPECT_EQ(after.requests - before.requests, 1000);
+  EXPECT_LT(after.batches - before.batches, 250);
+  std::optional<absl::StatusOr<Decision>> bad;
+  (*budget)->debit_async(key, 0, [&](absl::StatusOr<Decision> d) { bad = d; });
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_TRUE(absl::IsInvalidArgument(bad->status()));
 }
 
 TEST(FleetTokenBudgetRedis, GatewayThreadsNeverOverspend) {

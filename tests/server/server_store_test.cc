@@ -894,6 +894,29 @@ TEST(ServerStore, DebitsWaitingOnAFrozenStoreHoldNoServerThread) {
       });
 }
 
+// Debit on a fleet token budget is its `debit_async`: the budget's
+// debits on the frozen store hold no server thread and none of the pool's.
+TEST(ServerStore, FleetBudgetDebitsWaitingOnAFrozenStoreHoldNoServerThread) {
+  expect_a_frozen_store_holds_no_server_thread(
+      "{budget: {fleetBudget: {budget: 100000000, windowMs: 3600000}}, fed: "
+      "{federated: {batch: 8}, strategy: fixedWindow, limit: 100000, period: "
+      "1h}}",
+      "budget", 64, "fed",
+      [](v1::RateLimiter::Stub& stub, int, const std::string& policy,
+         const std::string& key, std::function<void(bool)> done) {
+        v1::DebitRequest req;
+        req.set_policy(policy);
+        req.set_key(key);
+        req.set_tokens(5);
+        start_unary<v1::DebitRequest, v1::DebitResponse>(
+            std::move(req),
+            [&stub](auto* ctx, auto* req, auto* resp, auto cb) {
+              stub.async()->Debit(ctx, req, resp, std::move(cb));
+            },
+            std::move(done));
+      });
+}
+
 #else
 TEST(ServerStore, FederatedFairEscrowNeedsRedis) {
   absl::StatusOr<ServerConfig> config = parse_config(

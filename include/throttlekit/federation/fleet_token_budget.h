@@ -23,8 +23,12 @@
 // This is window-coupled leasing at batch 1: one round trip per debit
 // (stream in chunks to trade round trips for the overshoot bound).
 //
+// Without waiting: `debit_async` sends the same step through the
+// coordinator's asynchronous path (`debit` waits for it).
+//
 // Thread-safety: every method is safe to call concurrently. The
-// coordinator must outlive the budget.
+// coordinator must outlive the budget, and the budget every pending
+// `debit_async`.
 
 #ifndef THROTTLEKIT_FEDERATION_FLEET_TOKEN_BUDGET_H_
 #define THROTTLEKIT_FEDERATION_FLEET_TOKEN_BUDGET_H_
@@ -43,6 +47,8 @@
 #include "throttlekit/coordinator/coordinator.h"
 #include "throttlekit/coordinator/fail_policy.h"
 #include "throttlekit/core/clock.h"
+#include "throttlekit/core/completion.h"
+#include "throttlekit/core/completion_latch.h"
 #include "throttlekit/core/decision.h"
 #include "throttlekit/core/key.h"
 #include "throttlekit/strategy/token_budget.h"
@@ -91,32 +97,36 @@ class FleetTokenBudget {
   // Debits `tokens` (an integer in [1, 2^53-1]) from `key`'s window on the
   // store's clock: allowed while anything is left before the debit (the
   // crossing debit counts in full), else refused with nothing written.
-  // One round trip.
+  // One round trip; waits for `debit_async`.
   absl::StatusOr<Decision> debit(std::string_view key, int64_t tokens) {
+    CompletionLatch<Decision> latch;
+    debit_async(key, tokens, latch.completion());
+    return latch.wait();
+  }
+
+  // As `debit`, without waiting for the store (docs/async.md): `on_done`
+  // runs exactly once with what `debit` would return, on the thread that
+  // read the reply (inline for bad input and for a backend whose step
+  // needs no I/O). The key is copied before this returns. Thread-safe.
+  void debit_async(std::string_view key, int64_t tokens,
+                   Completion<Decision> on_done) {
     if (tokens < 1 || tokens > kMaxSafeInteger) {
-      return absl::InvalidArgumentError(absl::StrCat(
+      std::move(on_done)(absl::InvalidArgumentError(absl::StrCat(
           "fleet_token_budget: tokens must be an integer in [1, 2^53-1]; "
           "got ",
-          tokens));
+          tokens)));
+      return;
     }
-    if (absl::Status s = validate_key(key); !s.ok()) return s;
-    absl::StatusOr<Decision> d =
-        coordinator_->check(strategy_, join_key(options_.prefix, key), 0,
-                            static_cast<double>(tokens));
-    if (!d.ok()) {
-      // The store's clock is out of reach: this process's dates the outage.
-      absl::StatusOr<Decision> decided = options_.fail_policy.on_error(
-          d.status(), options_.budget, SystemClock{}.now_ms());
-      if (decided.ok()) outages_.fetch_add(1, std::memory_order_relaxed);
-      return decided;
+    if (absl::Status s = validate_key(key); !s.ok()) {
+      std::move(on_done)(std::move(s));
+      return;
     }
-    if (d->allowed) {
-      debits_.fetch_add(1, std::memory_order_relaxed);
-      tokens_.fetch_add(tokens, std::memory_order_relaxed);
-    } else {
-      denials_.fetch_add(1, std::memory_order_relaxed);
-    }
-    return d;
+    coordinator_->check_async(strategy_, join_key(options_.prefix, key), 0,
+                              static_cast<double>(tokens),
+                              [this, tokens, done = std::move(on_done)](
+                                  absl::StatusOr<Decision> d) mutable {
+                                std::move(done)(account(std::move(d), tokens));
+                              });
   }
 
   // The tokens `key`'s current window (store clock) has left before the
@@ -144,6 +154,24 @@ class FleetTokenBudget {
   const FleetTokenBudgetOptions& options() const noexcept { return options_; }
 
  private:
+  // A debit's answer counted, an outage given to the fail policy.
+  absl::StatusOr<Decision> account(absl::StatusOr<Decision> d, int64_t tokens) {
+    if (!d.ok()) {
+      // The store's clock is out of reach: this process's dates the outage.
+      absl::StatusOr<Decision> decided = options_.fail_policy.on_error(
+          d.status(), options_.budget, SystemClock{}.now_ms());
+      if (decided.ok()) outages_.fetch_add(1, std::memory_order_relaxed);
+      return decided;
+    }
+    if (d->allowed) {
+      debits_.fetch_add(1, std::memory_order_relaxed);
+      tokens_.fetch_add(tokens, std::memory_order_relaxed);
+    } else {
+      denials_.fetch_add(1, std::memory_order_relaxed);
+    }
+    return d;
+  }
+
   FleetTokenBudget(FleetTokenBudgetOptions options, AnyStrategy strategy,
                    std::shared_ptr<Coordinator> coordinator)
       : options_(std::move(options)),
