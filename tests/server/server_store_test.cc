@@ -725,6 +725,23 @@ StartCall check_call() {
   };
 }
 
+// A Debit of 5 tokens.
+StartCall debit_call() {
+  return [](v1::RateLimiter::Stub& stub, int, const std::string& policy,
+            const std::string& key, std::function<void(bool)> done) {
+    v1::DebitRequest req;
+    req.set_policy(policy);
+    req.set_key(key);
+    req.set_tokens(5);
+    start_unary<v1::DebitRequest, v1::DebitResponse>(
+        std::move(req),
+        [&stub](auto* ctx, auto* req, auto* resp, auto cb) {
+          stub.async()->Debit(ctx, req, resp, std::move(cb));
+        },
+        std::move(done));
+  };
+}
+
 // 256 calls (`start`: Check unless said) of `policy` (configured by
 // `limiters`, a YAML map) on keys k0 .. k<keys - 1> wait on a frozen store:
 // none is answered, the server's threads grow by fewer than 32, the
@@ -878,20 +895,7 @@ TEST(ServerStore, DebitsWaitingOnAFrozenStoreHoldNoServerThread) {
       "{tokens: {strategy: tokenBudget, budget: 100000000, period: 1h}, fed: "
       "{federated: {batch: 8}, strategy: fixedWindow, limit: 100000, period: "
       "1h}}",
-      "tokens", 64, "fed",
-      [](v1::RateLimiter::Stub& stub, int, const std::string& policy,
-         const std::string& key, std::function<void(bool)> done) {
-        v1::DebitRequest req;
-        req.set_policy(policy);
-        req.set_key(key);
-        req.set_tokens(5);
-        start_unary<v1::DebitRequest, v1::DebitResponse>(
-            std::move(req),
-            [&stub](auto* ctx, auto* req, auto* resp, auto cb) {
-              stub.async()->Debit(ctx, req, resp, std::move(cb));
-            },
-            std::move(done));
-      });
+      "tokens", 64, "fed", debit_call());
 }
 
 // Debit on a fleet token budget is its `debit_async`: the budget's
@@ -901,20 +905,7 @@ TEST(ServerStore, FleetBudgetDebitsWaitingOnAFrozenStoreHoldNoServerThread) {
       "{budget: {fleetBudget: {budget: 100000000, windowMs: 3600000}}, fed: "
       "{federated: {batch: 8}, strategy: fixedWindow, limit: 100000, period: "
       "1h}}",
-      "budget", 64, "fed",
-      [](v1::RateLimiter::Stub& stub, int, const std::string& policy,
-         const std::string& key, std::function<void(bool)> done) {
-        v1::DebitRequest req;
-        req.set_policy(policy);
-        req.set_key(key);
-        req.set_tokens(5);
-        start_unary<v1::DebitRequest, v1::DebitResponse>(
-            std::move(req),
-            [&stub](auto* ctx, auto* req, auto* resp, auto cb) {
-              stub.async()->Debit(ctx, req, resp, std::move(cb));
-            },
-            std::move(done));
-      });
+      "budget", 64, "fed", debit_call());
 }
 
 #else
