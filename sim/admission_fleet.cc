@@ -38,11 +38,6 @@ struct Node {
   int64_t in_service = 0;
 };
 
-[[noreturn]] void die(const absl::Status& s) {
-  std::fprintf(stderr, "tk_sim: %s\n", std::string(s.message()).c_str());
-  std::abort();
-}
-
 class Run final : public WindowedFleetRun<Node> {
  public:
   Run(uint64_t seed, const AdmissionFleetConfig& c, bool keep_trace)
@@ -72,7 +67,7 @@ class Run final : public WindowedFleetRun<Node> {
     o.background_worker = false;
     auto l = Limiter::create(std::move(o), coordinators_[n],
                              ClockRef<NodeClock>(*clocks_[n]));
-    if (!l.ok()) die(l.status());
+    if (!l.ok()) fail_setup(l.status());
     return std::shared_ptr<Limiter>(*std::move(l));
   }
 
@@ -86,7 +81,7 @@ class Run final : public WindowedFleetRun<Node> {
                             .cost = node->cost},
                            ClockRef<NodeClock>(*clocks_[n]),
                            NanoClockRef<NodeClock>(*clocks_[n]));
-    if (!a.ok()) die(a.status());
+    if (!a.ok()) fail_setup(a.status());
     node->admission = *std::move(a);
     return node;
   }
@@ -203,12 +198,10 @@ AdmissionFleetConfig swarm_admission_config(uint64_t seed, int nodes) {
 
 std::string admission_replay_command(uint64_t seed,
                                      const AdmissionFleetConfig& c) {
-  std::string fleet = replay_command(seed, c.fleet);
-  fleet = fleet.substr(std::string("tk_sim leased").size());
-  return absl::StrCat("tk_sim admission", fleet, " --cost-budget ",
-                      c.cost_budget, " --max-cost ", c.max_cost,
-                      " --max-inflight ", c.max_inflight, " --service-ms ",
-                      exact(c.mean_service_ms));
+  return absl::StrCat(replay_command(seed, c.fleet, "admission"),
+                      " --cost-budget ", c.cost_budget, " --max-cost ",
+                      c.max_cost, " --max-inflight ", c.max_inflight,
+                      " --service-ms ", exact(c.mean_service_ms));
 }
 
 SimResult run_admission_fleet(uint64_t seed, const AdmissionFleetConfig& config,

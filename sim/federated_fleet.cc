@@ -35,15 +35,10 @@ WindowedFleetShape shape_of(const FederatedFleetConfig& c) {
   return s;
 }
 
-[[noreturn]] void die(const absl::Status& s) {
-  std::fprintf(stderr, "tk_sim: %s\n", std::string(s.message()).c_str());
-  std::abort();
-}
-
 AnyStrategy strategy_of(const FederatedFleetConfig& c) {
   absl::StatusOr<AnyStrategy> s = make_strategy(FixedWindow::Options{
       .limit = c.fleet.limit, .window_ms = c.fleet.window_ms});
-  if (!s.ok()) die(s.status());
+  if (!s.ok()) fail_setup(s.status());
   return *std::move(s);
 }
 
@@ -61,7 +56,7 @@ class Run final : public WindowedFleetRun<Limiter> {
       absl::StatusOr<std::unique_ptr<MemoryCoordinator>> e =
           MemoryCoordinator::create(
               {}, std::make_shared<ClockAdapter<TrueClock>>(TrueClock(loop_)));
-      if (!e.ok()) die(e.status());
+      if (!e.ok()) fail_setup(e.status());
       escrows_.push_back(std::shared_ptr<Coordinator>(*std::move(e)));
     }
   }
@@ -84,7 +79,7 @@ class Run final : public WindowedFleetRun<Limiter> {
     absl::StatusOr<std::unique_ptr<Limiter>> limiter =
         Limiter::create(strategy_, coordinators_[static_cast<size_t>(n)],
                         std::move(o), ClockRef<NodeClock>(*clocks_[n]));
-    if (!limiter.ok()) die(limiter.status());
+    if (!limiter.ok()) fail_setup(limiter.status());
     return *std::move(limiter);
   }
 
@@ -108,13 +103,9 @@ FederatedFleetConfig swarm_federated_config(uint64_t seed, int nodes) {
 
 std::string federated_replay_command(uint64_t seed,
                                      const FederatedFleetConfig& c) {
-  // The leased fleet's flags (its `leased` word and coupling left out),
-  // then the federation's.
-  std::string fleet = replay_command(seed, c.fleet);
-  fleet = fleet.substr(std::string("tk_sim leased").size());
-  return absl::StrCat("tk_sim federated", fleet, " --regions ", c.regions,
-                      " --escrow ", c.escrow ? 1 : 0, " --regional-only ",
-                      c.regional_only ? 1 : 0,
+  return absl::StrCat(replay_command(seed, c.fleet, "federated"), " --regions ",
+                      c.regions, " --escrow ", c.escrow ? 1 : 0,
+                      " --regional-only ", c.regional_only ? 1 : 0,
                       c.clocks_behind ? " --clocks-behind" : "");
 }
 

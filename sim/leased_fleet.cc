@@ -46,11 +46,7 @@ class Run final : public WindowedFleetRun<Limiter> {
     o.background_worker = false;
     auto limiter = Limiter::create(std::move(o), coordinators_[n],
                                    ClockRef<NodeClock>(*clocks_[n]));
-    if (!limiter.ok()) {
-      std::fprintf(stderr, "tk_sim: %s\n",
-                   std::string(limiter.status().message()).c_str());
-      std::abort();
-    }
+    if (!limiter.ok()) fail_setup(limiter.status());
     return *std::move(limiter);
   }
 
@@ -95,17 +91,19 @@ LeasedFleetConfig swarm_config(uint64_t seed, int nodes) {
   return c;
 }
 
-std::string replay_command(uint64_t seed, const LeasedFleetConfig& c) {
+std::string replay_command(uint64_t seed, const LeasedFleetConfig& c,
+                           std::string_view scenario) {
   // Doubles in full (`exact`), so the command replays exactly.
   return absl::StrCat(
-      "tk_sim leased --seed ", seed, " --nodes ", c.nodes, " --keys ", c.keys,
-      " --limit ", c.limit, " --window-ms ", c.window_ms, " --batch ", c.batch,
-      " --rate ", exact(c.requests_per_sec_per_node), " --duration-ms ",
-      c.duration_ms, " --delay-us ", exact(c.network.median_delay_us),
-      " --sigma ", exact(c.network.delay_sigma), " --loss ",
-      exact(c.network.loss), " --partitions ", c.partitions ? 1 : 0,
-      " --crashes ", c.crashes ? 1 : 0, " --clock-skew ", c.clock_skew ? 1 : 0,
-      " --timeout-ms ", c.timeout_ms, c.window_coupled ? "" : " --uncoupled");
+      "tk_sim ", absl::string_view(scenario.data(), scenario.size()),
+      " --seed ", seed, " --nodes ", c.nodes, " --keys ", c.keys, " --limit ",
+      c.limit, " --window-ms ", c.window_ms, " --batch ", c.batch, " --rate ",
+      exact(c.requests_per_sec_per_node), " --duration-ms ", c.duration_ms,
+      " --delay-us ", exact(c.network.median_delay_us), " --sigma ",
+      exact(c.network.delay_sigma), " --loss ", exact(c.network.loss),
+      " --partitions ", c.partitions ? 1 : 0, " --crashes ", c.crashes ? 1 : 0,
+      " --clock-skew ", c.clock_skew ? 1 : 0, " --timeout-ms ", c.timeout_ms,
+      c.window_coupled ? "" : " --uncoupled");
 }
 
 SimResult run_leased_fleet(uint64_t seed, const LeasedFleetConfig& config,

@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/network.h"
@@ -68,8 +69,11 @@ WindowedFleetShape windowed_shape(const LeasedFleetConfig& config);
 SimResult run_leased_fleet(uint64_t seed, const LeasedFleetConfig& config,
                            bool keep_trace = false);
 
-// The command line that reproduces a run of tk_sim (sim/tk_sim.cc).
-std::string replay_command(uint64_t seed, const LeasedFleetConfig& config);
+// The command line that reproduces a run of tk_sim (sim/tk_sim.cc):
+// `tk_sim <scenario>` and the leased fleet's flags; the scenarios built on
+// this configuration (federated, admission) append their own.
+std::string replay_command(uint64_t seed, const LeasedFleetConfig& config,
+                           std::string_view scenario = "leased");
 
 // A smaller configuration that still violates the bound with `seed`:
 // greedily turns each fault off, calms the network, and halves the fleet,

@@ -343,8 +343,7 @@ int run_admission(int argc, char** argv) {
         c.fleet.window_coupled = !uncoupled;
         return SeedRun{
             throttlekit::sim::run_admission_fleet(s, c, common.want_trace),
-            throttlekit::sim::admission_replay_command(s, c) +
-                (uncoupled ? " --uncoupled" : ""),
+            throttlekit::sim::admission_replay_command(s, c),
             c.fleet.duration_ms};
       },
       [](uint64_t) {});

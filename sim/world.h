@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "sim/event_loop.h"
 #include "sim/network.h"
 #include "sim/random.h"
@@ -52,6 +53,13 @@ struct SimResult {
   uint64_t trace_hash = 0;         // FNV-1a of every traced line
   std::vector<std::string> trace;  // the lines, when asked for
 };
+
+// A run that cannot be set up (an engine refused its options): a bug in
+// the scenario, not a finding; says why and stops.
+[[noreturn]] inline void fail_setup(const absl::Status& s) {
+  std::fprintf(stderr, "tk_sim: %s\n", std::string(s.message()).c_str());
+  std::abort();
+}
 
 // `v` in full (%.17g round-trips), for replay command lines.
 inline std::string exact(double v) {
