@@ -46,7 +46,10 @@ TEST(FleetTokenBudgetPostgres, GatewaysNeverOverspend) {
   }
   for (const int gateways : {2, 8}) {
     const auto make = [&] {
-      std::shared_ptr<PostgresCoordinator> c = testing::make_pg(o);
+      // One single-threaded gateway per process: one connection each.
+      PostgresCoordinatorOptions one = o;
+      one.connections = 1;
+      std::shared_ptr<PostgresCoordinator> c = testing::make_pg(one);
       if (c == nullptr) return std::unique_ptr<FleetTokenBudget>();
       auto b = FleetTokenBudget::create(
           {.budget = kBudget, .window_ms = kWindowMs}, c);

@@ -75,8 +75,9 @@ inline BudgetRun run_gateway_threads(FleetTokenBudget& budget,
 }
 
 // As threads, with each gateway a forked process that builds its own
-// budget with `make()` (after the fork). Windows are counted relative to
-// a schedule of `window_ms` windows starting soon.
+// budget with `make()` (after the fork, before the run starts: the run
+// begins once every gateway is built). Windows are counted relative to a
+// schedule of `window_ms` windows.
 inline BudgetRun run_gateway_processes(
     const std::function<std::unique_ptr<FleetTokenBudget>()>& make,
     const std::string& key, int gateways, int64_t window_ms, int windows,
@@ -86,11 +87,12 @@ inline BudgetRun run_gateway_processes(
     int64_t served[kMax] = {};
     int64_t errors = 0;
   };
-  const FleetSchedule run = FleetSchedule::starting_soon(window_ms, windows);
-  const std::vector<Report> reports =
-      run_forked<Report>(gateways, run.start_ms, [&](int g) {
+  FleetSchedule schedule{};
+  const std::vector<Report> reports = run_forked_after_setup<Report>(
+      gateways, window_ms, windows, [&](int) { return make(); },
+      [&](int g, std::unique_ptr<FleetTokenBudget>& budget,
+          const FleetSchedule& run) {
         Report r;
-        std::unique_ptr<FleetTokenBudget> budget = make();
         if (budget == nullptr) {
           r.errors = 1;
           return r;
@@ -106,7 +108,8 @@ inline BudgetRun run_gateway_processes(
           }
         }
         return r;
-      });
+      },
+      schedule);
   BudgetRun out;
   out.largest = *std::max_element(sizes.begin(), sizes.end());
   EXPECT_EQ(reports.size(), static_cast<size_t>(gateways));

@@ -6,6 +6,8 @@
 // each at the epoch-ms instant `start_ms`, runs `fn(index)` in it and
 // collects the trivially copyable `Report` each returns through a pipe.
 // Processes that fail to report are missing from the result.
+// `run_forked_after_setup` first lets every process set up, then picks
+// the start.
 // `FleetSchedule` names the run's windows and attributes each admission to
 // the window that paid for it. `map_shared<T>()` puts a `T` in memory the
 // forked processes share, and `raise_to` keeps a lock-free maximum there.
@@ -116,25 +118,11 @@ struct FleetSchedule {
   }
 };
 
-template <class Report, class Fn>
-std::vector<Report> run_forked(int n, int64_t start_ms, Fn fn) {
-  static_assert(std::is_trivially_copyable_v<Report>);
-  std::vector<std::pair<pid_t, int>> children;
-  for (int i = 0; i < n; ++i) {
-    int fds[2];
-    if (pipe(fds) != 0) break;
-    const pid_t pid = fork();
-    if (pid == 0) {
-      close(fds[0]);
-      std::this_thread::sleep_for(
-          std::chrono::milliseconds(start_ms - wall_ms()));
-      const Report r = fn(i);
-      (void)!write(fds[1], &r, sizeof r);
-      _exit(0);
-    }
-    close(fds[1]);
-    children.emplace_back(pid, fds[0]);
-  }
+// The reports of forked `children` (pid, read end of its pipe), in
+// order; a child that wrote none is missing. Waits for every child.
+template <class Report>
+std::vector<Report> collect_reports(
+    const std::vector<std::pair<pid_t, int>>& children) {
   std::vector<Report> reports;
   for (auto [pid, fd] : children) {
     Report r;
@@ -145,6 +133,84 @@ std::vector<Report> run_forked(int n, int64_t start_ms, Fn fn) {
     int status = 0;
     waitpid(pid, &status, 0);
   }
+  return reports;
+}
+
+// Forks `n` processes; process `i` runs `body(i)` and writes the `Report`
+// it returns to its pipe. Returns (pid, read end) per process forked.
+template <class Report, class Body>
+std::vector<std::pair<pid_t, int>> fork_reporters(int n, Body body) {
+  static_assert(std::is_trivially_copyable_v<Report>);
+  std::vector<std::pair<pid_t, int>> children;
+  for (int i = 0; i < n; ++i) {
+    int fds[2];
+    if (pipe(fds) != 0) break;
+    const pid_t pid = fork();
+    if (pid == 0) {
+      close(fds[0]);
+      const Report r = body(i);
+      (void)!write(fds[1], &r, sizeof r);
+      _exit(0);
+    }
+    close(fds[1]);
+    children.emplace_back(pid, fds[0]);
+  }
+  return children;
+}
+
+template <class Report, class Fn>
+std::vector<Report> run_forked(int n, int64_t start_ms, Fn fn) {
+  return collect_reports<Report>(fork_reporters<Report>(n, [&](int i) {
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(start_ms - wall_ms()));
+    return fn(i);
+  }));
+}
+
+// As `run_forked`, for processes whose set-up (connecting, loading
+// scripts) is slow next to the run: each process first runs
+// `setup(index)`, then reports ready; once every process is ready (or
+// `setup_timeout_ms` has passed), the parent picks the run's schedule,
+// `windows` windows of `window_ms` starting two windows later, and every
+// process runs `fn(index, state, schedule)` from its start. The schedule
+// is returned through `schedule`. A slow machine thus delays the run
+// instead of shortening it.
+template <class Report, class Setup, class Fn>
+std::vector<Report> run_forked_after_setup(int n, int64_t window_ms,
+                                           int windows, Setup setup, Fn fn,
+                                           FleetSchedule& schedule,
+                                           int64_t setup_timeout_ms = 30000) {
+  struct Gate {
+    std::atomic<int> ready{0};
+    std::atomic<int64_t> first_window{0};  // 0 until the parent picks it
+  };
+  Gate* gate = map_shared<Gate>();
+  if (gate == nullptr) return {};
+  const std::vector<std::pair<pid_t, int>> children =
+      fork_reporters<Report>(n, [&](int i) {
+        auto state = setup(i);
+        gate->ready.fetch_add(1);
+        int64_t first = 0;
+        while ((first = gate->first_window.load()) == 0) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        const FleetSchedule run{window_ms, first, first * window_ms,
+                                (first + windows) * window_ms};
+        std::this_thread::sleep_for(
+            std::chrono::milliseconds(run.start_ms - wall_ms()));
+        return fn(i, state, run);
+      });
+  const int64_t give_up = wall_ms() + setup_timeout_ms;
+  while (gate->ready.load() < static_cast<int>(children.size()) &&
+         wall_ms() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(gate->ready.load(), static_cast<int>(children.size()))
+      << "processes not set up within " << setup_timeout_ms << " ms";
+  schedule = FleetSchedule::starting_soon(window_ms, windows);
+  gate->first_window.store(schedule.first_window);
+  std::vector<Report> reports = collect_reports<Report>(children);
+  unmap_shared(gate);
   return reports;
 }
 
