@@ -43,11 +43,7 @@ class Run final : public WindowedFleetRun<Node> {
   Run(uint64_t seed, const AdmissionFleetConfig& c, bool keep_trace)
       : WindowedFleetRun(seed, windowed_shape(c.fleet), c.fleet.network,
                          c.fleet.timeout_ms * 1000, keep_trace),
-        config_(c) {
-    for (int n = 0; n < c.fleet.nodes; ++n) {
-      coordinators_.push_back(std::make_shared<SimCoordinator>(fabric_, n));
-    }
-  }
+        config_(c) {}
 
   SimResult run() {
     SimResult r = WindowedFleetRun::run();
@@ -172,7 +168,6 @@ class Run final : public WindowedFleetRun<Node> {
   }
 
   const AdmissionFleetConfig config_;
-  std::vector<std::shared_ptr<SimCoordinator>> coordinators_;
   std::map<std::pair<int, int64_t>, int64_t> rate_;  // allowed, by window
   std::map<std::pair<int, int64_t>, int64_t> cost_;  // units, by window
   int64_t worst_cost_ = 0;

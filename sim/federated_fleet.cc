@@ -49,9 +49,6 @@ class Run final : public WindowedFleetRun<Limiter> {
                          c.fleet.timeout_ms * 1000, keep_trace),
         config_(c),
         strategy_(strategy_of(c)) {
-    for (int n = 0; n < c.fleet.nodes; ++n) {
-      coordinators_.push_back(std::make_shared<SimCoordinator>(fabric_, n));
-    }
     for (int r = 0; c.escrow && r < c.regions; ++r) {
       absl::StatusOr<std::unique_ptr<MemoryCoordinator>> e =
           MemoryCoordinator::create(
@@ -85,7 +82,6 @@ class Run final : public WindowedFleetRun<Limiter> {
 
   const FederatedFleetConfig config_;
   const AnyStrategy strategy_;
-  std::vector<std::shared_ptr<SimCoordinator>> coordinators_;
   std::vector<std::shared_ptr<Coordinator>> escrows_;  // by region
 };
 

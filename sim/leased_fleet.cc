@@ -30,11 +30,7 @@ class Run final : public WindowedFleetRun<Limiter> {
   Run(uint64_t seed, const LeasedFleetConfig& c, bool keep_trace)
       : WindowedFleetRun(seed, windowed_shape(c), c.network,
                          c.timeout_ms * 1000, keep_trace),
-        config_(c) {
-    for (int n = 0; n < c.nodes; ++n) {
-      coordinators_.push_back(std::make_shared<SimCoordinator>(fabric_, n));
-    }
-  }
+        config_(c) {}
 
  private:
   std::unique_ptr<Limiter> make_engine(int n) override {
@@ -51,7 +47,6 @@ class Run final : public WindowedFleetRun<Limiter> {
   }
 
   const LeasedFleetConfig config_;
-  std::vector<std::shared_ptr<SimCoordinator>> coordinators_;
 };
 
 }  // namespace

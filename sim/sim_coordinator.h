@@ -10,7 +10,9 @@
 // same way; a caller that has no answer within `timeout_us` gets
 // kDeadlineExceeded, exactly once, and a late answer is dropped (as a real
 // coordinator's caller drops it). Blocking verbs are modelled as atomic at
-// the coordinator at the instant of the call.
+// the coordinator at the instant of the call. Keys expire on the store's
+// clock, as Redis's do: a check given an older `now` than the store's
+// finds an expired key gone (the strict fleet's stale-`now` mutation).
 //
 // Thread-safety: none (the simulation's one thread).
 
@@ -29,6 +31,7 @@
 #include "sim/event_loop.h"
 #include "sim/network.h"
 #include "sim/random.h"
+#include "sim/sim_clock.h"
 #include "throttlekit/coordinator/coordinator.h"
 #include "throttlekit/coordinator/memory_coordinator.h"
 
@@ -58,18 +61,19 @@ class SimCoordinator final : public Coordinator {
   std::string_view backend() const noexcept override { return "sim"; }
 
  protected:
+  // A check meets the store as Redis would: a key whose state expired on
+  // the store's clock is gone, whatever `now_ms` the check names.
   absl::StatusOr<Decision> do_check(const AnyStrategy& strategy,
                                     std::string_view key, int64_t now_ms,
                                     double cost) override {
-    return fabric_.store.check(strategy, key, now_ms, cost);
+    return store_check(strategy, key, now_ms, cost);
   }
   void do_check_async(const AnyStrategy& strategy, std::string_view key,
                       int64_t now_ms, double cost,
                       DecisionCompletion on_done) override {
     exchange<Decision>(std::move(on_done),
                        [this, strategy, key = std::string(key), now_ms, cost] {
-                         return fabric_.store.check(strategy, key, now_ms,
-                                                    cost);
+                         return store_check(strategy, key, now_ms, cost);
                        });
   }
   absl::StatusOr<Decision> do_peek(const AnyStrategy& strategy,
@@ -169,6 +173,13 @@ class SimCoordinator final : public Coordinator {
   }
 
  private:
+  absl::StatusOr<Decision> store_check(const AnyStrategy& strategy,
+                                       std::string_view key, int64_t now_ms,
+                                       double cost) {
+    fabric_.store.drop_if_expired(key, TrueClock(fabric_.loop).now_ms());
+    return fabric_.store.check(strategy, key, now_ms, cost);
+  }
+
   // Sends `step` to the coordinator and its answer back to `on_done`,
   // through the network, with the deadline; see the file comment.
   template <class T, class Step>

@@ -33,6 +33,11 @@
 // the leased fleet's configuration flags plus --cost-budget U, --max-cost
 // C, --max-inflight N and --service-ms M; --uncoupled runs its mutation
 // (both leased axes carry credits past their window).
+//
+// `strict` runs the strict-fleet scenario (sim/strict_fleet.h): the leased
+// fleet's configuration flags (--batch unused); --stale-now runs its
+// mutation (nodes name their own clock's `now`, and a check that reaches
+// the store after its window's key expired counts that window afresh).
 
 #include <chrono>
 #include <cstdint>
@@ -49,13 +54,14 @@
 #include "sim/concurrency_fleet.h"
 #include "sim/federated_fleet.h"
 #include "sim/leased_fleet.h"
+#include "sim/strict_fleet.h"
 
 namespace {
 
 int usage(const char* problem) {
   std::fprintf(
       stderr,
-      "tk_sim: %s\nusage: tk_sim leased|concurrency|federated|admission "
+      "tk_sim: %s\nusage: tk_sim leased|concurrency|federated|admission|strict "
       "[--seed "
       "S] [--seeds N] "
       "[--nodes N] [--uncoupled] [--trace] [--shrink] [--keys K] "
@@ -252,6 +258,42 @@ int run_seeds(const char* scenario, uint64_t seed, uint64_t seeds,
   return failures > 0 ? 1 : 0;
 }
 
+// The functions of a scenario whose configuration is `Config`.
+template <class Config>
+struct Scenario {
+  const char* name;
+  Config (*swarm)(uint64_t seed, int nodes);
+  throttlekit::sim::SimResult (*run)(uint64_t seed, const Config& config,
+                                     bool keep_trace);
+  std::string (*replay)(uint64_t seed, const Config& config);
+};
+
+template <class Config>
+int64_t duration_of(const Config& c) {
+  if constexpr (requires { c.fleet.duration_ms; }) {
+    return c.fleet.duration_ms;
+  } else {
+    return c.duration_ms;
+  }
+}
+
+// Runs the seeds of `scenario` (`run_seeds`): each seed's configuration is
+// `given` when flags gave one, else the one `swarm` draws; `mutate(c)`
+// then applies the mutation flags.
+template <class Config, class Mutate>
+int run_scenario(const Scenario<Config>& scenario, const Common& common,
+                 bool explicit_config, const Config& given, Mutate mutate) {
+  return run_seeds(
+      scenario.name, common.seed, common.seeds, common.want_trace,
+      [&](uint64_t s) {
+        Config c = explicit_config ? given : scenario.swarm(s, common.nodes);
+        mutate(c);
+        return SeedRun{scenario.run(s, c, common.want_trace),
+                       scenario.replay(s, c), duration_of(c)};
+      },
+      [](uint64_t) {});
+}
+
 int run_concurrency(int argc, char** argv) {
   using throttlekit::sim::ConcurrencyFleetConfig;
   Common common{.nodes = 5};
@@ -285,20 +327,15 @@ int run_concurrency(int argc, char** argv) {
     return rc;
   }
   given.nodes = common.nodes;
-  return run_seeds(
-      "concurrency", common.seed, common.seeds, common.want_trace,
-      [&](uint64_t s) {
-        ConcurrencyFleetConfig c =
-            explicit_config
-                ? given
-                : throttlekit::sim::swarm_concurrency_config(s, common.nodes);
+  return run_scenario(
+      Scenario<ConcurrencyFleetConfig>{
+          "concurrency", throttlekit::sim::swarm_concurrency_config,
+          throttlekit::sim::run_concurrency_fleet,
+          throttlekit::sim::concurrency_replay_command},
+      common, explicit_config, given, [&](ConcurrencyFleetConfig& c) {
         c.handoff = !no_handoff;
         c.self_fencing = !no_fencing;
-        return SeedRun{
-            throttlekit::sim::run_concurrency_fleet(s, c, common.want_trace),
-            throttlekit::sim::concurrency_replay_command(s, c), c.duration_ms};
-      },
-      [](uint64_t) {});
+      });
 }
 
 int run_admission(int argc, char** argv) {
@@ -333,20 +370,13 @@ int run_admission(int argc, char** argv) {
     return usage("--batch must be <= --limit");
   }
   given.fleet.nodes = common.nodes;
-  return run_seeds(
-      "admission", common.seed, common.seeds, common.want_trace,
-      [&](uint64_t s) {
-        AdmissionFleetConfig c =
-            explicit_config
-                ? given
-                : throttlekit::sim::swarm_admission_config(s, common.nodes);
-        c.fleet.window_coupled = !uncoupled;
-        return SeedRun{
-            throttlekit::sim::run_admission_fleet(s, c, common.want_trace),
-            throttlekit::sim::admission_replay_command(s, c),
-            c.fleet.duration_ms};
-      },
-      [](uint64_t) {});
+  return run_scenario(
+      Scenario<AdmissionFleetConfig>{
+          "admission", throttlekit::sim::swarm_admission_config,
+          throttlekit::sim::run_admission_fleet,
+          throttlekit::sim::admission_replay_command},
+      common, explicit_config, given,
+      [&](AdmissionFleetConfig& c) { c.fleet.window_coupled = !uncoupled; });
 }
 
 int run_federated(int argc, char** argv) {
@@ -382,20 +412,37 @@ int run_federated(int argc, char** argv) {
     return usage("--regional-only 1 needs --escrow 1");
   }
   given.fleet.nodes = common.nodes;
-  return run_seeds(
-      "federated", common.seed, common.seeds, common.want_trace,
-      [&](uint64_t s) {
-        FederatedFleetConfig c =
-            explicit_config
-                ? given
-                : throttlekit::sim::swarm_federated_config(s, common.nodes);
-        c.clocks_behind = clocks_behind;
-        return SeedRun{
-            throttlekit::sim::run_federated_fleet(s, c, common.want_trace),
-            throttlekit::sim::federated_replay_command(s, c),
-            c.fleet.duration_ms};
-      },
-      [](uint64_t) {});
+  return run_scenario(
+      Scenario<FederatedFleetConfig>{
+          "federated", throttlekit::sim::swarm_federated_config,
+          throttlekit::sim::run_federated_fleet,
+          throttlekit::sim::federated_replay_command},
+      common, explicit_config, given,
+      [&](FederatedFleetConfig& c) { c.clocks_behind = clocks_behind; });
+}
+
+int run_strict(int argc, char** argv) {
+  using throttlekit::sim::StrictFleetConfig;
+  Common common{.nodes = 8};
+  bool stale_now = false;
+  bool explicit_config = false;
+  StrictFleetConfig given;
+  if (int rc = parse_args(argc, argv, common, {{"--stale-now", &stale_now}},
+                          &explicit_config,
+                          [&](const std::string& flag, const Value& v) {
+                            return leased_config_flag(flag, v, given.fleet);
+                          });
+      rc != 0) {
+    return rc;
+  }
+  given.fleet.nodes = common.nodes;
+  return run_scenario(
+      Scenario<StrictFleetConfig>{"strict",
+                                  throttlekit::sim::swarm_strict_config,
+                                  throttlekit::sim::run_strict_fleet,
+                                  throttlekit::sim::strict_replay_command},
+      common, explicit_config, given,
+      [&](StrictFleetConfig& c) { c.stale_now = stale_now; });
 }
 
 }  // namespace
@@ -411,10 +458,13 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "admission") == 0) {
     return run_admission(argc, argv);
   }
+  if (argc >= 2 && std::strcmp(argv[1], "strict") == 0) {
+    return run_strict(argc, argv);
+  }
   if (argc < 2 || std::strcmp(argv[1], "leased") != 0) {
     return usage(
-        "the scenario must be `leased`, `concurrency`, `federated` or "
-        "`admission`");
+        "the scenario must be `leased`, `concurrency`, `federated`, "
+        "`admission` or `strict`");
   }
   Common common{.nodes = 8};
   bool uncoupled = false, want_shrink = false;

@@ -42,6 +42,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "sim/sim_clock.h"
+#include "sim/sim_coordinator.h"
 #include "sim/world.h"
 #include "throttlekit/core/completion.h"
 #include "throttlekit/core/decision.h"
@@ -106,6 +107,7 @@ class WindowedFleetRun : protected World {
       }
       clocks_.push_back(
           std::make_unique<NodeClock>(loop_, offset_us, drift_ppm));
+      coordinators_.push_back(std::make_shared<SimCoordinator>(fabric_, n));
     }
   }
   virtual ~WindowedFleetRun() = default;
@@ -136,30 +138,11 @@ class WindowedFleetRun : protected World {
 
   const WindowedFleetShape shape_;
   std::vector<std::unique_ptr<NodeClock>> clocks_;
+  // Node n's view of the coordinator (across the simulated network).
+  std::vector<std::shared_ptr<SimCoordinator>> coordinators_;
 
- private:
-  // Poisson arrivals per node; half of them on the hot key 0.
-  void next_arrival(int n) {
-    const int64_t at =
-        loop_.now_us() + arrival_gap_us(shape_.requests_per_sec_per_node);
-    if (at >= shape_.duration_ms * 1000) return;
-    loop_.at(at, [this, n] {
-      arrive(n);
-      next_arrival(n);
-    });
-  }
-
-  void arrive(int n) {
-    if (down_[n]) return;
-    ++result_.requests;
-    const int key = rng_.uniform() < 0.5
-                        ? 0
-                        : static_cast<int>(rng_.next() %
-                                           static_cast<uint64_t>(shape_.keys));
-    const std::string name = absl::StrCat("k", key);
-    ask(n, key, name, generation_[n], TrueClock(loop_).now_ms());
-  }
-
+  // Counts answer `d` to request `key` of node `n` (asked at `asked_ms`
+  // in `generation`) by the invariant above.
   void decided(int n, int key, uint64_t generation, int64_t asked_ms,
                const absl::StatusOr<Decision>& d) {
     const int64_t t = loop_.now_us();
@@ -198,6 +181,29 @@ class WindowedFleetRun : protected World {
                          " us, node ", n, ")");
       }
     }
+  }
+
+ private:
+  // Poisson arrivals per node; half of them on the hot key 0.
+  void next_arrival(int n) {
+    const int64_t at =
+        loop_.now_us() + arrival_gap_us(shape_.requests_per_sec_per_node);
+    if (at >= shape_.duration_ms * 1000) return;
+    loop_.at(at, [this, n] {
+      arrive(n);
+      next_arrival(n);
+    });
+  }
+
+  void arrive(int n) {
+    if (down_[n]) return;
+    ++result_.requests;
+    const int key = rng_.uniform() < 0.5
+                        ? 0
+                        : static_cast<int>(rng_.next() %
+                                           static_cast<uint64_t>(shape_.keys));
+    const std::string name = absl::StrCat("k", key);
+    ask(n, key, name, generation_[n], TrueClock(loop_).now_ms());
   }
 
   // The node loses its memory: its engine is set aside (answers still in

@@ -202,6 +202,24 @@ TEST(MemoryCoordinator, ExpiredStateIsDroppedAfterTheSlack) {
   EXPECT_TRUE(f.coordinator->check(s, "k", kEpoch + 20)->allowed);
 }
 
+// As a store whose keys expire on its own clock: a state dropped when it
+// has expired, whatever `now` a later check names; a live one kept.
+TEST(MemoryCoordinator, DropIfExpiredDropsOnlyWhatHasExpired) {
+  Fixture f({.ttl_slack_ms = 100});
+  const AnyStrategy s = strategy(FixedWindow::Options{1, 1000});
+  EXPECT_FALSE(f.coordinator->drop_if_expired("k", kEpoch + 5000));  // absent
+  EXPECT_TRUE(f.coordinator->check(s, "k", kEpoch + 10)->allowed);
+  // The window ends at kEpoch + 1000; with the slack, expired at + 1100.
+  EXPECT_FALSE(f.coordinator->drop_if_expired("k", kEpoch + 1099));
+  EXPECT_FALSE(f.coordinator->check(s, "k", kEpoch + 20)->allowed);
+  EXPECT_EQ(f.coordinator->size(), 1);
+  EXPECT_TRUE(f.coordinator->drop_if_expired("k", kEpoch + 1100));
+  EXPECT_EQ(f.coordinator->size(), 0);
+  // Gone: a check naming the ended window counts it afresh (what a stale
+  // `now` does at a store that expired the key).
+  EXPECT_TRUE(f.coordinator->check(s, "k", kEpoch + 20)->allowed);
+}
+
 }  // namespace
 }  // namespace memory_coordinator_test
 }  // namespace throttlekit

@@ -34,7 +34,8 @@ TYPED_TEST(RateLimiterRealClock, HotKeyHoldsItsBoundInEveryWindow) {
   auto limiter =
       RateLimiter<TypeParam>::create(Bounds::options(kLimit, kWindowMs));
   ASSERT_TRUE(limiter.ok()) << limiter.status();
-  const testing::Load load = testing::hammer(
+  // Call intervals on the limiter's own clock (`DefaultClock`).
+  const testing::Load load = testing::hammer<DefaultClock>(
       kThreads, kRunMs, [&](int) { return limiter->check("user:42"); });
   EXPECT_EQ(load.errors, 0);
   // Saturated: the limiter had to deny.

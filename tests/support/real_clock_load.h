@@ -1,9 +1,9 @@
 // tests/support/real_clock_load.h
 //
 // Provides the harness of the real-clock bound tests: many threads (more than
-// the machine's cores) hammer one engine on the system clock for a while and
-// every admission is recorded with the wall-clock ms read just before and
-// just after its call. Whatever instant an engine decided an admission at,
+// the machine's cores) hammer one engine on its clock for a while and every
+// admission is recorded with that clock's ms read just before and just after
+// its call. Whatever instant an engine decided an admission at,
 // it lies in [pre_ms, post_ms] (the engine read its clock, or raised its
 // `now` to an instant another call had read, within the call), so the
 // checkers here count admissions per window in the windows the engine names
@@ -11,9 +11,13 @@
 // whole [pre_ms, post_ms] interval lies inside a span, which makes every
 // check sound whatever the scheduling.
 //
-// - `hammer(threads, duration_ms, call)`: runs `call(thread)` (returning an
-//   absl::StatusOr<Decision>) in a loop on every thread until the wall
-//   clock passes the end; returns the admissions, the calls and the errors.
+// - `hammer<Clock>(threads, duration_ms, call)`: runs `call(thread)`
+//   (returning an absl::StatusOr<Decision>) in a loop on every thread until
+//   the clock passes the end; returns the admissions, the calls and the
+//   errors. `Clock` (default `SystemClock`) must be the engine's own clock
+//   (or one it agrees with to the ms): an interval read on another clock
+//   does not bound the engine's decision instant (`TscClock` can lead the
+//   system clock by a fraction of a ms, more on a loaded machine).
 // - `max_per_window(load)`: the most admissions (by cost 1) any window named
 //   by `reset_at_ms` received, and how many windows were seen.
 // - `max_in_span(load, span_ms)`: the most admissions whose call interval
@@ -52,9 +56,9 @@ struct Load {
   int64_t end_ms = 0;
 };
 
-template <class Call>
+template <EpochClock Clock = SystemClock, class Call>
 Load hammer(int threads, int64_t duration_ms, Call call) {
-  const SystemClock clock;
+  const Clock clock;
   Load load;
   std::mutex mu;
   std::atomic<bool> go{false};

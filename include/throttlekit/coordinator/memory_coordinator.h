@@ -106,6 +106,21 @@ class MemoryCoordinator final : public Coordinator {
     return n;
   }
 
+  // Drops `key`'s state if it has expired at the epoch-ms `now_ms` (TTL
+  // slack included), as a store whose keys expire on its own clock (Redis)
+  // drops it whatever `now` a later step is given; returns whether it did.
+  // The fleet simulator calls it with the store's clock before each check,
+  // so that a step given an older `now` meets the store as Redis would
+  // (docs/simulation.md, the stale-`now` row). Thread-safe.
+  bool drop_if_expired(std::string_view key, int64_t now_ms) {
+    Shard& shard = shard_for(key);
+    MutexLock lock(shard.mu);
+    auto it = shard.map.find(av(key));
+    if (it == shard.map.end() || !expired(it->second, now_ms)) return false;
+    shard.map.erase(it);
+    return true;
+  }
+
  protected:
   absl::StatusOr<Decision> do_check(const AnyStrategy& strategy,
                                     std::string_view key, int64_t now_ms,
