@@ -25,7 +25,6 @@
 #include <string>
 #include <vector>
 
-#include "event_queue.h"
 #include "sim/random.h"
 
 namespace throttlekit::sim {
@@ -82,12 +81,14 @@ inline std::string ServiceModel::describe() const {
   return buf;
 }
 
-// c servers and a FIFO queue; schedules kServiceDone(id) on `events`.
+// c servers and a FIFO queue; a request that starts service calls
+// `schedule_done(at_ns, id)`, which must call `on_done(id, at_ns)` then.
 // Not thread-safe.
 class Backend {
  public:
-  Backend(int servers, EventQueue* events)
-      : servers_(servers), events_(events) {}
+  using ScheduleDone = std::function<void(int64_t at_ns, int64_t id)>;
+  Backend(int servers, ScheduleDone schedule_done)
+      : servers_(servers), schedule_done_(std::move(schedule_done)) {}
 
   // Accepts request `id` (ids are dense from 0) needing `work_ns` of service
   // at slowdown factor 1.
@@ -95,7 +96,8 @@ class Backend {
     queue_.push_back({id, work_ns});
     start_queued(now_ns);
   }
-  // The server holding request `id` finished it (its kServiceDone fired).
+  // The server holding request `id` finished it (at the instant given to
+  // `schedule_done`).
   void on_done(int64_t id, int64_t now_ns) {
     --busy_;
     busy_ns_ += now_ns - started_ns_[static_cast<size_t>(id)];
@@ -129,7 +131,7 @@ class Backend {
       const auto slot = static_cast<size_t>(job.id);
       if (started_ns_.size() <= slot) started_ns_.resize(slot + 1);
       started_ns_[slot] = now_ns;
-      events_->schedule(now_ns + duration, EventType::kServiceDone, job.id);
+      schedule_done_(now_ns + duration, job.id);
     }
   }
 
@@ -139,7 +141,7 @@ class Backend {
   int64_t busy_ns_ = 0;
   std::deque<Job> queue_;
   std::vector<int64_t> started_ns_;  // by request id
-  EventQueue* events_;
+  ScheduleDone schedule_done_;
 };
 
 }  // namespace throttlekit::sim

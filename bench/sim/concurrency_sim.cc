@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -468,6 +469,108 @@ constexpr double kLongStepS = 300;  // when the lasting latency change comes
 // The capacity halvings of a long run, each as long as Scenario 2's.
 const std::vector<double> kLongHalvingsS = {120, 240, 360, 480};
 constexpr double kLongHalvedS = 20;  // how long capacity stays halved
+
+// ---------------------------------------------------------------------------
+// The scenarios, as data: every run of the report is one of these rows
+// (the first-minute study varies the load and the seed of its row). Load is
+// a multiple of full capacity (kServers servers), whatever `servers` says.
+
+struct ScenarioSpec {
+  const char* name;   // file-name friendly; the key of `scenario()`
+  const char* title;  // for tables and plots
+  double load;
+  double duration_s;
+  uint64_t seed;
+  int servers = kServers;
+  bool exponential = false;  // exponential service of the lognormal's mean
+  std::vector<CapacityStep> capacity_steps = {};
+  std::vector<SlowdownStep> slowdowns = {};
+};
+
+std::vector<CapacityStep> long_halvings() {
+  std::vector<CapacityStep> steps;
+  for (double at : kLongHalvingsS) {
+    steps.push_back({at, kServers / 2});
+    steps.push_back({at + kLongHalvedS, kServers});
+  }
+  return steps;
+}
+
+const std::vector<ScenarioSpec>& scenario_table() {
+  static const std::vector<ScenarioSpec> table = {
+      {"overload_2x", "2x overload", 2.0, 30, 11},
+      {"half", "half capacity", 0.8, 20, 12, kServers / 2},
+      {"capacity_step",
+       "Capacity halves at 20 s",
+       0.8,
+       60,
+       21,
+       kServers,
+       false,
+       {{20, kServers / 2}, {40, kServers}}},
+      {"slow_dependency",
+       "Slow dependency (x3) from 20 s to 40 s",
+       0.6,
+       60,
+       31,
+       kServers,
+       false,
+       {},
+       {{20, 3.0}, {40, 1.0}}},
+      {"overload_1_2x", "1.2x overload", 1.2, 60, 41},
+      {"overload_2x_exponential", "2x overload, exponential service", 2.0, 30,
+       51, kServers, true},
+      {"first_minute", "first minute", 2.0, 60, 1001},
+      {"long_overload_2x", "2x overload, 10 min", 2.0, kLongS, 61},
+      {"long_load_0_8x", "0.8x load, 10 min", 0.8, kLongS, 62},
+      {"long_capacity_step", "Capacity halves four times for 20 s (0.8x load)",
+       0.8, kLongS, 63, kServers, false, long_halvings()},
+      // Scenario 5's exponential service for 5 minutes.
+      {"long_overload_2x_exponential", "2x overload, exponential service", 2.0,
+       300, 65, kServers, true},
+      {"long_slowdown",
+       "Lasting 3x latency from 300 s (0.6x load)",
+       0.6,
+       kLongS,
+       64,
+       kServers,
+       false,
+       {},
+       {{kLongStepS, 3.0}}},
+      // Every service 3x from the start: the optimum of a slowed backend.
+      {"slowed", "slowed x3", 0.6, 30, 14, kServers, false, {}, {{0, 3.0}}},
+  };
+  return table;
+}
+
+Scenario make_scenario(const ScenarioSpec& spec) {
+  Scenario s = base_scenario(spec.name, spec.title, spec.load, spec.duration_s,
+                             spec.seed);
+  if (spec.exponential) {
+    const double mean_ms = s.service.mean_ms();
+    s.service.kind = ServiceModel::Kind::kExponential;
+    s.service.mean_ms_exp = mean_ms;
+    s.arrival_rate_per_s = spec.load * s.capacity_per_s();
+  }
+  s.servers = spec.servers;
+  s.capacity_steps = spec.capacity_steps;
+  s.slowdowns = spec.slowdowns;
+  return s;
+}
+
+// The table's row `name` (the program stops if there is none).
+const ScenarioSpec& scenario_spec(const std::string& name) {
+  for (const ScenarioSpec& spec : scenario_table()) {
+    if (name == spec.name) return spec;
+  }
+  std::fprintf(stderr, "concurrency_sim: no scenario %s\n", name.c_str());
+  std::abort();
+}
+
+// The table's row `name`, as a runnable scenario.
+Scenario scenario(const std::string& name) {
+  return make_scenario(scenario_spec(name));
+}
 constexpr double kLongP99Bound = 3 * kP99Bound;  // 3x no-load, service x3
 // Recalibration seeds per configuration: the change then falls at a
 // different point of the pin cycle in each run.
@@ -715,7 +818,7 @@ std::string verdict(bool ok) { return ok ? "**PASS**" : "**MISS**"; }
 
 int run_main(Outputs* out) {
   std::string& md = out->md;
-  const Scenario s1 = base_scenario("overload_2x", "2x overload", 2.0, 30, 11);
+  const Scenario s1 = scenario("overload_2x");
   const double cap = s1.capacity_per_s();
   const ServiceModel svc = lognormal_service();
 
@@ -784,8 +887,7 @@ int run_main(Outputs* out) {
   const SweepResult sw = sweep(s1, limits, kWarmupS);
   // And at half capacity at the capacity-step scenario's load (0.8x of full
   // = 1.6x of half), for its settling target.
-  Scenario half = base_scenario("half", "half capacity", 0.8, 20, 12);
-  half.servers = kServers / 2;
+  const Scenario half = scenario("half");
   const std::vector<int64_t> half_limits = {4,  8,  12, 14, 15, 16, 17,
                                             18, 20, 22, 24, 28, 32, 48};
   const SweepResult sw_half = sweep(half, half_limits, kWarmupS);
@@ -859,9 +961,7 @@ int run_main(Outputs* out) {
   md += out->image("overload_2x_p99", "p99 at 2x overload");
 
   // (2) Capacity halves at 20 s and recovers at 40 s, at 0.8x load.
-  Scenario s2 =
-      base_scenario("capacity_step", "Capacity halves at 20 s", 0.8, 60, 21);
-  s2.capacity_steps = {{20, kServers / 2}, {40, kServers}};
+  const Scenario s2 = scenario("capacity_step");
   md += "### Scenario 2: capacity halves, then recovers\n\n";
   md += "Arrivals at 0.8x full capacity (" +
         fmt("%.0f", s2.arrival_rate_per_s) +
@@ -886,9 +986,7 @@ int run_main(Outputs* out) {
   md += out->image("capacity_step_goodput", "goodput when capacity halves");
 
   // (3) Slow dependency: service x3 from 20 s to 40 s, at 0.6x load.
-  Scenario s3 = base_scenario(
-      "slow_dependency", "Slow dependency (x3) from 20 s to 40 s", 0.6, 60, 31);
-  s3.slowdowns = {{20, 3.0}, {40, 1.0}};
+  const Scenario s3 = scenario("slow_dependency");
   md += "### Scenario 3: slow dependency\n\n";
   md += "Arrivals at 0.6x capacity (" + fmt("%.0f", s3.arrival_rate_per_s) +
         "/s); from 20 s to 40 s every service takes 3x its work (capacity "
@@ -907,8 +1005,7 @@ int run_main(Outputs* out) {
   md += out->image("slow_dependency_goodput", "goodput with a slow dependency");
 
   // (4) Modest overload: the upward creep bRPC describes.
-  const Scenario s4 =
-      base_scenario("overload_1_2x", "1.2x overload", 1.2, 60, 41);
+  const Scenario s4 = scenario("overload_1_2x");
   md += "### Scenario 4: modest (1.2x) overload, 60 s\n\n";
   const ScenarioRun r4 = run_all(s4, vs);
   md += scenario_tables(r4, {{"steady state", kWarmupS, s4.duration_s}}, {cap});
@@ -953,11 +1050,7 @@ int run_main(Outputs* out) {
   md += "\n";
 
   // (5) Sensitivity: 2x overload with exponential service (no latency floor).
-  Scenario s5 = base_scenario("overload_2x_exponential",
-                              "2x overload, exponential service", 2.0, 30, 51);
-  s5.service.kind = ServiceModel::Kind::kExponential;
-  s5.service.mean_ms_exp = svc.mean_ms();
-  s5.arrival_rate_per_s = 2.0 * s5.capacity_per_s();
+  const Scenario s5 = scenario("overload_2x_exponential");
   md += "### Sensitivity: 2x overload with exponential service times\n\n";
   md += "Same capacity, but service ~ exponential(mean " +
         fmt("%.2f", svc.mean_ms()) +
@@ -998,13 +1091,11 @@ int run_main(Outputs* out) {
         double sum[2] = {0, 0}, lo[2] = {1e9, 1e9}, hi[2] = {0, 0};
         double p99[2] = {0, 0};
         for (int k = 1; k <= kFirstMinuteSeeds; ++k) {
-          Scenario sc = base_scenario("first_minute", "first minute", load, 60,
-                                      1000 + static_cast<uint64_t>(k));
-          if (exponential) {
-            sc.service.kind = ServiceModel::Kind::kExponential;
-            sc.service.mean_ms_exp = svc.mean_ms();
-            sc.arrival_rate_per_s = load * sc.capacity_per_s();
-          }
+          ScenarioSpec spec = scenario_spec("first_minute");
+          spec.load = load;
+          spec.seed = 1000 + static_cast<uint64_t>(k);
+          spec.exponential = exponential;
+          const Scenario sc = make_scenario(spec);
           for (int on = 0; on < 2; ++on) {
             AdaptiveConcurrencyOptions o = default_options();
             o.recalibrate_at_create = on == 1;
@@ -1177,35 +1268,18 @@ int run_main(Outputs* out) {
   // Every configuration of the trade-off runs the same four long scenarios;
   // the defaults' row (seed 0 is the default seed) keeps its runs for the
   // tables and plots.
-  const Scenario l_over =
-      base_scenario("long_overload_2x", "2x overload, 10 min", 2.0, kLongS, 61);
-  const Scenario l_steady =
-      base_scenario("long_load_0_8x", "0.8x load, 10 min", 0.8, kLongS, 62);
-  Scenario l_half = base_scenario(
-      "long_capacity_step", "Capacity halves four times for 20 s (0.8x load)",
-      0.8, kLongS, 63);
-  for (double at : kLongHalvingsS) {
-    l_half.capacity_steps.push_back({at, kServers / 2});
-    l_half.capacity_steps.push_back({at + kLongHalvedS, kServers});
-  }
+  const Scenario l_over = scenario("long_overload_2x");
+  const Scenario l_steady = scenario("long_load_0_8x");
+  const Scenario l_half = scenario("long_capacity_step");
   // Scenario 5's exponential service for 5 minutes, once per seed: its
   // limit follows each pin's measurement (a minimum of widely spread round
   // means), so one run says little.
-  constexpr double kExpS = 300;
-  Scenario l_over_exp =
-      base_scenario("long_overload_2x_exponential",
-                    "2x overload, exponential service", 2.0, kExpS, 65);
-  l_over_exp.service = s5.service;
-  l_over_exp.arrival_rate_per_s = 2.0 * l_over_exp.capacity_per_s();
-  Scenario l_slow = base_scenario("long_slowdown",
-                                  "Lasting 3x latency from 300 s (0.6x load)",
-                                  0.6, kLongS, 64);
-  l_slow.slowdowns = {{kLongStepS, 3.0}};
+  const Scenario l_over_exp = scenario("long_overload_2x_exponential");
+  const Scenario l_slow = scenario("long_slowdown");
   // The optimum once every service takes 3x: the same static sweep on a
   // backend slowed from the start, at l_slow's load (1.8x of the slowed
   // capacity), with the p99 bound at 3x the slowed no-load latency.
-  Scenario slowed = base_scenario("slowed", "slowed x3", 0.6, 30, 14);
-  slowed.slowdowns = {{0, 3.0}};
+  const Scenario slowed = scenario("slowed");
   const SweepResult sw_slow = sweep(slowed, limits, kWarmupS, kLongP99Bound);
   const double cap_slow = cap / 3;
   const auto opt_half = static_cast<double>(sw_half.optimum);
@@ -1280,10 +1354,10 @@ int run_main(Outputs* out) {
         t.halved_worst_p99 = std::max(
             t.halved_worst_p99, summarize(h, at, at + kLongHalvedS).p99_ms);
       }
-      const double e =
-          summarize(run_scenario(l_over_exp, adaptive(os)), exp_from_s, kExpS)
-              .goodput_per_s /
-          l_over_exp.capacity_per_s();
+      const double e = summarize(run_scenario(l_over_exp, adaptive(os)),
+                                 exp_from_s, l_over_exp.duration_s)
+                           .goodput_per_s /
+                       l_over_exp.capacity_per_s();
       t.exp_mean += e / kLongSeeds;
       t.exp_min = std::min(t.exp_min, e);
       t.exp_max = std::max(t.exp_max, e);

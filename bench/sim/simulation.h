@@ -21,7 +21,8 @@
 // all simulated nanoseconds. Determinism: the arrival stream and each
 // request's work come from two seeded generators drawn in arrival order, so
 // every limiter sees the same requests (common random numbers), and the
-// event queue breaks ties by scheduling order.
+// event loop (sim/event_loop.h, the fleet simulator's, in nanoseconds here)
+// breaks ties by scheduling order.
 
 #ifndef THROTTLEKIT_BENCH_SIM_SIMULATION_H_
 #define THROTTLEKIT_BENCH_SIM_SIMULATION_H_
@@ -35,7 +36,7 @@
 #include <vector>
 
 #include "backend_model.h"
-#include "event_queue.h"
+#include "sim/event_loop.h"
 #include "sim/random.h"
 
 namespace throttlekit::sim {
@@ -43,16 +44,11 @@ namespace throttlekit::sim {
 inline constexpr int64_t kNsPerMs = 1000000;
 inline constexpr int64_t kNsPerSec = 1000000000;
 
-// The simulator's current instant, shared by the runner and `SimClock`.
-struct SimTime {
-  int64_t now_ns = 0;
-};
-
-// A NanoClock (throttlekit/core/clock.h) reading simulated time. The
-// referenced SimTime must outlive the clock.
+// A NanoClock (throttlekit/core/clock.h) reading simulated time: the
+// loop's. The loop must outlive the clock.
 struct SimClock {
-  const SimTime* time;
-  int64_t now_ns() const noexcept { return time->now_ns; }
+  const EventLoop* loop;
+  int64_t now_ns() const noexcept { return loop->now_ns(); }
 };
 
 // One reading of a limiter, taken every `Scenario::sample_period_ms`.
@@ -151,10 +147,27 @@ struct RunResult {
 inline RunResult run_scenario(
     const Scenario& scenario,
     const std::function<std::unique_ptr<SimLimiter>(SimClock)>& make_limiter) {
-  SimTime time;
-  std::unique_ptr<SimLimiter> limiter = make_limiter(SimClock{&time});
-  EventQueue events;
-  Backend backend(scenario.servers, &events);
+  EventLoop loop;
+  std::unique_ptr<SimLimiter> limiter = make_limiter(SimClock{&loop});
+  RunResult result;
+  int64_t inflight = 0;
+  // A finished request: a success, unless its client gave up first.
+  const auto service_done = [&](int64_t id, Backend& backend) {
+    const int64_t now = loop.now_ns();
+    backend.on_done(id, now);
+    RequestRecord& r = result.requests[static_cast<size_t>(id)];
+    if (r.settle == Settle::kPending) {
+      r.settle = Settle::kSuccess;
+      r.settle_ns = now;
+      --inflight;
+      limiter->release(id, /*success=*/true);
+    } else {
+      ++result.wasted_completions;
+    }
+  };
+  Backend backend(scenario.servers, [&](int64_t at_ns, int64_t id) {
+    loop.at_ns(at_ns, [&, id] { service_done(id, backend); });
+  });
   Rng arrivals(scenario.seed * 2 + 1);
   Rng work(scenario.seed * 2 + 2);
   const double mean_gap_ns = 1e9 / scenario.arrival_rate_per_s;
@@ -162,84 +175,59 @@ inline RunResult run_scenario(
   const auto timeout_ns = static_cast<int64_t>(scenario.timeout_ms * 1e6);
   const auto sample_ns = static_cast<int64_t>(scenario.sample_period_ms * 1e6);
 
-  RunResult result;
   result.requests.reserve(static_cast<size_t>(
       scenario.arrival_rate_per_s * scenario.duration_s * 1.05 + 16));
   for (const CapacityStep& s : scenario.capacity_steps) {
-    events.schedule(static_cast<int64_t>(s.at_s * 1e9), EventType::kCapacity,
-                    s.servers);
+    loop.at_ns(static_cast<int64_t>(s.at_s * 1e9), [&, servers = s.servers] {
+      backend.set_servers(servers, loop.now_ns());
+    });
   }
   for (const SlowdownStep& s : scenario.slowdowns) {
-    events.schedule(static_cast<int64_t>(s.at_s * 1e9), EventType::kSlowdown,
-                    std::llround(s.factor * 1000));
+    // In thousandths, as the published runs had it.
+    const double factor = static_cast<double>(std::llround(s.factor * 1000));
+    loop.at_ns(static_cast<int64_t>(s.at_s * 1e9),
+               [&, factor] { backend.set_slowdown(factor / 1000.0); });
   }
-  events.schedule(0, EventType::kSample);
-  events.schedule(static_cast<int64_t>(arrivals.exponential(mean_gap_ns)),
-                  EventType::kArrival);
-
-  int64_t inflight = 0;
-  while (!events.empty()) {
-    const Event e = events.pop();
-    if (e.time_ns > end_ns) break;
-    time.now_ns = e.time_ns;
-    switch (e.type) {
-      case EventType::kArrival: {
-        const auto id = static_cast<int64_t>(result.requests.size());
-        const int64_t work_ns = scenario.service.draw_ns(work);
-        result.requests.push_back({e.time_ns, e.time_ns, Settle::kPending});
-        if (limiter->acquire(id)) {
-          ++inflight;
-          result.max_inflight = std::max(result.max_inflight, inflight);
-          events.schedule(e.time_ns + timeout_ns, EventType::kClientTimeout,
-                          id);
-          backend.submit(id, work_ns, e.time_ns);
-        } else {
-          result.requests.back().settle = Settle::kRejected;
-          result.requests.back().during_pin = limiter->pinned();
-        }
-        events.schedule(
-            e.time_ns +
-                std::max<int64_t>(
-                    1, static_cast<int64_t>(arrivals.exponential(mean_gap_ns))),
-            EventType::kArrival);
-        break;
-      }
-      case EventType::kServiceDone: {
-        backend.on_done(e.arg, e.time_ns);
-        RequestRecord& r = result.requests[static_cast<size_t>(e.arg)];
-        if (r.settle == Settle::kPending) {
-          r.settle = Settle::kSuccess;
-          r.settle_ns = e.time_ns;
-          --inflight;
-          limiter->release(e.arg, /*success=*/true);
-        } else {
-          ++result.wasted_completions;
-        }
-        break;
-      }
-      case EventType::kClientTimeout: {
-        RequestRecord& r = result.requests[static_cast<size_t>(e.arg)];
-        if (r.settle == Settle::kPending) {
-          r.settle = Settle::kDropped;
-          r.settle_ns = e.time_ns;
-          --inflight;
-          limiter->release(e.arg, /*success=*/false);
-        }
-        break;
-      }
-      case EventType::kCapacity:
-        backend.set_servers(static_cast<int>(e.arg), e.time_ns);
-        break;
-      case EventType::kSlowdown:
-        backend.set_slowdown(static_cast<double>(e.arg) / 1000.0);
-        break;
-      case EventType::kSample:
-        result.samples.push_back(limiter->sample());
-        result.samples.back().t_ns = e.time_ns;
-        events.schedule(e.time_ns + sample_ns, EventType::kSample);
-        break;
+  // The limiter's state every sample period.
+  std::function<void()> sample = [&] {
+    result.samples.push_back(limiter->sample());
+    result.samples.back().t_ns = loop.now_ns();
+    loop.at_ns(loop.now_ns() + sample_ns, [&] { sample(); });
+  };
+  loop.at_ns(0, [&] { sample(); });
+  // A client gives up on request `id`: dropped, unless it finished.
+  const auto client_timeout = [&](int64_t id) {
+    RequestRecord& r = result.requests[static_cast<size_t>(id)];
+    if (r.settle == Settle::kPending) {
+      r.settle = Settle::kDropped;
+      r.settle_ns = loop.now_ns();
+      --inflight;
+      limiter->release(id, /*success=*/false);
     }
-  }
+  };
+  // Poisson arrivals: each admits or rejects, then schedules the next.
+  std::function<void()> arrive = [&] {
+    const int64_t now = loop.now_ns();
+    const auto id = static_cast<int64_t>(result.requests.size());
+    const int64_t work_ns = scenario.service.draw_ns(work);
+    result.requests.push_back({now, now, Settle::kPending});
+    if (limiter->acquire(id)) {
+      ++inflight;
+      result.max_inflight = std::max(result.max_inflight, inflight);
+      loop.at_ns(now + timeout_ns, [&, id] { client_timeout(id); });
+      backend.submit(id, work_ns, now);
+    } else {
+      result.requests.back().settle = Settle::kRejected;
+      result.requests.back().during_pin = limiter->pinned();
+    }
+    loop.at_ns(
+        now + std::max<int64_t>(
+                  1, static_cast<int64_t>(arrivals.exponential(mean_gap_ns))),
+        [&] { arrive(); });
+  };
+  loop.at_ns(static_cast<int64_t>(arrivals.exponential(mean_gap_ns)),
+             [&] { arrive(); });
+  loop.run_until_ns(end_ns);
   result.backend_busy_ns = backend.busy_ns();
   return result;
 }

@@ -117,14 +117,16 @@ TEST_F(DistributedConcurrencyAsync, BeatNowWaitsForTheBeatInFlight) {
   std::atomic<bool> now_done{false};
   std::thread waiter([&] {
     EXPECT_TRUE(node->beat_now().ok());
-    // The beat in flight was applied before this one was sent.
-    EXPECT_TRUE(async_done.load());
+    // The beat in flight was applied before this one was sent (its
+    // `on_done` runs after that, with no lock held, possibly later still).
+    EXPECT_EQ(node->stats().beats, 2);
     now_done.store(true);
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_FALSE(now_done.load()) << "beat_now did not wait";
-  ASSERT_TRUE(held_->deliver_beat());
+  ASSERT_TRUE(held_->deliver_beat());  // runs the completion, then returns
   waiter.join();
+  EXPECT_TRUE(async_done.load());
   EXPECT_TRUE(now_done.load());
   EXPECT_EQ(node->stats().beats, 2);
   EXPECT_EQ(node->stats().failed_beats, 0) << "no stale answer";
