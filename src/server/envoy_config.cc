@@ -80,8 +80,80 @@ absl::StatusOr<std::optional<std::string>> text(Map& m, std::string_view key,
     lhs = *std::move(tk_v);               \
   } while (0)
 
+// A `leased:` or `federated:` value (as `federated` says): true, false, or
+// a map with an optional `batch` in [1, requests_per_unit] (default
+// `envoy_default_lease_batch`) and, federated, an optional `region`.
+// nullopt for false.
+struct LeaseBlock {
+  int64_t batch = 1;
+  std::string region = "default";
+};
+absl::StatusOr<std::optional<LeaseBlock>> lease_block(const YAML::Node& n,
+                                                      const std::string& path,
+                                                      const EnvoyRateLimit& r,
+                                                      bool federated,
+                                                      const Errors& errors) {
+  const char* const what = federated ? "federated" : "leased";
+  if (r.unlimited || r.requests_per_unit == 0) {
+    return errors.at(
+        path, r.unlimited
+                  ? absl::StrCat("an unlimited limit is never counted; it "
+                                 "cannot be ",
+                                 what)
+                  : absl::StrCat("a limit of 0 refuses without counting; it "
+                                 "cannot be ",
+                                 what));
+  }
+  if (!federated && r.strategy != "fixedWindow") {
+    return errors.at(path, absl::StrCat("leases count a fixed window; "
+                                        "strategy ",
+                                        r.strategy, " cannot be leased"));
+  }
+  if (federated && r.strategy != "fixedWindow" &&
+      r.strategy != "slidingWindow") {
+    return errors.at(path, absl::StrCat("only windowed strategies federate "
+                                        "(fixedWindow, slidingWindow); "
+                                        "strategy ",
+                                        r.strategy, " cannot be federated"));
+  }
+  LeaseBlock out;
+  out.batch = envoy_default_lease_batch(r.requests_per_unit);
+  if (!n.IsMap()) {
+    if (!n.IsScalar() || (n.Scalar() != "true" && n.Scalar() != "false")) {
+      return errors.at(path, absl::StrCat("must be true, false or {batch: N",
+                                          federated ? ", region: R" : "",
+                                          "}; got ", quoted(n)));
+    }
+    if (n.Scalar() == "false") return std::optional<LeaseBlock>();
+    return std::optional<LeaseBlock>(std::move(out));
+  }
+  absl::StatusOr<Map> lm = mapping(n, path, errors);
+  if (!lm.ok()) return lm.status();
+  if (const YAML::Node batch = lm->get("batch"); batch.IsDefined()) {
+    TK_ASSIGN(out.batch, integer(batch, child(path, "batch"), 1,
+                                 r.requests_per_unit, errors,
+                                 absl::StrCat("[1, requests_per_unit = ",
+                                              r.requests_per_unit, "]")));
+  }
+  if (federated) {
+    std::optional<std::string> region;
+    TK_ASSIGN(region,
+              text(*lm, "region", /*required=*/false, /*allow_empty=*/false));
+    if (region.has_value()) {
+      if (region->size() > 64) {
+        return errors.at(
+            child(path, "region"),
+            absl::StrCat("must be 1 .. 64 bytes; got ", region->size()));
+      }
+      out.region = *std::move(region);
+    }
+  }
+  if (absl::Status s = lm->unknown(); !s.ok()) return s;
+  return std::optional<LeaseBlock>(std::move(out));
+}
+
 // A `rate_limit: {unit, requests_per_unit, unlimited, name, replaces,
-// strategy, burst, buckets, leased}` block.
+// strategy, burst, buckets, leased, federated}` block.
 absl::StatusOr<EnvoyRateLimit> rate_limit(const YAML::Node& n,
                                           const std::string& path,
                                           const Errors& errors) {
@@ -174,44 +246,25 @@ absl::StatusOr<EnvoyRateLimit> rate_limit(const YAML::Node& n,
     // A limit of 0 refuses without counting: it needs no strategy.
     if (r.requests_per_unit > 0) r.options = *std::move(o);
   }
-  if (const YAML::Node leased = m->get("leased"); leased.IsDefined()) {
-    const std::string lpath = child(path, "leased");
-    if (r.unlimited || r.requests_per_unit == 0) {
-      return errors.at(lpath, r.unlimited
-                                  ? "an unlimited limit is never counted; it "
-                                    "cannot be leased"
-                                  : "a limit of 0 refuses without counting; "
-                                    "it cannot be leased");
-    }
-    if (r.strategy != "fixedWindow") {
-      return errors.at(lpath, absl::StrCat("leases count a fixed window; "
-                                           "strategy ",
-                                           r.strategy, " cannot be leased"));
-    }
-    if (leased.IsMap()) {
-      absl::StatusOr<Map> lm = mapping(leased, lpath, errors);
-      if (!lm.ok()) return lm.status();
-      const YAML::Node batch = lm->get("batch");
-      if (!batch.IsDefined()) {
-        r.leased_batch = envoy_default_lease_batch(r.requests_per_unit);
-      } else {
-        TK_ASSIGN(r.leased_batch,
-                  integer(batch, child(lpath, "batch"), 1, r.requests_per_unit,
-                          errors,
-                          absl::StrCat("[1, requests_per_unit = ",
-                                       r.requests_per_unit, "]")));
-      }
-      if (absl::Status s = lm->unknown(); !s.ok()) return s;
-    } else {
-      if (!leased.IsScalar() ||
-          (leased.Scalar() != "true" && leased.Scalar() != "false")) {
-        return errors.at(lpath,
-                         absl::StrCat("must be true, false or {batch: N}; got ",
-                                      quoted(leased)));
-      }
-      if (leased.Scalar() == "true") {
-        r.leased_batch = envoy_default_lease_batch(r.requests_per_unit);
-      }
+  const YAML::Node leased = m->get("leased");
+  const YAML::Node federated = m->get("federated");
+  if (leased.IsDefined() && federated.IsDefined()) {
+    return errors.at(path,
+                     "a limit is leased or federated, not both (a federated "
+                     "limit leases its credits too)");
+  }
+  if (leased.IsDefined()) {
+    absl::StatusOr<std::optional<LeaseBlock>> l =
+        lease_block(leased, child(path, "leased"), r, false, errors);
+    if (!l.ok()) return l.status();
+    if (l->has_value()) r.leased_batch = (*l)->batch;
+  }
+  if (federated.IsDefined()) {
+    absl::StatusOr<std::optional<LeaseBlock>> f =
+        lease_block(federated, child(path, "federated"), r, true, errors);
+    if (!f.ok()) return f.status();
+    if (f->has_value()) {
+      r.federated = EnvoyRateLimit::Federation{(*f)->region, (*f)->batch};
     }
   }
   if (const YAML::Node rep = m->get("replaces"); rep.IsDefined()) {

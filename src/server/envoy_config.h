@@ -100,6 +100,17 @@ struct EnvoyRateLimit {
   // taking credits `batch` at a time; fixedWindow only, 1 .. requests_per_unit.
   // nullopt: every hit is one round trip to the store (strict).
   std::optional<int64_t> leased_batch;
+  // `federated: true` or `federated: {region: R, batch: N}`: one budget per
+  // window for every server on the shared store, in any number of regions
+  // (docs/federation.md): each server spends credits it leases `batch` at a
+  // time for its `region` (1 .. 64 bytes, "default" unless given); batch
+  // as leased's. fixedWindow or slidingWindow (federated, counted per
+  // fixed window of the unit). Exclusive with `leased`.
+  struct Federation {
+    std::string region = "default";
+    int64_t batch = 1;
+  };
+  std::optional<Federation> federated;
 };
 
 // The batch of `leased: true`: a sixteenth of the limit, at least 1, at

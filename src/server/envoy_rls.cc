@@ -56,8 +56,10 @@ struct EnvoyLimits::Node {
   // What the engine counts (envoy_signature): a reload keeps the engine of
   // a node whose signature is unchanged.
   std::string signature;
+  // Leased or federated: its remaining is this server's credits.
   bool leased = false;
   std::shared_ptr<BasicLeasedLimiter<ServerClock>> leased_limiter;
+  std::shared_ptr<ServerFederatedLimiter> federated_limiter;
   // What was decided against it (the reference's statistics).
   std::shared_ptr<LimitCounters> counters = std::make_shared<LimitCounters>();
   // The limit's name in structured headers (its name, else its path).
@@ -174,15 +176,20 @@ EnvoyLimits::EnvoyLimits(Options options, std::shared_ptr<Coordinator> store,
 absl::Status EnvoyLimits::close() {
   absl::Status first;
   for (const auto& l : leased_) first.Update(l->close());
+  for (const auto& f : federated_) first.Update(f->close());
   return first;
 }
 
 absl::Status EnvoyLimits::close_dropped(const EnvoyLimits& next) {
-  absl::flat_hash_set<const BasicLeasedLimiter<ServerClock>*> kept;
+  absl::flat_hash_set<const void*> kept;
   for (const auto& l : next.leased_) kept.insert(l.get());
+  for (const auto& f : next.federated_) kept.insert(f.get());
   absl::Status first;
   for (const auto& l : leased_) {
     if (!kept.contains(l.get())) first.Update(l->close());
+  }
+  for (const auto& f : federated_) {
+    if (!kept.contains(f.get())) first.Update(f->close());
   }
   return first;
 }
@@ -190,18 +197,25 @@ absl::Status EnvoyLimits::close_dropped(const EnvoyLimits& next) {
 absl::Status EnvoyLimits::make_limit_engine(const EnvoyRateLimit& limit,
                                             const std::string& prefix,
                                             Node& node, const Node* reuse) {
-  node.signature =
-      absl::StrCat(limit.strategy, "/", limit.requests_per_unit, "/",
-                   static_cast<int>(limit.unit), "/", limit.burst, "/",
-                   limit.buckets, "/", limit.leased_batch.value_or(0), "/",
-                   static_cast<int>(fail_policy_.mode()), "/",
-                   fail_policy_.closed_retry_ms());
-  node.leased = limit.leased_batch.has_value();
+  node.signature = absl::StrCat(
+      limit.strategy, "/", limit.requests_per_unit, "/",
+      static_cast<int>(limit.unit), "/", limit.burst, "/", limit.buckets, "/",
+      limit.leased_batch.value_or(0), "/",
+      limit.federated.has_value()
+          ? absl::StrCat(limit.federated->batch, "@", limit.federated->region)
+          : "-",
+      "/", static_cast<int>(fail_policy_.mode()), "/",
+      fail_policy_.closed_retry_ms());
+  node.leased = limit.leased_batch.has_value() || limit.federated.has_value();
   if (reuse != nullptr && reuse->engine != nullptr &&
       reuse->signature == node.signature) {
     node.engine = reuse->engine;
     node.leased_limiter = reuse->leased_limiter;
+    node.federated_limiter = reuse->federated_limiter;
     if (node.leased_limiter != nullptr) leased_.push_back(node.leased_limiter);
+    if (node.federated_limiter != nullptr) {
+      federated_.push_back(node.federated_limiter);
+    }
     return absl::OkStatus();
   }
   if (!node.leased) {
@@ -213,9 +227,25 @@ absl::Status EnvoyLimits::make_limit_engine(const EnvoyRateLimit& limit,
     return absl::OkStatus();
   }
   if (store_ == nullptr) {
-    return absl::InvalidArgumentError(
-        "leased needs a store the servers share (--redis or --postgres); the "
-        "embedded memory store has nothing to lease from");
+    return absl::InvalidArgumentError(absl::StrCat(
+        limit.federated.has_value() ? "federated" : "leased",
+        " needs a store the servers share (--redis or --postgres); the "
+        "embedded memory store has nothing to lease from"));
+  }
+  if (limit.federated.has_value()) {
+    absl::StatusOr<AnyStrategy> strategy = make_strategy(*limit.options);
+    if (!strategy.ok()) return strategy.status();
+    FederationOptions o;
+    o.region = limit.federated->region;
+    o.prefix = prefix;
+    o.batch = limit.federated->batch;
+    absl::StatusOr<std::unique_ptr<ServerFederatedLimiter>> f =
+        federate(*strategy, store_, std::move(o), clock_);
+    if (!f.ok()) return f.status();
+    node.federated_limiter = *std::move(f);
+    federated_.push_back(node.federated_limiter);
+    node.engine = make_engine(node.federated_limiter);
+    return absl::OkStatus();
   }
   absl::StatusOr<std::unique_ptr<BasicLeasedLimiter<ServerClock>>> l =
       BasicLeasedLimiter<ServerClock>::create(
@@ -302,7 +332,7 @@ absl::StatusOr<std::unique_ptr<EnvoyLimits>> EnvoyLimits::create(
         node->replaces = r.replaces;
         node->header_name =
             policy_name_for(r.name.empty() ? node->path : r.name);
-        node->leased = r.leased_batch.has_value();
+        node->leased = r.leased_batch.has_value() || r.federated.has_value();
         if (r.options.has_value()) {
           if (absl::Status e = out->make_limit_engine(
                   r,

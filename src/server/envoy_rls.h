@@ -33,8 +33,12 @@
 // memory store's limiter, or over a shared store (Redis, Postgres) the
 // strict limiter (one round trip per descriptor) or, for a `leased` limit,
 // a window-coupled `LeasedLimiter` (one round trip per batch; every server
-// on the store together admits at most the limit per window). Store
-// outages are decided by the configured fail policy.
+// on the store together admits at most the limit per window), or, for a
+// `federated` limit, a `FederatedLimiter` of the configured region (the
+// same bound for every server in every region; docs/federation.md). Store
+// outages are decided by the configured fail policy, except a federated
+// limit's: it serves the credits it holds, then denies (the federation's
+// fail-closed outage), as a federated policy does.
 //
 // Thread-safety: every method is safe to call concurrently.
 
@@ -100,7 +104,7 @@ class EnvoyLimits {
       const EnvoyLimits* previous = nullptr);
 
   // After a reload to `next`: gives back the live credits of every leased
-  // limit `next` did not keep; returns the first error.
+  // or federated limit `next` did not keep; returns the first error.
   absl::Status close_dropped(const EnvoyLimits& next);
 
   ~EnvoyLimits();
@@ -166,9 +170,9 @@ class EnvoyLimits {
   // throttlekit_envoy_unrouted_requests_total. Thread-safe.
   void append_prometheus(std::string& out) const;
 
-  // Gives every leased limit's live credits back to its window, for the
-  // other servers; returns the first error. Thread-safe; checks after it
-  // lease again.
+  // Gives every leased or federated limit's live credits back to its
+  // window, for the other servers; returns the first error. Thread-safe;
+  // checks after it lease again.
   absl::Status close();
 
  private:
@@ -222,9 +226,10 @@ class EnvoyLimits {
   const ServerClock clock_;
   std::optional<RateLimitStyle> headers_;
   FailPolicy fail_policy_;
-  // The leased limits' limiters (also behind their nodes' engines), for
-  // close().
+  // The leased and federated limits' limiters (also behind their nodes'
+  // engines), for close().
   std::vector<std::shared_ptr<BasicLeasedLimiter<ServerClock>>> leased_;
+  std::vector<std::shared_ptr<ServerFederatedLimiter>> federated_;
   // Requests refused before a configured domain was found.
   std::atomic<int64_t> unrouted_{0};
   absl::flat_hash_map<std::string, std::unique_ptr<Domain>> domains_;

@@ -183,6 +183,36 @@ envoy:
   }
 }
 
+TEST(EnvoyConfig, FederatedLimits) {
+  absl::StatusOr<ServerConfig> c = parse_config(R"(
+version: 1
+envoy:
+  domains:
+    - domain: d
+      descriptors:
+        - key: a
+          rate_limit: {unit: second, requests_per_unit: 1000, federated: true}
+        - key: b
+          rate_limit: {unit: minute, requests_per_unit: 600,
+                       strategy: slidingWindow,
+                       federated: {region: eu-west, batch: 20}}
+        - key: e
+          rate_limit: {unit: hour, requests_per_unit: 5, federated: false}
+)",
+                                                "server.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::vector<EnvoyDescriptor>& ds = c->envoy.domains[0].descriptors;
+  ASSERT_TRUE(ds[0].rate_limit->federated.has_value());
+  // `federated: true`: region "default", the batch of `leased: true`.
+  EXPECT_EQ(ds[0].rate_limit->federated->region, "default");
+  EXPECT_EQ(ds[0].rate_limit->federated->batch, 62);
+  EXPECT_FALSE(ds[0].rate_limit->leased_batch.has_value());
+  ASSERT_TRUE(ds[1].rate_limit->federated.has_value());
+  EXPECT_EQ(ds[1].rate_limit->federated->region, "eu-west");
+  EXPECT_EQ(ds[1].rate_limit->federated->batch, 20);
+  EXPECT_FALSE(ds[2].rate_limit->federated.has_value());
+}
+
 TEST(EnvoyConfig, LoadsFilesBesideThePolicies) {
   const TempFile file("envoy_config_test_edge.yaml", R"(
 domain: edge
@@ -387,6 +417,37 @@ TEST(EnvoyConfig, RefusesEachBadDocument) {
       {one_domain("        - {key: a, rate_limit: {unlimited: true, leased: "
                   "true}}\n"),
        "rate_limit.leased: an unlimited limit is never counted"},
+      {one_domain("        - {key: a, rate_limit: {unit: second, "
+                  "requests_per_unit: 10, strategy: gcra, federated: true}}\n"),
+       "envoy.domains[0].descriptors[0].rate_limit.federated: only windowed "
+       "strategies federate (fixedWindow, slidingWindow); strategy gcra "
+       "cannot be federated"},
+      {one_domain("        - {key: a, rate_limit: {unit: second, "
+                  "requests_per_unit: 10, leased: true, federated: true}}\n"),
+       "envoy.domains[0].descriptors[0].rate_limit: a limit is leased or "
+       "federated, not both"},
+      {one_domain("        - {key: a, rate_limit: {unit: second, "
+                  "requests_per_unit: 10, federated: {batch: 11}}}\n"),
+       "rate_limit.federated.batch: must be an integer in [1, "
+       "requests_per_unit = 10]; got \"11\""},
+      {one_domain("        - {key: a, rate_limit: {unit: second, "
+                  "requests_per_unit: 10, federated: {region: \"\"}}}\n"),
+       "rate_limit.federated.region: must be a non-empty string"},
+      {one_domain("        - {key: a, rate_limit: {unit: second, "
+                  "requests_per_unit: 10, federated: {region: " +
+                  std::string(65, 'r') + "}}}\n"),
+       "rate_limit.federated.region: must be 1 .. 64 bytes; got 65"},
+      {one_domain("        - {key: a, rate_limit: {unit: second, "
+                  "requests_per_unit: 10, federated: {zone: eu}}}\n"),
+       "rate_limit.federated.zone: unknown key"},
+      {one_domain("        - {key: a, rate_limit: {unit: second, "
+                  "requests_per_unit: 10, federated: 1}}\n"),
+       "rate_limit.federated: must be true, false or {batch: N, region: R}; "
+       "got \"1\""},
+      {one_domain("        - {key: a, rate_limit: {unlimited: true, "
+                  "federated: true}}\n"),
+       "rate_limit.federated: an unlimited limit is never counted; it cannot "
+       "be federated"},
       {"version: 1\nenvoy: {failPolicy: deny, domains: [{domain: d}]}",
        "envoy.failPolicy: must be error, open or closed; got \"deny\""},
       {"version: 1\nenvoy: {files: [/nonexistent/throttlekit/rls.yaml]}",

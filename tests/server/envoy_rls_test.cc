@@ -1194,25 +1194,89 @@ TEST(EnvoyRls, TheSharedScriptAnswersAsWritten) {
   EXPECT_EQ(steps, 26);
 }
 
-TEST(EnvoyRls, LeasedNeedsASharedStore) {
-  absl::StatusOr<ServerConfig> config = parse_config(R"(
+TEST(EnvoyRls, LeasedAndFederatedNeedASharedStore) {
+  for (const std::string how : {"leased: true", "federated: true"}) {
+    absl::StatusOr<ServerConfig> config = parse_config(absl::StrCat(R"(
 version: 1
 envoy:
   domains:
     - domain: d
       descriptors:
         - key: k
-          rate_limit: {unit: minute, requests_per_unit: 10, leased: true}
-)",
-                                                     "test.yaml");
-  ASSERT_TRUE(config.ok()) << config.status();
-  auto policies = Policies::create(*config, nullptr);
-  ASSERT_FALSE(policies.ok());
-  EXPECT_EQ(policies.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(policies.status().message().find("envoy domain d, k: leased needs "
-                                             "a store the servers share"),
-            std::string::npos)
-      << policies.status();
+          rate_limit: {unit: minute, requests_per_unit: 10, )",
+                                                                    how, "}\n"),
+                                                       "test.yaml");
+    ASSERT_TRUE(config.ok()) << config.status();
+    auto policies = Policies::create(*config, nullptr);
+    ASSERT_FALSE(policies.ok());
+    EXPECT_EQ(policies.status().code(), absl::StatusCode::kInvalidArgument);
+    const std::string what = how.substr(0, how.find(':'));
+    EXPECT_NE(
+        policies.status().message().find(absl::StrCat(
+            "envoy domain d, k: ", what, " needs a store the servers share")),
+        std::string::npos)
+        << policies.status();
+  }
+}
+
+// Two servers in two regions over one shared store (the memory
+// coordinator) on one manual clock: a federated limit (batch 4) is one
+// budget per window for both, every response field as documented, and
+// close() gives a server's unspent credits back to the window.
+TEST(EnvoyRls, TwoRegionsOnOneStoreShareAFederatedLimit) {
+  const auto fleet = [](const char* region) {
+    return absl::StrCat(R"(
+version: 1
+envoy:
+  domains:
+    - domain: regional
+      descriptors:
+        - key: tenant
+          rate_limit: {unit: minute, requests_per_unit: 20, name: federated,
+                       federated: {region: )",
+                        region, R"(, batch: 4}}
+)");
+  };
+  ManualClock clock(kStart);
+  auto store = MemoryCoordinator::create(
+      {}, std::make_shared<ClockAdapter<ServerClock>>(ServerClock{&clock}));
+  ASSERT_TRUE(store.ok()) << store.status();
+  const std::shared_ptr<Coordinator> shared(*std::move(store));
+  EnvoyDoor a(fleet("eu-west"), shared, &clock);
+  EnvoyDoor b(fleet("us-east"), shared, &clock);
+  int ok = 0;
+  for (int i = 0; i < 40; ++i) {
+    clock.advance_ms(100);
+    const R r = (i % 2 == 0 ? a : b).decide("regional", {{"tenant", "acme"}});
+    ASSERT_EQ(r.statuses_size(), 1);
+    const R::DescriptorStatus& st = r.statuses(0);
+    ok += st.code() == R::OK ? 1 : 0;
+    EXPECT_EQ(st.current_limit().name(), "federated");
+    EXPECT_EQ(st.current_limit().requests_per_unit(), 20u);
+    EXPECT_EQ(st.current_limit().unit(), R::RateLimit::MINUTE);
+    const int64_t until = 60'000 - (clock.now_ms() - kStart);
+    EXPECT_EQ(st.duration_until_reset().seconds() * 1000 +
+                  st.duration_until_reset().nanos() / 1'000'000,
+              until)
+        << i;
+    EXPECT_EQ(r.overall_code(), st.code());
+  }
+  // One budget for both regions: the window's 20, and not one more.
+  EXPECT_EQ(ok, 20);
+
+  // The next window: `a` spends one of its batch; once it closes, its 3
+  // unspent credits are back in the window, and `b` spends all 19.
+  clock.set_ms(kStart + 60'000);
+  EXPECT_EQ(a.decide("regional", {{"tenant", "acme"}}).statuses(0).code(),
+            R::OK);
+  ASSERT_TRUE(a.server().policies().close().ok());
+  int b_ok = 0;
+  while (b_ok < 30 &&
+         b.decide("regional", {{"tenant", "acme"}}).statuses(0).code() ==
+             R::OK) {
+    ++b_ok;
+  }
+  EXPECT_EQ(b_ok, 19);
 }
 
 // Two servers over one shared store (the memory coordinator, which the

@@ -3,7 +3,8 @@
 // real server the ctest fixture started. Two throttlekit-servers on one
 // store, clients spread across both on the real clock, hold each
 // descriptor's limit per window: a strict limit (one round trip per
-// descriptor) and a leased one (one round trip per batch, window-coupled).
+// descriptor), a leased one (one round trip per batch, window-coupled) and
+// a federated one (the two servers in two regions).
 // On Redis, a store that dies is answered by the configured fail policy.
 
 #include <grpcpp/grpcpp.h>
@@ -83,8 +84,13 @@ Door serve(const std::string& yaml, std::shared_ptr<Coordinator> coordinator) {
 constexpr int64_t kUserLimit = 40;   // strict, per second
 constexpr int64_t kRouteLimit = 60;  // leased, per second
 constexpr int64_t kRouteBatch = 6;
+constexpr int64_t kTenantLimit = 50;  // federated, per second
+constexpr int64_t kTenantBatch = 5;
 
-constexpr char kFleet[] = R"(
+// The fleet's configuration for a server in `region` (the federated
+// limit's region; the rest is the same everywhere).
+std::string fleet_yaml(const std::string& region) {
+  return absl::StrCat(R"(
 version: 1
 envoy:
   domains:
@@ -95,27 +101,37 @@ envoy:
         - key: route
           rate_limit: {unit: second, requests_per_unit: 60,
                        leased: {batch: 6}}
-)";
+        - key: tenant
+          rate_limit: {unit: second, requests_per_unit: 50,
+                       federated: {region: )",
+                      region, R"(, batch: 5}}
+)");
+}
 
-// Two servers on one store; 6 clients, each alternating between them,
-// send both descriptors for 6 windows of a second. Each descriptor's OK is
+// Two servers on one store, in two regions; 6 clients, each alternating
+// between them, send three descriptors (strict, leased, federated) for 6
+// windows of a second. Each descriptor's OK is
 // counted in the window its status names (the server's now plus
 // duration_until_reset is the window's end, on the second; the client
 // brackets the server's now between sending and receiving, which names
 // the second exactly for any answer faster than a second): per window at
 // most the limit, and in
 // every window where demand exceeded the limit at least the limit (strict)
-// or the limit less what two servers can strand (under a batch each).
+// or the limit less what two servers can strand (under a batch each:
+// leased, and federated across the two regions).
 TEST(EnvoyStore, TwoServersHoldEachDescriptorsLimitPerWindow) {
-  Door a = serve(kFleet, store());
-  Door b = serve(kFleet, store());  // its own connections to the same store
+  Door a = serve(fleet_yaml("eu-west"), store());
+  // Its own connections to the same store, in another region.
+  Door b = serve(fleet_yaml("us-east"), store());
   const rls::RateLimitRequest req = testing::rls_request(
       "fleet", {testing::rls_descriptor({{"user", fresh("ann")}}),
-                testing::rls_descriptor({{"route", fresh("/cart")}})});
+                testing::rls_descriptor({{"route", fresh("/cart")}}),
+                testing::rls_descriptor({{"tenant", fresh("acme")}})});
   struct Window {
     int64_t asked = 0;
     int64_t user_ok = 0;
     int64_t route_ok = 0;
+    int64_t tenant_ok = 0;
   };
   std::mutex mu;
   std::map<int64_t, Window> windows;
@@ -134,7 +150,7 @@ TEST(EnvoyStore, TwoServersHoldEachDescriptorsLimitPerWindow) {
                                    ->ShouldRateLimit(&ctx, req, &resp);
         const int64_t received = testing::wall_ms();
         std::lock_guard lock(mu);
-        if (!s.ok() || resp.statuses_size() != 2) {
+        if (!s.ok() || resp.statuses_size() != 3) {
           ++failed;
           continue;
         }
@@ -151,15 +167,18 @@ TEST(EnvoyStore, TwoServersHoldEachDescriptorsLimitPerWindow) {
         };
         const R::DescriptorStatus& user = resp.statuses(0);
         const R::DescriptorStatus& route = resp.statuses(1);
+        const R::DescriptorStatus& tenant = resp.statuses(2);
         const int64_t uw = window_of(user);
         const int64_t rw = window_of(route);
-        if (uw < 0 || rw < 0) {
+        const int64_t tw = window_of(tenant);
+        if (uw < 0 || rw < 0 || tw < 0) {
           ++unattributed;
           continue;
         }
         ++windows[uw].asked;
         windows[uw].user_ok += user.code() == R::OK ? 1 : 0;
         windows[rw].route_ok += route.code() == R::OK ? 1 : 0;
+        windows[tw].tenant_ok += tenant.code() == R::OK ? 1 : 0;
       }
     });
   }
@@ -174,6 +193,7 @@ TEST(EnvoyStore, TwoServersHoldEachDescriptorsLimitPerWindow) {
   for (const auto& [window_end, w] : windows) {
     EXPECT_LE(w.user_ok, kUserLimit) << "window ending " << window_end;
     EXPECT_LE(w.route_ok, kRouteLimit) << "window ending " << window_end;
+    EXPECT_LE(w.tenant_ok, kTenantLimit) << "window ending " << window_end;
     // The first and last windows are partly outside the run.
     if (window_end <= windows.begin()->first ||
         window_end >= windows.rbegin()->first) {
@@ -183,6 +203,8 @@ TEST(EnvoyStore, TwoServersHoldEachDescriptorsLimitPerWindow) {
       ++full;
       EXPECT_EQ(w.user_ok, kUserLimit) << "window ending " << window_end;
       EXPECT_GE(w.route_ok, kRouteLimit - 2 * kRouteBatch)
+          << "window ending " << window_end;
+      EXPECT_GE(w.tenant_ok, kTenantLimit - 2 * kTenantBatch)
           << "window ending " << window_end;
     }
   }
