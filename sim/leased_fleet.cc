@@ -46,6 +46,21 @@ class Run final : public WindowedFleetRun<Limiter> {
     return *std::move(limiter);
   }
 
+  // At a window's end each node may strand what it leased and did not
+  // spend: under a batch per node, and nothing more once no message is
+  // lost or late (a lost grant, or one past the deadline, strands its
+  // credits: faults that never heal, so seeds with loss or the wide delay
+  // shape are not judged) and no clock runs ahead (a node ahead drops its
+  // credits before the store's window ends).
+  int64_t liveness_floor() const override {
+    if (!config_.window_coupled || config_.network.loss > 0 ||
+        config_.network.delay_sigma >= 1 || config_.clock_skew) {
+      return -1;
+    }
+    const int64_t floor = config_.limit - config_.nodes * config_.batch;
+    return floor > 0 ? floor : -1;
+  }
+
   const LeasedFleetConfig config_;
 };
 

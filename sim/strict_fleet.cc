@@ -49,6 +49,18 @@ class Run final : public WindowedFleetRun<Limiter> {
         });
   }
 
+  // Every check is decided at the store and nothing is stranded: once no
+  // message is lost or late (an answer past the deadline was counted by the
+  // store and fails its caller), a window asked for twice its limit admits
+  // all of it.
+  int64_t liveness_floor() const override {
+    if (config_.stale_now || config_.fleet.network.loss > 0 ||
+        config_.fleet.network.delay_sigma >= 1) {
+      return -1;
+    }
+    return config_.fleet.limit;
+  }
+
   const StrictFleetConfig config_;
 };
 

@@ -16,7 +16,8 @@
 // a summary: seeds, simulated time, events, failures, events per second.
 // --trace prints the run's trace (one seed); --shrink prints a smaller
 // configuration that still fails (one failing seed). Exit status: 0 when no
-// seed violated the bound, 1 when one did, 2 for bad arguments.
+// seed violated the bound (or, where a scenario promises it, fell below its
+// liveness floor), 1 when one did, 2 for bad arguments.
 //
 // `concurrency` runs the distributed-concurrency scenario
 // (sim/concurrency_fleet.h) the same way: its configuration flags are
@@ -236,12 +237,15 @@ int run_seeds(const char* scenario, uint64_t seed, uint64_t seeds,
         std::printf("%s\n", line.c_str());
       }
     }
-    if (r.result.violations == 0) continue;
+    if (r.result.violations == 0 && r.result.liveness_failures == 0) continue;
     ++failures;
     if (failures <= 5) {
       std::printf("seed %llu FAILED: %s\n  replay: %s\n",
                   static_cast<unsigned long long>(s),
-                  r.result.first_violation.c_str(), r.replay.c_str());
+                  r.result.violations > 0
+                      ? r.result.first_violation.c_str()
+                      : r.result.first_liveness_failure.c_str(),
+                  r.replay.c_str());
     }
     if (failures == 1) on_failure(s);
   }

@@ -22,6 +22,10 @@
 // that window's credits was decided when they were granted, in it. The
 // count by the instant each answer arrived is reported too, not checked.
 //
+// Liveness, where a scenario promises it (`liveness_floor`): once the
+// faults heal, a window refuses a request only after admitting the floor
+// (`judge_liveness`).
+//
 // A derived scenario supplies `make_engine(node)`, called at the start
 // and at each restart, and may replace `ask` (how a request reaches the
 // engine and how its answer is checked).
@@ -82,6 +86,7 @@ class WindowedFleetRun : protected World {
     // time out), and admissions they bring are still checked.
     SimResult r = finish();
     r.windows_checked = static_cast<int64_t>(admitted_.size());
+    judge_liveness(r);
     return r;
   }
 
@@ -114,6 +119,12 @@ class WindowedFleetRun : protected World {
 
   // A new, empty engine for `node` on `*clocks_[node]`.
   virtual std::unique_ptr<Engine> make_engine(int node) = 0;
+
+  // Liveness: the fewest admissions the scenario promises in a window of
+  // the hot key judged after the faults healed (see `judge_liveness`), or
+  // -1 when it promises none for this run (by default; a fault that never
+  // heals, such as message loss or skewed clocks, promises none).
+  virtual int64_t liveness_floor() const { return -1; }
 
   // Sends request `key` (named `name`) to node `n`'s engine, asked at
   // `asked_ms` on the store's clock, while the node is in `generation`:
@@ -154,16 +165,21 @@ class WindowedFleetRun : protected World {
     trace(absl::StrCat(t, " n", n, " k", key, d->allowed ? " admit" : " deny"));
     // An answer to a node that crashed since belonged to its lost memory:
     // the request died with it.
-    if (!d->allowed || generation != generation_[n]) return;
-    ++result_.admitted;
-    const int64_t answered_ms = TrueClock(loop_).now_ms();
+    if (generation != generation_[n]) return;
     // Never before the window of the credits spent (`reset_at` is their
     // window's end): a waiter that asked earlier was served from a later
-    // grant, decided when that grant was made.
+    // grant, decided when that grant was made. A denial likewise names the
+    // window it was refused in.
     const int64_t decided_ms =
         std::max(fabric_.delivering_grant_ms >= 0 ? fabric_.delivering_grant_ms
                                                   : asked_ms,
                  d->reset_at_ms - shape_.window_ms);
+    if (!d->allowed) {
+      if (key == 0) ++hot_denied_[decided_ms / shape_.window_ms];
+      return;
+    }
+    ++result_.admitted;
+    const int64_t answered_ms = TrueClock(loop_).now_ms();
     const int64_t by_answer =
         ++answered_[{key, answered_ms / shape_.window_ms}];
     result_.worst_answered_window =
@@ -206,6 +222,43 @@ class WindowedFleetRun : protected World {
     ask(n, key, name, generation_[n], TrueClock(loop_).now_ms());
   }
 
+  // Liveness (utilisation returns above a stated floor within a stated
+  // time once the faults heal): in every window of the hot key that began
+  // at least one window and two deadlines after the last partition healed
+  // and the last crashed node restarted (the stated time) and ended before
+  // the arrivals did, a request is refused only once the window has
+  // admitted `liveness_floor()` (the stated floor): each such window with
+  // a refusal is judged.
+  void judge_liveness(SimResult& r) {
+    const int64_t floor = liveness_floor();
+    if (floor < 0) return;
+    const int64_t settle_us = shape_.window_ms * 1000 + 2 * fabric_.timeout_us;
+    const int64_t from_ms =
+        kSimEpochMs + (faults_healed_us_ + settle_us + 999) / 1000;
+    const int64_t end_ms = kSimEpochMs + shape_.duration_ms;
+    for (const auto& [window, denied] : hot_denied_) {
+      const int64_t start_ms = window * shape_.window_ms;
+      if (start_ms < from_ms || start_ms + shape_.window_ms > end_ms) continue;
+      ++r.liveness_windows;
+      const auto it = admitted_.find({0, window});
+      const int64_t admitted = it == admitted_.end() ? 0 : it->second;
+      r.lowest_utilisation =
+          std::min(r.lowest_utilisation, static_cast<double>(admitted) /
+                                             static_cast<double>(shape_.limit));
+      if (admitted < floor) {
+        ++r.liveness_failures;
+        if (r.first_liveness_failure.empty()) {
+          r.first_liveness_failure = absl::StrCat(
+              "key k0 admitted ", admitted, " < floor ", floor, " (limit ",
+              shape_.limit, ") and refused ", denied,
+              " in the store's window starting at ", start_ms - kSimEpochMs,
+              " ms, after the faults healed at ", faults_healed_us_ / 1000,
+              " ms");
+        }
+      }
+    }
+  }
+
   // The node loses its memory: its engine is set aside (answers still in
   // flight to it land there and are dropped) and a new, empty one starts
   // after `down_us`.
@@ -233,6 +286,7 @@ class WindowedFleetRun : protected World {
   std::vector<uint64_t> generation_;
   std::map<std::pair<int, int64_t>, int64_t> admitted_;  // by decision
   std::map<std::pair<int, int64_t>, int64_t> answered_;  // by answer
+  std::map<int64_t, int64_t> hot_denied_;  // window -> the hot key's denials
 };
 
 }  // namespace throttlekit::sim

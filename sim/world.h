@@ -12,6 +12,7 @@
 #ifndef THROTTLEKIT_SIM_WORLD_H_
 #define THROTTLEKIT_SIM_WORLD_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -50,8 +51,38 @@ struct SimResult {
   int64_t messages_lost = 0;
   int64_t timeouts = 0;
   int64_t crashes = 0;
+  // Liveness, where a scenario promises it (sim/windowed_fleet.h): the
+  // windows judged after the faults healed, how many fell below the
+  // promised floor, the first such, and the lowest share of the limit
+  // admitted in a judged window (1 when none was judged).
+  int64_t liveness_windows = 0;
+  int64_t liveness_failures = 0;
+  std::string first_liveness_failure;
+  double lowest_utilisation = 1;
   uint64_t trace_hash = 0;         // FNV-1a of every traced line
   std::vector<std::string> trace;  // the lines, when asked for
+};
+
+// The liveness figures of many runs, summed (for tests and reports).
+struct LivenessTally {
+  int64_t windows = 0;       // windows judged
+  int64_t healed_seeds = 0;  // runs judged after partitions or crashes healed
+  double lowest = 1;         // the lowest share of the limit admitted
+  void add(const SimResult& r, bool had_faults) {
+    windows += r.liveness_windows;
+    if (r.liveness_windows > 0 && had_faults) ++healed_seeds;
+    lowest = std::min(lowest, r.lowest_utilisation);
+  }
+  std::string summary() const {
+    char line[160];
+    std::snprintf(line, sizeof line,
+                  "liveness: %lld windows judged (%lld seeds with healed "
+                  "partitions or crashes), lowest share of the limit "
+                  "admitted %.3f",
+                  static_cast<long long>(windows),
+                  static_cast<long long>(healed_seeds), lowest);
+    return line;
+  }
 };
 
 // A run that cannot be set up (an engine refused its options): a bug in
@@ -112,7 +143,9 @@ class World {
       for (int i = 0; i < cuts; ++i) {
         const int n = node();
         const int64_t from = instant(end_us);
-        network_.partition(n, from, from + instant(max_cut_us));
+        const int64_t to = from + instant(max_cut_us);
+        network_.partition(n, from, to);
+        faults_healed_us_ = std::max(faults_healed_us_, to);
       }
     }
     if (crashes) {
@@ -122,6 +155,7 @@ class World {
         const int64_t at = instant(end_us);
         const int64_t down = instant(max_down_us);
         loop_.at(at, [crash, n, down] { crash(n, down); });
+        faults_healed_us_ = std::max(faults_healed_us_, at + down);
       }
     }
   }
@@ -149,6 +183,9 @@ class World {
   std::unique_ptr<MemoryCoordinator> store_;
   Fabric fabric_;
   SimResult result_;
+  // When the last partition healed and the last crashed node restarted
+  // (0 without such faults).
+  int64_t faults_healed_us_ = 0;
 
  private:
   void fold(unsigned char c) {

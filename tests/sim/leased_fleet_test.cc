@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -22,6 +23,7 @@ namespace {
 
 TEST(LeasedFleetSim, EverySeedHoldsTheWindowBound) {
   const uint64_t seeds = static_cast<uint64_t>(testing::scaled_work(400, 40));
+  LivenessTally liveness;
   int64_t admitted = 0, windows = 0, full_windows = 0, lost = 0, crashes = 0,
           timeouts = 0;
   for (uint64_t seed = 1; seed <= seeds; ++seed) {
@@ -29,6 +31,10 @@ TEST(LeasedFleetSim, EverySeedHoldsTheWindowBound) {
     const SimResult r = run_leased_fleet(seed, c);
     ASSERT_EQ(r.violations, 0)
         << r.first_violation << "\n  replay: " << replay_command(seed, c);
+    ASSERT_EQ(r.liveness_failures, 0)
+        << r.first_liveness_failure
+        << "\n  replay: " << replay_command(seed, c);
+    liveness.add(r, c.partitions || c.crashes);
     EXPECT_GT(r.admitted, 0) << replay_command(seed, c);
     admitted += r.admitted;
     windows += r.windows_checked;
@@ -42,6 +48,11 @@ TEST(LeasedFleetSim, EverySeedHoldsTheWindowBound) {
   EXPECT_GT(lost, 0);
   EXPECT_GT(crashes, 0);
   EXPECT_GT(timeouts, 0);
+  // Liveness: windows judged after the faults healed, on seeds whose
+  // partitions or crashes had healed among them, none below the floor.
+  EXPECT_GT(liveness.windows, static_cast<int64_t>(seeds) / 2);
+  EXPECT_GT(liveness.healed_seeds, 0);
+  std::printf("%s\n", liveness.summary().c_str());
   std::printf(
       "%llu seeds: %lld admitted over %lld (key, window) pairs, %lld "
       "seeds with a window at the limit, %lld messages lost, %lld "

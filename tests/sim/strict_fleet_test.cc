@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -22,6 +23,7 @@ namespace {
 
 TEST(StrictFleetSim, EverySeedHoldsTheWindowBound) {
   const uint64_t seeds = static_cast<uint64_t>(testing::scaled_work(300, 30));
+  LivenessTally liveness;
   int64_t admitted = 0, full_windows = 0, lost = 0, timeouts = 0;
   for (uint64_t seed = 1; seed <= seeds; ++seed) {
     const StrictFleetConfig c = swarm_strict_config(seed, 8);
@@ -29,6 +31,10 @@ TEST(StrictFleetSim, EverySeedHoldsTheWindowBound) {
     ASSERT_EQ(r.violations, 0)
         << r.first_violation
         << "\n  replay: " << strict_replay_command(seed, c);
+    ASSERT_EQ(r.liveness_failures, 0)
+        << r.first_liveness_failure
+        << "\n  replay: " << strict_replay_command(seed, c);
+    liveness.add(r, c.fleet.partitions || c.fleet.crashes);
     EXPECT_GT(r.admitted, 0) << strict_replay_command(seed, c);
     admitted += r.admitted;
     full_windows += r.worst_window == c.fleet.limit;
@@ -39,6 +45,11 @@ TEST(StrictFleetSim, EverySeedHoldsTheWindowBound) {
   EXPECT_GT(full_windows, static_cast<int64_t>(seeds) / 4);
   EXPECT_GT(lost, 0);
   EXPECT_GT(timeouts, 0);
+  // Liveness: windows judged after the faults healed, on seeds whose
+  // partitions or crashes had healed among them, none below the floor.
+  EXPECT_GT(liveness.windows, static_cast<int64_t>(seeds) / 2);
+  EXPECT_GT(liveness.healed_seeds, 0);
+  std::printf("%s\n", liveness.summary().c_str());
   std::printf(
       "%llu seeds: %lld admitted, %lld seeds with a window at the limit, "
       "%lld messages lost, %lld timeouts\n",
@@ -47,18 +58,25 @@ TEST(StrictFleetSim, EverySeedHoldsTheWindowBound) {
       static_cast<long long>(timeouts));
 }
 
+// `nodes` nodes asking `per_sec_per_node` for one key of 100 per 100 ms
+// window, no fault, a network delay of about a millisecond.
+StrictFleetConfig one_key_fleet(int nodes, double per_sec_per_node) {
+  StrictFleetConfig c;
+  c.fleet.nodes = nodes;
+  c.fleet.keys = 1;
+  c.fleet.limit = 100;
+  c.fleet.window_ms = 100;
+  c.fleet.requests_per_sec_per_node = per_sec_per_node;
+  c.fleet.network.median_delay_us = 1'000;
+  return c;
+}
+
 // The mechanism alone: one node, no fault, a clock that keeps the store's
 // time, a network delay of about a millisecond, demand twice the limit.
 // Naming the node's `now` revives ended windows; the store's clock never
 // does.
 TEST(StrictFleetSim, AStaleNowRevivesAnEndedWindowAndTheStoresClockNever) {
-  StrictFleetConfig c;
-  c.fleet.nodes = 1;
-  c.fleet.keys = 1;
-  c.fleet.limit = 100;
-  c.fleet.window_ms = 100;
-  c.fleet.requests_per_sec_per_node = 2'000;
-  c.fleet.network.median_delay_us = 1'000;
+  StrictFleetConfig c = one_key_fleet(1, 2'000);
   const SimResult on_store = run_strict_fleet(1, c);
   EXPECT_EQ(on_store.violations, 0) << on_store.first_violation;
   EXPECT_EQ(on_store.worst_window, c.fleet.limit);
@@ -70,6 +88,21 @@ TEST(StrictFleetSim, AStaleNowRevivesAnEndedWindowAndTheStoresClockNever) {
               static_cast<long long>(stale.worst_window),
               static_cast<long long>(c.fleet.limit),
               stale.first_violation.c_str());
+}
+
+// The liveness check can fail: with a deadline shorter than the network's
+// delay, the store counts checks whose answers come too late, and the
+// windows judged fall below the floor.
+TEST(StrictFleetSim, AnswersPastTheDeadlineFailTheLivenessFloor) {
+  StrictFleetConfig c = one_key_fleet(4, 1'000);
+  const SimResult healthy = run_strict_fleet(1, c);
+  EXPECT_GT(healthy.liveness_windows, 5);
+  EXPECT_EQ(healthy.liveness_failures, 0) << healthy.first_liveness_failure;
+  c.fleet.timeout_ms = 1;
+  const SimResult late = run_strict_fleet(1, c);
+  EXPECT_GT(late.liveness_failures, 0);
+  EXPECT_LT(late.lowest_utilisation, 1.0);
+  std::printf("deadline 1 ms: %s\n", late.first_liveness_failure.c_str());
 }
 
 // The first seed (from 1) on which a stale `now` breaks the bound.
