@@ -77,7 +77,8 @@ WindowedFleetShape windowed_shape(const LeasedFleetConfig& c) {
       .partitions = c.partitions,
       .crashes = c.crashes,
       .clock_offset_min_us = 0,
-      .clock_offset_max_us = c.clock_skew ? 50'000 : 0};
+      .clock_offset_max_us = c.clock_skew ? 50'000 : 0,
+      .workload = c.workload};
 }
 
 LeasedFleetConfig swarm_config(uint64_t seed, int nodes) {
@@ -113,6 +114,9 @@ std::string replay_command(uint64_t seed, const LeasedFleetConfig& c,
       exact(c.network.delay_sigma), " --loss ", exact(c.network.loss),
       " --partitions ", c.partitions ? 1 : 0, " --crashes ", c.crashes ? 1 : 0,
       " --clock-skew ", c.clock_skew ? 1 : 0, " --timeout-ms ", c.timeout_ms,
+      c.workload == Workload::kBursts    ? " --bursts"
+      : c.workload == Workload::kDiurnal ? " --diurnal"
+                                         : "",
       c.window_coupled ? "" : " --uncoupled");
 }
 

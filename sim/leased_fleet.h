@@ -56,6 +56,9 @@ struct LeasedFleetConfig {
   bool crashes = false;     // a few nodes lose their memory and restart
   bool clock_skew = false;  // node clocks ahead by up to 50 ms, drifting
   int64_t timeout_ms = 50;  // the coordinator's deadline per call
+  // How requests arrive (sim/windowed_fleet.h); not drawn by the swarm:
+  // tk_sim's --bursts and --diurnal choose it.
+  Workload workload = Workload::kPoisson;
 };
 
 // Draws the fault kinds and the network of a run from `seed` (swarm

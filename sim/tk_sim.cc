@@ -12,6 +12,9 @@
 // --partitions 0|1, --crashes 0|1, --clock-skew 0|1, --timeout-ms; any of
 // them replaces the drawn configuration by the defaults plus the flags).
 // --uncoupled runs the mutation that carries credits past their window.
+// --bursts or --diurnal changes how requests arrive (sim/windowed_fleet.h;
+// Poisson otherwise), here and in the federated, admission and strict
+// scenarios.
 // Prints one line per failing seed with the command that replays it, then
 // a summary: seeds, simulated time, events, failures, events per second.
 // --trace prints the run's trace (one seed); --shrink prints a smaller
@@ -69,7 +72,7 @@ int usage(const char* problem) {
       "[--limit L] [--window-ms W] [--batch B] [--rate R] "
       "[--duration-ms D] [--delay-us U] [--sigma S] [--loss P] "
       "[--partitions 0|1] [--crashes 0|1] [--clock-skew 0|1] "
-      "[--timeout-ms T]\n",
+      "[--timeout-ms T] [--bursts|--diurnal]\n",
       problem);
   return 2;
 }
@@ -81,12 +84,20 @@ struct Common {
   uint64_t seeds = 1;
   int nodes;
   bool want_trace = false;
+  // --bursts or --diurnal (the windowed scenarios); Poisson without.
+  throttlekit::sim::Workload workload = throttlekit::sim::Workload::kPoisson;
 
-  // True when `flag` (and, unless --trace, `value`) was one of them;
-  // `*bad` when its value was wrong.
+  // True when `flag` (and, unless a switch, `value`) was one of them;
+  // `*bad` when its value was wrong (or a second workload was named).
   bool take(const std::string& flag, const char* value, bool* bad) {
     if (flag == "--trace") {
       want_trace = true;
+      return true;
+    }
+    if (flag == "--bursts" || flag == "--diurnal") {
+      using throttlekit::sim::Workload;
+      *bad = workload != Workload::kPoisson;
+      workload = flag == "--bursts" ? Workload::kBursts : Workload::kDiurnal;
       return true;
     }
     if (flag != "--seed" && flag != "--seeds" && flag != "--nodes") {
@@ -130,11 +141,16 @@ int parse_args(
       }
     }
     if (is_switch) continue;
-    const char* v = flag == "--trace" || i + 1 >= argc ? nullptr : argv[i + 1];
+    const bool valueless =
+        flag == "--trace" || flag == "--bursts" || flag == "--diurnal";
+    const char* v = valueless || i + 1 >= argc ? nullptr : argv[i + 1];
     bool bad = false;
     if (common.take(flag, v, &bad)) {
-      if (bad) return usage(("bad value for " + flag).c_str());
-      if (v != nullptr) ++i;
+      if (bad) {
+        return usage(valueless ? "--bursts and --diurnal exclude each other"
+                               : ("bad value for " + flag).c_str());
+      }
+      if (!valueless) ++i;
       continue;
     }
     if (v == nullptr) return usage((flag + " needs a value").c_str());
@@ -330,6 +346,9 @@ int run_concurrency(int argc, char** argv) {
       rc != 0) {
     return rc;
   }
+  if (common.workload != throttlekit::sim::Workload::kPoisson) {
+    return usage("the concurrency scenario takes no --bursts or --diurnal");
+  }
   given.nodes = common.nodes;
   return run_scenario(
       Scenario<ConcurrencyFleetConfig>{
@@ -379,8 +398,10 @@ int run_admission(int argc, char** argv) {
           "admission", throttlekit::sim::swarm_admission_config,
           throttlekit::sim::run_admission_fleet,
           throttlekit::sim::admission_replay_command},
-      common, explicit_config, given,
-      [&](AdmissionFleetConfig& c) { c.fleet.window_coupled = !uncoupled; });
+      common, explicit_config, given, [&](AdmissionFleetConfig& c) {
+        c.fleet.window_coupled = !uncoupled;
+        c.fleet.workload = common.workload;
+      });
 }
 
 int run_federated(int argc, char** argv) {
@@ -421,8 +442,10 @@ int run_federated(int argc, char** argv) {
           "federated", throttlekit::sim::swarm_federated_config,
           throttlekit::sim::run_federated_fleet,
           throttlekit::sim::federated_replay_command},
-      common, explicit_config, given,
-      [&](FederatedFleetConfig& c) { c.clocks_behind = clocks_behind; });
+      common, explicit_config, given, [&](FederatedFleetConfig& c) {
+        c.clocks_behind = clocks_behind;
+        c.fleet.workload = common.workload;
+      });
 }
 
 int run_strict(int argc, char** argv) {
@@ -445,8 +468,10 @@ int run_strict(int argc, char** argv) {
                                   throttlekit::sim::swarm_strict_config,
                                   throttlekit::sim::run_strict_fleet,
                                   throttlekit::sim::strict_replay_command},
-      common, explicit_config, given,
-      [&](StrictFleetConfig& c) { c.stale_now = stale_now; });
+      common, explicit_config, given, [&](StrictFleetConfig& c) {
+        c.stale_now = stale_now;
+        c.fleet.workload = common.workload;
+      });
 }
 
 }  // namespace
@@ -491,6 +516,7 @@ int main(int argc, char** argv) {
                               ? given
                               : throttlekit::sim::swarm_config(s, common.nodes);
     c.window_coupled = !uncoupled;
+    c.workload = common.workload;
     return c;
   };
   return run_seeds(

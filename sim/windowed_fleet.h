@@ -36,6 +36,7 @@
 #define THROTTLEKIT_SIM_WINDOWED_FLEET_H_
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -53,6 +54,34 @@
 
 namespace throttlekit::sim {
 
+// How requests arrive at each node, at a mean of the shape's rate:
+// `kPoisson` at a constant rate; `kBursts`, the whole fleet together, 40 ms
+// at 4x the rate every 200 ms and a quarter of it between; `kDiurnal`, a
+// day compressed into the run, the rate times 1 + 0.9 sin(2 pi t / run).
+enum class Workload { kPoisson, kBursts, kDiurnal };
+
+// The instantaneous rate of `workload` at `t_us` into a run of
+// `duration_us`, as a multiple of the mean, and its peak.
+inline double workload_factor(Workload workload, int64_t t_us,
+                              int64_t duration_us) {
+  switch (workload) {
+    case Workload::kPoisson:
+      return 1;
+    case Workload::kBursts:
+      return t_us % 200'000 < 40'000 ? 4 : 0.25;
+    case Workload::kDiurnal:
+      return 1 +
+             0.9 * std::sin(2 * 3.141592653589793 * static_cast<double>(t_us) /
+                            static_cast<double>(duration_us));
+  }
+  return 1;
+}
+inline double workload_peak(Workload workload) {
+  return workload == Workload::kBursts    ? 4
+         : workload == Workload::kDiurnal ? 1.9
+                                          : 1;
+}
+
 // What a windowed run is made of, whatever its engine.
 struct WindowedFleetShape {
   int nodes = 8;
@@ -67,6 +96,7 @@ struct WindowedFleetShape {
   // (its sign that of the offsets) when either is non-zero.
   int64_t clock_offset_min_us = 0;
   int64_t clock_offset_max_us = 0;
+  Workload workload = Workload::kPoisson;
 };
 
 template <class Engine>
@@ -200,13 +230,21 @@ class WindowedFleetRun : protected World {
   }
 
  private:
-  // Poisson arrivals per node; half of them on the hot key 0.
+  // Poisson arrivals per node; half of them on the hot key 0. A workload
+  // that varies is drawn by thinning: candidates at its peak rate, each
+  // kept with the probability of the rate at its instant over the peak.
   void next_arrival(int n) {
-    const int64_t at =
-        loop_.now_us() + arrival_gap_us(shape_.requests_per_sec_per_node);
-    if (at >= shape_.duration_ms * 1000) return;
-    loop_.at(at, [this, n] {
-      arrive(n);
+    const double peak = workload_peak(shape_.workload);
+    const int64_t end_us = shape_.duration_ms * 1000;
+    const int64_t at = loop_.now_us() +
+                       arrival_gap_us(shape_.requests_per_sec_per_node * peak);
+    if (at >= end_us) return;
+    loop_.at(at, [this, n, peak, end_us] {
+      if (shape_.workload == Workload::kPoisson ||
+          rng_.uniform() * peak <
+              workload_factor(shape_.workload, loop_.now_us(), end_us)) {
+        arrive(n);
+      }
       next_arrival(n);
     });
   }

@@ -21,6 +21,18 @@
 namespace throttlekit::sim {
 namespace {
 
+// No window over the bound and none judged under the liveness floor; else
+// the first of each and the command that replays the run.
+::testing::AssertionResult sound(const SimResult& r,
+                                 const std::string& replay) {
+  if (r.violations == 0 && r.liveness_failures == 0) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure()
+         << r.first_violation << r.first_liveness_failure
+         << "\n  replay: " << replay;
+}
+
 TEST(LeasedFleetSim, EverySeedHoldsTheWindowBound) {
   const uint64_t seeds = static_cast<uint64_t>(testing::scaled_work(400, 40));
   LivenessTally liveness;
@@ -29,11 +41,7 @@ TEST(LeasedFleetSim, EverySeedHoldsTheWindowBound) {
   for (uint64_t seed = 1; seed <= seeds; ++seed) {
     const LeasedFleetConfig c = swarm_config(seed, 8);
     const SimResult r = run_leased_fleet(seed, c);
-    ASSERT_EQ(r.violations, 0)
-        << r.first_violation << "\n  replay: " << replay_command(seed, c);
-    ASSERT_EQ(r.liveness_failures, 0)
-        << r.first_liveness_failure
-        << "\n  replay: " << replay_command(seed, c);
+    ASSERT_TRUE(sound(r, replay_command(seed, c)));
     liveness.add(r, c.partitions || c.crashes);
     EXPECT_GT(r.admitted, 0) << replay_command(seed, c);
     admitted += r.admitted;
@@ -61,6 +69,54 @@ TEST(LeasedFleetSim, EverySeedHoldsTheWindowBound) {
       static_cast<long long>(windows), static_cast<long long>(full_windows),
       static_cast<long long>(lost), static_cast<long long>(crashes),
       static_cast<long long>(timeouts));
+}
+
+// The workloads average the configured rate and never pass their peak
+// (the thinning that draws them needs both).
+TEST(LeasedFleetSim, WorkloadsAverageTheirRateUnderTheirPeak) {
+  for (const Workload w :
+       {Workload::kPoisson, Workload::kBursts, Workload::kDiurnal}) {
+    double sum = 0;
+    constexpr int64_t kRunUs = 1'000'000;
+    for (int64_t t = 0; t < kRunUs; t += 10) {
+      const double f = workload_factor(w, t, kRunUs);
+      ASSERT_GE(f, 0);
+      ASSERT_LE(f, workload_peak(w));
+      sum += f;
+    }
+    EXPECT_NEAR(sum / (kRunUs / 10), 1.0, 1e-3) << static_cast<int>(w);
+  }
+}
+
+// Bursts (the whole fleet at 4x for 40 ms of every 200) and a compressed
+// day: the bound and the liveness floor hold on every seed, and the
+// requests still average the configured rate.
+TEST(LeasedFleetSim, BurstsAndADayHoldTheBoundAndTheFloor) {
+  const uint64_t seeds = static_cast<uint64_t>(testing::scaled_work(150, 15));
+  for (const Workload w : {Workload::kBursts, Workload::kDiurnal}) {
+    int64_t requests = 0, poisson_requests = 0, full_windows = 0;
+    LivenessTally liveness;
+    for (uint64_t seed = 1; seed <= seeds; ++seed) {
+      LeasedFleetConfig c = swarm_config(seed, 8);
+      poisson_requests += run_leased_fleet(seed, c).requests;
+      c.workload = w;
+      const SimResult r = run_leased_fleet(seed, c);
+      ASSERT_TRUE(sound(r, replay_command(seed, c)));
+      requests += r.requests;
+      full_windows += r.worst_window == c.limit;
+      liveness.add(r, c.partitions || c.crashes);
+    }
+    EXPECT_NEAR(
+        static_cast<double>(requests) / static_cast<double>(poisson_requests),
+        1.0, 0.05);
+    EXPECT_GT(full_windows, static_cast<int64_t>(seeds) / 4);
+    EXPECT_GT(liveness.windows, 0);
+    std::printf("%s: %lld requests (Poisson: %lld), %s\n",
+                w == Workload::kBursts ? "bursts" : "diurnal",
+                static_cast<long long>(requests),
+                static_cast<long long>(poisson_requests),
+                liveness.summary().c_str());
+  }
 }
 
 // The first seed (from 1) on which carried credits break the coupled bound.
