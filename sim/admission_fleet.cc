@@ -129,7 +129,10 @@ class Run final : public WindowedFleetRun<Node> {
       const int64_t window = window_of(asked_ms, *r);
       const int64_t count = ++rate_[{key, window}];
       result_.worst_window = std::max(result_.worst_window, count);
-      if (count > config_.fleet.limit) {
+      // A store failover's lost writes are granted again (summed over the
+      // keys of both axes: a looser bound per axis).
+      if (count >
+          config_.fleet.limit + fabric_.lost_in_window((window + 1) * w)) {
         violation(absl::StrCat(
             "key k", key, ": the rate axis allowed ", count, " > limit ",
             config_.fleet.limit, " in the window starting at ",
@@ -140,7 +143,8 @@ class Run final : public WindowedFleetRun<Node> {
       const int64_t window = window_of(asked_ms, *c);
       const int64_t units = cost_[{key, window}] += cost;
       worst_cost_ = std::max(worst_cost_, units);
-      if (units > config_.cost_budget) {
+      if (units >
+          config_.cost_budget + fabric_.lost_in_window((window + 1) * w)) {
         violation(absl::StrCat(
             "key k", key, ": the cost axis allowed ", units, " units > budget ",
             config_.cost_budget, " in the window starting at ",

@@ -78,7 +78,8 @@ WindowedFleetShape windowed_shape(const LeasedFleetConfig& c) {
       .crashes = c.crashes,
       .clock_offset_min_us = 0,
       .clock_offset_max_us = c.clock_skew ? 50'000 : 0,
-      .workload = c.workload};
+      .workload = c.workload,
+      .store_failover = c.store_failover};
 }
 
 LeasedFleetConfig swarm_config(uint64_t seed, int nodes) {
@@ -117,6 +118,7 @@ std::string replay_command(uint64_t seed, const LeasedFleetConfig& c,
       c.workload == Workload::kBursts    ? " --bursts"
       : c.workload == Workload::kDiurnal ? " --diurnal"
                                          : "",
+      c.store_failover ? " --failover" : "",
       c.window_coupled ? "" : " --uncoupled");
 }
 

@@ -59,6 +59,9 @@ struct LeasedFleetConfig {
   // How requests arrive (sim/windowed_fleet.h); not drawn by the swarm:
   // tk_sim's --bursts and --diurnal choose it.
   Workload workload = Workload::kPoisson;
+  // One store failover with a replication lag (sim/windowed_fleet.h); not
+  // drawn by the swarm: tk_sim's --failover turns it on.
+  bool store_failover = false;
 };
 
 // Draws the fault kinds and the network of a run from `seed` (swarm

@@ -20,6 +20,8 @@
 #define THROTTLEKIT_SIM_SIM_COORDINATOR_H_
 
 #include <cstdint>
+#include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -37,13 +39,29 @@
 
 namespace throttlekit::sim {
 
+// The replica's clock (the store-failover fault): the store's time, or,
+// while a write is replayed, the instant the primary applied it.
+class ReplicaClock final : public Clock {
+ public:
+  explicit ReplicaClock(const EventLoop& loop) noexcept : loop_(&loop) {}
+  int64_t now_ms() const noexcept override {
+    return replay_ms_ >= 0 ? replay_ms_ : TrueClock(*loop_).now_ms();
+  }
+  // While `ms` >= 0 the clock reads `ms`; -1 ends the replay.
+  void replay_at(int64_t ms) noexcept { replay_ms_ = ms; }
+
+ private:
+  const EventLoop* loop_;
+  int64_t replay_ms_ = -1;
+};
+
 // What the nodes of one run share: the loop, the run's random stream, the
 // network, the coordinator's state, and counters of what the network did.
 struct Fabric {
   EventLoop& loop;
   Rng& rng;
   Network& network;
-  MemoryCoordinator& store;
+  MemoryCoordinator* store;  // the primary
   int64_t timeout_us = 50'000;
   int64_t sent = 0;
   int64_t lost = 0;
@@ -53,6 +71,41 @@ struct Fabric {
   // admission decided inside that completion spent credits the coordinator
   // granted at that instant.
   int64_t delivering_grant_ms = -1;
+
+  // The store-failover fault (asynchronous replication, as Redis's): every
+  // write applied at `store` is applied again at `replica` (on
+  // `replica_clock`, at the instant the primary applied it)
+  // `replication_lag_us` later, until `fail_over()` promotes the replica.
+  // The writes not yet replicated then are lost: what each counted (the
+  // admissions a check allowed, the credits a lease granted) is added to
+  // `lost_by_window`, by the end (epoch ms) of the window it counted in.
+  MemoryCoordinator* replica = nullptr;
+  ReplicaClock* replica_clock = nullptr;
+  int64_t replication_lag_us = 0;
+  bool failed_over = false;
+  std::map<int64_t, int64_t> lost_by_window;
+  struct Pending {
+    int64_t window_end_ms;
+    int64_t counted;
+  };
+  std::deque<Pending> replicating;  // in the order they were applied
+
+  // Promotes the replica: the writes still replicating are lost.
+  void fail_over() {
+    if (replica == nullptr || failed_over) return;
+    for (const Pending& p : replicating) {
+      lost_by_window[p.window_end_ms] += p.counted;
+    }
+    replicating.clear();
+    store = replica;
+    failed_over = true;
+  }
+  // What the writes lost in the failover counted in the window ending at
+  // `window_end_ms`.
+  int64_t lost_in_window(int64_t window_end_ms) const {
+    const auto it = lost_by_window.find(window_end_ms);
+    return it == lost_by_window.end() ? 0 : it->second;
+  }
 };
 
 class SimCoordinator final : public Coordinator {
@@ -79,38 +132,47 @@ class SimCoordinator final : public Coordinator {
   absl::StatusOr<Decision> do_peek(const AnyStrategy& strategy,
                                    std::string_view key,
                                    int64_t now_ms) override {
-    return fabric_.store.peek(strategy, key, now_ms);
+    return fabric_.store->peek(strategy, key, now_ms);
   }
   absl::StatusOr<Forecast> do_forecast(const AnyStrategy& strategy,
                                        std::string_view key, int64_t now_ms,
                                        double cost) override {
-    return fabric_.store.forecast(strategy, key, now_ms, cost);
+    return fabric_.store->forecast(strategy, key, now_ms, cost);
   }
   absl::Status do_reset(const AnyStrategy& strategy,
                         std::string_view key) override {
-    return fabric_.store.reset(strategy, key);
+    return fabric_.store->reset(strategy, key);
   }
   absl::StatusOr<LeaseGrant> do_lease(const LeaseBudget& budget,
                                       std::string_view key,
                                       int64_t want) override {
-    return fabric_.store.lease(budget, key, want);
+    return write<LeaseGrant>(
+        [budget, key = std::string(key), want](MemoryCoordinator& s, int64_t) {
+          return s.lease(budget, key, want);
+        });
   }
   void do_lease_async(const LeaseBudget& budget, std::string_view key,
                       int64_t want, Completion<LeaseGrant> on_done) override {
-    exchange<LeaseGrant>(std::move(on_done),
-                         [this, budget, key = std::string(key), want] {
-                           return fabric_.store.lease(budget, key, want);
-                         });
+    exchange<LeaseGrant>(
+        std::move(on_done), [this, budget, key = std::string(key), want] {
+          return write<LeaseGrant>(
+              [budget, key, want](MemoryCoordinator& s, int64_t) {
+                return s.lease(budget, key, want);
+              });
+        });
   }
   absl::StatusOr<int64_t> do_give_back(const LeaseBudget& budget,
                                        std::string_view key,
                                        int64_t window_start_ms, int64_t credits,
                                        std::string_view token) override {
-    return fabric_.store.give_back(budget, key, window_start_ms, credits,
-                                   token);
+    return write<int64_t>(
+        [budget, key = std::string(key), window_start_ms, credits,
+         token = std::string(token)](MemoryCoordinator& s, int64_t) {
+          return s.give_back(budget, key, window_start_ms, credits, token);
+        });
   }
   absl::StatusOr<int64_t> do_now_ms() override {
-    return fabric_.store.now_ms();
+    return fabric_.store->now_ms();
   }
   // The federation path (a region's process leasing from the global
   // coordinator): the windowed lease and the reconcile of a leftover.
@@ -118,24 +180,33 @@ class SimCoordinator final : public Coordinator {
                                                std::string_view key,
                                                int64_t want,
                                                int64_t now_ms) override {
-    return fabric_.store.lease_windowed(budget, key, want, now_ms);
+    return write<LeaseGrant>([budget, key = std::string(key), want, now_ms](
+                                 MemoryCoordinator& s, int64_t) {
+      return s.lease_windowed(budget, key, want, now_ms);
+    });
   }
   void do_lease_windowed_async(const LeaseBudget& budget, std::string_view key,
                                int64_t want, int64_t now_ms,
                                Completion<LeaseGrant> on_done) override {
-    exchange<LeaseGrant>(std::move(on_done),
-                         [this, budget, key = std::string(key), want, now_ms] {
-                           return fabric_.store.lease_windowed(budget, key,
-                                                               want, now_ms);
-                         });
+    exchange<LeaseGrant>(
+        std::move(on_done),
+        [this, budget, key = std::string(key), want, now_ms] {
+          return write<LeaseGrant>(
+              [budget, key, want, now_ms](MemoryCoordinator& s, int64_t) {
+                return s.lease_windowed(budget, key, want, now_ms);
+              });
+        });
   }
   absl::StatusOr<int64_t> do_reconcile(const LeaseBudget& budget,
                                        std::string_view key,
                                        int64_t window_start_ms,
                                        int64_t leftover, std::string_view token,
                                        int64_t now_ms) override {
-    return fabric_.store.reconcile(budget, key, window_start_ms, leftover,
-                                   token, now_ms);
+    return write<int64_t>([budget, key = std::string(key), window_start_ms,
+                           leftover, token = std::string(token),
+                           now_ms](MemoryCoordinator& s, int64_t) {
+      return s.reconcile(budget, key, window_start_ms, leftover, token, now_ms);
+    });
   }
   void do_reconcile_async(const LeaseBudget& budget, std::string_view key,
                           int64_t window_start_ms, int64_t leftover,
@@ -144,8 +215,11 @@ class SimCoordinator final : public Coordinator {
     exchange<int64_t>(std::move(on_done), [this, budget, key = std::string(key),
                                            window_start_ms, leftover,
                                            token = std::string(token), now_ms] {
-      return fabric_.store.reconcile(budget, key, window_start_ms, leftover,
-                                     token, now_ms);
+      return write<int64_t>([budget, key, window_start_ms, leftover, token,
+                             now_ms](MemoryCoordinator& s, int64_t) {
+        return s.reconcile(budget, key, window_start_ms, leftover, token,
+                           now_ms);
+      });
     });
   }
   // A waited beat: atomic at the coordinator at the instant of the call,
@@ -161,14 +235,14 @@ class SimCoordinator final : public Coordinator {
       return absl::UnavailableError(
           "sim: the beat did not reach the coordinator");
     }
-    return fabric_.store.heartbeat(key, report, options, now_ms);
+    return fabric_.store->heartbeat(key, report, options, now_ms);
   }
   void do_heartbeat_async(std::string_view key, const HeartbeatReport& report,
                           const HeartbeatOptions& options, int64_t now_ms,
                           Completion<HeartbeatGrant> on_done) override {
     exchange<HeartbeatGrant>(std::move(on_done), [this, key = std::string(key),
                                                   report, options, now_ms] {
-      return fabric_.store.heartbeat(key, report, options, now_ms);
+      return fabric_.store->heartbeat(key, report, options, now_ms);
     });
   }
 
@@ -176,8 +250,36 @@ class SimCoordinator final : public Coordinator {
   absl::StatusOr<Decision> store_check(const AnyStrategy& strategy,
                                        std::string_view key, int64_t now_ms,
                                        double cost) {
-    fabric_.store.drop_if_expired(key, TrueClock(fabric_.loop).now_ms());
-    return fabric_.store.check(strategy, key, now_ms, cost);
+    return write<Decision>([strategy, key = std::string(key), now_ms, cost](
+                               MemoryCoordinator& s, int64_t at_ms) {
+      s.drop_if_expired(key, at_ms);
+      return s.check(strategy, key, now_ms, cost);
+    });
+  }
+
+  // Applies the write `step(store, now)` at the primary now and, while a
+  // replica follows it, queues it for the replica (see `Fabric`).
+  template <class T, class Step>
+  absl::StatusOr<T> write(Step step) {
+    Fabric& f = fabric_;
+    const int64_t at_ms = TrueClock(f.loop).now_ms();
+    absl::StatusOr<T> result = step(*f.store, at_ms);
+    if (f.replica == nullptr || f.failed_over) return result;
+    Fabric::Pending p{0, 0};
+    if constexpr (std::is_same_v<T, Decision>) {
+      if (result.ok() && result->allowed) p = {result->reset_at_ms, 1};
+    } else if constexpr (std::is_same_v<T, LeaseGrant>) {
+      if (result.ok()) p = {result->expires_at_ms, result->granted};
+    }
+    f.replicating.push_back(p);
+    f.loop.after(f.replication_lag_us, [&f, at_ms, step = std::move(step)] {
+      if (f.failed_over) return;  // lost, and counted, at the failover
+      f.replicating.pop_front();
+      f.replica_clock->replay_at(at_ms);
+      (void)step(*f.replica, at_ms);
+      f.replica_clock->replay_at(-1);
+    });
+    return result;
   }
 
   // Sends `step` to the coordinator and its answer back to `on_done`,

@@ -13,8 +13,8 @@
 // them replaces the drawn configuration by the defaults plus the flags).
 // --uncoupled runs the mutation that carries credits past their window.
 // --bursts or --diurnal changes how requests arrive (sim/windowed_fleet.h;
-// Poisson otherwise), here and in the federated, admission and strict
-// scenarios.
+// Poisson otherwise), and --failover fails the store over once to a replica
+// 5 ms behind, here and in the federated, admission and strict scenarios.
 // Prints one line per failing seed with the command that replays it, then
 // a summary: seeds, simulated time, events, failures, events per second.
 // --trace prints the run's trace (one seed); --shrink prints a smaller
@@ -72,7 +72,7 @@ int usage(const char* problem) {
       "[--limit L] [--window-ms W] [--batch B] [--rate R] "
       "[--duration-ms D] [--delay-us U] [--sigma S] [--loss P] "
       "[--partitions 0|1] [--crashes 0|1] [--clock-skew 0|1] "
-      "[--timeout-ms T] [--bursts|--diurnal]\n",
+      "[--timeout-ms T] [--bursts|--diurnal] [--failover]\n",
       problem);
   return 2;
 }
@@ -86,12 +86,18 @@ struct Common {
   bool want_trace = false;
   // --bursts or --diurnal (the windowed scenarios); Poisson without.
   throttlekit::sim::Workload workload = throttlekit::sim::Workload::kPoisson;
+  // --failover (the windowed scenarios): one store failover.
+  bool failover = false;
 
   // True when `flag` (and, unless a switch, `value`) was one of them;
   // `*bad` when its value was wrong (or a second workload was named).
   bool take(const std::string& flag, const char* value, bool* bad) {
     if (flag == "--trace") {
       want_trace = true;
+      return true;
+    }
+    if (flag == "--failover") {
+      failover = true;
       return true;
     }
     if (flag == "--bursts" || flag == "--diurnal") {
@@ -141,8 +147,8 @@ int parse_args(
       }
     }
     if (is_switch) continue;
-    const bool valueless =
-        flag == "--trace" || flag == "--bursts" || flag == "--diurnal";
+    const bool valueless = flag == "--trace" || flag == "--bursts" ||
+                           flag == "--diurnal" || flag == "--failover";
     const char* v = valueless || i + 1 >= argc ? nullptr : argv[i + 1];
     bool bad = false;
     if (common.take(flag, v, &bad)) {
@@ -346,8 +352,11 @@ int run_concurrency(int argc, char** argv) {
       rc != 0) {
     return rc;
   }
-  if (common.workload != throttlekit::sim::Workload::kPoisson) {
-    return usage("the concurrency scenario takes no --bursts or --diurnal");
+  if (common.workload != throttlekit::sim::Workload::kPoisson ||
+      common.failover) {
+    return usage(
+        "the concurrency scenario takes no --bursts, --diurnal or "
+        "--failover");
   }
   given.nodes = common.nodes;
   return run_scenario(
@@ -401,6 +410,7 @@ int run_admission(int argc, char** argv) {
       common, explicit_config, given, [&](AdmissionFleetConfig& c) {
         c.fleet.window_coupled = !uncoupled;
         c.fleet.workload = common.workload;
+        c.fleet.store_failover = common.failover;
       });
 }
 
@@ -445,6 +455,7 @@ int run_federated(int argc, char** argv) {
       common, explicit_config, given, [&](FederatedFleetConfig& c) {
         c.clocks_behind = clocks_behind;
         c.fleet.workload = common.workload;
+        c.fleet.store_failover = common.failover;
       });
 }
 
@@ -471,6 +482,7 @@ int run_strict(int argc, char** argv) {
       common, explicit_config, given, [&](StrictFleetConfig& c) {
         c.stale_now = stale_now;
         c.fleet.workload = common.workload;
+        c.fleet.store_failover = common.failover;
       });
 }
 
@@ -517,6 +529,7 @@ int main(int argc, char** argv) {
                               : throttlekit::sim::swarm_config(s, common.nodes);
     c.window_coupled = !uncoupled;
     c.workload = common.workload;
+    c.store_failover = common.failover;
     return c;
   };
   return run_seeds(

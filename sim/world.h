@@ -51,6 +51,8 @@ struct SimResult {
   int64_t messages_lost = 0;
   int64_t timeouts = 0;
   int64_t crashes = 0;
+  // What the writes lost in a store failover counted (admissions, credits).
+  int64_t failover_lost = 0;
   // Liveness, where a scenario promises it (sim/windowed_fleet.h): the
   // windows judged after the faults healed, how many fell below the
   // promised floor, the first such, and the lowest share of the limit
@@ -108,7 +110,7 @@ class World {
         network_(network, nodes),
         store_(*MemoryCoordinator::create(
             {}, std::make_shared<ClockAdapter<TrueClock>>(TrueClock(loop_)))),
-        fabric_{loop_, rng_, network_, *store_, timeout_us} {
+        fabric_{loop_, rng_, network_, store_.get(), timeout_us} {
     result_.trace_hash = 0xCBF29CE484222325ull;
   }
 
