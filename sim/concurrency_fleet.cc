@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -15,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "sim/event_loop.h"
 #include "sim/random.h"
+#include "sim/shrink.h"
 #include "sim/sim_clock.h"
 #include "sim/sim_coordinator.h"
 #include "throttlekit/concurrency/beat_scheduler.h"
@@ -288,6 +290,37 @@ SimResult run_concurrency_fleet(uint64_t seed,
                                 const ConcurrencyFleetConfig& config,
                                 bool keep_trace) {
   return Run(seed, config, keep_trace).run();
+}
+
+ConcurrencyFleetConfig shrink_concurrency(uint64_t seed,
+                                          ConcurrencyFleetConfig failing,
+                                          int rounds) {
+  using C = ConcurrencyFleetConfig;
+  const std::vector<std::function<void(C&)>> steps = {
+      [](C& c) { c.partitions = false; },
+      [](C& c) { c.crashes = false; },
+      [](C& c) { c.network.loss = 0; },
+      [](C& c) { c.drift_ppm = 0; },
+      [](C& c) {
+        // Halving the fleet keeps the whole fleet's demand.
+        const int nodes = std::max(2, c.nodes / 2);
+        c.arrivals_per_sec_per_node *= static_cast<double>(c.nodes) / nodes;
+        c.nodes = nodes;
+      },
+      [](C& c) {
+        c.duration_ms = std::max(4 * c.lease_ttl_ms, c.duration_ms / 2);
+      },
+  };
+  return shrink_greedy(
+      std::move(failing), steps,
+      [seed](const C& c) {
+        return run_concurrency_fleet(seed, c).violations > 0;
+      },
+      [seed](const C& a, const C& b) {
+        return concurrency_replay_command(seed, a) ==
+               concurrency_replay_command(seed, b);
+      },
+      rounds);
 }
 
 }  // namespace throttlekit::sim

@@ -67,6 +67,15 @@ SimResult run_concurrency_fleet(uint64_t seed,
 std::string concurrency_replay_command(uint64_t seed,
                                        const ConcurrencyFleetConfig& config);
 
+// A smaller configuration on which `seed` still breaks the ceiling
+// (sim/shrink.h): turns each fault off, takes the drift out, and halves
+// the fleet (keeping its demand, at least 2 nodes: a handoff needs two)
+// and the run (at least 4 leases) while it still fails, at most `rounds`
+// passes. `failing` must fail.
+ConcurrencyFleetConfig shrink_concurrency(uint64_t seed,
+                                          ConcurrencyFleetConfig failing,
+                                          int rounds = 8);
+
 }  // namespace throttlekit::sim
 
 #endif  // THROTTLEKIT_SIM_CONCURRENCY_FLEET_H_

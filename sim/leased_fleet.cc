@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "sim/random.h"
+#include "sim/shrink.h"
 #include "sim/sim_clock.h"
 #include "sim/sim_coordinator.h"
 #include "sim/windowed_fleet.h"
@@ -128,38 +130,29 @@ SimResult run_leased_fleet(uint64_t seed, const LeasedFleetConfig& config,
 }
 
 LeasedFleetConfig shrink(uint64_t seed, LeasedFleetConfig failing, int rounds) {
-  using Step = void (*)(LeasedFleetConfig&);
-  const Step steps[] = {
-      [](LeasedFleetConfig& c) { c.partitions = false; },
-      [](LeasedFleetConfig& c) { c.crashes = false; },
-      [](LeasedFleetConfig& c) { c.clock_skew = false; },
-      [](LeasedFleetConfig& c) { c.network.loss = 0; },
-      [](LeasedFleetConfig& c) { c.network.delay_sigma = 0.4; },
-      [](LeasedFleetConfig& c) { c.nodes = std::max(1, c.nodes / 2); },
-      [](LeasedFleetConfig& c) { c.keys = std::max(1, c.keys / 2); },
-      [](LeasedFleetConfig& c) {
-        c.duration_ms = std::max(c.window_ms, c.duration_ms / 2);
+  using C = LeasedFleetConfig;
+  const std::vector<std::function<void(C&)>> steps = {
+      [](C& c) { c.partitions = false; },
+      [](C& c) { c.crashes = false; },
+      [](C& c) { c.clock_skew = false; },
+      [](C& c) { c.network.loss = 0; },
+      [](C& c) { c.network.delay_sigma = 0.4; },
+      [](C& c) {
+        // Halving the fleet keeps the whole fleet's demand.
+        const int nodes = std::max(1, c.nodes / 2);
+        c.requests_per_sec_per_node *= static_cast<double>(c.nodes) / nodes;
+        c.nodes = nodes;
       },
+      [](C& c) { c.keys = std::max(1, c.keys / 2); },
+      [](C& c) { c.duration_ms = std::max(c.window_ms, c.duration_ms / 2); },
   };
-  for (int round = 0; round < rounds; ++round) {
-    bool changed = false;
-    for (Step step : steps) {
-      LeasedFleetConfig smaller = failing;
-      step(smaller);
-      if (replay_command(seed, smaller) == replay_command(seed, failing)) {
-        continue;  // no change
-      }
-      // Halving the fleet keeps the whole fleet's demand.
-      smaller.requests_per_sec_per_node *=
-          static_cast<double>(failing.nodes) / smaller.nodes;
-      if (run_leased_fleet(seed, smaller).violations > 0) {
-        failing = smaller;
-        changed = true;
-      }
-    }
-    if (!changed) break;
-  }
-  return failing;
+  return shrink_greedy(
+      std::move(failing), steps,
+      [seed](const C& c) { return run_leased_fleet(seed, c).violations > 0; },
+      [seed](const C& a, const C& b) {
+        return replay_command(seed, a) == replay_command(seed, b);
+      },
+      rounds);
 }
 
 }  // namespace throttlekit::sim

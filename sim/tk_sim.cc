@@ -3,7 +3,7 @@
 //     tk_sim leased [--seed S] [--seeds N] [--nodes N] [--uncoupled]
 //                   [--trace] [--shrink] [configuration flags]
 //     tk_sim concurrency [--seed S] [--seeds N] [--nodes N] [--no-handoff]
-//                   [--no-fencing] [--trace] [configuration flags]
+//                   [--no-fencing] [--trace] [--shrink] [configuration flags]
 //
 // Runs the leased-fleet scenario (sim/leased_fleet.h) for seeds S .. S+N-1
 // (default 1 seed), each with the faults `swarm_config` draws from it, or
@@ -50,6 +50,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -305,30 +306,42 @@ int64_t duration_of(const Config& c) {
 
 // Runs the seeds of `scenario` (`run_seeds`): each seed's configuration is
 // `given` when flags gave one, else the one `swarm` draws; `mutate(c)`
-// then applies the mutation flags.
+// then applies the mutation flags. `on_failure(seed, config)`, when given,
+// runs for the first failing seed.
 template <class Config, class Mutate>
-int run_scenario(const Scenario<Config>& scenario, const Common& common,
-                 bool explicit_config, const Config& given, Mutate mutate) {
+int run_scenario(
+    const Scenario<Config>& scenario, const Common& common,
+    bool explicit_config, const Config& given, Mutate mutate,
+    const std::type_identity_t<std::function<void(uint64_t, const Config&)>>&
+        on_failure = {}) {
+  const auto config_of = [&](uint64_t s) {
+    Config c = explicit_config ? given : scenario.swarm(s, common.nodes);
+    mutate(c);
+    return c;
+  };
   return run_seeds(
       scenario.name, common.seed, common.seeds, common.want_trace,
       [&](uint64_t s) {
-        Config c = explicit_config ? given : scenario.swarm(s, common.nodes);
-        mutate(c);
+        const Config c = config_of(s);
         return SeedRun{scenario.run(s, c, common.want_trace),
                        scenario.replay(s, c), duration_of(c)};
       },
-      [](uint64_t) {});
+      [&](uint64_t s) {
+        if (on_failure) on_failure(s, config_of(s));
+      });
 }
 
 int run_concurrency(int argc, char** argv) {
   using throttlekit::sim::ConcurrencyFleetConfig;
   Common common{.nodes = 5};
-  bool no_handoff = false, no_fencing = false;
+  bool no_handoff = false, no_fencing = false, want_shrink = false;
   bool explicit_config = false;
   ConcurrencyFleetConfig given;
   if (int rc = parse_args(
           argc, argv, common,
-          {{"--no-handoff", &no_handoff}, {"--no-fencing", &no_fencing}},
+          {{"--no-handoff", &no_handoff},
+           {"--no-fencing", &no_fencing},
+           {"--shrink", &want_shrink}},
           &explicit_config,
           [&](const std::string& flag, const Value& v) {
             if (common_config_flag(flag, v, given.duration_ms, given.network,
@@ -364,9 +377,17 @@ int run_concurrency(int argc, char** argv) {
           "concurrency", throttlekit::sim::swarm_concurrency_config,
           throttlekit::sim::run_concurrency_fleet,
           throttlekit::sim::concurrency_replay_command},
-      common, explicit_config, given, [&](ConcurrencyFleetConfig& c) {
+      common, explicit_config, given,
+      [&](ConcurrencyFleetConfig& c) {
         c.handoff = !no_handoff;
         c.self_fencing = !no_fencing;
+      },
+      [&](uint64_t s, const ConcurrencyFleetConfig& c) {
+        if (!want_shrink) return;
+        std::printf("  shrunk: %s\n",
+                    throttlekit::sim::concurrency_replay_command(
+                        s, throttlekit::sim::shrink_concurrency(s, c))
+                        .c_str());
       });
 }
 

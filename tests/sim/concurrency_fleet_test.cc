@@ -69,6 +69,29 @@ TEST(ConcurrencyFleetSim, HandoffOffIsCaughtWithinFiftySeeds) {
               static_cast<unsigned long long>(seed));
 }
 
+// The shrinker on the handoff row's first failing seed: a configuration
+// no larger that still breaks the ceiling, with less of the fleet or the
+// run, or fewer faults.
+TEST(ConcurrencyFleetSim, TheShrinkerKeepsTheFailureWithLess) {
+  const auto no_handoff = [](ConcurrencyFleetConfig& c) { c.handoff = false; };
+  const uint64_t seed = first_failing(50, no_handoff);
+  ASSERT_GT(seed, 0u);
+  ConcurrencyFleetConfig c = swarm_concurrency_config(seed, 5);
+  no_handoff(c);
+  const ConcurrencyFleetConfig small = shrink_concurrency(seed, c);
+  EXPECT_GT(run_concurrency_fleet(seed, small).violations, 0)
+      << concurrency_replay_command(seed, small);
+  EXPECT_LE(small.nodes, c.nodes);
+  EXPECT_GE(small.nodes, 2);
+  EXPECT_LE(small.duration_ms, c.duration_ms);
+  EXPECT_LE(small.partitions, c.partitions);
+  EXPECT_LE(small.crashes, c.crashes);
+  EXPECT_NE(concurrency_replay_command(seed, small),
+            concurrency_replay_command(seed, c))
+      << "nothing shrank";
+  std::printf("shrunk: %s\n", concurrency_replay_command(seed, small).c_str());
+}
+
 TEST(ConcurrencyFleetSim, SelfFencingOffIsCaughtWithinFiftySeeds) {
   const uint64_t seed = first_failing(50, [](ConcurrencyFleetConfig& c) {
     c.self_fencing = false;
