@@ -175,21 +175,16 @@ EnvoyLimits::EnvoyLimits(Options options, std::shared_ptr<Coordinator> store,
 
 absl::Status EnvoyLimits::close() {
   absl::Status first;
-  for (const auto& l : leased_) first.Update(l->close());
-  for (const auto& f : federated_) first.Update(f->close());
+  for (const Holder& h : holders_) first.Update(h.close());
   return first;
 }
 
 absl::Status EnvoyLimits::close_dropped(const EnvoyLimits& next) {
   absl::flat_hash_set<const void*> kept;
-  for (const auto& l : next.leased_) kept.insert(l.get());
-  for (const auto& f : next.federated_) kept.insert(f.get());
+  for (const Holder& h : next.holders_) kept.insert(h.limiter);
   absl::Status first;
-  for (const auto& l : leased_) {
-    if (!kept.contains(l.get())) first.Update(l->close());
-  }
-  for (const auto& f : federated_) {
-    if (!kept.contains(f.get())) first.Update(f->close());
+  for (const Holder& h : holders_) {
+    if (!kept.contains(h.limiter)) first.Update(h.close());
   }
   return first;
 }
@@ -212,10 +207,8 @@ absl::Status EnvoyLimits::make_limit_engine(const EnvoyRateLimit& limit,
     node.engine = reuse->engine;
     node.leased_limiter = reuse->leased_limiter;
     node.federated_limiter = reuse->federated_limiter;
-    if (node.leased_limiter != nullptr) leased_.push_back(node.leased_limiter);
-    if (node.federated_limiter != nullptr) {
-      federated_.push_back(node.federated_limiter);
-    }
+    if (node.leased_limiter != nullptr) hold(node.leased_limiter);
+    if (node.federated_limiter != nullptr) hold(node.federated_limiter);
     return absl::OkStatus();
   }
   if (!node.leased) {
@@ -243,7 +236,7 @@ absl::Status EnvoyLimits::make_limit_engine(const EnvoyRateLimit& limit,
         federate(*strategy, store_, std::move(o), clock_);
     if (!f.ok()) return f.status();
     node.federated_limiter = *std::move(f);
-    federated_.push_back(node.federated_limiter);
+    hold(node.federated_limiter);
     node.engine = make_engine(node.federated_limiter);
     return absl::OkStatus();
   }
@@ -257,7 +250,7 @@ absl::Status EnvoyLimits::make_limit_engine(const EnvoyRateLimit& limit,
           store_, clock_);
   if (!l.ok()) return l.status();
   node.leased_limiter = *std::move(l);
-  leased_.push_back(node.leased_limiter);
+  hold(node.leased_limiter);
   node.engine = make_engine(node.leased_limiter);
   return absl::OkStatus();
 }

@@ -47,6 +47,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -227,9 +228,16 @@ class EnvoyLimits {
   std::optional<RateLimitStyle> headers_;
   FailPolicy fail_policy_;
   // The leased and federated limits' limiters (also behind their nodes'
-  // engines), for close().
-  std::vector<std::shared_ptr<BasicLeasedLimiter<ServerClock>>> leased_;
-  std::vector<std::shared_ptr<ServerFederatedLimiter>> federated_;
+  // engines), each with its close(), for close() and close_dropped().
+  struct Holder {
+    const void* limiter;
+    std::function<absl::Status()> close;
+  };
+  template <class L>
+  void hold(const std::shared_ptr<L>& limiter) {
+    holders_.push_back({limiter.get(), [limiter] { return limiter->close(); }});
+  }
+  std::vector<Holder> holders_;
   // Requests refused before a configured domain was found.
   std::atomic<int64_t> unrouted_{0};
   absl::flat_hash_map<std::string, std::unique_ptr<Domain>> domains_;
