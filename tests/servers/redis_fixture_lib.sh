@@ -1,7 +1,18 @@
 #!/usr/bin/env bash
-# Shared by the multi-server Redis fixtures (redis_cluster.sh,
-# redis_sentinel.sh), which source it after setting `dir` (the fixture's
-# directory, one subdirectory per port) and `all_ports`.
+# Shared by the Redis fixtures. `alive` serves them all (redis_server.sh
+# too); the multi-server fixtures (redis_cluster.sh, redis_sentinel.sh)
+# source the rest after setting `dir` (the fixture's directory, one
+# subdirectory per port) and `all_ports`.
+
+# True while process $1 runs. A process that has exited but not yet been
+# reaped (a zombie: a daemonized server's parent is init, which in a
+# container may reap only every second or so) counts as gone: `kill -0`
+# alone would wait out the reaper on every stop.
+alive() {
+  local state
+  state="$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null)" || return 1
+  [[ -n "$state" && "$state" != Z ]]
+}
 
 # Stops every server of "$dir" (resuming SIGSTOPped ones first: a stopped
 # process ignores SIGTERM until resumed) and removes "$dir". The pids are
@@ -19,7 +30,7 @@ stop() {
   done
   for pid in "${pids[@]}"; do
     for _ in $(seq 100); do
-      kill -0 "$pid" 2>/dev/null || break
+      alive "$pid" || break
       sleep 0.05
     done
     kill -KILL "$pid" 2>/dev/null || true

@@ -8,6 +8,8 @@
 #        and removes <dir>. Stopping a server that is not running succeeds.
 set -euo pipefail
 action="$1" dir="$2" port="$3"
+# `alive` (the multi-server fixtures' `stop` is replaced below).
+source "$(dirname "$0")/redis_fixture_lib.sh"
 
 stop() {
   if [[ -f "$dir/redis.pid" ]]; then
@@ -17,7 +19,7 @@ stop() {
       kill -CONT "$pid" 2>/dev/null || true
       kill -TERM "$pid" 2>/dev/null || true
       for _ in $(seq 100); do
-        kill -0 "$pid" 2>/dev/null || break
+        alive "$pid" || break
         sleep 0.05
       done
       kill -KILL "$pid" 2>/dev/null || true
