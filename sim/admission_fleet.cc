@@ -103,13 +103,6 @@ class Run final : public WindowedFleetRun<Node> {
     return std::max(asked_ms, d.reset_at_ms - w) / w;
   }
 
-  void violation(std::string what) {
-    ++result_.violations;
-    if (result_.first_violation.empty()) {
-      result_.first_violation = std::move(what);
-    }
-  }
-
   void answered(int n, int key, uint64_t generation, int64_t asked_ms,
                 int64_t cost, absl::StatusOr<Admit::Admission> a) {
     const int64_t t = loop_.now_us();
@@ -182,6 +175,7 @@ class Run final : public WindowedFleetRun<Node> {
 AdmissionFleetConfig swarm_admission_config(uint64_t seed, int nodes) {
   AdmissionFleetConfig c;
   c.fleet = swarm_config(seed, nodes);
+  c.fleet.fail_mode = FailPolicy::kPropagate;  // not judged here
   Rng rng(seed ^ 0xAD3155100ull);
   c.max_cost = 1 + static_cast<int64_t>(rng.next() % 16);
   c.max_inflight = 1 + static_cast<int64_t>(rng.next() % 32);

@@ -90,6 +90,7 @@ class Run final : public WindowedFleetRun<Limiter> {
 FederatedFleetConfig swarm_federated_config(uint64_t seed, int nodes) {
   FederatedFleetConfig c;
   c.fleet = swarm_config(seed, nodes);
+  c.fleet.fail_mode = FailPolicy::kPropagate;  // its outage modes are its own
   Rng rng(seed ^ 0xFEDE7A7Eull);
   c.regions = 1 + static_cast<int>(rng.next() % 4);
   c.escrow = rng.uniform() < 0.5;

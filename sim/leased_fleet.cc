@@ -42,6 +42,9 @@ class Run final : public WindowedFleetRun<Limiter> {
     o.batch = config_.batch;
     o.window_coupled = config_.window_coupled;
     o.background_worker = false;
+    o.fail_policy = config_.policy_dropped
+                        ? FailPolicy::kPropagate
+                        : windowed_shape(config_).fail_policy;
     auto limiter = Limiter::create(std::move(o), coordinators_[n],
                                    ClockRef<NodeClock>(*clocks_[n]));
     if (!limiter.ok()) fail_setup(limiter.status());
@@ -54,6 +57,11 @@ class Run final : public WindowedFleetRun<Limiter> {
   // credits: faults that never heal, so seeds with loss or the wide delay
   // shape are not judged) and no clock runs ahead (a node ahead drops its
   // credits before the store's window ends).
+  bool judges_fail_policy() const override { return true; }
+  int64_t outages_decided(int n) const override {
+    return engines_[n]->stats().outages;
+  }
+
   int64_t liveness_floor() const override {
     if (!config_.window_coupled || config_.network.loss > 0 ||
         config_.network.delay_sigma >= 1 || config_.clock_skew) {
@@ -81,7 +89,8 @@ WindowedFleetShape windowed_shape(const LeasedFleetConfig& c) {
       .clock_offset_min_us = 0,
       .clock_offset_max_us = c.clock_skew ? 50'000 : 0,
       .workload = c.workload,
-      .store_failover = c.store_failover};
+      .store_failover = c.store_failover,
+      .fail_policy = FailPolicy(c.fail_mode, c.window_ms)};
 }
 
 LeasedFleetConfig swarm_config(uint64_t seed, int nodes) {
@@ -102,6 +111,11 @@ LeasedFleetConfig swarm_config(uint64_t seed, int nodes) {
   const double limit_per_sec = c.limit * 1000.0 / c.window_ms;
   c.requests_per_sec_per_node =
       limit_per_sec * (0.5 + rng.uniform() * 3.5) / nodes;
+  // Drawn last, so that every earlier draw (and each seed's history under
+  // kPropagate) is what it was before the policy was drawn.
+  constexpr FailPolicy::Mode kModes[] = {
+      FailPolicy::kPropagate, FailPolicy::kOpen, FailPolicy::kClosed};
+  c.fail_mode = kModes[rng.next() % 3];
   return c;
 }
 
@@ -121,6 +135,9 @@ std::string replay_command(uint64_t seed, const LeasedFleetConfig& c,
       : c.workload == Workload::kDiurnal ? " --diurnal"
                                          : "",
       c.store_failover ? " --failover" : "",
+      c.fail_mode != FailPolicy::kPropagate ? " --fail " : "",
+      c.fail_mode != FailPolicy::kPropagate ? fail_mode_name(c.fail_mode) : "",
+      c.policy_dropped ? " --policy-dropped" : "",
       c.window_coupled ? "" : " --uncoupled");
 }
 
@@ -135,6 +152,7 @@ LeasedFleetConfig shrink(uint64_t seed, LeasedFleetConfig failing, int rounds) {
       [](C& c) { c.partitions = false; },
       [](C& c) { c.crashes = false; },
       [](C& c) { c.clock_skew = false; },
+      [](C& c) { c.fail_mode = FailPolicy::kPropagate; },
       [](C& c) { c.network.loss = 0; },
       [](C& c) { c.network.delay_sigma = 0.4; },
       [](C& c) {

@@ -20,6 +20,10 @@
 // window's credits for the length of its lag (documented in
 // twotier/leased_limiter.h), which this bound does not cover.
 //
+// Also judged: the fail policy (sim/windowed_fleet.h): each outage the
+// policy decided is its decision, fail-open admissions stand outside the
+// bound, and every request is answered exactly once.
+//
 // A run is a pure function of (seed, config): `run_leased_fleet` twice
 // gives the same trace, byte for byte.
 //
@@ -62,6 +66,15 @@ struct LeasedFleetConfig {
   // One store failover with a replication lag (sim/windowed_fleet.h); not
   // drawn by the swarm: tk_sim's --failover turns it on.
   bool store_failover = false;
+  // What the nodes do when the store cannot answer (fail_policy.h;
+  // fail-closed with a retry of one window), judged at every answer
+  // (sim/windowed_fleet.h). Drawn per seed for the leased and strict
+  // fleets; the federated and admission fleets keep kPropagate.
+  FailPolicy::Mode fail_mode = FailPolicy::kPropagate;
+  // The fail policy's mutation: the engines are built without it (as a
+  // wrapper that forgets to pass the configured policy on), while the
+  // checker judges the configured one.
+  bool policy_dropped = false;
 };
 
 // Draws the fault kinds and the network of a run from `seed` (swarm

@@ -20,6 +20,21 @@
 // window's key expired counts that ended window afresh (a stale-`now`
 // re-grant: the store hands out an ended window's limit a second time).
 //
+// `cached_deny` runs the two-tier cached-deny mode instead
+// (`CachedDenyLimiter`, twotier/cached_deny_limiter.h): the store decides
+// as in strict mode, and each node answers a key it was refused on from
+// its own memory for the refusal's retry hint, counted on the node's
+// clock. Checked besides the bound: a cached denial comes only while the
+// store's window that refused it lasts (to the clock's millisecond: at a
+// store time at most that refusal's `reset_at`); the header's promise
+// that clock offsets do not stretch a denial. `slow_clocks` is that
+// row's mutation: node clocks at half speed, which stretch every
+// remembered denial to twice its hint.
+//
+// Both modes judge the fail policy (drawn per seed: propagate, open,
+// closed; sim/windowed_fleet.h) and that every request is answered within
+// the store's deadline.
+//
 // A run is a pure function of (seed, config).
 //
 // Thread-safety: none; one run per thread.
@@ -42,6 +57,10 @@ struct StrictFleetConfig {
   LeasedFleetConfig fleet;
   // The mutation: nodes name their own clock's `now` at arrival.
   bool stale_now = false;
+  // The nodes run the cached-deny mode (see the top).
+  bool cached_deny = false;
+  // Its mutation: node clocks at half speed (no offset, no other drift).
+  bool slow_clocks = false;
 };
 
 // Draws a run's network and fault kinds from `seed` (swarm testing), for

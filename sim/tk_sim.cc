@@ -42,6 +42,13 @@
 // fleet's configuration flags (--batch unused); --stale-now runs its
 // mutation (nodes name their own clock's `now`, and a check that reaches
 // the store after its window's key expired counts that window afresh).
+// --cached-deny runs the nodes in the two-tier cached-deny mode, and
+// --slow-clocks (with it) its mutation: node clocks at half speed.
+//
+// `--fail propagate|open|closed` (leased and strict) sets what the nodes
+// do when the store cannot answer; the swarm draws it per seed.
+// --policy-dropped (leased and strict) is the fail policy's mutation: the
+// engines are built without the policy the checker judges.
 
 #include <chrono>
 #include <cstdint>
@@ -73,7 +80,9 @@ int usage(const char* problem) {
       "[--limit L] [--window-ms W] [--batch B] [--rate R] "
       "[--duration-ms D] [--delay-us U] [--sigma S] [--loss P] "
       "[--partitions 0|1] [--crashes 0|1] [--clock-skew 0|1] "
-      "[--timeout-ms T] [--bursts|--diurnal] [--failover]\n",
+      "[--timeout-ms T] [--bursts|--diurnal] [--failover] "
+      "[--fail propagate|open|closed] [--policy-dropped] [--cached-deny] "
+      "[--slow-clocks]\n",
       problem);
   return 2;
 }
@@ -123,6 +132,7 @@ struct Common {
 
 // A flag's value read as a number both ways.
 struct Value {
+  std::string text;
   int64_t n = 0;
   double d = 0;
   bool is_int = false;
@@ -163,6 +173,7 @@ int parse_args(
     if (v == nullptr) return usage((flag + " needs a value").c_str());
     ++i;
     Value value;
+    value.text = v;
     value.is_int = absl::SimpleAtoi(v, &value.n);
     value.is_double = absl::SimpleAtod(v, &value.d);
     *explicit_config = true;
@@ -230,6 +241,23 @@ bool leased_config_flag(const std::string& flag, const Value& v,
     return false;
   }
   return true;
+}
+
+// --fail propagate|open|closed (the leased and strict fleets: what the
+// nodes do when the store cannot answer). True when `flag` was it with a
+// good value.
+bool fail_flag(const std::string& flag, const Value& v,
+               throttlekit::FailPolicy::Mode& mode) {
+  using throttlekit::FailPolicy;
+  if (flag != "--fail") return false;
+  for (const FailPolicy::Mode m :
+       {FailPolicy::kPropagate, FailPolicy::kOpen, FailPolicy::kClosed}) {
+    if (v.text == throttlekit::sim::fail_mode_name(m)) {
+      mode = m;
+      return true;
+    }
+  }
+  return false;
 }
 
 // One seed's run: what it measured, the command that replays it, and its
@@ -483,16 +511,27 @@ int run_federated(int argc, char** argv) {
 int run_strict(int argc, char** argv) {
   using throttlekit::sim::StrictFleetConfig;
   Common common{.nodes = 8};
-  bool stale_now = false;
+  bool stale_now = false, cached_deny = false, slow_clocks = false;
+  bool policy_dropped = false;
   bool explicit_config = false;
   StrictFleetConfig given;
-  if (int rc = parse_args(argc, argv, common, {{"--stale-now", &stale_now}},
+  if (int rc = parse_args(argc, argv, common,
+                          {{"--stale-now", &stale_now},
+                           {"--policy-dropped", &policy_dropped},
+                           {"--cached-deny", &cached_deny},
+                           {"--slow-clocks", &slow_clocks}},
                           &explicit_config,
                           [&](const std::string& flag, const Value& v) {
-                            return leased_config_flag(flag, v, given.fleet);
+                            return fail_flag(flag, v, given.fleet.fail_mode) ||
+                                   leased_config_flag(flag, v, given.fleet);
                           });
       rc != 0) {
     return rc;
+  }
+  if (slow_clocks && !cached_deny) {
+    return usage(
+        "--slow-clocks is the cached-deny mode's mutation: add "
+        "--cached-deny");
   }
   given.fleet.nodes = common.nodes;
   return run_scenario(
@@ -502,6 +541,9 @@ int run_strict(int argc, char** argv) {
                                   throttlekit::sim::strict_replay_command},
       common, explicit_config, given, [&](StrictFleetConfig& c) {
         c.stale_now = stale_now;
+        c.fleet.policy_dropped = policy_dropped;
+        c.cached_deny = cached_deny;
+        c.slow_clocks = slow_clocks;
         c.fleet.workload = common.workload;
         c.fleet.store_failover = common.failover;
       });
@@ -529,16 +571,18 @@ int main(int argc, char** argv) {
         "`admission` or `strict`");
   }
   Common common{.nodes = 8};
-  bool uncoupled = false, want_shrink = false;
+  bool uncoupled = false, want_shrink = false, policy_dropped = false;
   bool explicit_config = false;
   LeasedFleetConfig given;
-  if (int rc =
-          parse_args(argc, argv, common,
-                     {{"--uncoupled", &uncoupled}, {"--shrink", &want_shrink}},
-                     &explicit_config,
-                     [&](const std::string& flag, const Value& v) {
-                       return leased_config_flag(flag, v, given);
-                     });
+  if (int rc = parse_args(argc, argv, common,
+                          {{"--uncoupled", &uncoupled},
+                           {"--shrink", &want_shrink},
+                           {"--policy-dropped", &policy_dropped}},
+                          &explicit_config,
+                          [&](const std::string& flag, const Value& v) {
+                            return fail_flag(flag, v, given.fail_mode) ||
+                                   leased_config_flag(flag, v, given);
+                          });
       rc != 0) {
     return rc;
   }
@@ -549,6 +593,7 @@ int main(int argc, char** argv) {
                               ? given
                               : throttlekit::sim::swarm_config(s, common.nodes);
     c.window_coupled = !uncoupled;
+    c.policy_dropped = policy_dropped;
     c.workload = common.workload;
     c.store_failover = common.failover;
     return c;

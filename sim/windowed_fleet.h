@@ -26,6 +26,15 @@
 // faults heal, a window refuses a request only after admitting the floor
 // (`judge_liveness`).
 //
+// The fail policy, where a scenario judges it (`judges_fail_policy`): every
+// request is answered exactly once; an answer the engine's fail policy
+// decided (its `stats().outages` grew for it) is the policy's decision
+// (fail-open: admitted, and outside the window bound, which counts what
+// the store decided; fail-closed: refused with the policy's retry); an
+// outage status reaches the caller only under kPropagate, and the policy
+// decides nothing under it. Where a scenario states a deadline
+// (`answer_deadline_us`), no answer comes later than it after the ask.
+//
 // A derived scenario supplies `make_engine(node)`, called at the start
 // and at each restart, and may replace `ask` (how a request reaches the
 // engine and how its answer is checked).
@@ -49,6 +58,7 @@
 #include "sim/sim_clock.h"
 #include "sim/sim_coordinator.h"
 #include "sim/world.h"
+#include "throttlekit/coordinator/fail_policy.h"
 #include "throttlekit/core/completion.h"
 #include "throttlekit/core/decision.h"
 
@@ -82,6 +92,13 @@ inline double workload_peak(Workload workload) {
                                           : 1;
 }
 
+// The name of a fail policy's mode, as tk_sim's --fail takes it.
+inline const char* fail_mode_name(FailPolicy::Mode mode) {
+  return mode == FailPolicy::kOpen     ? "open"
+         : mode == FailPolicy::kClosed ? "closed"
+                                       : "propagate";
+}
+
 // What a windowed run is made of, whatever its engine.
 struct WindowedFleetShape {
   int nodes = 8;
@@ -103,6 +120,12 @@ struct WindowedFleetShape {
   // what they counted (docs/redis.md, "What lost writes cost each mode").
   bool store_failover = false;
   int64_t replication_lag_ms = 5;
+  // What the engines do when the store cannot answer, where the scenario
+  // judges it (`WindowedFleetRun::outages_decided`).
+  FailPolicy fail_policy = FailPolicy::kPropagate;
+  // When non-zero, every node clock drifts by exactly this many ppm from
+  // the start, with no offset (-500'000: clocks at half speed; a mutation).
+  int64_t node_clock_drift_ppm = 0;
 };
 
 template <class Engine>
@@ -113,6 +136,8 @@ class WindowedFleetRun : protected World {
       engines_.push_back(make_engine(n));
     }
     const int64_t end_us = shape_.duration_ms * 1000;
+    outages_seen_.assign(static_cast<size_t>(shape_.nodes), 0);
+    outage_tokens_.assign(static_cast<size_t>(shape_.nodes), 0);
     for (int n = 0; n < shape_.nodes; ++n) next_arrival(n);
     schedule_faults(shape_.nodes, end_us, shape_.partitions, 300'000,
                     shape_.crashes, 200'000,
@@ -123,6 +148,15 @@ class WindowedFleetRun : protected World {
     // time out), and admissions they bring are still checked.
     SimResult r = finish();
     r.windows_checked = static_cast<int64_t>(admitted_.size());
+    // Every answer has arrived or timed out by now.
+    if (judges_fail_policy() && answers_ != r.requests) {
+      ++r.violations;
+      if (r.first_violation.empty()) {
+        r.first_violation =
+            absl::StrCat(answers_, " answers to ", r.requests,
+                         " requests: each is answered exactly once");
+      }
+    }
     judge_liveness(r);
     return r;
   }
@@ -147,6 +181,10 @@ class WindowedFleetRun : protected World {
         drift_ppm = static_cast<int64_t>(rng_.uniform() * 200) *
                     (shape.clock_offset_max_us > 0 ? 1 : -1);
       }
+      if (shape.node_clock_drift_ppm != 0) {
+        offset_us = 0;
+        drift_ppm = shape.node_clock_drift_ppm;
+      }
       clocks_.push_back(
           std::make_unique<NodeClock>(loop_, offset_us, drift_ppm));
       coordinators_.push_back(std::make_shared<SimCoordinator>(fabric_, n));
@@ -163,6 +201,17 @@ class WindowedFleetRun : protected World {
   // heals, such as message loss or skewed clocks, promises none).
   virtual int64_t liveness_floor() const { return -1; }
 
+  // The fail-policy invariant (see the top): whether the scenario's
+  // engines apply `shape_.fail_policy` and it is judged (not by default),
+  // and then the outages node `n`'s live engine has decided by it so far
+  // (its `stats().outages`).
+  virtual bool judges_fail_policy() const { return false; }
+  virtual int64_t outages_decided(int /*n*/) const { return 0; }
+
+  // The longest a request may wait for its answer, in us, or -1 for no
+  // stated deadline (the default).
+  virtual int64_t answer_deadline_us() const { return -1; }
+
   // Sends request `key` (named `name`) to node `n`'s engine, asked at
   // `asked_ms` on the store's clock, while the node is in `generation`:
   // by default one `check_at_async` of cost 1 on the node's clock, its
@@ -174,8 +223,9 @@ class WindowedFleetRun : protected World {
                   }) {
       engines_[n]->check_at_async(
           name, clocks_[n]->now_ms(), 1,
-          [this, n, key, generation, asked_ms](absl::StatusOr<Decision> d) {
-            decided(n, key, generation, asked_ms, d);
+          [this, n, key, generation, asked_ms,
+           asked_us = loop_.now_us()](absl::StatusOr<Decision> d) {
+            decided(n, key, generation, asked_ms, d, asked_us);
           });
     }
   }
@@ -190,19 +240,65 @@ class WindowedFleetRun : protected World {
   std::vector<std::shared_ptr<SimCoordinator>> coordinators_;
 
   // Counts answer `d` to request `key` of node `n` (asked at `asked_ms`
-  // in `generation`) by the invariant above.
-  void decided(int n, int key, uint64_t generation, int64_t asked_ms,
-               const absl::StatusOr<Decision>& d) {
+  // on the store's clock, `asked_us` in the loop's time, in `generation`)
+  // by the invariants above; `from_memory` when a node's cache of denials
+  // answered it (sim/strict_fleet.h). True when the engine's fail policy
+  // decided it.
+  bool decided(int n, int key, uint64_t generation, int64_t asked_ms,
+               const absl::StatusOr<Decision>& d, int64_t asked_us,
+               bool from_memory = false) {
     const int64_t t = loop_.now_us();
+    const bool judged = judges_fail_policy();
+    if (judged) {
+      ++answers_;
+      result_.longest_answer_us =
+          std::max(result_.longest_answer_us, t - asked_us);
+      const int64_t deadline = answer_deadline_us();
+      if (deadline >= 0 && t - asked_us > deadline) {
+        violation(absl::StrCat("node ", n, " answered k", key, " ",
+                               t - asked_us, " us after the ask > deadline ",
+                               deadline, " us (at ", t, " us)"));
+      }
+    }
+    // An answer to a node that crashed since belonged to its lost memory:
+    // the request died with it (and the dead engine's outages are not
+    // counted: the node's count restarts with its new engine).
+    const bool live = generation == generation_[n];
+    const bool outage = judged && live && take_outage(n);
+    const FailPolicy::Mode mode = shape_.fail_policy.mode();
     if (!d.ok()) {
       ++result_.errors;
       trace(absl::StrCat(t, " n", n, " k", key, " error"));
-      return;
+      if (judged && (outage || (is_outage(d.status()) &&
+                                mode != FailPolicy::kPropagate))) {
+        violation(absl::StrCat("node ", n, " returned ", d.status().ToString(),
+                               " for k", key, " under fail policy ",
+                               fail_mode_name(mode), " (at ", t, " us)"));
+      }
+      return outage;
     }
-    trace(absl::StrCat(t, " n", n, " k", key, d->allowed ? " admit" : " deny"));
-    // An answer to a node that crashed since belonged to its lost memory:
-    // the request died with it.
-    if (generation != generation_[n]) return;
+    trace(absl::StrCat(t, " n", n, " k", key, d->allowed ? " admit" : " deny",
+                       outage ? " outage" : ""));
+    if (!live) return false;
+    if (outage) {
+      ++result_.outage_decisions;
+      const bool as_policy =
+          mode == FailPolicy::kOpen
+              ? d->allowed
+              : mode == FailPolicy::kClosed && !d->allowed &&
+                    d->retry_after_ms == shape_.fail_policy.closed_retry_ms();
+      if (!as_policy) {
+        violation(absl::StrCat("node ", n, " decided an outage on k", key,
+                               d->allowed ? " admitted" : " refused",
+                               " (retry ", d->retry_after_ms,
+                               " ms) under fail policy ", fail_mode_name(mode),
+                               " (at ", t, " us)"));
+      }
+      if (d->allowed) {
+        ++result_.fail_open_admitted;
+        return true;  // availability over the limit: not the store's count
+      }
+    }
     // Never before the window of the credits spent (`reset_at` is their
     // window's end): a waiter that asked earlier was served from a later
     // grant, decided when that grant was made. A denial likewise names the
@@ -212,8 +308,12 @@ class WindowedFleetRun : protected World {
                                                   : asked_ms,
                  d->reset_at_ms - shape_.window_ms);
     if (!d->allowed) {
-      if (key == 0) ++hot_denied_[decided_ms / shape_.window_ms];
-      return;
+      // A denial from memory in a window's first millisecond is the last
+      // of the window before, held to the clock's resolution (hints are
+      // whole milliseconds): not a refusal of this window's.
+      const bool held_over = from_memory && decided_ms % shape_.window_ms == 0;
+      if (key == 0 && !held_over) ++hot_denied_[decided_ms / shape_.window_ms];
+      return outage;
     }
     ++result_.admitted;
     const int64_t answered_ms = TrueClock(loop_).now_ms();
@@ -229,20 +329,30 @@ class WindowedFleetRun : protected World {
     const int64_t lost =
         fabric_.lost_in_window((window + 1) * shape_.window_ms);
     if (count > shape_.limit + lost) {
-      ++result_.violations;
-      if (result_.first_violation.empty()) {
-        result_.first_violation =
-            absl::StrCat("key k", key, " admitted ", count, " > limit ",
-                         shape_.limit, lost > 0 ? " + lost writes " : "",
-                         lost > 0 ? absl::StrCat(lost) : "",
-                         " in the store's window starting at ",
-                         window * shape_.window_ms - kSimEpochMs, " ms (at ", t,
-                         " us, node ", n, ")");
-      }
+      violation(absl::StrCat("key k", key, " admitted ", count, " > limit ",
+                             shape_.limit, lost > 0 ? " + lost writes " : "",
+                             lost > 0 ? absl::StrCat(lost) : "",
+                             " in the store's window starting at ",
+                             window * shape_.window_ms - kSimEpochMs,
+                             " ms (at ", t, " us, node ", n, ")"));
     }
+    return outage;
   }
 
  private:
+  // True when node `n`'s engine decided this answer by its fail policy:
+  // its outage count grew since the last answer looked. An engine that
+  // decides several waiters' outages at once counts them all before it
+  // runs their completions, one after the other: each takes one.
+  bool take_outage(int n) {
+    const int64_t seen = outages_decided(n);
+    outage_tokens_[n] += seen - outages_seen_[n];
+    outages_seen_[n] = seen;
+    if (outage_tokens_[n] == 0) return false;
+    --outage_tokens_[n];
+    return true;
+  }
+
   // Poisson arrivals per node; half of them on the hot key 0. A workload
   // that varies is drawn by thinning: candidates at its peak rate, each
   // kept with the probability of the rate at its instant over the peak.
@@ -346,6 +456,8 @@ class WindowedFleetRun : protected World {
     graveyard_.push_back(std::move(engines_[n]));
     loop_.after(down_us, [this, n] {
       engines_[n] = make_engine(n);
+      outages_seen_[n] = 0;
+      outage_tokens_[n] = 0;
       down_[n] = false;
       trace(absl::StrCat(loop_.now_us(), " n", n, " restart"));
     });
@@ -361,6 +473,11 @@ class WindowedFleetRun : protected World {
   // Per node, indexed by its number (sized in the constructor).
   std::vector<char> down_;
   std::vector<uint64_t> generation_;
+  // The fail-policy invariant: per node, the live engine's outage count
+  // last read and the outage answers it has not yet delivered.
+  std::vector<int64_t> outages_seen_;
+  std::vector<int64_t> outage_tokens_;
+  int64_t answers_ = 0;  // completions run (where the policy is judged)
   std::map<std::pair<int, int64_t>, int64_t> admitted_;  // by decision
   std::map<std::pair<int, int64_t>, int64_t> answered_;  // by answer
   std::map<int64_t, int64_t> hot_denied_;  // window -> the hot key's denials

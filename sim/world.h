@@ -53,6 +53,15 @@ struct SimResult {
   int64_t crashes = 0;
   // What the writes lost in a store failover counted (admissions, credits).
   int64_t failover_lost = 0;
+  // The fail policy, where a scenario judges it (sim/windowed_fleet.h):
+  // the outages the engines decided by it, the admissions fail-open made
+  // (outside the window bound: availability over the limit), and the
+  // longest a request waited for its answer, in us.
+  int64_t outage_decisions = 0;
+  int64_t fail_open_admitted = 0;
+  int64_t longest_answer_us = 0;
+  // Cached-deny nodes (sim/strict_fleet.h): denials answered from memory.
+  int64_t cached_denials = 0;
   // Liveness, where a scenario promises it (sim/windowed_fleet.h): the
   // windows judged after the faults healed, how many fell below the
   // promised floor, the first such, and the lowest share of the limit
@@ -112,6 +121,14 @@ class World {
             {}, std::make_shared<ClockAdapter<TrueClock>>(TrueClock(loop_)))),
         fabric_{loop_, rng_, network_, store_.get(), timeout_us} {
     result_.trace_hash = 0xCBF29CE484222325ull;
+  }
+
+  // Counts a failed check of an invariant; the first one's `what` is kept.
+  void violation(std::string what) {
+    ++result_.violations;
+    if (result_.first_violation.empty()) {
+      result_.first_violation = std::move(what);
+    }
   }
 
   // Adds a line to the trace (FNV-1a over its bytes and a newline).

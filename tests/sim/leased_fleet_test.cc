@@ -16,28 +16,21 @@
 #include <cstdint>
 #include <string>
 
+#include "support/sim_seeds.h"
 #include "support/test_work.h"
 
 namespace throttlekit::sim {
 namespace {
 
-// No window over the bound and none judged under the liveness floor; else
-// the first of each and the command that replays the run.
-::testing::AssertionResult sound(const SimResult& r,
-                                 const std::string& replay) {
-  if (r.violations == 0 && r.liveness_failures == 0) {
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure()
-         << r.first_violation << r.first_liveness_failure
-         << "\n  replay: " << replay;
-}
+using testing::first_failing_seed;
+using testing::sound;
 
 TEST(LeasedFleetSim, EverySeedHoldsTheWindowBound) {
   const uint64_t seeds = static_cast<uint64_t>(testing::scaled_work(400, 40));
   LivenessTally liveness;
   int64_t admitted = 0, windows = 0, full_windows = 0, lost = 0, crashes = 0,
           timeouts = 0;
+  int64_t decided[3] = {};  // outages decided, per drawn fail policy
   for (uint64_t seed = 1; seed <= seeds; ++seed) {
     const LeasedFleetConfig c = swarm_config(seed, 8);
     const SimResult r = run_leased_fleet(seed, c);
@@ -50,17 +43,26 @@ TEST(LeasedFleetSim, EverySeedHoldsTheWindowBound) {
     lost += r.messages_lost;
     crashes += r.crashes;
     timeouts += r.timeouts;
+    decided[c.fail_mode] += r.outage_decisions;
   }
   // The bound was reached, not just respected, and every fault kind ran.
   EXPECT_GT(full_windows, static_cast<int64_t>(seeds) / 4);
   EXPECT_GT(lost, 0);
   EXPECT_GT(crashes, 0);
   EXPECT_GT(timeouts, 0);
+  // Each fail policy decided outages (each checked as it was decided),
+  // except kPropagate, which decides none.
+  EXPECT_EQ(decided[FailPolicy::kPropagate], 0);
+  EXPECT_GT(decided[FailPolicy::kOpen], 0);
+  EXPECT_GT(decided[FailPolicy::kClosed], 0);
   // Liveness: windows judged after the faults healed, on seeds whose
   // partitions or crashes had healed among them, none below the floor.
   EXPECT_GT(liveness.windows, static_cast<int64_t>(seeds) / 2);
   EXPECT_GT(liveness.healed_seeds, 0);
   std::printf("%s\n", liveness.summary().c_str());
+  std::printf("outages decided: %lld fail-open, %lld fail-closed\n",
+              static_cast<long long>(decided[FailPolicy::kOpen]),
+              static_cast<long long>(decided[FailPolicy::kClosed]));
   std::printf(
       "%llu seeds: %lld admitted over %lld (key, window) pairs, %lld "
       "seeds with a window at the limit, %lld messages lost, %lld "
@@ -121,12 +123,11 @@ TEST(LeasedFleetSim, BurstsAndADayHoldTheBoundAndTheFloor) {
 
 // The first seed (from 1) on which carried credits break the coupled bound.
 uint64_t first_failing_uncoupled_seed(uint64_t within) {
-  for (uint64_t seed = 1; seed <= within; ++seed) {
+  return first_failing_seed(within, [](uint64_t seed) {
     LeasedFleetConfig c = swarm_config(seed, 8);
     c.window_coupled = false;
-    if (run_leased_fleet(seed, c).violations > 0) return seed;
-  }
-  return 0;
+    return run_leased_fleet(seed, c);
+  });
 }
 
 // The mutation table's row for the leased fleet: window coupling off with
@@ -136,6 +137,25 @@ TEST(LeasedFleetSim, CarriedCreditsAreCaughtWithinTwentySeeds) {
   ASSERT_GT(seed, 0u) << "the mutation survived 20 seeds";
   std::printf("window coupling off: caught at seed %llu\n",
               static_cast<unsigned long long>(seed));
+}
+
+// The fail policy's row: engines built without the configured policy
+// (an outage reaches the caller as a status under fail-open or
+// fail-closed) are caught within 20 seeds.
+TEST(LeasedFleetSim, ADroppedFailPolicyIsCaughtWithinTwentySeeds) {
+  std::string first;
+  const uint64_t caught = first_failing_seed(
+      20,
+      [](uint64_t seed) {
+        LeasedFleetConfig c = swarm_config(seed, 8);
+        c.policy_dropped = true;
+        return run_leased_fleet(seed, c);
+      },
+      &first);
+  ASSERT_GT(caught, 0u) << "the mutation survived 20 seeds";
+  EXPECT_NE(first.find("under fail policy"), std::string::npos) << first;
+  std::printf("policy dropped: caught at seed %llu\n",
+              static_cast<unsigned long long>(caught));
 }
 
 TEST(LeasedFleetSim, AFailingSeedReplaysByteForByte) {

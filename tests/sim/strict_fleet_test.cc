@@ -5,7 +5,11 @@
 // store's clock decides; nodes that name their own `now` (a stale-`now`
 // re-grant: a check that reaches the store after its window's key expired
 // counts that window afresh) are caught within a stated number of seeds;
-// a run replays byte for byte.
+// a run replays byte for byte. The same fleet in the two-tier cached-deny
+// mode holds the bound and denies from memory only within a window the
+// store refused in; clocks that run slow (which stretch a remembered
+// denial) are caught. Every seed also judges its drawn fail policy, and a
+// fleet whose engines drop the configured policy is caught.
 
 #include "sim/strict_fleet.h"
 
@@ -16,10 +20,14 @@
 #include <cstdio>
 #include <string>
 
+#include "support/sim_seeds.h"
 #include "support/test_work.h"
 
 namespace throttlekit::sim {
 namespace {
+
+using testing::first_failing_seed;
+using testing::sound;
 
 TEST(StrictFleetSim, EverySeedHoldsTheWindowBound) {
   const uint64_t seeds = static_cast<uint64_t>(testing::scaled_work(300, 30));
@@ -28,12 +36,7 @@ TEST(StrictFleetSim, EverySeedHoldsTheWindowBound) {
   for (uint64_t seed = 1; seed <= seeds; ++seed) {
     const StrictFleetConfig c = swarm_strict_config(seed, 8);
     const SimResult r = run_strict_fleet(seed, c);
-    ASSERT_EQ(r.violations, 0)
-        << r.first_violation
-        << "\n  replay: " << strict_replay_command(seed, c);
-    ASSERT_EQ(r.liveness_failures, 0)
-        << r.first_liveness_failure
-        << "\n  replay: " << strict_replay_command(seed, c);
+    ASSERT_TRUE(sound(r, strict_replay_command(seed, c)));
     liveness.add(r, c.fleet.partitions || c.fleet.crashes);
     EXPECT_GT(r.admitted, 0) << strict_replay_command(seed, c);
     admitted += r.admitted;
@@ -116,9 +119,7 @@ TEST(StrictFleetSim, AFailoverReAdmitsWhatItsLostWritesCountedAndNoMore) {
     StrictFleetConfig c = swarm_strict_config(seed, 8);
     c.fleet.store_failover = true;
     const SimResult r = run_strict_fleet(seed, c);
-    ASSERT_EQ(r.violations, 0)
-        << r.first_violation
-        << "\n  replay: " << strict_replay_command(seed, c);
+    ASSERT_TRUE(sound(r, strict_replay_command(seed, c)));
     lost += r.failover_lost;
     over_limit += r.worst_window > c.fleet.limit;
   }
@@ -133,12 +134,11 @@ TEST(StrictFleetSim, AFailoverReAdmitsWhatItsLostWritesCountedAndNoMore) {
 
 // The first seed (from 1) on which a stale `now` breaks the bound.
 uint64_t first_failing_stale_seed(uint64_t within) {
-  for (uint64_t seed = 1; seed <= within; ++seed) {
+  return first_failing_seed(within, [](uint64_t seed) {
     StrictFleetConfig c = swarm_strict_config(seed, 8);
     c.stale_now = true;
-    if (run_strict_fleet(seed, c).violations > 0) return seed;
-  }
-  return 0;
+    return run_strict_fleet(seed, c);
+  });
 }
 
 // The mutation table's row: a stale-`now` re-grant is caught within 20
@@ -148,6 +148,106 @@ TEST(StrictFleetSim, AStaleNowReGrantIsCaughtWithinTwentySeeds) {
   ASSERT_GT(seed, 0u) << "the mutation survived 20 seeds";
   std::printf("stale now: caught at seed %llu\n",
               static_cast<unsigned long long>(seed));
+}
+
+// The cached-deny mode on the same seeds: the bound, the liveness floor,
+// and no denial from memory outside a window the store refused in; the
+// cache did answer (it is exercised, not merely present).
+TEST(StrictFleetSim, CachedDenyNodesHoldTheBoundAndDenyOnlyInRefusedWindows) {
+  const uint64_t seeds = static_cast<uint64_t>(testing::scaled_work(300, 30));
+  LivenessTally liveness;
+  int64_t cached = 0, full_windows = 0;
+  for (uint64_t seed = 1; seed <= seeds; ++seed) {
+    StrictFleetConfig c = swarm_strict_config(seed, 8);
+    c.cached_deny = true;
+    const SimResult r = run_strict_fleet(seed, c);
+    ASSERT_TRUE(sound(r, strict_replay_command(seed, c)));
+    liveness.add(r, c.fleet.partitions || c.fleet.crashes);
+    cached += r.cached_denials;
+    full_windows += r.worst_window == c.fleet.limit;
+  }
+  EXPECT_GT(cached, 0);
+  EXPECT_GT(full_windows, static_cast<int64_t>(seeds) / 4);
+  EXPECT_GT(liveness.windows, static_cast<int64_t>(seeds) / 2);
+  std::printf("cached deny: %lld denials from memory over %llu seeds; %s\n",
+              static_cast<long long>(cached),
+              static_cast<unsigned long long>(seeds),
+              liveness.summary().c_str());
+}
+
+// The cached-deny row of the mutation table: node clocks at half speed
+// hold each remembered denial for twice its hint, past the window that
+// refused it; caught within 20 seeds.
+TEST(StrictFleetSim, SlowClocksStretchingCachedDenialsAreCaughtWithin20Seeds) {
+  std::string first;
+  const uint64_t caught = first_failing_seed(
+      20,
+      [](uint64_t seed) {
+        StrictFleetConfig c = swarm_strict_config(seed, 8);
+        c.cached_deny = true;
+        c.slow_clocks = true;
+        return run_strict_fleet(seed, c);
+      },
+      &first);
+  ASSERT_GT(caught, 0u) << "the mutation survived 20 seeds";
+  EXPECT_NE(first.find("from its cache"), std::string::npos) << first;
+  std::printf("slow clocks: caught at seed %llu\n",
+              static_cast<unsigned long long>(caught));
+}
+
+// The fail policy, on the seeds of each mode: outages were decided by the
+// policy (fail-open admitted, fail-closed refused), no outage reached a
+// caller as a status under either, and every answer came within the
+// deadline (the run's own checks; none failed).
+TEST(StrictFleetSim, EveryOutageIsDecidedByTheDrawnFailPolicy) {
+  const uint64_t seeds = static_cast<uint64_t>(testing::scaled_work(300, 60));
+  int64_t decided[3] = {}, open_admitted = 0, errors_propagated = 0;
+  int64_t longest_us = 0;
+  for (uint64_t seed = 1; seed <= seeds; ++seed) {
+    for (const bool cached : {false, true}) {
+      StrictFleetConfig c = swarm_strict_config(seed, 8);
+      c.cached_deny = cached;
+      const SimResult r = run_strict_fleet(seed, c);
+      ASSERT_TRUE(sound(r, strict_replay_command(seed, c)));
+      decided[c.fleet.fail_mode] += r.outage_decisions;
+      open_admitted += r.fail_open_admitted;
+      if (c.fleet.fail_mode == FailPolicy::kPropagate) {
+        errors_propagated += r.errors;
+      }
+      longest_us = std::max(longest_us, r.longest_answer_us);
+    }
+  }
+  EXPECT_EQ(decided[FailPolicy::kPropagate], 0);
+  EXPECT_GT(decided[FailPolicy::kOpen], 0);
+  EXPECT_GT(decided[FailPolicy::kClosed], 0);
+  EXPECT_EQ(open_admitted, decided[FailPolicy::kOpen]);
+  EXPECT_GT(errors_propagated, 0);
+  EXPECT_LE(longest_us, 50'000);
+  std::printf(
+      "fail policy: %lld outages decided open, %lld closed, %lld statuses "
+      "propagated; longest answer %lld us\n",
+      static_cast<long long>(decided[FailPolicy::kOpen]),
+      static_cast<long long>(decided[FailPolicy::kClosed]),
+      static_cast<long long>(errors_propagated),
+      static_cast<long long>(longest_us));
+}
+
+// The fail policy's row of the mutation table: engines built without the
+// configured policy are caught within 20 seeds, in both modes.
+TEST(StrictFleetSim, ADroppedFailPolicyIsCaughtWithin20Seeds) {
+  for (const bool cached : {false, true}) {
+    const uint64_t caught = first_failing_seed(20, [cached](uint64_t seed) {
+      StrictFleetConfig c = swarm_strict_config(seed, 8);
+      c.cached_deny = cached;
+      c.fleet.policy_dropped = true;
+      return run_strict_fleet(seed, c);
+    });
+    EXPECT_GT(caught, 0u) << (cached ? "cached deny" : "strict")
+                          << ": the mutation survived 20 seeds";
+    std::printf("%s, policy dropped: caught at seed %llu\n",
+                cached ? "cached deny" : "strict",
+                static_cast<unsigned long long>(caught));
+  }
 }
 
 TEST(StrictFleetSim, ARunReplaysByteForByte) {
