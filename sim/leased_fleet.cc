@@ -89,7 +89,9 @@ WindowedFleetShape windowed_shape(const LeasedFleetConfig& c) {
       .clock_offset_min_us = 0,
       .clock_offset_max_us = c.clock_skew ? 50'000 : 0,
       .workload = c.workload,
-      .store_failover = c.store_failover,
+      .store_failover = c.store_failover || c.store_restart,
+      // A restart: a replica that receives no write within the run.
+      .replication_lag_ms = c.store_restart ? c.duration_ms + 1 : 5,
       .fail_policy = FailPolicy(c.fail_mode, c.window_ms)};
 }
 
@@ -135,6 +137,7 @@ std::string replay_command(uint64_t seed, const LeasedFleetConfig& c,
       : c.workload == Workload::kDiurnal ? " --diurnal"
                                          : "",
       c.store_failover ? " --failover" : "",
+      c.store_restart ? " --restart" : "",
       c.fail_mode != FailPolicy::kPropagate ? " --fail " : "",
       c.fail_mode != FailPolicy::kPropagate ? fail_mode_name(c.fail_mode) : "",
       c.policy_dropped ? " --policy-dropped" : "",

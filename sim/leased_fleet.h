@@ -66,6 +66,10 @@ struct LeasedFleetConfig {
   // One store failover with a replication lag (sim/windowed_fleet.h); not
   // drawn by the swarm: tk_sim's --failover turns it on.
   bool store_failover = false;
+  // A coordinator restart that loses all its state (a Redis without
+  // persistence restarting), once, at a drawn instant: a failover to a
+  // replica that never received a write. Not drawn: tk_sim's --restart.
+  bool store_restart = false;
   // What the nodes do when the store cannot answer (fail_policy.h;
   // fail-closed with a retry of one window), judged at every answer
   // (sim/windowed_fleet.h). Drawn per seed for the leased and strict

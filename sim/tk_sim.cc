@@ -14,7 +14,8 @@
 // --uncoupled runs the mutation that carries credits past their window.
 // --bursts or --diurnal changes how requests arrive (sim/windowed_fleet.h;
 // Poisson otherwise), and --failover fails the store over once to a replica
-// 5 ms behind, here and in the federated, admission and strict scenarios.
+// 5 ms behind, here and in the federated, admission and strict scenarios;
+// --restart restarts the store once with all its state lost.
 // Prints one line per failing seed with the command that replays it, then
 // a summary: seeds, simulated time, events, failures, events per second.
 // --trace prints the run's trace (one seed); --shrink prints a smaller
@@ -45,6 +46,12 @@
 // --cached-deny runs the nodes in the two-tier cached-deny mode, and
 // --slow-clocks (with it) its mutation: node clocks at half speed.
 //
+// `fair` runs the federated weighted-fair escrow scenario
+// (sim/fair_fleet.h): --nodes is the regions, --keys the tenants per
+// region, the leased fleet's other configuration flags (--batch and
+// --timeout-ms unused) plus --quantum Q and --weight-seed S;
+// --greedy-region runs its mutation (region 0 reports twice its weight).
+//
 // `--fail propagate|open|closed` (leased and strict) sets what the nodes
 // do when the store cannot answer; the swarm draws it per seed.
 // --policy-dropped (leased and strict) is the fail policy's mutation: the
@@ -64,6 +71,7 @@
 #include "absl/strings/numbers.h"
 #include "sim/admission_fleet.h"
 #include "sim/concurrency_fleet.h"
+#include "sim/fair_fleet.h"
 #include "sim/federated_fleet.h"
 #include "sim/leased_fleet.h"
 #include "sim/strict_fleet.h"
@@ -73,14 +81,15 @@ namespace {
 int usage(const char* problem) {
   std::fprintf(
       stderr,
-      "tk_sim: %s\nusage: tk_sim leased|concurrency|federated|admission|strict "
+      "tk_sim: %s\nusage: tk_sim "
+      "leased|concurrency|federated|admission|strict|fair "
       "[--seed "
       "S] [--seeds N] "
       "[--nodes N] [--uncoupled] [--trace] [--shrink] [--keys K] "
       "[--limit L] [--window-ms W] [--batch B] [--rate R] "
       "[--duration-ms D] [--delay-us U] [--sigma S] [--loss P] "
       "[--partitions 0|1] [--crashes 0|1] [--clock-skew 0|1] "
-      "[--timeout-ms T] [--bursts|--diurnal] [--failover] "
+      "[--timeout-ms T] [--bursts|--diurnal] [--failover|--restart] "
       "[--fail propagate|open|closed] [--policy-dropped] [--cached-deny] "
       "[--slow-clocks]\n",
       problem);
@@ -98,16 +107,21 @@ struct Common {
   throttlekit::sim::Workload workload = throttlekit::sim::Workload::kPoisson;
   // --failover (the windowed scenarios): one store failover.
   bool failover = false;
+  // --restart (the windowed scenarios): one coordinator restart that loses
+  // all its state.
+  bool restart = false;
 
   // True when `flag` (and, unless a switch, `value`) was one of them;
-  // `*bad` when its value was wrong (or a second workload was named).
+  // `*bad` when its value was wrong (or a second workload, or both store
+  // faults, were named).
   bool take(const std::string& flag, const char* value, bool* bad) {
     if (flag == "--trace") {
       want_trace = true;
       return true;
     }
-    if (flag == "--failover") {
-      failover = true;
+    if (flag == "--failover" || flag == "--restart") {
+      *bad = failover || restart;
+      (flag == "--failover" ? failover : restart) = true;
       return true;
     }
     if (flag == "--bursts" || flag == "--diurnal") {
@@ -159,12 +173,14 @@ int parse_args(
     }
     if (is_switch) continue;
     const bool valueless = flag == "--trace" || flag == "--bursts" ||
-                           flag == "--diurnal" || flag == "--failover";
+                           flag == "--diurnal" || flag == "--failover" ||
+                           flag == "--restart";
     const char* v = valueless || i + 1 >= argc ? nullptr : argv[i + 1];
     bool bad = false;
     if (common.take(flag, v, &bad)) {
       if (bad) {
-        return usage(valueless ? "--bursts and --diurnal exclude each other"
+        return usage(valueless ? "--bursts and --diurnal exclude each other, "
+                                 "as do --failover and --restart"
                                : ("bad value for " + flag).c_str());
       }
       if (!valueless) ++i;
@@ -394,10 +410,10 @@ int run_concurrency(int argc, char** argv) {
     return rc;
   }
   if (common.workload != throttlekit::sim::Workload::kPoisson ||
-      common.failover) {
+      common.failover || common.restart) {
     return usage(
-        "the concurrency scenario takes no --bursts, --diurnal or "
-        "--failover");
+        "the concurrency scenario takes no --bursts, --diurnal, "
+        "--failover or --restart");
   }
   given.nodes = common.nodes;
   return run_scenario(
@@ -460,6 +476,7 @@ int run_admission(int argc, char** argv) {
         c.fleet.window_coupled = !uncoupled;
         c.fleet.workload = common.workload;
         c.fleet.store_failover = common.failover;
+        c.fleet.store_restart = common.restart;
       });
 }
 
@@ -505,6 +522,46 @@ int run_federated(int argc, char** argv) {
         c.clocks_behind = clocks_behind;
         c.fleet.workload = common.workload;
         c.fleet.store_failover = common.failover;
+        c.fleet.store_restart = common.restart;
+      });
+}
+
+int run_fair(int argc, char** argv) {
+  using throttlekit::sim::FairFleetConfig;
+  Common common{.nodes = 3};
+  bool greedy = false;
+  bool explicit_config = false;
+  FairFleetConfig given;
+  if (int rc = parse_args(
+          argc, argv, common, {{"--greedy-region", &greedy}}, &explicit_config,
+          [&](const std::string& flag, const Value& v) {
+            if (leased_config_flag(flag, v, given.fleet)) return true;
+            if (flag == "--quantum" && v.is_int && v.n >= 0) {
+              given.quantum = v.n;
+            } else if (flag == "--weight-seed" && v.is_int && v.n >= 0) {
+              given.weight_seed = static_cast<uint64_t>(v.n);
+            } else {
+              return false;
+            }
+            return true;
+          });
+      rc != 0) {
+    return rc;
+  }
+  if (common.failover || common.restart) {
+    return usage("the fair scenario takes no --failover or --restart");
+  }
+  if (given.quantum > given.fleet.limit) {
+    return usage("--quantum must be <= --limit");
+  }
+  given.fleet.nodes = common.nodes;
+  return run_scenario(
+      Scenario<FairFleetConfig>{"fair", throttlekit::sim::swarm_fair_config,
+                                throttlekit::sim::run_fair_fleet,
+                                throttlekit::sim::fair_replay_command},
+      common, explicit_config, given, [&](FairFleetConfig& c) {
+        c.greedy_region = greedy;
+        c.fleet.workload = common.workload;
       });
 }
 
@@ -546,6 +603,7 @@ int run_strict(int argc, char** argv) {
         c.slow_clocks = slow_clocks;
         c.fleet.workload = common.workload;
         c.fleet.store_failover = common.failover;
+        c.fleet.store_restart = common.restart;
       });
 }
 
@@ -565,10 +623,13 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "strict") == 0) {
     return run_strict(argc, argv);
   }
+  if (argc >= 2 && std::strcmp(argv[1], "fair") == 0) {
+    return run_fair(argc, argv);
+  }
   if (argc < 2 || std::strcmp(argv[1], "leased") != 0) {
     return usage(
         "the scenario must be `leased`, `concurrency`, `federated`, "
-        "`admission` or `strict`");
+        "`admission`, `strict` or `fair`");
   }
   Common common{.nodes = 8};
   bool uncoupled = false, want_shrink = false, policy_dropped = false;
@@ -596,6 +657,7 @@ int main(int argc, char** argv) {
     c.policy_dropped = policy_dropped;
     c.workload = common.workload;
     c.store_failover = common.failover;
+    c.store_restart = common.restart;
     return c;
   };
   return run_seeds(

@@ -62,6 +62,12 @@ struct SimResult {
   int64_t longest_answer_us = 0;
   // Cached-deny nodes (sim/strict_fleet.h): denials answered from memory.
   int64_t cached_denials = 0;
+  // The fair-escrow fleet (sim/fair_fleet.h): (tenant, window) pairs
+  // judged against the fairness band, and the farthest a judged tenant
+  // fell below min(d_i, s_i) and rose above it.
+  int64_t fairness_checks = 0;
+  int64_t fairness_most_below = 0;
+  int64_t fairness_most_above = 0;
   // Liveness, where a scenario promises it (sim/windowed_fleet.h): the
   // windows judged after the faults healed, how many fell below the
   // promised floor, the first such, and the lowest share of the limit

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <initializer_list>
 #include <string>
 
 #include "support/sim_seeds.h"
@@ -108,28 +109,52 @@ TEST(StrictFleetSim, AnswersPastTheDeadlineFailTheLivenessFloor) {
   std::printf("deadline 1 ms: %s\n", late.first_liveness_failure.c_str());
 }
 
+// Runs `seeds` seeds with the store fault `fault` set on each fleet (and
+// each mode in `modes`): the bound plus what the lost writes counted holds
+// on every run, writes were lost, and some window went over its limit.
+// Prints `name`'s tally.
+template <class Fault>
+void lost_writes_hold(const char* name, std::initializer_list<bool> modes,
+                      Fault fault) {
+  const uint64_t seeds = static_cast<uint64_t>(testing::scaled_work(200, 20));
+  int64_t lost = 0, over_limit = 0;
+  for (uint64_t seed = 1; seed <= seeds; ++seed) {
+    for (const bool cached : modes) {
+      StrictFleetConfig c = swarm_strict_config(seed, 8);
+      fault(c.fleet);
+      c.cached_deny = cached;
+      const SimResult r = run_strict_fleet(seed, c);
+      ASSERT_TRUE(sound(r, strict_replay_command(seed, c)));
+      lost += r.failover_lost;
+      over_limit += r.worst_window > c.fleet.limit;
+    }
+  }
+  EXPECT_GT(lost, 0);
+  EXPECT_GT(over_limit, 0) << name << ": nothing re-admitted";
+  std::printf(
+      "%s: %lld admissions lost over %llu seeds, %lld runs with a window "
+      "over its limit (within what was lost)\n",
+      name, static_cast<long long>(lost),
+      static_cast<unsigned long long>(seeds),
+      static_cast<long long>(over_limit));
+}
+
 // A store failover to a replica 5 ms behind (asynchronous replication):
 // the writes not yet replicated are lost and re-admitted, so a window may
 // admit more than its limit, by at most what the lost writes counted (the
 // cost docs/redis.md states for a strict check), on every seed.
 TEST(StrictFleetSim, AFailoverReAdmitsWhatItsLostWritesCountedAndNoMore) {
-  const uint64_t seeds = static_cast<uint64_t>(testing::scaled_work(200, 20));
-  int64_t lost = 0, over_limit = 0;
-  for (uint64_t seed = 1; seed <= seeds; ++seed) {
-    StrictFleetConfig c = swarm_strict_config(seed, 8);
-    c.fleet.store_failover = true;
-    const SimResult r = run_strict_fleet(seed, c);
-    ASSERT_TRUE(sound(r, strict_replay_command(seed, c)));
-    lost += r.failover_lost;
-    over_limit += r.worst_window > c.fleet.limit;
-  }
-  EXPECT_GT(lost, 0);
-  EXPECT_GT(over_limit, 0) << "no failover re-admitted anything";
-  std::printf(
-      "failover: %lld admissions lost over %llu seeds, %lld seeds with a "
-      "window over its limit (within what was lost)\n",
-      static_cast<long long>(lost), static_cast<unsigned long long>(seeds),
-      static_cast<long long>(over_limit));
+  lost_writes_hold("failover", {false},
+                   [](LeasedFleetConfig& f) { f.store_failover = true; });
+}
+
+// A coordinator restart that loses all its state (a Redis without
+// persistence restarting) forgets what the window counted so far, so the
+// window may admit up to its limit again: at most the limit plus what the
+// lost state counted, in both modes.
+TEST(StrictFleetSim, ARestartReAdmitsWhatTheLostStateCountedAndNoMore) {
+  lost_writes_hold("restart (strict and cached deny)", {false, true},
+                   [](LeasedFleetConfig& f) { f.store_restart = true; });
 }
 
 // The first seed (from 1) on which a stale `now` breaks the bound.
