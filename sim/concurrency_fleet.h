@@ -53,13 +53,20 @@ struct ConcurrencyFleetConfig {
   // Mutations the proofs call unsafe for the bound checked.
   bool handoff = true;
   bool self_fencing = true;
+  // The permit-leak check's own teeth: the first admitted request never
+  // releases its permit (a handler that forgets to), and the run must say
+  // so.
+  bool drop_a_release = false;
 };
 
 ConcurrencyFleetConfig swarm_concurrency_config(uint64_t seed, int nodes);
 
 // `SimResult` as the leased fleet's: `worst_window` is the most slots held
 // at once across the fleet, `violations` the acquisitions that took the
-// sum above the limit, `admitted` the acquisitions.
+// sum above the limit, `admitted` the acquisitions. Also checked, once the
+// arrivals have ended and every request admitted before has finished (the
+// longest service time later): no live node's limiter still counts a
+// slot (no permit leak).
 SimResult run_concurrency_fleet(uint64_t seed,
                                 const ConcurrencyFleetConfig& config,
                                 bool keep_trace = false);

@@ -113,6 +113,22 @@ TEST(ConcurrencyFleetSim, AFencingMarginBelowTheDriftIsCaughtWithinFiftySeeds) {
               static_cast<unsigned long long>(seed));
 }
 
+// The permit-leak check has teeth: a fleet where one admitted request
+// never releases its permit is caught at the end of the run; the same
+// fleet releasing everything is clean.
+TEST(ConcurrencyFleetSim, AForgottenReleaseIsCaughtAsAPermitLeak) {
+  ConcurrencyFleetConfig c = swarm_concurrency_config(1, 5);
+  c.crashes = false;  // a crash would take the unreleased slot with it
+  c.partitions = false;
+  EXPECT_EQ(run_concurrency_fleet(1, c).violations, 0);
+  c.drop_a_release = true;
+  const SimResult leaked = run_concurrency_fleet(1, c);
+  EXPECT_GT(leaked.violations, 0);
+  EXPECT_NE(leaked.first_violation.find("permit leak"), std::string::npos)
+      << leaked.first_violation;
+  std::printf("forgotten release: %s\n", leaked.first_violation.c_str());
+}
+
 TEST(ConcurrencyFleetSim, ARunReplaysByteForByte) {
   const ConcurrencyFleetConfig c = swarm_concurrency_config(7, 5);
   const SimResult a = run_concurrency_fleet(7, c, /*keep_trace=*/true);
