@@ -48,6 +48,23 @@ class Run final : public WindowedFleetRun<Node> {
   SimResult run() {
     SimResult r = WindowedFleetRun::run();
     r.windows_checked = static_cast<int64_t>(rate_.size());
+    // No permit leak: the run has drained, every request in service has
+    // been released, so no live node's concurrency axis still counts a
+    // slot (an admission the rate or cost axis refused, or one that failed,
+    // gave its slot back).
+    for (size_t n = 0; n < engines_.size(); ++n) {
+      if (engines_[n] == nullptr) continue;  // down at the end
+      const int64_t counted =
+          engines_[n]->admission->concurrency()->stats().inflight;
+      if (counted == 0 && engines_[n]->in_service == 0) continue;
+      ++r.violations;
+      if (r.first_violation.empty()) {
+        r.first_violation = absl::StrCat(
+            "node ", n, " still counts ", counted, " slots (",
+            engines_[n]->in_service,
+            " requests in service) after the run drained: a permit leak");
+      }
+    }
     return r;
   }
 

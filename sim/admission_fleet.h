@@ -23,6 +23,9 @@
 // `reset_at` less one window), unless the node asked after that window
 // ended (then in the window it asked in): credits are never spent before
 // they are granted, and a spend after their window is a violation.
+// And once the run has drained: no live node's concurrency axis still
+// counts a slot (no permit leak: a refused or failed admission gave its
+// slot back, and every released request returned its own).
 //
 // A run is a pure function of (seed, config).
 //
