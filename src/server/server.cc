@@ -439,10 +439,11 @@ class RateLimiterService final
     return reactor;
   }
 
-  // CheckMany: one instant for the batch, in key order. A strict engine
-  // sends the batch without waiting (`check_many_async`: the store's
-  // clock, then every key's step pipelined) and the RPC finishes from its
-  // last answer; another engine's blocking `check_many` runs on the
+  // CheckMany: one instant for the batch, in key order. An engine with a
+  // `check_many_async` sends the batch without waiting (strict: the
+  // store's clock, then every key's step pipelined; leased and federated:
+  // every key's `check_at_async` at one `now`) and the RPC finishes from
+  // its last answer; another engine's blocking `check_many` runs on the
   // blocking pool (a store-backed batch waits there, never on a callback
   // thread).
   grpc::ServerUnaryReactor* CheckMany(grpc::CallbackServerContext* ctx,

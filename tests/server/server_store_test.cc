@@ -856,6 +856,33 @@ TEST(ServerStore, AdmissionsWaitingOnAFrozenStoreHoldNoServerThread) {
       });
 }
 
+// A CheckMany of three keys (`key` twice, one of its own between), all
+// admitted.
+StartCall check_many_call() {
+  return [](v1::RateLimiter::Stub& stub, int i, const std::string& policy,
+            const std::string& key, std::function<void(bool)> done) {
+    struct Call {
+      grpc::ClientContext ctx;
+      v1::CheckManyRequest req;
+      v1::CheckManyResponse resp;
+    };
+    auto call = std::make_shared<Call>();
+    call->req.set_policy(policy);
+    call->req.add_keys(key);
+    call->req.add_keys(absl::StrCat("other", i));
+    call->req.add_keys(key);
+    stub.async()->CheckMany(
+        &call->ctx, &call->req, &call->resp,
+        [call, done = std::move(done)](grpc::Status s) {
+          bool all = s.ok() && call->resp.decisions_size() == 3;
+          for (const v1::Decision& d : call->resp.decisions()) {
+            all = all && d.allowed();
+          }
+          done(all);
+        });
+  };
+}
+
 // CheckMany over a strict limiter sends its batch without waiting (the
 // store's clock, then every key's step pipelined): batches on the frozen
 // store hold no server thread and none of the blocking pool's.
@@ -864,29 +891,19 @@ TEST(ServerStore, CheckManyBatchesWaitingOnAFrozenStoreHoldNoServerThread) {
       "{strict: {strategy: fixedWindow, limit: 100000, period: 1h}, fed: "
       "{federated: {batch: 8}, strategy: fixedWindow, limit: 100000, period: "
       "1h}}",
-      "strict", 64, "fed",
-      [](v1::RateLimiter::Stub& stub, int i, const std::string& policy,
-         const std::string& key, std::function<void(bool)> done) {
-        struct Call {
-          grpc::ClientContext ctx;
-          v1::CheckManyRequest req;
-          v1::CheckManyResponse resp;
-        };
-        auto call = std::make_shared<Call>();
-        call->req.set_policy(policy);
-        call->req.add_keys(key);
-        call->req.add_keys(absl::StrCat("other", i));
-        call->req.add_keys(key);
-        stub.async()->CheckMany(
-            &call->ctx, &call->req, &call->resp,
-            [call, done = std::move(done)](grpc::Status s) {
-              bool all = s.ok() && call->resp.decisions_size() == 3;
-              for (const v1::Decision& d : call->resp.decisions()) {
-                all = all && d.allowed();
-              }
-              done(all);
-            });
-      });
+      "strict", 64, "fed", check_many_call());
+}
+
+// CheckMany over a federated limiter checks its keys without waiting
+// (each key's hit inline, each miss joining its key's lease): batches
+// whose leases wait on the frozen store hold no server thread and none of
+// the blocking pool's, while another federated policy's hits are answered.
+TEST(ServerStore, FederatedCheckManyBatchesOnAFrozenStoreHoldNoServerThread) {
+  expect_a_frozen_store_holds_no_server_thread(
+      "{many: {federated: {batch: 8}, strategy: fixedWindow, limit: 100000, "
+      "period: 1h}, fed: {federated: {batch: 8}, strategy: fixedWindow, "
+      "limit: 100000, period: 1h}}",
+      "many", 64, "fed", check_many_call());
 }
 
 // Debit on a token-budget limiter is its check without waiting.

@@ -182,6 +182,69 @@ TEST(LeasedLimiterAsync, AnOutageIsEachWaitersFailPolicy) {
   }
 }
 
+// A batch without waiting: every key at one `now`, hits inline and misses
+// joining their keys' leases, answered once, from the last answer, in key
+// order, as `check_many` answers; an outage is the first error in key
+// order (the other keys checked all the same); bad input completes inline
+// with nothing checked.
+TEST(LeasedLimiterAsync, ABatchIsAnsweredOnceInKeyOrderFromItsLastAnswer) {
+  Held h({.limit = 100, .window_ms = 1000, .batch = 10});
+  Log warm;
+  h.limiter->check_async("a", 1, warm.on(0));
+  h.held->deliver_all();
+  ASSERT_EQ(warm.size(), 1u);
+
+  const std::vector<std::string_view> keys = {"a", "b", "a", "c"};
+  int calls = 0;
+  absl::StatusOr<std::vector<Decision>> got;
+  const auto record = [&](absl::StatusOr<std::vector<Decision>> r) {
+    ++calls;
+    got = std::move(r);
+  };
+  h.limiter->check_many_async(keys, 1, record);
+  EXPECT_EQ(calls, 0) << "b and c wait for their leases";
+  EXPECT_EQ(h.held->held(), 2u);
+  h.held->deliver_all();
+  ASSERT_EQ(calls, 1);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), 4u);
+  for (const Decision& d : *got) {
+    EXPECT_TRUE(d.allowed);
+    EXPECT_EQ(d.reset_at_ms, (*got)[0].reset_at_ms) << "one instant";
+  }
+  // The blocking form gives the same decisions on the same state.
+  absl::StatusOr<std::vector<Decision>> blocking = h.limiter->check_many(keys);
+  ASSERT_TRUE(blocking.ok()) << blocking.status();
+  EXPECT_EQ(blocking->size(), 4u);
+
+  // An outage on b's lease: the batch's answer is b's error; c's lease was
+  // still asked for and granted.
+  const std::vector<std::string_view> fresh = {"x", "y", "z"};
+  calls = 0;
+  h.limiter->check_many_async(fresh, 1, record);
+  EXPECT_EQ(h.held->held(), 3u);
+  h.held->deliver_one();  // x
+  h.held->fail_next(1, absl::UnavailableError("store down"));
+  h.held->deliver_all();  // y fails, z granted
+  ASSERT_EQ(calls, 1);
+  EXPECT_TRUE(absl::IsUnavailable(got.status())) << got.status();
+  EXPECT_GT(h.limiter->credits("z"), 0);
+
+  // Bad input: inline, nothing checked.
+  const int64_t leases = h.limiter->stats().leases;
+  calls = 0;
+  const std::vector<std::string_view> bad = {"q", ""};
+  h.limiter->check_many_async(bad, 1, record);
+  ASSERT_EQ(calls, 1);
+  EXPECT_TRUE(absl::IsInvalidArgument(got.status())) << got.status();
+  h.limiter->check_many_async(std::span<const std::string_view>(), 1, record);
+  ASSERT_EQ(calls, 2);
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(got->empty());
+  EXPECT_EQ(h.held->held(), 0u);
+  EXPECT_EQ(h.limiter->stats().leases, leases);
+}
+
 TEST(LeasedLimiterAsync, TheBlockingCheckWaitsOnTheSamePath) {
   Held h({.limit = 100, .window_ms = 1000, .batch = 2});
   std::atomic<bool> returned{false};

@@ -57,6 +57,7 @@
 #include "throttlekit/core/completion.h"
 #include "throttlekit/core/completion_latch.h"
 #include "throttlekit/core/key.h"
+#include "throttlekit/core/rate_engine.h"
 #include "throttlekit/strategy/strategy.h"
 
 namespace throttlekit {
@@ -166,20 +167,7 @@ class StrictRateLimiter {
   // need no I/O). The keys are copied before this returns. Thread-safe.
   void check_many_async(std::span<const std::string_view> keys, double cost,
                         Completion<std::vector<Decision>> on_done) {
-    for (std::string_view key : keys) {
-      if (absl::Status s = validate_key(key); !s.ok()) {
-        std::move(on_done)(std::move(s));
-        return;
-      }
-    }
-    if (absl::Status s = validate_cost(cost); !s.ok()) {
-      std::move(on_done)(std::move(s));
-      return;
-    }
-    if (keys.empty()) {
-      std::move(on_done)(std::vector<Decision>());
-      return;
-    }
+    if (batch_settled_inline(keys, cost, on_done)) return;
     auto batch = std::make_shared<Batch>(this, keys, cost, std::move(on_done));
     coordinator_->now_ms_async([batch](absl::StatusOr<int64_t> now) {
       StrictRateLimiter& self = *batch->self;

@@ -132,6 +132,30 @@ absl::Status check_each(std::span<const std::string_view> keys,
   return absl::OkStatus();
 }
 
+// The start every `check_many_async` shares: completes `on_done` inline
+// and returns true when the batch needs no step (an invalid key or cost:
+// its status, nothing checked; no keys: no decisions); else false, with
+// `on_done` untouched.
+inline bool batch_settled_inline(std::span<const std::string_view> keys,
+                                 double cost,
+                                 Completion<std::vector<Decision>>& on_done) {
+  absl::Status s;
+  for (std::string_view key : keys) {
+    s = validate_key(key);
+    if (!s.ok()) break;
+  }
+  if (s.ok()) s = validate_cost(cost);
+  if (!s.ok()) {
+    std::move(on_done)(std::move(s));
+    return true;
+  }
+  if (keys.empty()) {
+    std::move(on_done)(std::vector<Decision>());
+    return true;
+  }
+  return false;
+}
+
 // The vector form of check_many over the span form.
 template <class E>
 absl::StatusOr<std::vector<Decision>> check_many_vector(

@@ -335,6 +335,14 @@ class BasicFederatedLimiter {
       std::span<const std::string_view> keys, double cost = 1) {
     return check_many_vector(*this, keys, cost);
   }
+  // `check_many` without waiting: every key at one `now` with
+  // `check_at_async`, completed once from the last answer, in key order
+  // (the leased limiter's `check_many_async`: an error is the first in key
+  // order, the other keys checked all the same).
+  void check_many_async(std::span<const std::string_view> keys, double cost,
+                        Completion<std::vector<Decision>> on_done) {
+    inner_->check_many_async(keys, cost, std::move(on_done));
+  }
 
   // kUnimplemented: a federated decision depends on credits the
   // coordinator has not granted yet, and asking would lease them.

@@ -395,6 +395,48 @@ class BasicLeasedLimiter {
       std::span<const std::string_view> keys, double cost = 1) {
     return check_many_vector(*this, keys, cost);
   }
+  // `check_many` without waiting: every key checked at one `now` of this
+  // node's clock with `check_at_async` (hits inline, misses joining their
+  // keys' leases), and `on_done` run once, from the last answer, with the
+  // decisions in key order, or with the first error in key order. Unlike
+  // `check_many`, which stops at an error, the other keys were all
+  // checked and may have spent. An invalid key or cost completes inline,
+  // with nothing checked. Thread-safe; the keys need not outlive the call.
+  void check_many_async(std::span<const std::string_view> keys, double cost,
+                        Completion<std::vector<Decision>> on_done) {
+    if (batch_settled_inline(keys, cost, on_done)) return;
+    // Each answer goes to its own slot; the last to arrive (acq_rel on
+    // `left`: it sees every other slot's write) completes the batch.
+    struct Batch {
+      Batch(size_t n, Completion<std::vector<Decision>> on_done)
+          : answers(n, absl::UnknownError("unanswered")),
+            left(n),
+            done(std::move(on_done)) {}
+      std::vector<absl::StatusOr<Decision>> answers;
+      std::atomic<size_t> left;
+      Completion<std::vector<Decision>> done;
+    };
+    auto batch = std::make_shared<Batch>(keys.size(), std::move(on_done));
+    const int64_t now = clock_.now_ms();
+    for (size_t i = 0; i < keys.size(); ++i) {
+      check_at_async(
+          keys[i], now, cost, [batch, i](absl::StatusOr<Decision> d) {
+            batch->answers[i] = std::move(d);
+            if (batch->left.fetch_sub(1, std::memory_order_acq_rel) != 1)
+              return;
+            std::vector<Decision> out;
+            out.reserve(batch->answers.size());
+            for (absl::StatusOr<Decision>& a : batch->answers) {
+              if (!a.ok()) {
+                std::move(batch->done)(a.status());
+                return;
+              }
+              out.push_back(*a);
+            }
+            std::move(batch->done)(std::move(out));
+          });
+    }
+  }
 
   // kUnimplemented: a leased admission depends on credits the store has
   // not granted this node yet, and finding out would lease them. What this
