@@ -57,13 +57,11 @@ class Run final : public WindowedFleetRun<Node> {
       const int64_t counted =
           engines_[n]->admission->concurrency()->stats().inflight;
       if (counted == 0 && engines_[n]->in_service == 0) continue;
-      ++r.violations;
-      if (r.first_violation.empty()) {
-        r.first_violation = absl::StrCat(
-            "node ", n, " still counts ", counted, " slots (",
-            engines_[n]->in_service,
-            " requests in service) after the run drained: a permit leak");
-      }
+      record_violation(
+          r, absl::StrCat(
+                 "node ", n, " still counts ", counted, " slots (",
+                 engines_[n]->in_service,
+                 " requests in service) after the run drained: a permit leak"));
     }
     return r;
   }

@@ -175,12 +175,11 @@ class Run : private World {
     if (s.down || s.node == nullptr) return;
     const int64_t counted = s.node->stats().local.inflight;
     if (counted == 0 && s.in_flight == 0) return;
-    ++result_.violations;
-    if (result_.first_violation.empty()) {
-      result_.first_violation = absl::StrCat(
-          "node ", n, " still counts ", counted, " slots (", s.in_flight,
-          " permits unreleased) after all its work ended: a permit leak");
-    }
+    record_violation(
+        result_,
+        absl::StrCat(
+            "node ", n, " still counts ", counted, " slots (", s.in_flight,
+            " permits unreleased) after all its work ended: a permit leak"));
   }
 
   int64_t held() const {
@@ -204,12 +203,10 @@ class Run : private World {
     result_.worst_window = std::max(result_.worst_window, sum);
     trace(absl::StrCat(loop_.now_us(), " n", n, " acquire ", sum));
     if (sum > config_.local_limit) {
-      ++result_.violations;
-      if (result_.first_violation.empty()) {
-        result_.first_violation = absl::StrCat(
-            "the fleet holds ", sum, " slots > limit ", config_.local_limit,
-            " at ", loop_.now_us(), " us (node ", n, " acquired)");
-      }
+      record_violation(result_,
+                       absl::StrCat("the fleet holds ", sum, " slots > limit ",
+                                    config_.local_limit, " at ", loop_.now_us(),
+                                    " us (node ", n, " acquired)"));
     }
     const uint64_t id = next_permit_++;
     s.permits.emplace(id, std::move(permit));

@@ -139,15 +139,13 @@ class Run final : public WindowedFleetRun<Escrow> {
         r.fairness_most_above =
             std::max(r.fairness_most_above, a - std::min(d, s));
         if (a < low || a > high) {
-          ++r.violations;
-          if (r.first_violation.empty()) {
-            r.first_violation = absl::StrCat(
-                "tenant r", i / c.fleet.keys, "t", i % c.fleet.keys,
-                " admitted ", a, " of ", d, " calls, outside [", low, ", ",
-                high, "] (share ", s, ", ", regions,
-                " regions) in the pool window starting at ", ws - kSimEpochMs,
-                " ms");
-          }
+          record_violation(
+              r,
+              absl::StrCat("tenant r", i / c.fleet.keys, "t", i % c.fleet.keys,
+                           " admitted ", a, " of ", d, " calls, outside [", low,
+                           ", ", high, "] (share ", s, ", ", regions,
+                           " regions) in the pool window starting at ",
+                           ws - kSimEpochMs, " ms"));
         }
       }
     }

@@ -150,12 +150,9 @@ class WindowedFleetRun : protected World {
     r.windows_checked = static_cast<int64_t>(admitted_.size());
     // Every answer has arrived or timed out by now.
     if (judges_fail_policy() && answers_ != r.requests) {
-      ++r.violations;
-      if (r.first_violation.empty()) {
-        r.first_violation =
-            absl::StrCat(answers_, " answers to ", r.requests,
-                         " requests: each is answered exactly once");
-      }
+      record_violation(
+          r, absl::StrCat(answers_, " answers to ", r.requests,
+                          " requests: each is answered exactly once"));
     }
     judge_liveness(r);
     return r;

@@ -80,6 +80,13 @@ struct SimResult {
   std::vector<std::string> trace;  // the lines, when asked for
 };
 
+// Counts a failed check of an invariant in `r`; the first one's `what` is
+// kept.
+inline void record_violation(SimResult& r, std::string what) {
+  ++r.violations;
+  if (r.first_violation.empty()) r.first_violation = std::move(what);
+}
+
 // The liveness figures of many runs, summed (for tests and reports).
 struct LivenessTally {
   int64_t windows = 0;       // windows judged
@@ -131,10 +138,7 @@ class World {
 
   // Counts a failed check of an invariant; the first one's `what` is kept.
   void violation(std::string what) {
-    ++result_.violations;
-    if (result_.first_violation.empty()) {
-      result_.first_violation = std::move(what);
-    }
+    record_violation(result_, std::move(what));
   }
 
   // Adds a line to the trace (FNV-1a over its bytes and a newline).
