@@ -121,7 +121,7 @@ struct WindowedFleetShape {
   bool store_failover = false;
   int64_t replication_lag_ms = 5;
   // What the engines do when the store cannot answer, where the scenario
-  // judges it (`WindowedFleetRun::outages_decided`).
+  // judges it (`WindowedFleetRun::judges_fail_policy`).
   FailPolicy fail_policy = FailPolicy::kPropagate;
   // When non-zero, every node clock drifts by exactly this many ppm from
   // the start, with no offset (-500'000: clocks at half speed; a mutation).
