@@ -18,6 +18,8 @@
 // and bad cluster options are refused naming the field.
 
 #include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -42,6 +44,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "support/redis_test_server.h"
+#include "support/strategy_timeline.h"
 #include "support/test_time.h"
 #include "throttlekit/coordinator/any_strategy.h"
 #include "throttlekit/coordinator/memory_coordinator.h"
@@ -86,11 +89,13 @@ std::string cli1(int port, const std::string& command) {
 
 // A coordinator on the cluster, seeded with one node, whose slot map has
 // been read.
-std::unique_ptr<RedisCoordinator> cluster_coordinator() {
+std::unique_ptr<RedisCoordinator> cluster_coordinator(
+    int64_t ttl_slack_ms = 0) {
   auto c = RedisCoordinator::create(
       {.connections = 1,
        .command_timeout = absl::Seconds(2),
-       .cluster_seeds = {absl::StrCat("127.0.0.1:", base_port())}});
+       .cluster_seeds = {absl::StrCat("127.0.0.1:", base_port())},
+       .ttl_slack_ms = ttl_slack_ms});
   EXPECT_TRUE(c.ok()) << c.status();
   for (int i = 0; i < 200 && (*c)->stats().refreshes == 0; ++i) {
     absl::SleepFor(absl::Milliseconds(10));
@@ -218,6 +223,36 @@ TEST(RedisCluster, EveryStrategyEqualsTheMemoryCoordinator) {
   EXPECT_EQ(primaries_serving, 3);
   EXPECT_EQ(per_node, redis->stats().requests);
   EXPECT_GT(denials, 50);
+}
+
+// The conformance timelines of single-node Redis
+// (tests/redis/redis_conformance_test.cc), every strategy, on keys spread
+// over the three primaries: decisions and forecasts equal the memory
+// coordinator's field for field.
+RedisCoordinator& shared_cluster() {
+  static RedisCoordinator* redis =
+      cluster_coordinator(testing::kTimelineSlack).release();
+  return *redis;
+}
+
+RC_GTEST_PROP(RedisCluster, ConformanceTimelinesDecideIdentically, ()) {
+  const std::string diff =
+      testing::run_generated_timeline(shared_cluster(), "clconf");
+  RC_LOG() << diff;
+  RC_ASSERT(diff.empty());
+}
+
+TEST(RedisCluster, ConformanceEdgeTimelines) {
+  testing::expect_edge_timelines(shared_cluster(), "clconf");
+  testing::expect_token_bucket_reset_timelines(shared_cluster(), "clconf");
+  // The timelines' keys fell on every primary.
+  int serving = 0;
+  for (const RedisNodeStats& n : shared_cluster().node_stats()) {
+    if (!n.serving) continue;
+    ++serving;
+    EXPECT_GT(n.stats.requests, 100) << n.address;
+  }
+  EXPECT_EQ(serving, 3);
 }
 
 // The slot of `key` starts migrating from its primary to the next one:
