@@ -4,13 +4,14 @@
 // with and without hash tags; every strategy's strict checks on keys spread
 // over all three primaries equal the memory coordinator's step for step,
 // the calls going straight to each key's primary once the slot map is read
-// (no redirect); while a slot migrates between primaries a key already
-// moved is reached through ASK (ASKING at the importing node, the map left
-// as it is) and, once the slot is reassigned, through MOVED (the map
-// updated, later calls direct), on the blocking and the asynchronous path,
-// its count continuing across the move; a two-key call on a half-moved
-// slot retries TRYAGAIN until it settles; eight threads on a hot key hold
-// its limit per window while its slot migrates; a primary SIGKILLed under
+// (no redirect); so do the conformance timelines of single-node Redis and
+// those of the federation, escrow and heartbeat scripts; while a slot migrates
+// between primaries a key already moved is reached through ASK (ASKING at the
+// importing node, the map left as it is) and, once the slot is reassigned,
+// through MOVED (the map updated, later calls direct), on the blocking and the
+// asynchronous path, its count continuing across the move; a two-key call on a
+// half-moved slot retries TRYAGAIN until it settles; eight threads on a hot key
+// hold its limit per window while its slot migrates; a primary SIGKILLed under
 // traffic: calls resume once its replica is promoted; strict and leased
 // fleets on keys of every primary hold the limit per window on the real
 // clock; four threads' first calls
@@ -43,6 +44,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "support/federation_timeline.h"
+#include "support/heartbeat_timeline.h"
 #include "support/redis_test_server.h"
 #include "support/strategy_timeline.h"
 #include "support/test_time.h"
@@ -253,6 +256,38 @@ TEST(RedisCluster, ConformanceEdgeTimelines) {
     EXPECT_GT(n.stats.requests, 100) << n.address;
   }
   EXPECT_EQ(serving, 3);
+}
+
+// The lease, federation, escrow and heartbeat scripts on the cluster: the
+// conformance timelines of single-node Redis, each step equal to the pure
+// core's (federation) or the memory coordinator's (heartbeat), on keys of
+// every primary.
+TEST(RedisCluster, FederationEscrowAndHeartbeatScriptsEqualTheCore) {
+  std::unique_ptr<RedisCoordinator> redis = cluster_coordinator(600'000);
+  const std::string run = absl::StrCat(getpid(), ":");
+  EXPECT_EQ(testing::expect_federation_matches_core(
+                *redis, absl::StrCat("cl-fed:", run), 4, 200),
+            2 * 4 * 200);
+  EXPECT_EQ(testing::expect_escrow_matches_core(
+                *redis, absl::StrCat("cl-esc:", run), 4, 300),
+            4 * 300);
+  // The heartbeat table's physical expiry is part of its history (a
+  // table that expired starts again at generation 1), so these run with no
+  // TTL slack, as on single-node Redis.
+  std::unique_ptr<RedisCoordinator> beats = cluster_coordinator();
+  EXPECT_EQ(testing::expect_heartbeats_match_memory(
+                *beats, absl::StrCat("cl-hb:", run), 4, 60),
+            8 * 4 * 60);
+  for (RedisCoordinator* c : {redis.get(), beats.get()}) {
+    EXPECT_EQ(c->stats().redirects, 0);
+    int serving = 0;
+    for (const RedisNodeStats& n : c->node_stats()) {
+      if (!n.serving) continue;
+      ++serving;
+      EXPECT_GT(n.stats.requests, 0) << n.address;
+    }
+    EXPECT_EQ(serving, 3);
+  }
 }
 
 // The slot of `key` starts migrating from its primary to the next one:
