@@ -63,6 +63,7 @@ enum Script : int {
   kFedLeaseScript,
   kFedReconcileScript,
   kEscrowScript,
+  kRegionPoolScript,
   kFusedScript,
   kScriptCount,
 };
@@ -81,7 +82,7 @@ const std::array<std::string, kScriptCount>& script_texts() {
         kGcraLua,         kTokenBucketLua, kFixedWindowLua, kSlidingWindowLua,
         kSlidingLogLua,   kQuotaLua,       kTokenBudgetLua, kLeaseLua,
         kGiveBackLua,     kStateLua,       kHeartbeatLua,   kFedLeaseLua,
-        kFedReconcileLua, kEscrowLua};
+        kFedReconcileLua, kEscrowLua,      kRegionPoolLua};
     static_assert(bodies.size() == kFusedScript);
     for (int i = 0; i < kFusedScript; ++i) {
       (*t)[i] = absl::StrCat(av(kPreludeLua), av(bodies[i]));
@@ -1138,6 +1139,10 @@ class RedisCoordinator::Impl {
         if (msg.find("WRONGTYPE") != std::string::npos) {
           o.status = absl::FailedPreconditionError(
               absl::StrCat("redis: key holds another strategy's state: ", msg));
+        } else if (msg.starts_with("TKFULL ")) {
+          // A script's table is full (the region pool's 1024 regions).
+          o.status = absl::ResourceExhaustedError(
+              absl::StrCat("redis: ", msg.substr(7)));
         } else {
           o.status = absl::UnavailableError(absl::StrCat("redis: ", msg));
         }
@@ -1840,21 +1845,14 @@ RedisCoordinator::~RedisCoordinator() = default;
 
 std::string_view RedisCoordinator::lua_script(std::string_view name) {
   static constexpr std::string_view kNames[kScriptCount] = {
-      Gcra::kName,
-      TokenBucket::kName,
-      FixedWindow::kName,
-      SlidingWindow::kName,
-      SlidingLog::kName,
-      Quota::kName,
-      TokenBudget::kName,
-      "lease",
-      "give_back",
-      "state",
-      "heartbeat",
-      "fed_lease",
-      "fed_reconcile",
-      "escrow",
-      "fused"};
+      Gcra::kName,        TokenBucket::kName,
+      FixedWindow::kName, SlidingWindow::kName,
+      SlidingLog::kName,  Quota::kName,
+      TokenBudget::kName, "lease",
+      "give_back",        "state",
+      "heartbeat",        "fed_lease",
+      "fed_reconcile",    "escrow",
+      "region_pool",      "fused"};
   for (int i = 0; i < kScriptCount; ++i) {
     if (kNames[i] == name) return script_texts()[i];
   }
@@ -2469,6 +2467,25 @@ absl::StatusOr<std::vector<HeartbeatNode>> RedisCoordinator::do_heartbeat_nodes(
               return a.id < b.id;
             });
   return nodes;
+}
+
+absl::StatusOr<std::vector<int64_t>> RedisCoordinator::region_pool_step(
+    std::vector<std::string> argv) {
+  auto r = std::make_shared<Request>();
+  r->script = kRegionPoolScript;
+  r->argv = std::move(argv);
+  if (absl::Status s = impl_->call(r); !s.ok()) return s;
+  return std::move(r->reply);
+}
+
+absl::StatusOr<std::vector<std::string>> RedisCoordinator::hash_fields(
+    std::string_view key) {
+  auto r = std::make_shared<Request>();
+  r->script = kStateScript;
+  r->argv = {std::string(key), "0", "h"};
+  if (absl::Status s = impl_->call(r); !s.ok()) return s;
+  // r->text: the pairs (`now`, an integer, is only in r->reply).
+  return std::move(r->text);
 }
 
 }  // namespace throttlekit

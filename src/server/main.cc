@@ -299,28 +299,23 @@ int main(int argc, char** argv) {
       o.master_name = args.redis_master;
     }
 #ifdef THROTTLEKIT_SERVER_REDIS
-    context.region_pool =
-        [single, flag, host,
-         port]() -> absl::StatusOr<std::shared_ptr<throttlekit::RegionPool>> {
-      // A fair escrow's region pool speaks to one Redis server.
-      if (!single) {
-        return absl::UnimplementedError(absl::StrCat(
-            "federatedFairEscrow's region pool needs one Redis server "
-            "(--redis); on ",
-            flag, " it is not supported yet"));
-      }
-      auto pool =
-          throttlekit::RedisRegionPool::create({.host = host, .port = port});
-      if (!pool.ok()) return pool.status();
-      return std::shared_ptr<throttlekit::RegionPool>(*std::move(pool));
-    };
     auto c = throttlekit::RedisCoordinator::create(o);
     if (!c.ok()) {
       std::fprintf(stderr, "throttlekit-server: %s %s: %s\n", flag,
                    where.c_str(), std::string(c.status().message()).c_str());
       return 1;
     }
-    store = std::shared_ptr<throttlekit::Coordinator>(*std::move(c));
+    std::shared_ptr<throttlekit::RedisCoordinator> redis = *std::move(c);
+    // A fair escrow's region pool runs on the same coordinator, so it goes
+    // wherever the store goes (one server, the cluster, the Sentinel
+    // primary).
+    context.region_pool =
+        [redis]() -> absl::StatusOr<std::shared_ptr<throttlekit::RegionPool>> {
+      auto pool = throttlekit::RedisRegionPool::create({.coordinator = redis});
+      if (!pool.ok()) return pool.status();
+      return std::shared_ptr<throttlekit::RegionPool>(*std::move(pool));
+    };
+    store = redis;
 #else
     (void)where;
     (void)flag;

@@ -5,7 +5,8 @@
 // over all three primaries equal the memory coordinator's step for step,
 // the calls going straight to each key's primary once the slot map is read
 // (no redirect); so do the conformance timelines of single-node Redis and
-// those of the federation, escrow and heartbeat scripts; while a slot migrates
+// those of the federation, escrow, heartbeat and region-pool scripts (the
+// pool sharing the coordinator); while a slot migrates
 // between primaries a key already moved is reached through ASK (ASKING at the
 // importing node, the map left as it is) and, once the slot is reassigned,
 // through MOVED (the map updated, later calls direct), on the blocking and the
@@ -47,11 +48,13 @@
 #include "support/federation_timeline.h"
 #include "support/heartbeat_timeline.h"
 #include "support/redis_test_server.h"
+#include "support/region_pool_timeline.h"
 #include "support/strategy_timeline.h"
 #include "support/test_time.h"
 #include "throttlekit/coordinator/any_strategy.h"
 #include "throttlekit/coordinator/memory_coordinator.h"
 #include "throttlekit/coordinator/strict_rate_limiter.h"
+#include "throttlekit/federation/redis_region_pool.h"
 #include "throttlekit/redis/key_slot.h"
 #include "throttlekit/redis/redis_coordinator.h"
 #include "throttlekit/strategy/fixed_window.h"
@@ -141,6 +144,19 @@ std::vector<int> owners_of(const std::vector<std::string>& keys) {
   return out;
 }
 int owner_of(const std::string& key) { return owners_of({key}).front(); }
+
+// Calls went straight to their keys' primaries (no redirect), and every
+// primary of the map took some.
+void expect_every_primary_served(RedisCoordinator& redis) {
+  EXPECT_EQ(redis.stats().redirects, 0);
+  int serving = 0;
+  for (const RedisNodeStats& n : redis.node_stats()) {
+    if (!n.serving) continue;
+    ++serving;
+    EXPECT_GT(n.stats.requests, 0) << n.address;
+  }
+  EXPECT_EQ(serving, 3);
+}
 
 TEST(RedisCluster, KeySlotEqualsTheClusters) {
   EXPECT_EQ(crc16("123456789"), 0x31C3);
@@ -249,13 +265,7 @@ TEST(RedisCluster, ConformanceEdgeTimelines) {
   testing::expect_edge_timelines(shared_cluster(), "clconf");
   testing::expect_token_bucket_reset_timelines(shared_cluster(), "clconf");
   // The timelines' keys fell on every primary.
-  int serving = 0;
-  for (const RedisNodeStats& n : shared_cluster().node_stats()) {
-    if (!n.serving) continue;
-    ++serving;
-    EXPECT_GT(n.stats.requests, 100) << n.address;
-  }
-  EXPECT_EQ(serving, 3);
+  expect_every_primary_served(shared_cluster());
 }
 
 // The lease, federation, escrow and heartbeat scripts on the cluster: the
@@ -278,16 +288,31 @@ TEST(RedisCluster, FederationEscrowAndHeartbeatScriptsEqualTheCore) {
   EXPECT_EQ(testing::expect_heartbeats_match_memory(
                 *beats, absl::StrCat("cl-hb:", run), 4, 60),
             8 * 4 * 60);
-  for (RedisCoordinator* c : {redis.get(), beats.get()}) {
-    EXPECT_EQ(c->stats().redirects, 0);
-    int serving = 0;
-    for (const RedisNodeStats& n : c->node_stats()) {
-      if (!n.serving) continue;
-      ++serving;
-      EXPECT_GT(n.stats.requests, 0) << n.address;
-    }
-    EXPECT_EQ(serving, 3);
-  }
+  expect_every_primary_served(*redis);
+  expect_every_primary_served(*beats);
+}
+
+// The federated fair escrow's region pool on the cluster, sharing the
+// fleet's coordinator: its step equals the pure core's on keys of every
+// primary, and threads asking one window for more never hold more than
+// its limit. A pool given a coordinator refuses server fields of its own.
+TEST(RedisCluster, RegionPoolRunsOnTheClustersCoordinator) {
+  std::shared_ptr<RedisCoordinator> redis = cluster_coordinator(600'000);
+  auto pool = RedisRegionPool::create({.coordinator = redis});
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  const std::string run = absl::StrCat(getpid(), ":");
+  EXPECT_EQ(testing::expect_region_pool_matches_core(
+                **pool, absl::StrCat("cl-rfp:", run), 12, 100),
+            12 * 100);
+  EXPECT_GT(testing::expect_concurrent_grants_never_exceed_limit(
+                **pool, absl::StrCat("cl-rfp-hot:", run, "k")),
+            0);
+  expect_every_primary_served(*redis);
+  auto both = RedisRegionPool::create({.coordinator = redis, .port = 7000});
+  EXPECT_EQ(both.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(both.status().message().find("redis_region_pool.port"),
+            std::string::npos)
+      << both.status();
 }
 
 // The slot of `key` starts migrating from its primary to the next one:

@@ -4,14 +4,16 @@
 // primary through the sentinels and decides as the memory coordinator does,
 // on the blocking and the asynchronous path; a master name the sentinels do
 // not watch, or sentinels that do not answer, fail each call kUnavailable
-// naming the problem instead of hanging; bad options are refused naming the
-// field; a manual failover (SENTINEL FAILOVER) moves calls to the promoted
-// replica as soon as the sentinels announce it (+switch-master), while the
-// old primary still accepts writes, and with `durable_writes` no
-// acknowledged write is lost in that window (the old primary has no replica
-// left to acknowledge); a SIGKILLed primary: calls fail until the replica
-// is promoted, then resume on it; `durable_writes` fails calls while the
-// replica cannot acknowledge (SIGSTOPped) and succeeds again once it can.
+// naming the problem instead of hanging; the region pool of the fair
+// escrow runs on the same coordinator and equals the core; bad options are
+// refused naming the field; a manual failover (SENTINEL FAILOVER) moves calls
+// to the promoted replica as soon as the sentinels announce it
+// (+switch-master), while the old primary still accepts writes, and with
+// `durable_writes` no acknowledged write is lost in that window (the old
+// primary has no replica left to acknowledge); a SIGKILLed primary: calls fail
+// until the replica is promoted, then resume on it; `durable_writes` fails
+// calls while the replica cannot acknowledge (SIGSTOPped) and succeeds again
+// once it can.
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -32,9 +34,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "support/redis_test_server.h"
+#include "support/region_pool_timeline.h"
 #include "support/test_time.h"
 #include "throttlekit/coordinator/any_strategy.h"
 #include "throttlekit/coordinator/memory_coordinator.h"
+#include "throttlekit/federation/redis_region_pool.h"
 #include "throttlekit/redis/redis_coordinator.h"
 
 namespace throttlekit {
@@ -164,6 +168,25 @@ TEST(RedisSentinel, FindsThePrimaryAndDecidesAsTheMemoryCoordinator) {
   EXPECT_EQ(cli1(sentinel_primary(), absl::StrCat("EXISTS ", key)), "1")
       << "written at the primary the sentinels name";
   EXPECT_EQ(redis->stats().switches, 0);
+}
+
+// The federated fair escrow's region pool on the Sentinel-guarded
+// primary, sharing the coordinator: its step equals the pure core's, and
+// its table is written at the primary the sentinels name.
+TEST(RedisSentinel, RegionPoolRunsOnTheSentinelsPrimary) {
+  await_settled();
+  RedisCoordinatorOptions o = sentinel_options();
+  o.ttl_slack_ms = 600'000;  // keys outlive the timelines' caller times
+  std::shared_ptr<RedisCoordinator> redis = sentinel_coordinator(o);
+  auto pool = RedisRegionPool::create({.coordinator = redis});
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  const std::string prefix = run_key("rfp:");
+  EXPECT_EQ(testing::expect_region_pool_matches_core(**pool, prefix, 6, 100),
+            6 * 100);
+  EXPECT_EQ(
+      cli1(sentinel_primary(), absl::StrCat("EXISTS tk:rfp:", prefix, "0")),
+      "1")
+      << "written at the primary the sentinels name";
 }
 
 TEST(RedisSentinel, AnUnknownMasterNameFailsEachCallNamingIt) {

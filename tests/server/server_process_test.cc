@@ -271,13 +271,14 @@ int fixture_port(const char* variable) {
   return v == nullptr ? 0 : std::atoi(v);
 }
 
-// Five checks of `key` under the policy "api": how many were allowed (-1
-// when one failed).
-int allowed_of_five(v1::RateLimiter::Stub& stub, const std::string& key) {
+// Five checks of `key` under `policy`: how many were allowed (-1 when one
+// failed).
+int allowed_of_five(v1::RateLimiter::Stub& stub, const std::string& key,
+                    const std::string& policy = "api") {
   int allowed = 0;
   for (int i = 0; i < 5; ++i) {
     v1::CheckRequest req;
-    req.set_policy("api");
+    req.set_policy(policy);
     req.set_key(key);
     v1::CheckResponse resp;
     grpc::ClientContext ctx;
@@ -294,7 +295,14 @@ int allowed_of_five(v1::RateLimiter::Stub& stub, const std::string& key) {
 TEST(ServerProcess, ServesFromARedisCluster) {
   const int first = fixture_port("THROTTLEKIT_REDIS_CLUSTER_PORT");
   ASSERT_GT(first, 0);
-  const std::string config = temp_file("cluster.yaml", kApiLimitThree);
+  // And a federated fair escrow, whose region pool runs on the cluster
+  // too: its one tenant gets the whole budget of 4, no more.
+  const std::string fair = absl::StrCat("fair", getpid());
+  const std::string config = temp_file(
+      "cluster.yaml",
+      absl::StrCat(kApiLimitThree, "  ", fair,
+                   ":\n    federatedFairEscrow: {limit: 4, period: 1h, "
+                   "quantum: 1, region: eu, tenants: [{name: acme}]}\n"));
   Child server = spawn_server(
       {"--config", config, "--listen", "127.0.0.1:0", "--redis-cluster",
        absl::StrCat("127.0.0.1:", first, ",127.0.0.1:", first + 1)});
@@ -307,6 +315,7 @@ TEST(ServerProcess, ServesFromARedisCluster) {
         absl::StrCat("c:", getpid())}) {
     EXPECT_EQ(allowed_of_five(*stub, key), 3) << key;
   }
+  EXPECT_EQ(allowed_of_five(*stub, "acme", fair), 4);
   stub.reset();  // before SIGTERM: see connect()
   kill(server.pid, SIGTERM);
   EXPECT_EQ(exit_status(server.pid), 0);

@@ -4,7 +4,7 @@
 // weighted-fair escrow (federation/region_pool.h, docs/federation.md,
 // "Federated weighted-fair escrow") on a Redis server, for regions that are
 // processes (target `throttlekit::redis`; hiredis underneath, never
-// included here).
+// included here), on any Redis topology the coordinator speaks.
 //
 //     std::shared_ptr<RegionPool> pool =
 //         *RedisRegionPool::create({.host = "global-redis"});
@@ -19,22 +19,23 @@
 // division; weights <= 2^31 and at most 1024 regions keep every
 // intermediate below 2^53).
 //
-// Design: one connection, opened lazily by the first call, serving one call
-// at a time under a mutex (a step is one round trip; a region escrow asks
-// about once per quantum of credits, so this is not a hot path). Deadlines:
-// connecting (TCP, AUTH, SELECT, SCRIPT LOAD) is bounded by
-// `connect_timeout`, and every socket write and read of a call by
-// `command_timeout`; a call waiting for the mutex waits at most for the
-// call ahead of it, which is itself bounded. A connection that fails or
-// times out is dropped and the next call reconnects.
+// Design: the steps run on a `RedisCoordinator`'s pipelined connections
+// (redis/redis_coordinator.h), so the pool goes wherever that coordinator
+// goes: one server, Redis Cluster (each key's step at its slot's primary,
+// MOVED and ASK followed) or a Sentinel-guarded primary (followed through
+// failovers), with its deadlines and `durable_writes`. Pass the
+// coordinator the fleet already uses in `coordinator`, or let the pool
+// create its own from `host`, `port` and the rest (one connection).
+// Deadlines: each call returns within the coordinator's `command_timeout`
+// (plus `connect_timeout` when it opens the connection itself).
 //
 // Errors, never a crash or an exception: kInvalidArgument (bad options or
 // arguments, before any I/O), kUnavailable (cannot connect, connection
-// lost, server error), kDeadlineExceeded (no answer in time; the step may
-// or may not have run, which a `FederatedFairEscrow` tolerates: it counts
-// a grant it did not see as spent), kFailedPrecondition (the key holds
-// another layout), kResourceExhausted (a new region in a window that holds
-// 1024).
+// lost, server error, no primary), kDeadlineExceeded (no answer in time;
+// the step may or may not have run, which a `FederatedFairEscrow`
+// tolerates: it counts a grant it did not see as spent),
+// kFailedPrecondition (the key holds another layout), kResourceExhausted
+// (a new region in a window that holds 1024).
 //
 // Thread-safety: every method is safe to call concurrently. The pool must
 // outlive every call in progress.
@@ -50,11 +51,18 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "throttlekit/federation/region_pool.h"
+#include "throttlekit/redis/redis_coordinator.h"
 
 namespace throttlekit {
 
 struct RedisRegionPoolOptions {
-  // Server address (IPv4/IPv6 literal or host name) and port 1..65535.
+  // The coordinator whose connections run the steps (any topology). When
+  // set, `host`, `port`, `username`, `password`, `database` and the two
+  // timeouts are unused (the coordinator's own apply) and must keep their
+  // defaults; `prefix` and `ttl_slack_ms` are the pool's.
+  std::shared_ptr<RedisCoordinator> coordinator;
+  // Without `coordinator`: the server address (IPv4/IPv6 literal or host
+  // name) and port 1..65535 of the pool's own coordinator.
   std::string host = "127.0.0.1";
   int port = 6379;
   // ACL user for AUTH (needs a password); empty uses the default user.
@@ -65,7 +73,7 @@ struct RedisRegionPoolOptions {
   int database = 0;
   // Bound on establishing a connection (TCP, AUTH, SELECT, SCRIPT LOAD).
   absl::Duration connect_timeout = absl::Milliseconds(1000);
-  // Bound on each socket write and read of one call.
+  // Bound on one call, from the moment it is queued to its reply.
   absl::Duration command_timeout = absl::Milliseconds(250);
   // Keys are `prefix:key`; 1 .. 256 bytes.
   std::string prefix = "tk:rfp";
@@ -78,6 +86,8 @@ class RedisRegionPool final : public RegionPool {
  public:
   // Validates `options` (errors name the field and its bound). Connects
   // lazily: creating a pool never fails because the server is down.
+  // kInvalidArgument when `coordinator` is set together with a server
+  // field.
   static absl::StatusOr<std::unique_ptr<RedisRegionPool>> create(
       const RedisRegionPoolOptions& options);
 

@@ -157,7 +157,8 @@ class RedisCoordinator final : public Coordinator {
   std::string_view backend() const noexcept override { return "redis"; }
 
   // The full Lua text this coordinator sends for a strategy (`S::kName`)
-  // or for "lease", "give_back", "state", "heartbeat" or "fused"; empty for
+  // or for "lease", "give_back", "state", "heartbeat", "fed_lease",
+  // "fed_reconcile", "escrow", "region_pool" or "fused"; empty for
   // an unknown name. For operators
   // who preload scripts and for tools that call them directly (the
   // benchmark runs redis-benchmark on the GCRA script with it).
@@ -279,6 +280,19 @@ class RedisCoordinator final : public Coordinator {
       std::string_view key) override;
 
  private:
+  // The region pool of the federated fair escrow runs its step and reads
+  // its table over this coordinator's connections, so it goes wherever
+  // this coordinator goes (one server, a cluster's slot owner, the
+  // Sentinel primary; federation/redis_region_pool.h).
+  friend class RedisRegionPool;
+  // One step of the region pool's script on `argv` (its key first, then
+  // its ARGV): the reply's integers.
+  absl::StatusOr<std::vector<int64_t>> region_pool_step(
+      std::vector<std::string> argv);
+  // The field/value pairs of the hash at `key` (none when it is absent;
+  // kFailedPrecondition when it holds another type).
+  absl::StatusOr<std::vector<std::string>> hash_fields(std::string_view key);
+
   explicit RedisCoordinator(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
