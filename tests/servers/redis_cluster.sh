@@ -30,7 +30,7 @@ start_node() {
     --pidfile "$dir/$port/redis.pid" --logfile "$dir/$port/redis.log" \
     --protected-mode yes --cluster-enabled yes \
     --cluster-config-file "$dir/$port/nodes.conf" \
-    --cluster-node-timeout 2000
+    --cluster-node-timeout 2000 --repl-diskless-sync-delay 0
 }
 
 case "$action" in
