@@ -21,13 +21,10 @@
 // read and all complete once (also under ThreadSanitizer); and bad cluster
 // options are refused naming the field.
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,6 +50,7 @@
 #include "absl/time/clock.h"
 #include "support/federation_timeline.h"
 #include "support/heartbeat_timeline.h"
+#include "support/node_socket.h"
 #include "support/redis_test_server.h"
 #include "support/region_pool_timeline.h"
 #include "support/strategy_timeline.h"
@@ -688,73 +686,6 @@ TEST(RedisCluster, BadClusterOptionsAreRefusedNamingTheField) {
       RedisCoordinator::create({.max_redirects = 0}).status()));
 }
 
-// A minimal blocking client of one node (inline commands on a loopback
-// socket), for what the coordinator never does: reading a replica.
-class NodeSocket {
- public:
-  explicit NodeSocket(int port) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    const timeval tv{.tv_sec = 1, .tv_usec = 0};
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    if (connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      close(fd_);
-      fd_ = -1;
-    }
-  }
-  ~NodeSocket() {
-    if (fd_ >= 0) close(fd_);
-  }
-  NodeSocket(const NodeSocket&) = delete;
-  NodeSocket& operator=(const NodeSocket&) = delete;
-
-  // The reply to `command`: a status, error or integer line as sent
-  // ("+OK", "-MOVED ...", ":1"), a bulk string's payload ("" for nil);
-  // "!" when the node is gone or silent.
-  std::string call(const std::string& command) {
-    const std::string line = command + "\r\n";
-    if (fd_ < 0 || send(fd_, line.data(), line.size(), MSG_NOSIGNAL) !=
-                       static_cast<ssize_t>(line.size())) {
-      return "!";
-    }
-    std::string head;
-    if (!read_line(&head)) return "!";
-    if (head.empty() || head[0] != '$') return head;
-    const int len = std::atoi(head.c_str() + 1);
-    if (len < 0) return "";
-    while (buf_.size() < static_cast<size_t>(len) + 2) {
-      if (!fill()) return "!";
-    }
-    std::string payload = buf_.substr(0, static_cast<size_t>(len));
-    buf_.erase(0, static_cast<size_t>(len) + 2);
-    return payload;
-  }
-
- private:
-  bool fill() {
-    char chunk[4096];
-    const ssize_t n = recv(fd_, chunk, sizeof chunk, 0);
-    if (n <= 0) return false;
-    buf_.append(chunk, static_cast<size_t>(n));
-    return true;
-  }
-  bool read_line(std::string* out) {
-    size_t end;
-    while ((end = buf_.find("\r\n")) == std::string::npos) {
-      if (!fill()) return false;
-    }
-    *out = buf_.substr(0, end);
-    buf_.erase(0, end + 2);
-    return true;
-  }
-
-  int fd_ = -1;
-  std::string buf_;
-};
-
 // The port of the replica of the primary on `primary` whose link to it is
 // up, waiting up to 30 s for one (a node just restarted resyncs first);
 // -1 if none.
@@ -851,20 +782,7 @@ KillOutcome admit_through_a_kill(std::shared_ptr<RedisCoordinator> redis,
   // The lag probe, until the kill.
   absl::Duration lag;
   std::thread probe([&] {
-    NodeSocket primary(victim), copy(replica);
-    EXPECT_EQ(copy.call("READONLY"), "+OK");
-    for (int64_t seq = 1; !killed.load(); ++seq) {
-      const absl::Time t0 = absl::Now();
-      if (primary.call(absl::StrCat("SET ", key, ":probe ", seq)) != "+OK") {
-        break;
-      }
-      const std::string want = std::to_string(seq);
-      while (copy.call(absl::StrCat("GET ", key, ":probe")) != want &&
-             absl::Now() - t0 < absl::Seconds(2)) {
-      }
-      if (!killed.load()) lag = std::max(lag, absl::Now() - t0);
-      absl::SleepFor(absl::Milliseconds(1));
-    }
+    lag = testing::max_replication_lag(victim, replica, key, killed);
   });
   const absl::Time traffic_start = absl::Now();
   absl::SleepFor(absl::Milliseconds(500));

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -33,6 +34,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "support/node_socket.h"
 #include "support/redis_test_server.h"
 #include "support/region_pool_timeline.h"
 #include "support/test_time.h"
@@ -270,12 +272,16 @@ AnyStrategy counter() {
 // hold (negative: it holds calls whose answer was lost with the
 // connection), calls failed, and when the coordinator moved to the new
 // primary and when calls succeeded there, from the trigger.
+// Also the admission rate before the trigger and the largest replication
+// lag sampled until it (testing::max_replication_lag).
 struct FailoverOutcome {
   int64_t acknowledged = 0;
   int64_t lost = 0;
   int64_t failed = 0;
   absl::Duration moved;
   absl::Duration resumed;
+  double rate_per_ms = 0;
+  absl::Duration lag;
 };
 
 // Four threads increment one counter through `redis` while `trigger` fails
@@ -288,8 +294,8 @@ FailoverOutcome count_through_failover(
     const std::function<void()>& trigger,
     const std::function<void()>& after_switch) {
   const AnyStrategy strategy = counter();
-  std::atomic<bool> stop{false};
-  std::atomic<int64_t> acknowledged{0}, failed{0};
+  std::atomic<bool> stop{false}, triggered_flag{false};
+  std::atomic<int64_t> acknowledged{0}, failed{0}, before_trigger{0};
   std::mutex mu;
   absl::Time moved = absl::InfiniteFuture();
   absl::Time resumed = absl::InfiniteFuture();
@@ -307,6 +313,7 @@ FailoverOutcome count_through_failover(
         }
         EXPECT_TRUE(d->allowed);
         acknowledged.fetch_add(1);
+        if (!triggered_flag.load()) before_trigger.fetch_add(1);
         std::lock_guard<std::mutex> lock(mu);
         if (resumed == absl::InfiniteFuture() && started > moved) {
           resumed = absl::Now();
@@ -314,8 +321,17 @@ FailoverOutcome count_through_failover(
       }
     });
   }
+  const int primary = sentinel_primary();
+  const int replica = primary == base_port() ? base_port() + 1 : base_port();
+  absl::Duration lag;
+  std::thread probe([&] {
+    lag = testing::max_replication_lag(primary, replica, key, triggered_flag);
+  });
+  const absl::Time started = absl::Now();
   absl::SleepFor(absl::Milliseconds(300));
   const absl::Time triggered = absl::Now();
+  triggered_flag = true;
+  probe.join();
   trigger();
   // The sentinels start a failover within 2 failover timeouts (4 s) of
   // the last one they voted in; then about 1 to 2 s.
@@ -340,6 +356,9 @@ FailoverOutcome count_through_failover(
   FailoverOutcome out;
   out.acknowledged = acknowledged.load();
   out.failed = failed.load();
+  out.lag = lag;
+  out.rate_per_ms = static_cast<double>(before_trigger.load()) /
+                    absl::ToDoubleMilliseconds(triggered - started);
   EXPECT_NE(resumed, absl::InfiniteFuture()) << "calls never resumed";
   out.moved = moved - triggered;
   out.resumed = resumed - triggered;
@@ -361,12 +380,28 @@ FailoverOutcome count_through_failover(
   return out;
 }
 
+// A coordinator with `durable_writes` on the set once it has settled.
+std::unique_ptr<RedisCoordinator> settled_coordinator(int durable) {
+  await_settled();
+  RedisCoordinatorOptions o = sentinel_options();
+  o.durable_writes = durable;
+  return sentinel_coordinator(o);
+}
+
+// The crash bound of docs/redis.md, "Failover and the bound": the
+// admission rate times the replication lag.
+double crash_bound(const FailoverOutcome& f) {
+  return std::ceil(f.rate_per_ms * absl::ToDoubleMilliseconds(f.lag));
+}
+
 void print(const char* what, int durable, const FailoverOutcome& f) {
   std::printf(
-      "%s, durable_writes %d: %lld acknowledged, %lld lost, %lld failed, "
-      "moved after %s, resumed after %s\n",
+      "%s, durable_writes %d: %lld acknowledged, %lld lost (crash bound "
+      "%.0f: %.1f/ms x lag %s), %lld failed, moved after %s, resumed after "
+      "%s\n",
       what, durable, static_cast<long long>(f.acknowledged),
-      static_cast<long long>(f.lost), static_cast<long long>(f.failed),
+      static_cast<long long>(f.lost), crash_bound(f), f.rate_per_ms,
+      absl::FormatDuration(f.lag).c_str(), static_cast<long long>(f.failed),
       absl::FormatDuration(f.moved).c_str(),
       absl::FormatDuration(f.resumed).c_str());
 }
@@ -384,10 +419,7 @@ void print(const char* what, int durable, const FailoverOutcome& f) {
 TEST(RedisSentinel, AManualFailoverMovesCallsToThePromotedReplica) {
   for (const int durable : {0, 1}) {
     SCOPED_TRACE(absl::StrCat("durable_writes ", durable));
-    await_settled();
-    RedisCoordinatorOptions o = sentinel_options();
-    o.durable_writes = durable;
-    std::unique_ptr<RedisCoordinator> redis = sentinel_coordinator(o);
+    std::unique_ptr<RedisCoordinator> redis = settled_coordinator(durable);
     const int before = sentinel_primary();
     const FailoverOutcome f = count_through_failover(
         *redis, run_key(absl::StrCat("manual", durable)),
@@ -433,43 +465,47 @@ TEST(RedisSentinel, AManualFailoverMovesCallsToThePromotedReplica) {
 
 // SIGKILL of the primary: calls fail (the engine's fail policy governs the
 // gap) until the sentinels agree it is down (1 s) and promote the replica;
-// the coordinator moves there, and with `durable_writes` 1 holds every
-// write acknowledged before the kill; writes are acknowledged again once
-// the killed node is back, as a replica of the new primary.
+// the coordinator moves there. Without `durable_writes` the acknowledged
+// writes the new primary lacks are at most the admission rate times the
+// replication lag sampled before the kill; with `durable_writes` 1 there
+// are none, and writes are acknowledged again once the killed node is
+// back, as a replica of the new primary.
 TEST(RedisSentinel, ChecksResumeAfterThePrimaryIsKilled) {
-  await_settled();
-  RedisCoordinatorOptions o = sentinel_options();
-  o.durable_writes = 1;
-  std::unique_ptr<RedisCoordinator> redis = sentinel_coordinator(o);
-  const int victim = sentinel_primary();
-  const pid_t pid = pid_of(victim);
-  ASSERT_GT(pid, 0);
-  const FailoverOutcome f = count_through_failover(
-      *redis, run_key("killed"), [pid] { ASSERT_EQ(kill(pid, SIGKILL), 0); },
-      [victim] {
-        EXPECT_EQ(
-            std::system(
-                absl::StrCat(
-                    "bash ",
-                    testing::env_or("THROTTLEKIT_REDIS_SENTINEL_SCRIPT", ""),
-                    " restart ", fixture_dir(), " ", base_port(), " ", victim)
-                    .c_str()),
-            0);
-      });
-  print("primary killed", 1, f);
-  EXPECT_GT(f.failed, 0) << "calls failed while no primary served";
-  EXPECT_LE(f.lost, 0) << "no acknowledged write lost";
-  // Down after 1 s, the sentinels' agreement and election (about 1 to 2
-  // s), with slack for a loaded machine.
-  EXPECT_LT(f.moved, absl::Seconds(15));
-  // The sentinel asked may learn of the promotion from the leader a few
-  // hello messages later (it runs every 2 s): wait for its view.
-  int primary = sentinel_primary();
-  for (int i = 0; i < 200 && (primary == victim || primary < 0); ++i) {
-    absl::SleepFor(absl::Milliseconds(50));
-    primary = sentinel_primary();
+  for (const int durable : {0, 1}) {
+    SCOPED_TRACE(absl::StrCat("durable_writes ", durable));
+    std::unique_ptr<RedisCoordinator> redis = settled_coordinator(durable);
+    const int victim = sentinel_primary();
+    const pid_t pid = pid_of(victim);
+    ASSERT_GT(pid, 0);
+    const FailoverOutcome f = count_through_failover(
+        *redis, run_key(absl::StrCat("killed", durable)),
+        [pid] { ASSERT_EQ(kill(pid, SIGKILL), 0); },
+        [victim] {
+          EXPECT_EQ(
+              std::system(
+                  absl::StrCat(
+                      "bash ",
+                      testing::env_or("THROTTLEKIT_REDIS_SENTINEL_SCRIPT", ""),
+                      " restart ", fixture_dir(), " ", base_port(), " ", victim)
+                      .c_str()),
+              0);
+        });
+    print("primary killed", durable, f);
+    EXPECT_GT(f.failed, 0) << "calls failed while no primary served";
+    if (durable == 0) EXPECT_LE(f.lost, crash_bound(f));
+    if (durable == 1) EXPECT_LE(f.lost, 0) << "no acknowledged write lost";
+    // Down after 1 s, the sentinels' agreement and election (about 1 to 2
+    // s), with slack for a loaded machine.
+    EXPECT_LT(f.moved, absl::Seconds(15));
+    // The sentinel asked may learn of the promotion from the leader a few
+    // hello messages later (it runs every 2 s): wait for its view.
+    int primary = sentinel_primary();
+    for (int i = 0; i < 200 && (primary == victim || primary < 0); ++i) {
+      absl::SleepFor(absl::Milliseconds(50));
+      primary = sentinel_primary();
+    }
+    EXPECT_NE(primary, victim);
   }
-  EXPECT_NE(primary, victim);
   await_settled();
 }
 
