@@ -44,10 +44,47 @@ class EscrowEngine final : public Engine {
         clock_(clock),
         in_memory_(in_memory) {}
 
-  bool answers_without_waiting() const override { return in_memory_; }
+  // An escrow with `admit_at_async` (the weighted-fair escrow) never
+  // waits on its store; the others do unless their state is in memory.
+  static constexpr bool kAsync = requires(Escrow & e, DecisionCompletion d) {
+    e.admit_at_async(std::string_view(), int64_t{0}, 1.0, std::move(d));
+  };
+
+  bool answers_without_waiting() const override { return kAsync || in_memory_; }
+  bool batches_without_waiting() const override { return kAsync || in_memory_; }
 
   absl::StatusOr<Decision> check(std::string_view key, double cost) override {
     return escrow_->admit(key, cost);
+  }
+  void check_async(std::string_view key, double cost,
+                   DecisionCompletion on_done) override {
+    check_at_async(key, clock_.now_ms(), cost, std::move(on_done));
+  }
+  void check_at_async(std::string_view key, int64_t now_ms, double cost,
+                      DecisionCompletion on_done) override {
+    if constexpr (kAsync) {
+      escrow_->admit_at_async(key, now_ms, cost, std::move(on_done));
+    } else {
+      std::move(on_done)(escrow_->admit_at(key, now_ms, cost));
+    }
+  }
+  void check_many_async(std::span<const std::string_view> keys, double cost,
+                        Completion<std::vector<Decision>> on_done) override {
+    if constexpr (kAsync) {
+      if (absl::Status s = known(keys); !s.ok()) {
+        std::move(on_done)(std::move(s));
+        return;
+      }
+      if (batch_settled_inline(keys, cost, on_done)) return;
+      const int64_t now_ms = clock_.now_ms();
+      gather_each_async(keys.size(), std::move(on_done),
+                        [&](size_t i, auto on_answer) {
+                          escrow_->admit_at_async(keys[i], now_ms, cost,
+                                                  std::move(on_answer));
+                        });
+    } else {
+      std::move(on_done)(check_many_vector(*this, keys, cost));
+    }
   }
   absl::StatusOr<Decision> check_at(std::string_view key, int64_t now_ms,
                                     double cost) override {
@@ -58,12 +95,7 @@ class EscrowEngine final : public Engine {
     if (out.size() < keys.size()) {
       return absl::InvalidArgumentError("check_many: out is shorter than keys");
     }
-    // Every tenant is known before anything is spent; then one instant.
-    for (const std::string_view key : keys) {
-      if (absl::StatusOr<double> u = escrow_->used(key); !u.ok()) {
-        return u.status();
-      }
-    }
+    if (absl::Status s = known(keys); !s.ok()) return s;
     const int64_t now_ms = clock_.now_ms();
     for (size_t i = 0; i < keys.size(); ++i) {
       absl::StatusOr<Decision> d = escrow_->admit_at(keys[i], now_ms, cost);
@@ -81,6 +113,16 @@ class EscrowEngine final : public Engine {
   absl::Status reset(std::string_view) override { return unserved("reset"); }
 
  private:
+  // Every tenant of a batch is known before anything is spent.
+  absl::Status known(std::span<const std::string_view> keys) const {
+    for (const std::string_view key : keys) {
+      if (absl::StatusOr<double> u = escrow_->used(key); !u.ok()) {
+        return u.status();
+      }
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status unserved(std::string_view op) const {
     return absl::UnimplementedError(
         absl::StrCat(sv(what_), " answers Check only, not ", sv(op),
@@ -117,7 +159,8 @@ absl::Status fair_escrow(Policy& p, const FairEscrowPolicy& f,
   p.strategy = "federatedFairEscrow";
   if (context.region_pool == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "federatedFairEscrow needs the region pool in Redis (--redis); ",
+        "federatedFairEscrow needs the region pool in Redis (--redis, "
+        "--redis-cluster or --redis-sentinel); ",
         store == nullptr ? "the embedded memory store"
                          : absl::StrCat("the ", sv(store->backend()), " store"),
         " cannot hold it"));

@@ -54,6 +54,7 @@
 #include "throttlekit/strategy/token_bucket.h"
 #include "throttlekit/strategy/token_budget.h"
 #include "throttlekit/twotier/cached_deny_limiter.h"
+#include "throttlekit/twotier/weighted_fair_escrow.h"
 
 namespace throttlekit {
 namespace redis_async_test {
@@ -148,6 +149,40 @@ TEST(RedisAsync, EveryCallCompletesOnceWithinItsDeadlineThroughFaults) {
                                  testing::kFaultConnectTimeout +
                                  testing::kFaultMargin);
   stream.expect_freeze_then_kill_seen();
+}
+
+// The weighted-fair escrow's asynchronous admissions over Redis (leases
+// through `lease_async`; docs/async.md): a stream from two threads, up to
+// 256 in flight each, while the server is frozen, thawed, killed and
+// restarted. Every call completes once, within a lease's deadline (plus a
+// connect) and the margin: calls queued behind a lease that fails fail
+// with it at once.
+TEST(RedisAsync,
+     FairEscrowAdmissionsCompleteOnceWithinTheDeadlineThroughFaults) {
+  testing::PrivateRedis server(testing::redis_port() + 19);
+  ASSERT_TRUE(server.start());
+  std::shared_ptr<RedisCoordinator> redis = testing::fault_coordinator(server);
+  auto escrow = *WeightedFairEscrow::create(
+      {.limit = 1'000'000'000,
+       .window_ms = 3'600'000,
+       .tenants = {{.name = "a"}, {.name = "b", .weight = 2}},
+       .coordinator = redis,
+       .key = "fair",
+       .quantum = 4});
+  std::atomic<int> next{0};
+  testing::FaultStream stream;
+  stream.run(
+      2, 256,
+      [&](auto on_done) {
+        escrow->admit_async(next.fetch_add(1) % 3 ? "b" : "a", 1,
+                            std::move(on_done));
+      },
+      [&](testing::FaultStream& f) { f.freeze_then_kill(server); });
+  stream.expect_each_once_within(testing::kFaultCommandTimeout +
+                                 testing::kFaultConnectTimeout +
+                                 testing::kFaultMargin);
+  stream.expect_freeze_then_kill_seen();
+  EXPECT_GT(escrow->stats().leases, 100);
 }
 
 TEST(RedisAsync, FailPolicyDecidesAnOutageAsynchronously) {

@@ -759,7 +759,14 @@ void expect_a_frozen_store_holds_no_server_thread(
   absl::StatusOr<ServerConfig> config = parse_config(
       absl::StrCat("version: 1\nlimiters: ", limiters), "frozen.yaml");
   ASSERT_TRUE(config.ok()) << config.status();
-  Running r = serve(Policies::create(*config, coordinator));
+  PolicyContext context;  // a federated fair escrow's pool: the same store
+  context.region_pool =
+      [coordinator]() -> absl::StatusOr<std::shared_ptr<RegionPool>> {
+    auto pool = RedisRegionPool::create({.coordinator = coordinator});
+    if (!pool.ok()) return pool.status();
+    return std::shared_ptr<RegionPool>(*std::move(pool));
+  };
+  Running r = serve(Policies::create(*config, coordinator, {}, context));
   if (!hit_policy.empty()) {
     EXPECT_TRUE(check(*r.stub, hit_policy, "warm").allowed());
   }
@@ -822,14 +829,29 @@ TEST(ServerStore, FederatedChecksWaitingOnAFrozenStoreHoldNoServerThread) {
       "fed", 64, "fed");
 }
 
-// A fair escrow over the store has no asynchronous form: its checks wait
-// on the server's blocking pool (quantum 1: every check leases), not on
-// gRPC's callback threads, which answer the federated policy's hit.
+// A fair escrow over the store leases without waiting (quantum 1: every
+// check leases, and the checks queue behind the lease in flight): Check
+// and CheckMany on the frozen store hold no server thread and none of the
+// blocking pool's, while the federated policy's hit is answered.
+constexpr const char* kFairOverTheStore =
+    "{fair: {fairEscrow: {limit: 100000, period: 1h, quantum: 1, tenants: "
+    "[{name: k0}, {name: k1}, {name: k2}, {name: k3}]}}, fed: {federated: "
+    "{batch: 8}, strategy: fixedWindow, limit: 100000, period: 1h}}";
+TEST(ServerStore, FairEscrowChecksWaitingOnAFrozenStoreHoldNoServerThread) {
+  expect_a_frozen_store_holds_no_server_thread(kFairOverTheStore, "fair", 4,
+                                               "fed", check_call());
+}
+
+// A federated fair escrow's region pool has no asynchronous form: its
+// checks wait on the server's blocking pool (quantum 0: every check past
+// the allowance asks the pool), not on gRPC's callback threads, which
+// answer the federated policy's hit.
 TEST(ServerStore, BlockingEngineChecksWaitOnThePoolNotOnCallbackThreads) {
   expect_a_frozen_store_holds_no_server_thread(
-      "{fair: {fairEscrow: {limit: 100000, period: 1h, quantum: 1, tenants: "
-      "[{name: k0}, {name: k1}, {name: k2}, {name: k3}]}}, fed: {federated: "
-      "{batch: 8}, strategy: fixedWindow, limit: 100000, period: 1h}}",
+      "{fair: {federatedFairEscrow: {limit: 100000, period: 1h, quantum: 0, "
+      "region: eu, tenants: [{name: k0}, {name: k1}, {name: k2}, {name: "
+      "k3}]}}, fed: {federated: {batch: 8}, strategy: fixedWindow, limit: "
+      "100000, period: 1h}}",
       "fair", 4, "fed", check_call(), /*on_pool=*/true);
 }
 
@@ -858,9 +880,11 @@ TEST(ServerStore, AdmissionsWaitingOnAFrozenStoreHoldNoServerThread) {
 
 // A CheckMany of three keys (`key` twice, one of its own between), all
 // admitted.
-StartCall check_many_call() {
-  return [](v1::RateLimiter::Stub& stub, int i, const std::string& policy,
-            const std::string& key, std::function<void(bool)> done) {
+// CheckMany of {key, other<i>, key}; with `other` false, {key, key} (for a
+// fair escrow, whose keys are its tenants).
+StartCall check_many_call(bool other = true) {
+  return [other](v1::RateLimiter::Stub& stub, int i, const std::string& policy,
+                 const std::string& key, std::function<void(bool)> done) {
     struct Call {
       grpc::ClientContext ctx;
       v1::CheckManyRequest req;
@@ -869,12 +893,13 @@ StartCall check_many_call() {
     auto call = std::make_shared<Call>();
     call->req.set_policy(policy);
     call->req.add_keys(key);
-    call->req.add_keys(absl::StrCat("other", i));
+    if (other) call->req.add_keys(absl::StrCat("other", i));
     call->req.add_keys(key);
     stub.async()->CheckMany(
         &call->ctx, &call->req, &call->resp,
         [call, done = std::move(done)](grpc::Status s) {
-          bool all = s.ok() && call->resp.decisions_size() == 3;
+          bool all =
+              s.ok() && call->resp.decisions_size() == call->req.keys_size();
           for (const v1::Decision& d : call->resp.decisions()) {
             all = all && d.allowed();
           }
@@ -906,6 +931,11 @@ TEST(ServerStore, FederatedCheckManyBatchesOnAFrozenStoreHoldNoServerThread) {
       "many", 64, "fed", check_many_call());
 }
 
+TEST(ServerStore, FairEscrowCheckManyOnAFrozenStoreHoldsNoServerThread) {
+  expect_a_frozen_store_holds_no_server_thread(
+      kFairOverTheStore, "fair", 4, "fed", check_many_call(/*other=*/false));
+}
+
 // Debit on a token-budget limiter is its check without waiting.
 TEST(ServerStore, DebitsWaitingOnAFrozenStoreHoldNoServerThread) {
   expect_a_frozen_store_holds_no_server_thread(
@@ -935,8 +965,9 @@ TEST(ServerStore, FederatedFairEscrowNeedsRedis) {
   auto policies = Policies::create(*config, store());
   ASSERT_FALSE(policies.ok());
   EXPECT_NE(std::string(policies.status().message())
-                .find("needs the region pool in Redis (--redis); the "
-                      "postgres store cannot hold it"),
+                .find("needs the region pool in Redis (--redis, "
+                      "--redis-cluster or --redis-sentinel); the postgres "
+                      "store cannot hold it"),
             std::string::npos)
       << policies.status();
 }

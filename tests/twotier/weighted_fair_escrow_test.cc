@@ -6,11 +6,14 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "support/held_coordinator.h"
 #include "support/manual_store.h"
 #include "support/run_threads.h"
 
@@ -299,6 +302,188 @@ TEST(WeightedFairEscrowFleet, TheFleetNeverAdmitsMoreThanTheLimitPerWindow) {
     busy += admitted >= 80;
   }
   EXPECT_GT(busy, 5);  // the bound is exercised, not avoided
+}
+
+// The asynchronous path (docs/async.md) decides as the blocking one: one
+// random fleet timeline (four escrows on one store, tenants, costs, the
+// clock moving) run through `admit_at` on one store and through
+// `admit_at_async` on another at the same instants. A memory store's lease
+// completes inline, so each async call completes before it returns; the
+// decisions and the stats are equal step for step.
+TEST(WeightedFairEscrowAsync, DecidesAsTheBlockingPathStepForStep) {
+  World w;
+  std::shared_ptr<Coordinator> async_store = *MemoryCoordinator::create(
+      {}, std::make_shared<ClockAdapter<testing::ManualClockRef>>(
+              testing::ManualClockRef(w.clock)));
+  std::vector<std::unique_ptr<Escrow>> blocking, async;
+  for (int i = 0; i < 4; ++i) {
+    blocking.push_back(w.make(shared(w.store)));
+    async.push_back(w.make(shared(async_store)));
+  }
+  std::mt19937 rng(11);
+  int denied = 0;
+  for (int step = 0; step < 5000; ++step) {
+    if (rng() % 64 == 0) w.clock.advance_ms(1 + rng() % 300);
+    const size_t e = rng() % blocking.size();
+    const char* tenant = rng() % 2 ? "a" : "b";
+    const double cost = 1 + rng() % 3;
+    const int64_t now = w.clock.now_ms();
+    absl::StatusOr<Decision> want = blocking[e]->admit_at(tenant, now, cost);
+    std::optional<absl::StatusOr<Decision>> got;
+    async[e]->admit_at_async(tenant, now, cost,
+                             [&got](absl::StatusOr<Decision> d) { got = d; });
+    ASSERT_TRUE(got.has_value()) << "completed inline, step " << step;
+    ASSERT_TRUE(want.ok()) << want.status();
+    ASSERT_TRUE(got->ok()) << got->status();
+    ASSERT_EQ(**got, *want) << "step " << step;
+    denied += !want->allowed;
+  }
+  EXPECT_GT(denied, 100);
+  for (size_t e = 0; e < blocking.size(); ++e) {
+    const auto a = blocking[e]->stats();
+    const auto b = async[e]->stats();
+    EXPECT_EQ(a.admitted_in_share, b.admitted_in_share);
+    EXPECT_EQ(a.admitted_borrowed, b.admitted_borrowed);
+    EXPECT_EQ(a.denied_budget, b.denied_budget);
+    EXPECT_EQ(a.leases, b.leases);
+  }
+}
+
+// While a lease is in flight (held by the test), the calls arriving queue:
+// none completes and no thread waits, a blocking `admit` among them waits
+// its turn. Delivering the lease decides them in arrival order, each
+// exactly once and as the blocking path decides the same calls one after
+// another; a queued call that needs a lease of its own sends it and the
+// rest wait behind it. A failed lease is its call's answer, and every
+// queued call that needs a lease fails with it at once; the next call
+// leases again.
+TEST(WeightedFairEscrowAsync, CallsQueueBehindALeaseInFlightAndLandInOrder) {
+  World w;
+  auto held = std::make_shared<testing::HeldCoordinator>(w.store);
+  auto escrow = w.make(shared(held));
+  // The same calls, blocking, on a store of their own: the reference.
+  World ref;
+  auto reference = ref.make(shared(ref.store));
+  std::mutex mu;
+  std::vector<std::optional<absl::StatusOr<Decision>>> got(24);
+  std::vector<int> order;
+  const auto submit = [&](int k, const char* tenant, double cost) {
+    escrow->admit_async(tenant, cost, [&, k](absl::StatusOr<Decision> d) {
+      std::lock_guard<std::mutex> lock(mu);
+      EXPECT_FALSE(got[k].has_value()) << "once, " << k;
+      got[k] = std::move(d);
+      order.push_back(k);
+    });
+  };
+  const auto tenant_of = [](int k) { return k % 3 ? "a" : "b"; };
+  for (int k = 0; k < 20; ++k) submit(k, tenant_of(k), 1 + k % 2);
+  EXPECT_EQ(held->held(), 1u) << "one lease in flight, the rest queued";
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_TRUE(order.empty());
+  }
+  // A blocking call behind them waits its turn in the queue.
+  std::atomic<bool> blocking_done{false};
+  absl::StatusOr<Decision> blocking_answer;
+  std::thread blocking([&] {
+    blocking_answer = escrow->admit("b", 1);
+    blocking_done = true;
+  });
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_FALSE(blocking_done.load());
+  // Each quantum of 8 credits serves a few calls; then a queued call
+  // leases again, until the queue is empty.
+  held->deliver_all();
+  blocking.join();
+  ASSERT_TRUE(blocking_answer.ok()) << blocking_answer.status();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_EQ(order.size(), 20u);
+    for (int k = 0; k < 20; ++k) {
+      EXPECT_EQ(order[k], k) << "arrival order";
+      ASSERT_TRUE(got[k]->ok()) << got[k]->status();
+      EXPECT_EQ(**got[k], *reference->admit(tenant_of(k), 1 + k % 2))
+          << "call " << k;
+    }
+  }
+  EXPECT_EQ(*blocking_answer, *reference->admit("b", 1));
+  EXPECT_GT(escrow->stats().leases, 2);
+  // Calls of 9 credits each need a lease of their own: the first is sent,
+  // the other three queue; it fails, and so do they, at once.
+  for (int k = 20; k < 24; ++k) submit(k, "a", 9);
+  EXPECT_EQ(held->held(), 1u);
+  held->fail_next(1, absl::UnavailableError("store down"));
+  ASSERT_TRUE(held->deliver_one());
+  EXPECT_EQ(held->held(), 0u) << "no lease sent for the queued calls";
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (int k = 20; k < 24; ++k) {
+      ASSERT_TRUE(got[k].has_value()) << k;
+      EXPECT_EQ(got[k]->status().code(), absl::StatusCode::kUnavailable) << k;
+    }
+  }
+  // The next call leases again.
+  std::optional<absl::StatusOr<Decision>> after;
+  escrow->admit_async("a", 9, [&](absl::StatusOr<Decision> d) { after = d; });
+  EXPECT_EQ(held->held(), 1u);
+  held->deliver_all();
+  ASSERT_TRUE(after.has_value());
+  ASSERT_TRUE(after->ok()) << after->status();
+  EXPECT_EQ(**after, *reference->admit("a", 9));
+}
+
+// Threads mixing blocking and asynchronous calls while another thread
+// delivers the leases: every call completes exactly once, and the fleet
+// of two escrows never admits more than the limit per window.
+TEST(WeightedFairEscrowAsync,
+     ThreadsMixingBothPathsCompleteOnceWithinTheLimit) {
+  World w;
+  auto held = std::make_shared<testing::HeldCoordinator>(w.store);
+  auto one = w.make(shared(held));
+  auto two = w.make(shared(held));
+  constexpr int kCalls = 2000;
+  std::vector<std::atomic<int>> completions(4 * kCalls);
+  std::atomic<int64_t> admitted{0};
+  std::atomic<bool> stop{false};
+  std::thread courier([&] {
+    while (!stop.load()) {
+      if (!held->deliver_one()) std::this_thread::yield();
+    }
+    held->deliver_all();
+  });
+  testing::run_threads(4, [&](int t) {
+    Escrow& e = t % 2 ? *one : *two;
+    for (int k = 0; k < kCalls; ++k) {
+      const int slot = t * kCalls + k;
+      const char* tenant = k % 2 ? "a" : "b";
+      if (k % 4 == 0) {
+        absl::StatusOr<Decision> d = e.admit(tenant, 1);
+        completions[slot].fetch_add(1);
+        EXPECT_TRUE(d.ok()) << d.status();
+        if (d.ok() && d->allowed) admitted.fetch_add(1);
+      } else {
+        e.admit_async(tenant, 1, [&, slot](absl::StatusOr<Decision> d) {
+          completions[slot].fetch_add(1);
+          EXPECT_TRUE(d.ok()) << d.status();
+          if (d.ok() && d->allowed) admitted.fetch_add(1);
+        });
+      }
+    }
+  });
+  // The last asynchronous calls may still be queued behind a lease.
+  for (int i = 0; i < 1000; ++i) {
+    bool all = true;
+    for (auto& c : completions) all &= c.load() == 1;
+    if (all) break;
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  stop = true;
+  courier.join();
+  for (size_t slot = 0; slot < completions.size(); ++slot) {
+    ASSERT_EQ(completions[slot].load(), 1) << "call " << slot;
+  }
+  // The clock never moved: one window, at most its limit.
+  EXPECT_EQ(admitted.load(), 100);
 }
 
 // Threads on two tenants of equal weight: per window the total stays at

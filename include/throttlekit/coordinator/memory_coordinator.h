@@ -66,7 +66,9 @@ struct MemoryCoordinatorOptions {
   // The most keys held at once; 16 .. 2^40.
   int64_t max_keys = int64_t{1} << 20;
   // Extra ms a state is kept after its expiry (as a physical TTL slack on
-  // Redis); 0 .. 2^53-1. Only matters for a clock that later jumps back.
+  // Redis); 0 .. 2^53-1. For rate state it only matters for a clock that
+  // later jumps back; a heartbeat table within the slack keeps numbering
+  // its generations on (after it, a beat starts again at generation 1).
   int64_t ttl_slack_ms = 0;
 };
 

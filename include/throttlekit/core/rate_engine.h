@@ -26,8 +26,10 @@
 #ifndef THROTTLEKIT_CORE_RATE_ENGINE_H_
 #define THROTTLEKIT_CORE_RATE_ENGINE_H_
 
+#include <atomic>
 #include <concepts>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string_view>
 #include <utility>
@@ -154,6 +156,45 @@ inline bool batch_settled_inline(std::span<const std::string_view> keys,
     return true;
   }
   return false;
+}
+
+// The body of a `check_many_async` that checks each key on its own:
+// `check_one(i, on_answer)` starts key i's check (every key at one
+// instant, which `check_one` captures) and `on_answer` takes its answer.
+// Each answer goes to its own slot; the last to arrive completes
+// `on_done` with the decisions in key order, or the first error in key
+// order (the other keys checked all the same). One allocation per batch.
+// Call it after `batch_settled_inline`.
+template <class CheckOne>
+void gather_each_async(size_t n, Completion<std::vector<Decision>> on_done,
+                       CheckOne&& check_one) {
+  struct Batch {
+    Batch(size_t n, Completion<std::vector<Decision>> on_done)
+        : answers(n, absl::UnknownError("unanswered")),
+          left(n),
+          done(std::move(on_done)) {}
+    std::vector<absl::StatusOr<Decision>> answers;
+    std::atomic<size_t> left;
+    Completion<std::vector<Decision>> done;
+  };
+  auto batch = std::make_shared<Batch>(n, std::move(on_done));
+  for (size_t i = 0; i < n; ++i) {
+    check_one(i, [batch, i](absl::StatusOr<Decision> d) {
+      batch->answers[i] = std::move(d);
+      // acq_rel: the last sees every other slot's write.
+      if (batch->left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+      std::vector<Decision> out;
+      out.reserve(batch->answers.size());
+      for (absl::StatusOr<Decision>& a : batch->answers) {
+        if (!a.ok()) {
+          std::move(batch->done)(a.status());
+          return;
+        }
+        out.push_back(*a);
+      }
+      std::move(batch->done)(std::move(out));
+    });
+  }
 }
 
 // The vector form of check_many over the span form.

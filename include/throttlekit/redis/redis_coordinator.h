@@ -129,7 +129,11 @@ struct RedisCoordinatorOptions {
   int durable_writes = 0;
   // Added to every physical TTL (ms, 0 .. 2^53-1): keeps state a little
   // longer than its exact expiry, for callers whose clocks run behind the
-  // server's. Decisions do not depend on it.
+  // server's. Rate decisions do not depend on it. A heartbeat table
+  // (distributed concurrency) is forgotten only once its last lease is
+  // older than the slack, as in a MemoryCoordinator with the same slack:
+  // a beat within it finds the table and numbers its generation on from
+  // the last, one after it starts again at generation 1.
   int64_t ttl_slack_ms = 0;
 };
 

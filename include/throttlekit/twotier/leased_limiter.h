@@ -405,37 +405,11 @@ class BasicLeasedLimiter {
   void check_many_async(std::span<const std::string_view> keys, double cost,
                         Completion<std::vector<Decision>> on_done) {
     if (batch_settled_inline(keys, cost, on_done)) return;
-    // Each answer goes to its own slot; the last to arrive (acq_rel on
-    // `left`: it sees every other slot's write) completes the batch.
-    struct Batch {
-      Batch(size_t n, Completion<std::vector<Decision>> on_done)
-          : answers(n, absl::UnknownError("unanswered")),
-            left(n),
-            done(std::move(on_done)) {}
-      std::vector<absl::StatusOr<Decision>> answers;
-      std::atomic<size_t> left;
-      Completion<std::vector<Decision>> done;
-    };
-    auto batch = std::make_shared<Batch>(keys.size(), std::move(on_done));
     const int64_t now = clock_.now_ms();
-    for (size_t i = 0; i < keys.size(); ++i) {
-      check_at_async(
-          keys[i], now, cost, [batch, i](absl::StatusOr<Decision> d) {
-            batch->answers[i] = std::move(d);
-            if (batch->left.fetch_sub(1, std::memory_order_acq_rel) != 1)
-              return;
-            std::vector<Decision> out;
-            out.reserve(batch->answers.size());
-            for (absl::StatusOr<Decision>& a : batch->answers) {
-              if (!a.ok()) {
-                std::move(batch->done)(a.status());
-                return;
-              }
-              out.push_back(*a);
-            }
-            std::move(batch->done)(std::move(out));
-          });
-    }
+    gather_each_async(
+        keys.size(), std::move(on_done), [&](size_t i, auto on_answer) {
+          check_at_async(keys[i], now, cost, std::move(on_answer));
+        });
   }
 
   // kUnimplemented: a leased admission depends on credits the store has

@@ -48,12 +48,27 @@
 // limits and water-filling claims) in `detail::TenantTable`
 // (twotier/internal/tenant_table.h); `FederatedFairEscrow` shares both.
 //
+// Without waiting (docs/async.md): `admit_async` / `admit_at_async` decide
+// as `admit_at` does and complete once (core/completion.h): inline when no
+// lease is needed (in-process, or credits already held; nothing
+// allocated), else from the thread that reads the lease's reply
+// (`Coordinator::lease_async`). Calls are decided one at a time in arrival
+// order: while a lease is in flight, later calls queue (no thread waits on
+// the store) and are decided in order when it lands, each as the blocking
+// path would have decided it; a queued call that needs a lease of its own
+// sends it then, so a call may wait for the leases of the calls ahead of
+// it; but when a lease fails, every queued call that needs one fails with
+// its status at once (an outage costs the queue one deadline, not one per
+// call; what needs no lease is still decided). The blocking `admit_at` is
+// the same path: it sends its lease and waits for it, or, behind one in
+// flight, waits in the queue.
+//
 // Locking: one `Mutex` (core/mutex.h), `mu_`, guards all the accounting
-// (the ledger of tenants' use, the window, the credits held, the stats;
-// each field is ABSL_GUARDED_BY it and clang checks every access). It is
-// held across a lease or give-back round trip (quanta make those rare); no
-// other lock of this class exists, so there is no order to keep and no
-// try_lock.
+// (the ledger of tenants' use, the window, the credits held, the queue,
+// the stats; each field is ABSL_GUARDED_BY it and clang checks every
+// access). It is never held across a lease round trip (only `close`'s
+// give-back holds it); no other lock of this class exists, so there is no
+// order to keep and no try_lock.
 //
 // Thread-safety: every method is safe to call concurrently. The coordinator
 // must outlive the escrow.
@@ -65,9 +80,12 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <deque>
+#include <future>
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -81,6 +99,7 @@
 #include "throttlekit/coordinator/coordinator.h"
 #include "throttlekit/coordinator/lease.h"
 #include "throttlekit/core/clock.h"
+#include "throttlekit/core/completion.h"
 #include "throttlekit/core/cost.h"
 #include "throttlekit/core/decision.h"
 #include "throttlekit/core/key.h"
@@ -195,8 +214,7 @@ class BasicWeightedFairEscrow {
       return absl::InvalidArgumentError(
           "weighted_fair_escrow: TenantId from another escrow");
     }
-    MutexLock lock(mu_);
-    return admit_locked(tenant.index_, now_ms, cost);
+    return admit_index(tenant.index_, now_ms, cost);
   }
   absl::StatusOr<Decision> admit(TenantId tenant, double cost = 1) {
     return admit_at(tenant, clock_.now_ms(), cost);
@@ -213,8 +231,46 @@ class BasicWeightedFairEscrow {
     if (absl::Status s = validate_cost(cost); !s.ok()) return s;
     absl::StatusOr<size_t> i = tenant_index(tenant);
     if (!i.ok()) return i.status();
-    MutexLock lock(mu_);
-    return admit_locked(*i, now_ms, cost);
+    return admit_index(*i, now_ms, cost);
+  }
+
+  // As `admit_at`, without waiting: `on_done` runs exactly once with what
+  // `admit_at` returns (inline for bad arguments and for every call that
+  // needs no lease; see "Without waiting" above).
+  template <DecisionCallback F>
+  void admit_at_async(std::string_view tenant, int64_t now_ms, double cost,
+                      F&& on_done) {
+    if (absl::Status s = validate_cost(cost); !s.ok()) {
+      std::forward<F>(on_done)(std::move(s));
+      return;
+    }
+    absl::StatusOr<size_t> i = tenant_index(tenant);
+    if (!i.ok()) {
+      std::forward<F>(on_done)(i.status());
+      return;
+    }
+    Step step;
+    {
+      MutexLock lock(mu_);
+      if (leasing_) {
+        waiting_.push_back(Call{*i, now_ms, cost,
+                                DecisionCompletion(std::forward<F>(on_done))});
+        return;
+      }
+      step = begin(*i, now_ms, cost);
+      if (!step.decided) leasing_ = true;
+    }
+    if (step.decided) {
+      std::forward<F>(on_done)(std::move(step.result));
+      return;
+    }
+    send(Call{*i, now_ms, cost, DecisionCompletion(std::forward<F>(on_done))},
+         step);
+  }
+  // As `admit_at_async`, now (this process's clock).
+  template <DecisionCallback F>
+  void admit_async(std::string_view tenant, double cost, F&& on_done) {
+    admit_at_async(tenant, clock_.now_ms(), cost, std::forward<F>(on_done));
   }
 
   // The tenant's guaranteed share per window.
@@ -296,32 +352,80 @@ class BasicWeightedFairEscrow {
     return ledger_.room(i, static_cast<double>(options_.limit));
   }
 
-  absl::StatusOr<Decision> admit_locked(size_t i, int64_t now_ms, double cost)
+  // One call's first step (under `mu_`): decided, or waiting for a lease
+  // of `want` credits (multi-process, too few held).
+  struct Step {
+    bool decided = true;
+    absl::StatusOr<Decision> result = Decision{};
+    int64_t want = 0;
+    bool in_share = false;
+  };
+  // A call waiting for a lease: queued behind one in flight, or sending
+  // its own.
+  struct Call {
+    size_t i;
+    int64_t now_ms;
+    double cost;
+    DecisionCompletion done;
+  };
+
+  Step begin(size_t i, int64_t now_ms, double cost)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     roll(now_ms);
     ledger_.touch(i);
     const Ledger::Verdict verdict =
         ledger_.decide(i, cost, static_cast<double>(options_.limit));
+    Step step;
     if (verdict == Ledger::Verdict::kHardCap) {
       ++stats_.denied_hard_cap;
-      return deny(i, now_ms);
+      step.result = deny(i, now_ms);
+      return step;
     }
     if (verdict == Ledger::Verdict::kBudget) {
       ++stats_.denied_budget;
-      return deny(i, now_ms);
+      step.result = deny(i, now_ms);
+      return step;
     }
-    const bool in_share = verdict == Ledger::Verdict::kInShare;
+    step.in_share = verdict == Ledger::Verdict::kInShare;
     if (options_.coordinator != nullptr) {
-      absl::StatusOr<bool> held = hold(cost, in_share, now_ms);
-      if (!held.ok()) return held.status();
-      if (!*held) {
-        ++stats_.denied_budget;
-        return Decision{
-            false, limit_of(i), 0, held_expires_ms_,
-            std::max<int64_t>(1, held_expires_ms_ - held_store_now_ms_)};
+      if (held_expires_ms_ != kNever && now_ms >= held_expires_ms_) held_ = 0;
+      if (held_ < cost) {
+        // Lease a quantum (in share) or exactly the shortfall (borrowing).
+        const auto shortfall = static_cast<int64_t>(std::ceil(cost - held_));
+        step.decided = false;
+        step.want =
+            step.in_share ? std::max(options_.quantum, shortfall) : shortfall;
+        return step;
       }
       held_ -= cost;
     }
+    step.result = commit(i, cost, step.in_share);
+    return step;
+  }
+
+  // The lease a begun call waited for, taken in; the call decided. A
+  // failed lease admits nothing and is the call's answer.
+  absl::StatusOr<Decision> finish(const Call& c, bool in_share,
+                                  const absl::StatusOr<LeaseGrant>& grant)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!grant.ok()) return grant.status();
+    ++stats_.leases;
+    if (grant->expires_at_ms != held_expires_ms_) held_ = 0;  // rolled
+    held_ += static_cast<double>(grant->granted);
+    held_expires_ms_ = grant->expires_at_ms;
+    held_store_now_ms_ = grant->now_ms;
+    if (held_ < c.cost) {  // the shared window has not enough left
+      ++stats_.denied_budget;
+      return Decision{
+          false, limit_of(c.i), 0, held_expires_ms_,
+          std::max<int64_t>(1, held_expires_ms_ - held_store_now_ms_)};
+    }
+    held_ -= c.cost;
+    return commit(c.i, c.cost, in_share);
+  }
+
+  Decision commit(size_t i, double cost, bool in_share)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     ledger_.commit(i, cost);
     ++(in_share ? stats_.admitted_in_share : stats_.admitted_borrowed);
     // Multi-process: the window of the credits spent (the store's).
@@ -330,25 +434,86 @@ class BasicWeightedFairEscrow {
     return Decision{true, limit_of(i), room(i), reset_at, 0};
   }
 
-  // Multi-process: makes sure `cost` credits are held, leasing a quantum
-  // (in share) or exactly the shortfall (borrowing). False when the shared
-  // window has not enough left.
-  absl::StatusOr<bool> hold(double cost, bool in_share, int64_t now_ms)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (held_expires_ms_ != kNever && now_ms >= held_expires_ms_) held_ = 0;
-    if (held_ >= cost) return true;
-    const auto shortfall = static_cast<int64_t>(std::ceil(cost - held_));
-    const int64_t want =
-        in_share ? std::max(options_.quantum, shortfall) : shortfall;
-    absl::StatusOr<LeaseGrant> grant =
-        options_.coordinator->lease(budget_, options_.key, want);
-    if (!grant.ok()) return grant.status();
-    ++stats_.leases;
-    if (grant->expires_at_ms != held_expires_ms_) held_ = 0;  // rolled
-    held_ += static_cast<double>(grant->granted);
-    held_expires_ms_ = grant->expires_at_ms;
-    held_store_now_ms_ = grant->now_ms;
-    return held_ >= cost;
+  // The blocking path: decided inline, or its lease sent and waited for,
+  // or, behind a lease in flight, its turn in the queue waited for.
+  absl::StatusOr<Decision> admit_index(size_t i, int64_t now_ms, double cost) {
+    Step step;
+    std::optional<std::promise<absl::StatusOr<Decision>>> turn;
+    std::future<absl::StatusOr<Decision>> answer;
+    {
+      MutexLock lock(mu_);
+      if (leasing_) {
+        turn.emplace();
+        answer = turn->get_future();
+        waiting_.push_back(
+            Call{i, now_ms, cost, [p = &*turn](absl::StatusOr<Decision> d) {
+                   p->set_value(std::move(d));
+                 }});
+      } else {
+        step = begin(i, now_ms, cost);
+        if (step.decided) return std::move(step.result);
+        leasing_ = true;
+      }
+    }
+    if (turn) return answer.get();
+    // This call leases; the calls arriving meanwhile queue behind it.
+    Call c{i, now_ms, cost, nullptr};
+    return land(c, step.in_share,
+                options_.coordinator->lease(budget_, options_.key, step.want));
+  }
+
+  // Sends the lease `c` waits for, without waiting (`leasing_` is set).
+  void send(Call c, const Step& step) {
+    const int64_t want = step.want;
+    const bool in_share = step.in_share;
+    options_.coordinator->lease_async(
+        budget_, options_.key, want,
+        [this, c = std::move(c),
+         in_share](absl::StatusOr<LeaseGrant> grant) mutable {
+          (void)land(c, in_share, grant);
+        });
+  }
+
+  // The lease `c` waited for has landed: decides `c` (completed with its
+  // answer if it has a completion, and returned), then the queued calls in
+  // order until one needs a lease of its own (sent; the rest stay queued
+  // behind it) or none is left (`leasing_` cleared). When the lease failed,
+  // every queued call that needs one fails with its status instead of
+  // sending another. Every completion runs here, outside `mu_`.
+  absl::StatusOr<Decision> land(Call& c, bool in_share,
+                                const absl::StatusOr<LeaseGrant>& grant) {
+    absl::StatusOr<Decision> mine;
+    std::vector<std::pair<DecisionCompletion, absl::StatusOr<Decision>>> ready;
+    std::optional<Call> next;
+    Step next_step;
+    {
+      MutexLock lock(mu_);
+      mine = finish(c, in_share, grant);
+      while (!waiting_.empty()) {
+        Call w = std::move(waiting_.front());
+        waiting_.pop_front();
+        Step s = begin(w.i, w.now_ms, w.cost);
+        if (!s.decided && !grant.ok()) {
+          // The store just failed: a call that needs it fails with it, at
+          // once (one outage costs one deadline, not one per queued call).
+          ready.emplace_back(std::move(w.done), grant.status());
+          continue;
+        }
+        if (!s.decided) {
+          next = std::move(w);
+          next_step = s;
+          break;
+        }
+        ready.emplace_back(std::move(w.done), std::move(s.result));
+      }
+      if (!next) leasing_ = false;
+    }
+    // In arrival order: `c` first (an asynchronous call's completion; a
+    // blocking caller gets the answer returned).
+    if (c.done != nullptr) std::move(c.done)(mine);
+    for (auto& [done, d] : ready) std::move(done)(std::move(d));
+    if (next) send(*std::move(next), next_step);
+    return mine;
   }
 
   const WeightedFairEscrowOptions options_;
@@ -369,6 +534,10 @@ class BasicWeightedFairEscrow {
   int64_t held_expires_ms_ ABSL_GUARDED_BY(mu_) = kNever;
   int64_t held_store_now_ms_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t give_backs_ ABSL_GUARDED_BY(mu_) = 0;
+  // A lease is in flight: calls arriving queue in `waiting_`, decided in
+  // order when it lands.
+  bool leasing_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<Call> waiting_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
 };
 
