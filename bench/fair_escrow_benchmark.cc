@@ -65,6 +65,24 @@ void BM_Escrow_AdmitAtHotTenant(benchmark::State& state) {
 }
 BENCHMARK(BM_Escrow_AdmitAtHotTenant)->Threads(1)->Threads(2)->UseRealTime();
 
+// The same by name without waiting (`admit_at_async`, docs/async.md): an
+// in-process escrow completes inline; the cost beside the blocking call.
+void BM_Escrow_AdmitAtAsyncHotTenant(benchmark::State& state) {
+  WeightedFairEscrow& e = escrow();
+  const std::string tenant = "tenant-3";
+  int64_t admitted = 0;
+  for (auto _ : state) {
+    e.admit_at_async(tenant, kNow, 1, [&admitted](absl::StatusOr<Decision> d) {
+      admitted += d.ok() && d->allowed;
+    });
+  }
+  benchmark::DoNotOptimize(admitted);
+}
+BENCHMARK(BM_Escrow_AdmitAtAsyncHotTenant)
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime();
+
 // By a resolved TenantId: the lock and the arithmetic only.
 void BM_Escrow_AdmitAtTenantId(benchmark::State& state) {
   WeightedFairEscrow& e = escrow();

@@ -249,7 +249,9 @@ class BasicWeightedFairEscrow {
       std::forward<F>(on_done)(i.status());
       return;
     }
-    Step step;
+    Decision decided;
+    int64_t want = -1;  // -1: decided inline
+    bool in_share = false;
     {
       MutexLock lock(mu_);
       if (leasing_) {
@@ -257,15 +259,21 @@ class BasicWeightedFairEscrow {
                                 DecisionCompletion(std::forward<F>(on_done))});
         return;
       }
-      step = begin(*i, now_ms, cost);
-      if (!step.decided) leasing_ = true;
+      const Step step = begin(*i, now_ms, cost);
+      if (step.decided) {
+        decided = step.result;
+      } else {
+        leasing_ = true;
+        want = step.want;
+        in_share = step.in_share;
+      }
     }
-    if (step.decided) {
-      std::forward<F>(on_done)(std::move(step.result));
+    if (want < 0) {
+      std::forward<F>(on_done)(decided);
       return;
     }
     send(Call{*i, now_ms, cost, DecisionCompletion(std::forward<F>(on_done))},
-         step);
+         want, in_share);
   }
   // As `admit_at_async`, now (this process's clock).
   template <DecisionCallback F>
@@ -356,7 +364,7 @@ class BasicWeightedFairEscrow {
   // of `want` credits (multi-process, too few held).
   struct Step {
     bool decided = true;
-    absl::StatusOr<Decision> result = Decision{};
+    Decision result;  // when decided
     int64_t want = 0;
     bool in_share = false;
   };
@@ -434,38 +442,59 @@ class BasicWeightedFairEscrow {
     return Decision{true, limit_of(i), room(i), reset_at, 0};
   }
 
-  // The blocking path: decided inline, or its lease sent and waited for,
-  // or, behind a lease in flight, its turn in the queue waited for.
+  // The blocking path: decided inline, or (`admit_waiting`) its lease sent
+  // and waited for, or, behind a lease in flight, its turn in the queue
+  // waited for.
   absl::StatusOr<Decision> admit_index(size_t i, int64_t now_ms, double cost) {
-    Step step;
-    std::optional<std::promise<absl::StatusOr<Decision>>> turn;
-    std::future<absl::StatusOr<Decision>> answer;
+    int64_t want = -1;  // -1: a lease was in flight (queued, not begun)
+    bool in_share = false;
     {
       MutexLock lock(mu_);
-      if (leasing_) {
-        turn.emplace();
-        answer = turn->get_future();
-        waiting_.push_back(
-            Call{i, now_ms, cost, [p = &*turn](absl::StatusOr<Decision> d) {
-                   p->set_value(std::move(d));
-                 }});
-      } else {
-        step = begin(i, now_ms, cost);
-        if (step.decided) return std::move(step.result);
+      if (!leasing_) [[likely]] {
+        const Step step = begin(i, now_ms, cost);
+        if (step.decided) [[likely]]
+          return step.result;
         leasing_ = true;
+        want = step.want;
+        in_share = step.in_share;
       }
     }
-    if (turn) return answer.get();
+    return admit_waiting(i, now_ms, cost, want, in_share);
+  }
+
+  // `admit_index` past the inline answer: this call needs a lease of
+  // `want` (it sends it; `leasing_` is set) or, `want` -1, a lease was in
+  // flight.
+  [[gnu::noinline]] absl::StatusOr<Decision> admit_waiting(
+      size_t i, int64_t now_ms, double cost, int64_t want, bool in_share) {
+    while (want < 0) {
+      std::promise<absl::StatusOr<Decision>> turn;
+      std::future<absl::StatusOr<Decision>> answer = turn.get_future();
+      {
+        MutexLock lock(mu_);
+        if (!leasing_) {  // it landed meanwhile: this call's turn now
+          const Step step = begin(i, now_ms, cost);
+          if (step.decided) return step.result;
+          leasing_ = true;
+          want = step.want;
+          in_share = step.in_share;
+          break;
+        }
+        waiting_.push_back(
+            Call{i, now_ms, cost, [&turn](absl::StatusOr<Decision> d) {
+                   turn.set_value(std::move(d));
+                 }});
+      }
+      return answer.get();
+    }
     // This call leases; the calls arriving meanwhile queue behind it.
     Call c{i, now_ms, cost, nullptr};
-    return land(c, step.in_share,
-                options_.coordinator->lease(budget_, options_.key, step.want));
+    return land(c, in_share,
+                options_.coordinator->lease(budget_, options_.key, want));
   }
 
   // Sends the lease `c` waits for, without waiting (`leasing_` is set).
-  void send(Call c, const Step& step) {
-    const int64_t want = step.want;
-    const bool in_share = step.in_share;
+  void send(Call c, int64_t want, bool in_share) {
     options_.coordinator->lease_async(
         budget_, options_.key, want,
         [this, c = std::move(c),
@@ -485,14 +514,15 @@ class BasicWeightedFairEscrow {
     absl::StatusOr<Decision> mine;
     std::vector<std::pair<DecisionCompletion, absl::StatusOr<Decision>>> ready;
     std::optional<Call> next;
-    Step next_step;
+    int64_t next_want = 0;
+    bool next_in_share = false;
     {
       MutexLock lock(mu_);
       mine = finish(c, in_share, grant);
       while (!waiting_.empty()) {
         Call w = std::move(waiting_.front());
         waiting_.pop_front();
-        Step s = begin(w.i, w.now_ms, w.cost);
+        const Step s = begin(w.i, w.now_ms, w.cost);
         if (!s.decided && !grant.ok()) {
           // The store just failed: a call that needs it fails with it, at
           // once (one outage costs one deadline, not one per queued call).
@@ -501,10 +531,11 @@ class BasicWeightedFairEscrow {
         }
         if (!s.decided) {
           next = std::move(w);
-          next_step = s;
+          next_want = s.want;
+          next_in_share = s.in_share;
           break;
         }
-        ready.emplace_back(std::move(w.done), std::move(s.result));
+        ready.emplace_back(std::move(w.done), s.result);
       }
       if (!next) leasing_ = false;
     }
@@ -512,7 +543,7 @@ class BasicWeightedFairEscrow {
     // blocking caller gets the answer returned).
     if (c.done != nullptr) std::move(c.done)(mine);
     for (auto& [done, d] : ready) std::move(done)(std::move(d));
-    if (next) send(*std::move(next), next_step);
+    if (next) send(*std::move(next), next_want, next_in_share);
     return mine;
   }
 
