@@ -2478,6 +2478,20 @@ absl::StatusOr<std::vector<int64_t>> RedisCoordinator::region_pool_step(
   return std::move(r->reply);
 }
 
+namespace {
+absl::StatusOr<std::vector<int64_t>> to_ints(const Request& r) {
+  return r.reply;
+}
+}  // namespace
+
+void RedisCoordinator::region_pool_step_async(
+    std::vector<std::string> argv, Completion<std::vector<int64_t>> on_done) {
+  impl_->run_async(&to_ints, std::move(on_done), [&](Request& r) {
+    r.script = kRegionPoolScript;
+    r.argv = std::move(argv);
+  });
+}
+
 absl::StatusOr<std::vector<std::string>> RedisCoordinator::hash_fields(
     std::string_view key) {
   auto r = std::make_shared<Request>();

@@ -116,15 +116,28 @@ const RedisRegionPoolOptions& RedisRegionPool::options() const noexcept {
   return impl_->options();
 }
 
-absl::StatusOr<RegionPoolGrant> RedisRegionPool::do_grant(
-    const LeaseBudget& budget, std::string_view key, std::string_view region,
-    int64_t weight, int64_t want, int64_t now_ms) {
-  const RedisRegionPoolOptions& o = impl_->options();
-  absl::StatusOr<std::vector<int64_t>> v = impl_->redis().region_pool_step(
-      {join_key(o.prefix, key), std::to_string(now_ms), std::to_string(want),
-       std::string(region), std::to_string(o.ttl_slack_ms),
-       std::to_string(budget.limit()), std::to_string(budget.window_ms()),
-       std::to_string(weight), std::to_string(kMaxPoolRegions)});
+namespace {
+
+// The pool script's KEYS[1] and ARGV (lua/region_pool.lua).
+std::vector<std::string> step_argv(const RedisRegionPoolOptions& o,
+                                   const LeaseBudget& budget,
+                                   std::string_view key,
+                                   std::string_view region, int64_t weight,
+                                   int64_t want, int64_t now_ms) {
+  return {join_key(o.prefix, key),
+          std::to_string(now_ms),
+          std::to_string(want),
+          std::string(region),
+          std::to_string(o.ttl_slack_ms),
+          std::to_string(budget.limit()),
+          std::to_string(budget.window_ms()),
+          std::to_string(weight),
+          std::to_string(kMaxPoolRegions)};
+}
+
+// The script's reply as a grant.
+absl::StatusOr<RegionPoolGrant> to_grant(
+    const absl::StatusOr<std::vector<int64_t>>& v) {
   if (!v.ok()) return pool_status(v.status());
   if (v->size() != 5) {
     return absl::UnavailableError(
@@ -132,6 +145,28 @@ absl::StatusOr<RegionPoolGrant> RedisRegionPool::do_grant(
                      v->size(), " values; expected 5"));
   }
   return RegionPoolGrant{(*v)[0], (*v)[1], (*v)[2], (*v)[3], (*v)[4]};
+}
+
+}  // namespace
+
+absl::StatusOr<RegionPoolGrant> RedisRegionPool::do_grant(
+    const LeaseBudget& budget, std::string_view key, std::string_view region,
+    int64_t weight, int64_t want, int64_t now_ms) {
+  return to_grant(impl_->redis().region_pool_step(
+      step_argv(impl_->options(), budget, key, region, weight, want, now_ms)));
+}
+
+void RedisRegionPool::do_grant_async(const LeaseBudget& budget,
+                                     std::string_view key,
+                                     std::string_view region, int64_t weight,
+                                     int64_t want, int64_t now_ms,
+                                     Completion<RegionPoolGrant> on_done) {
+  impl_->redis().region_pool_step_async(
+      step_argv(impl_->options(), budget, key, region, weight, want, now_ms),
+      [done =
+           std::move(on_done)](absl::StatusOr<std::vector<int64_t>> v) mutable {
+        std::move(done)(to_grant(v));
+      });
 }
 
 absl::StatusOr<RegionPoolState> RedisRegionPool::do_state(

@@ -1,9 +1,10 @@
 // src/server/blocking_pool.h
 //
 // Provides `BlockingPool`: the threads on which throttlekit-server runs the
-// engine calls that wait on a store and have no asynchronous form (a fair
-// escrow's `Check`), so that gRPC's callback threads, which serve every
-// other call, never wait on a store (docs/server.md, "The RPCs").
+// engine calls that wait on a store and have no asynchronous form (the
+// Envoy door's peeks over a store), so that gRPC's callback threads, which
+// serve every other call, never wait on a store (docs/server.md, "The
+// RPCs").
 //
 //     BlockingPool pool(16);
 //     pool.run([&] { answer(engine.check(key)); });

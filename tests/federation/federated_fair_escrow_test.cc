@@ -24,13 +24,17 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <deque>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/fair_fleet_tenants.h"
@@ -584,6 +588,220 @@ TEST(FederatedFairEscrow, RandomTrafficNeverAdmitsMoreThanTheLimit) {
           << "window ending " << end << " quantum " << quantum;
     }
   }
+}
+
+// The asynchronous path (docs/async.md) decides as the blocking one: the
+// random traffic above, on two worlds at the same instants, one through
+// `admit_at` and one through `admit_at_async` (a memory pool completes
+// inline): equal decisions and stats step for step.
+TEST(FederatedFairEscrowAsync, DecidesAsTheBlockingPathStepForStep) {
+  for (const int64_t quantum : {0, 3, 40}) {
+    World blocking_world, async_world;
+    std::vector<std::unique_ptr<Escrow>> blocking, async;
+    for (int r = 0; r < 3; ++r) {
+      const std::vector<Tenant> tenants = {
+          {.name = "a", .weight = 1.0 + r},
+          {.name = "b", .weight = 3, .hard_cap = 50},
+          {.name = "c", .weight = 1}};
+      blocking.push_back(
+          blocking_world.make("r" + std::to_string(r), tenants, 200, quantum));
+      async.push_back(
+          async_world.make("r" + std::to_string(r), tenants, 200, quantum));
+    }
+    std::mt19937_64 rng(static_cast<uint64_t>(quantum) + 9);
+    int64_t now = kEpoch;
+    int denied = 0;
+    for (int k = 0; k < 10'000; ++k) {
+      const uint64_t dice = rng() % 1000;
+      if (dice < 600) {
+        now += static_cast<int64_t>(rng() % 3);
+      } else if (dice < 604) {
+        now += kWindowMs * static_cast<int64_t>(1 + rng() % 3);
+      } else if (dice < 607) {
+        now -= static_cast<int64_t>(rng() % 1500);
+      }
+      blocking_world.clock.set_ms(now);
+      async_world.clock.set_ms(now);
+      const int r = static_cast<int>(rng() % 3);
+      const char* tenant = (rng() % 4 == 0) ? "c" : (rng() % 2 ? "a" : "b");
+      const double cost =
+          rng() % 2 ? 1.0 : 0.25 + static_cast<double>(rng() % 8);
+      absl::StatusOr<Decision> want = blocking[r]->admit_at(tenant, now, cost);
+      std::optional<absl::StatusOr<Decision>> got;
+      async[r]->admit_at_async(tenant, now, cost,
+                               [&got](absl::StatusOr<Decision> d) { got = d; });
+      ASSERT_TRUE(got.has_value()) << "inline, step " << k;
+      ASSERT_TRUE(want.ok()) << want.status();
+      ASSERT_TRUE(got->ok()) << got->status();
+      ASSERT_EQ(**got, *want) << "quantum " << quantum << " step " << k;
+      denied += !want->allowed;
+    }
+    EXPECT_GT(denied, 100);
+    for (int r = 0; r < 3; ++r) {
+      const auto a = blocking[r]->stats();
+      const auto b = async[r]->stats();
+      EXPECT_EQ(a.pool_requests, b.pool_requests);
+      EXPECT_EQ(a.admitted_in_share + a.admitted_borrowed,
+                b.admitted_in_share + b.admitted_borrowed);
+      EXPECT_EQ(a.denied_pool, b.denied_pool);
+      EXPECT_EQ(a.denied_fair, b.denied_fair);
+    }
+  }
+}
+
+// A region pool over a memory pool whose asynchronous grants wait until
+// the test delivers them (a store it drives); `fail_next` answers the next
+// delivery with an outage.
+class HeldPool final : public RegionPool {
+ public:
+  explicit HeldPool(std::shared_ptr<RegionPool> inner)
+      : inner_(std::move(inner)) {}
+  std::string_view backend() const noexcept override { return "held"; }
+  size_t held() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return held_.size();
+  }
+  void fail_next() {
+    std::lock_guard<std::mutex> lock(mu_);
+    fail_ = true;
+  }
+  bool deliver_one() {
+    std::function<void()> run;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (held_.empty()) return false;
+      run = std::move(held_.front());
+      held_.pop_front();
+    }
+    run();
+    return true;
+  }
+  void deliver_all() {
+    while (deliver_one()) {
+    }
+  }
+
+ protected:
+  absl::StatusOr<RegionPoolGrant> do_grant(const LeaseBudget& b,
+                                           std::string_view key,
+                                           std::string_view region,
+                                           int64_t weight, int64_t want,
+                                           int64_t now_ms) override {
+    return inner_->grant(b, key, region, weight, want, now_ms);
+  }
+  absl::StatusOr<RegionPoolState> do_state(std::string_view key) override {
+    return inner_->state(key);
+  }
+  void do_grant_async(const LeaseBudget& b, std::string_view key,
+                      std::string_view region, int64_t weight, int64_t want,
+                      int64_t now_ms,
+                      Completion<RegionPoolGrant> on_done) override {
+    auto done =
+        std::make_shared<Completion<RegionPoolGrant>>(std::move(on_done));
+    std::lock_guard<std::mutex> lock(mu_);
+    held_.push_back([this, b, key = std::string(key),
+                     region = std::string(region), weight, want, now_ms, done] {
+      bool fail;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        fail = std::exchange(fail_, false);
+      }
+      if (fail) {
+        std::move (*done)(absl::UnavailableError("pool down"));
+      } else {
+        std::move (*done)(inner_->grant(b, key, region, weight, want, now_ms));
+      }
+    });
+  }
+
+ private:
+  std::shared_ptr<RegionPool> inner_;
+  std::mutex mu_;
+  std::deque<std::function<void()>> held_;
+  bool fail_ = false;
+};
+
+// While a pool request is in flight (held), the calls arriving queue:
+// none completes, a blocking `admit` among them waits its turn. Delivered,
+// they land in arrival order, equal to the same calls made blocking on a
+// world of their own. A failed request fails its call and every queued
+// call that needs the pool, at once; the next call asks again.
+TEST(FederatedFairEscrowAsync, CallsQueueBehindARequestInFlightAndLandInOrder) {
+  World w, ref;
+  auto held = std::make_shared<HeldPool>(w.pool);
+  auto e = Escrow::create({.limit = 100,
+                           .window_ms = kWindowMs,
+                           .tenants = two_tenants(),
+                           .pool = held,
+                           .key = "api",
+                           .region = "eu",
+                           .quantum = 4},
+                          Clock(w.clock));
+  ASSERT_TRUE(e.ok()) << e.status();
+  Escrow& escrow = **e;
+  auto reference = ref.make("eu", two_tenants(), 100, 4);
+  std::mutex mu;
+  std::vector<std::optional<absl::StatusOr<Decision>>> got(30);
+  std::vector<int> order;
+  const auto submit = [&](int k, const char* tenant, double cost) {
+    escrow.admit_async(tenant, cost, [&, k](absl::StatusOr<Decision> d) {
+      std::lock_guard<std::mutex> lock(mu);
+      EXPECT_FALSE(got[k].has_value()) << "once, " << k;
+      got[k] = std::move(d);
+      order.push_back(k);
+    });
+  };
+  const auto tenant_of = [](int k) { return k % 3 ? "a" : "b"; };
+  for (int k = 0; k < 20; ++k) submit(k, tenant_of(k), 1 + k % 2);
+  EXPECT_EQ(held->held(), 1u) << "one request in flight, the rest queued";
+  std::atomic<bool> blocking_done{false};
+  absl::StatusOr<Decision> blocking_answer;
+  std::thread blocking([&] {
+    blocking_answer = escrow.admit("b", 1);
+    blocking_done = true;
+  });
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_FALSE(blocking_done.load());
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_TRUE(order.empty());
+  }
+  held->deliver_all();
+  blocking.join();
+  ASSERT_TRUE(blocking_answer.ok()) << blocking_answer.status();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_EQ(order.size(), 20u);
+    for (int k = 0; k < 20; ++k) {
+      EXPECT_EQ(order[k], k) << "arrival order";
+      ASSERT_TRUE(got[k]->ok()) << got[k]->status();
+      EXPECT_EQ(**got[k], *reference->admit(tenant_of(k), 1 + k % 2))
+          << "call " << k;
+    }
+  }
+  EXPECT_EQ(*blocking_answer, *reference->admit("b", 1));
+  EXPECT_GT(escrow.stats().pool_requests, 2);
+  // Calls of 9 credits each go past the allowance: the first asks, the
+  // others queue; the request fails, and so do they, at once.
+  for (int k = 20; k < 24; ++k) submit(k, "a", 9);
+  EXPECT_EQ(held->held(), 1u);
+  held->fail_next();
+  ASSERT_TRUE(held->deliver_one());
+  EXPECT_EQ(held->held(), 0u) << "no request sent for the queued calls";
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (int k = 20; k < 24; ++k) {
+      ASSERT_TRUE(got[k].has_value()) << k;
+      EXPECT_EQ(got[k]->status().code(), absl::StatusCode::kUnavailable) << k;
+    }
+  }
+  submit(24, "a", 9);
+  EXPECT_EQ(held->held(), 1u);
+  held->deliver_all();
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_TRUE(got[24].has_value());
+  ASSERT_TRUE(got[24]->ok()) << got[24]->status();
+  EXPECT_EQ(**got[24], *reference->admit("a", 9));
 }
 
 // Region escrows as threads on one memory pool, two threads per escrow,

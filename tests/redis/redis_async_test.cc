@@ -45,6 +45,8 @@
 #include "throttlekit/asio/async_check.h"
 #include "throttlekit/coordinator/strict_rate_limiter.h"
 #include "throttlekit/core/rate_engine.h"
+#include "throttlekit/federation/federated_fair_escrow.h"
+#include "throttlekit/federation/redis_region_pool.h"
 #include "throttlekit/redis/redis_coordinator.h"
 #include "throttlekit/strategy/fixed_window.h"
 #include "throttlekit/strategy/gcra.h"
@@ -151,12 +153,30 @@ TEST(RedisAsync, EveryCallCompletesOnceWithinItsDeadlineThroughFaults) {
   stream.expect_freeze_then_kill_seen();
 }
 
-// The weighted-fair escrow's asynchronous admissions over Redis (leases
-// through `lease_async`; docs/async.md): a stream from two threads, up to
-// 256 in flight each, while the server is frozen, thawed, killed and
-// restarted. Every call completes once, within a lease's deadline (plus a
-// connect) and the margin: calls queued behind a lease that fails fail
-// with it at once.
+// A stream of asynchronous admissions of `escrow` (tenants "a" and "b")
+// from two threads, up to 256 in flight each, while `server` is frozen,
+// thawed, killed and restarted: every call completes once, within a
+// round trip's deadline (plus a connect) and the margin, calls queued
+// behind a round trip that fails failing with it at once.
+template <class Escrow>
+void expect_escrow_admissions_through_faults(Escrow& escrow,
+                                             testing::PrivateRedis& server) {
+  std::atomic<int> next{0};
+  testing::FaultStream stream;
+  stream.run(
+      2, 256,
+      [&](auto on_done) {
+        escrow.admit_async(next.fetch_add(1) % 3 ? "b" : "a", 1,
+                           std::move(on_done));
+      },
+      [&](testing::FaultStream& f) { f.freeze_then_kill(server); });
+  stream.expect_each_once_within(testing::kFaultCommandTimeout +
+                                 testing::kFaultConnectTimeout +
+                                 testing::kFaultMargin);
+  stream.expect_freeze_then_kill_seen();
+}
+
+// The weighted-fair escrow over Redis (leases through `lease_async`).
 TEST(RedisAsync,
      FairEscrowAdmissionsCompleteOnceWithinTheDeadlineThroughFaults) {
   testing::PrivateRedis server(testing::redis_port() + 19);
@@ -169,20 +189,27 @@ TEST(RedisAsync,
        .coordinator = redis,
        .key = "fair",
        .quantum = 4});
-  std::atomic<int> next{0};
-  testing::FaultStream stream;
-  stream.run(
-      2, 256,
-      [&](auto on_done) {
-        escrow->admit_async(next.fetch_add(1) % 3 ? "b" : "a", 1,
-                            std::move(on_done));
-      },
-      [&](testing::FaultStream& f) { f.freeze_then_kill(server); });
-  stream.expect_each_once_within(testing::kFaultCommandTimeout +
-                                 testing::kFaultConnectTimeout +
-                                 testing::kFaultMargin);
-  stream.expect_freeze_then_kill_seen();
+  expect_escrow_admissions_through_faults(*escrow, server);
   EXPECT_GT(escrow->stats().leases, 100);
+}
+
+// The federated fair escrow over the Redis region pool (`grant_async` on
+// the coordinator's pipelined path).
+TEST(RedisAsync,
+     FederatedFairEscrowAdmissionsCompleteOnceWithinTheDeadlineThroughFaults) {
+  testing::PrivateRedis server(testing::redis_port() + 20);
+  ASSERT_TRUE(server.start());
+  std::shared_ptr<RedisCoordinator> redis = testing::fault_coordinator(server);
+  auto escrow = *FederatedFairEscrow::create(
+      {.limit = 1'000'000'000,
+       .window_ms = 3'600'000,
+       .tenants = {{.name = "a"}, {.name = "b", .weight = 2}},
+       .pool = *RedisRegionPool::create({.coordinator = redis}),
+       .key = "fair",
+       .region = "eu",
+       .quantum = 4});
+  expect_escrow_admissions_through_faults(*escrow, server);
+  EXPECT_GT(escrow->stats().pool_requests, 100);
 }
 
 TEST(RedisAsync, FailPolicyDecidesAnOutageAsynchronously) {

@@ -745,13 +745,12 @@ StartCall debit_call() {
 // 256 calls (`start`: Check unless said) of `policy` (configured by
 // `limiters`, a YAML map) on keys k0 .. k<keys - 1> wait on a frozen store:
 // none is answered, the server's threads grow by fewer than 32, the
-// blocking pool starts no thread unless `on_pool`, and (a non-empty
+// blocking pool starts no thread, and (a non-empty
 // `hit_policy`, a leased one) a check its credits answer is answered
 // meanwhile; thawed, every one is admitted.
 void expect_a_frozen_store_holds_no_server_thread(
     const std::string& limiters, const std::string& policy, int keys,
-    const std::string& hit_policy, StartCall start = check_call(),
-    bool on_pool = false) {
+    const std::string& hit_policy, StartCall start = check_call()) {
   testing::PrivateRedis redis(testing::redis_port() + 17);
   ASSERT_TRUE(redis.start());
   std::shared_ptr<RedisCoordinator> coordinator = *RedisCoordinator::create(
@@ -786,12 +785,8 @@ void expect_a_frozen_store_holds_no_server_thread(
   EXPECT_EQ(done.load(), 0) << "answered while the store was frozen";
   EXPECT_LT(during - before, 32)
       << "threads grew from " << before << " to " << during;
-  if (on_pool) {
-    EXPECT_GT(r.server->blocking_pool_threads(), 0u);
-  } else {
-    EXPECT_EQ(r.server->blocking_pool_threads(), 0u)
-        << "a call waits on the blocking pool";
-  }
+  EXPECT_EQ(r.server->blocking_pool_threads(), 0u)
+      << "a call waits on the blocking pool";
   if (!hit_policy.empty()) {
     // A check the process answers from credits it holds (the warm key's
     // batch) is answered at once: no server thread waits on the store.
@@ -842,17 +837,18 @@ TEST(ServerStore, FairEscrowChecksWaitingOnAFrozenStoreHoldNoServerThread) {
                                                "fed", check_call());
 }
 
-// A federated fair escrow's region pool has no asynchronous form: its
-// checks wait on the server's blocking pool (quantum 0: every check past
-// the allowance asks the pool), not on gRPC's callback threads, which
-// answer the federated policy's hit.
-TEST(ServerStore, BlockingEngineChecksWaitOnThePoolNotOnCallbackThreads) {
+// A federated fair escrow asks its region pool without waiting too
+// (quantum 0: every check past the allowance asks, and the checks queue
+// behind the request in flight): its checks on the frozen store hold no
+// server thread and none of the blocking pool's, while the federated
+// policy's hit is answered.
+TEST(ServerStore, FederatedFairEscrowChecksOnAFrozenStoreHoldNoServerThread) {
   expect_a_frozen_store_holds_no_server_thread(
       "{fair: {federatedFairEscrow: {limit: 100000, period: 1h, quantum: 0, "
       "region: eu, tenants: [{name: k0}, {name: k1}, {name: k2}, {name: "
       "k3}]}}, fed: {federated: {batch: 8}, strategy: fixedWindow, limit: "
       "100000, period: 1h}}",
-      "fair", 4, "fed", check_call(), /*on_pool=*/true);
+      "fair", 4, "fed", check_call());
 }
 
 // Admit asks its axes without waiting: a strict rate and cost axis on the

@@ -101,8 +101,10 @@
 // Costs: O(1) per call plus, per pool round trip (one per `quantum`
 // credits or so), O(n log n) to recompute the shares when the region's
 // fair share or active tenants changed. One `Mutex` (core/mutex.h), `mu_`,
-// guards all the state (each field ABSL_GUARDED_BY it) and is held across
-// the pool round trip, bounded by the pool's deadline; no other lock.
+// guards all the state (each field ABSL_GUARDED_BY it) and is never held
+// across a pool round trip: one request is in flight per escrow, and calls
+// arriving meanwhile queue and are decided in arrival order when it lands
+// (`admit_at_async`); no other lock.
 //
 // Thread-safety: every method is safe to call concurrently. The pool must
 // outlive the escrow.
@@ -113,8 +115,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <deque>
+#include <future>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -126,12 +131,14 @@
 #include "absl/strings/str_cat.h"
 #include "throttlekit/coordinator/lease.h"
 #include "throttlekit/core/clock.h"
+#include "throttlekit/core/completion.h"
 #include "throttlekit/core/cost.h"
 #include "throttlekit/core/decision.h"
 #include "throttlekit/core/key.h"
 #include "throttlekit/core/mutex.h"
 #include "throttlekit/core/water_filling.h"
 #include "throttlekit/federation/region_pool.h"
+#include "throttlekit/twotier/internal/call_queue.h"
 #include "throttlekit/twotier/internal/fair_share_ledger.h"
 #include "throttlekit/twotier/internal/tenant_table.h"
 #include "throttlekit/twotier/weighted_fair_escrow.h"
@@ -239,13 +246,59 @@ class BasicFederatedFairEscrow {
     if (absl::Status s = validate_cost(cost); !s.ok()) return s;
     absl::StatusOr<size_t> i = tenant_index(tenant);
     if (!i.ok()) return i.status();
-    if (now_ms < 1 || now_ms > kMaxSafeInteger) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "federated_fair_escrow: now_ms must be in [1, 2^53-1]; got ",
-          now_ms));
+    if (absl::Status s = validate_now(now_ms); !s.ok()) return s;
+    return admit_index(*i, now_ms, cost);
+  }
+
+  // As `admit_at`, without waiting (core/completion.h, docs/async.md):
+  // `on_done` runs exactly once with what `admit_at` returns; inline for
+  // bad arguments and for every call the region's allowance decides (no
+  // pool round trip; nothing allocated), else from the thread that reads
+  // the pool's reply (`RegionPool::grant_async`). One pool request is in
+  // flight per escrow: calls arriving meanwhile queue (no thread waits)
+  // and are decided in arrival order when it lands, each as the blocking
+  // path would decide it; when it fails, every queued call that needs the
+  // pool fails with its status at once. The blocking `admit_at` is the
+  // same path, waited for.
+  template <DecisionCallback F>
+  void admit_at_async(std::string_view tenant, int64_t now_ms, double cost,
+                      F&& on_done) {
+    absl::Status bad = validate_cost(cost);
+    absl::StatusOr<size_t> i = tenant_index(tenant);
+    if (bad.ok() && !i.ok()) bad = i.status();
+    if (bad.ok()) bad = validate_now(now_ms);
+    if (!bad.ok()) {
+      std::forward<F>(on_done)(std::move(bad));
+      return;
     }
-    MutexLock lock(mu_);
-    return admit_locked(*i, now_ms, cost);
+    Decision decided;
+    Ask ask;
+    {
+      MutexLock lock(mu_);
+      if (queue_.in_flight) {
+        queue_.waiting.push_back(Call{
+            *i, now_ms, cost, DecisionCompletion(std::forward<F>(on_done))});
+        return;
+      }
+      const Step step = begin(*i, now_ms, cost);
+      if (step.decided) {
+        decided = step.result;
+      } else {
+        queue_.in_flight = true;
+        ask = step.request;
+      }
+    }
+    if (ask.want < 0) {
+      std::forward<F>(on_done)(decided);
+      return;
+    }
+    send(Call{*i, now_ms, cost, DecisionCompletion(std::forward<F>(on_done))},
+         ask);
+  }
+  // As `admit_at_async`, now (this escrow's clock).
+  template <DecisionCallback F>
+  void admit_async(std::string_view tenant, double cost, F&& on_done) {
+    admit_at_async(tenant, clock_.now_ms(), cost, std::forward<F>(on_done));
   }
 
   // What `tenant` has been admitted in the current window.
@@ -368,55 +421,81 @@ class BasicFederatedFairEscrow {
     shares_version_ = active_version_;
   }
 
-  // Asks the pool for the call of `cost` at `now_ms`: one round trip, or
-  // two when the first answer of a window reveals inherited credits that
-  // its `want` did not count. May move to a newer window (the pool's).
-  absl::Status ask(int64_t now_ms, double cost)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    const bool first = !replied_;
-    if (absl::Status s = ask_once(now_ms, cost); !s.ok()) return s;
-    if (first && inherited_ > 0 &&
-        region_used() + cost > static_cast<double>(allowance_)) {
-      return ask_once(now_ms, cost);
+  // A pool request: `want` credits at the region's `weight`; `first`, the
+  // window's first (its answer may reveal inherited credits that `want`
+  // did not count, and a second request follows). `want` -1: none.
+  struct Ask {
+    int64_t want = -1;
+    int64_t weight = 0;
+    bool first = false;
+  };
+  // One call's step (under `mu_`): decided, or waiting for the pool.
+  using Step = detail::CallStep<Ask>;
+  using Call = detail::QueuedCall;
+
+  static absl::Status validate_now(int64_t now_ms) {
+    if (now_ms < 1 || now_ms > kMaxSafeInteger) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "federated_fair_escrow: now_ms must be in [1, 2^53-1]; got ",
+          now_ms));
     }
     return absl::OkStatus();
   }
 
-  // One pool round trip: the region asks for what it has spent, the call
-  // and a quantum.
-  absl::Status ask_once(int64_t now_ms, double cost)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  // The request for the call of `cost`: the region asks for what it has
+  // spent, the call and a quantum.
+  Step asking(double cost, bool first) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const double need = std::ceil(region_used() + cost);
-    const int64_t want = std::min<int64_t>(
-        kMaxSafeInteger, static_cast<int64_t>(need) + options_.quantum);
-    absl::StatusOr<RegionPoolGrant> g = options_.pool->grant(
-        budget_, options_.key, options_.region,
-        std::max<int64_t>(1, active_weight_), want, now_ms);
-    ++stats_.pool_requests;
-    if (!g.ok()) return g.status();
-    if (g->window_start_ms < window_start_ms_) {
+    Step step;
+    step.decided = false;
+    step.request =
+        Ask{std::min<int64_t>(kMaxSafeInteger,
+                              static_cast<int64_t>(need) + options_.quantum),
+            std::max<int64_t>(1, active_weight_), first};
+    return step;
+  }
+
+  // Takes in the pool's answer to `ask`. May move to a newer window (the
+  // pool's).
+  absl::Status take(const Ask& ask, const RegionPoolGrant& g)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (g.window_start_ms < window_start_ms_) {
       return absl::FailedPreconditionError(absl::StrCat(
           "federated_fair_escrow: the pool answered for the window at ",
-          g->window_start_ms, ", older than this escrow's (", window_start_ms_,
+          g.window_start_ms, ", older than this escrow's (", window_start_ms_,
           "); do all regions of \"", options_.key,
           "\" use one limit and window_ms?"));
     }
-    roll_to(g->window_start_ms);
+    roll_to(g.window_start_ms);
     if (!replied_) {
       // Granted to this region before this escrow asked in the window:
       // spent by a predecessor, or by a request whose reply was lost.
-      inherited_ = g->previous;
-      stats_.inherited += g->previous;
+      inherited_ = g.previous;
+      stats_.inherited += g.previous;
       replied_ = true;
     }
-    allowance_ = std::max(allowance_, g->granted);
-    capped_ = g->granted < want;
-    fair_ = g->fair_share;
+    allowance_ = std::max(allowance_, g.granted);
+    capped_ = g.granted < ask.want;
+    fair_ = g.fair_share;
     if (fair_ - inherited_ != shares_fair_ ||
         active_version_ != shares_version_) {
       reshare();
     }
     return absl::OkStatus();
+  }
+
+  // The call's last check, with the region's allowance known: within it,
+  // admitted.
+  Decision settle(size_t i, int64_t now_ms, double cost, Ledger::Verdict v)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (region_used() + cost > static_cast<double>(allowance_)) {
+      ++stats_.denied_pool;
+      return decision(false, i, now_ms);
+    }
+    ledger_.commit(i, cost);
+    ++(v == Ledger::Verdict::kInShare ? stats_.admitted_in_share
+                                      : stats_.admitted_borrowed);
+    return decision(true, i, now_ms);
   }
 
   Decision decision(bool allowed, size_t i, int64_t now_ms) const
@@ -426,7 +505,10 @@ class BasicFederatedFairEscrow {
                     allowed ? 0 : std::max<int64_t>(1, end - now_ms)};
   }
 
-  absl::StatusOr<Decision> admit_locked(size_t i, int64_t now_ms, double cost)
+  // The call's first step: decided by the ledger and the region's
+  // allowance, or waiting for the pool (the window's first call, a tenant
+  // newly active, or past the allowance below the region's ceiling).
+  Step begin(size_t i, int64_t now_ms, double cost)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     roll_to(budget_.window_start(now_ms));
     touch(i);
@@ -434,39 +516,149 @@ class BasicFederatedFairEscrow {
     // active since (a newly active tenant asks, so that the pool learns the
     // region's new weight and the shares include the tenant).
     const bool current = replied_ && active_version_ == shares_version_;
-    Ledger::Verdict v = ledger_.decide(i, cost, rule_limit());
+    const Ledger::Verdict v = ledger_.decide(i, cost, rule_limit());
+    Step step;
     if (v == Ledger::Verdict::kHardCap) {
       ++stats_.denied_hard_cap;
-      return decision(false, i, now_ms);
+      step.result = decision(false, i, now_ms);
+      return step;
     }
     if (current && v == Ledger::Verdict::kBudget) {
       ++stats_.denied_fair;  // decided on the last answer: no round trip
-      return decision(false, i, now_ms);
+      step.result = decision(false, i, now_ms);
+      return step;
     }
     // At its ceiling (the last answer granted less than asked), the region
     // does not ask again in the window unless its weight grew.
     if (!current ||
         (!capped_ && region_used() + cost > static_cast<double>(allowance_))) {
-      if (absl::Status s = ask(now_ms, cost); !s.ok()) return s;
-      touch(i);  // the pool may have moved this escrow to a newer window
-      v = ledger_.decide(i, cost, rule_limit());
-      if (v == Ledger::Verdict::kHardCap) {
-        ++stats_.denied_hard_cap;
-        return decision(false, i, now_ms);
-      }
-      if (v == Ledger::Verdict::kBudget) {
-        ++stats_.denied_fair;
-        return decision(false, i, now_ms);
+      return asking(cost, /*first=*/!replied_);
+    }
+    step.result = settle(i, now_ms, cost, v);
+    return step;
+  }
+
+  // The pool's answer to the call's `ask`: the call decided, or a second
+  // request (the window's first answer revealed inherited credits), or
+  // the status (the pool's failure: nothing admitted).
+  absl::StatusOr<Step> after(const Call& c, const Ask& ask,
+                             const absl::StatusOr<RegionPoolGrant>& grant)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ++stats_.pool_requests;
+    if (!grant.ok()) return grant.status();
+    if (absl::Status s = take(ask, *grant); !s.ok()) return s;
+    if (ask.first && inherited_ > 0 &&
+        region_used() + c.cost > static_cast<double>(allowance_)) {
+      return asking(c.cost, /*first=*/false);
+    }
+    touch(c.tenant);  // the pool may have moved this escrow to a newer window
+    const Ledger::Verdict v = ledger_.decide(c.tenant, c.cost, rule_limit());
+    Step step;
+    if (v == Ledger::Verdict::kHardCap) {
+      ++stats_.denied_hard_cap;
+      step.result = decision(false, c.tenant, c.now_ms);
+    } else if (v == Ledger::Verdict::kBudget) {
+      ++stats_.denied_fair;
+      step.result = decision(false, c.tenant, c.now_ms);
+    } else {
+      step.result = settle(c.tenant, c.now_ms, c.cost, v);
+    }
+    return step;
+  }
+
+  // The blocking path: decided inline, or (`admit_waiting`) its requests
+  // sent and waited for, or its turn in the queue waited for.
+  absl::StatusOr<Decision> admit_index(size_t i, int64_t now_ms, double cost) {
+    Ask ask;  // want -1: a request was in flight (queued, not begun)
+    {
+      MutexLock lock(mu_);
+      if (!queue_.in_flight) [[likely]] {
+        const Step step = begin(i, now_ms, cost);
+        if (step.decided) [[likely]]
+          return step.result;
+        queue_.in_flight = true;
+        ask = step.request;
       }
     }
-    if (region_used() + cost > static_cast<double>(allowance_)) {
-      ++stats_.denied_pool;
-      return decision(false, i, now_ms);
+    return admit_waiting(i, now_ms, cost, ask);
+  }
+
+  [[gnu::noinline]] absl::StatusOr<Decision> admit_waiting(size_t i,
+                                                           int64_t now_ms,
+                                                           double cost,
+                                                           Ask ask) {
+    while (ask.want < 0) {
+      std::promise<absl::StatusOr<Decision>> turn;
+      std::future<absl::StatusOr<Decision>> answer = turn.get_future();
+      {
+        MutexLock lock(mu_);
+        if (!queue_.in_flight) {  // it landed meanwhile: this call's turn now
+          const Step step = begin(i, now_ms, cost);
+          if (step.decided) return step.result;
+          queue_.in_flight = true;
+          ask = step.request;
+          break;
+        }
+        queue_.waiting.push_back(
+            Call{i, now_ms, cost, [&turn](absl::StatusOr<Decision> d) {
+                   turn.set_value(std::move(d));
+                 }});
+      }
+      return answer.get();
     }
-    ledger_.commit(i, cost);
-    ++(v == Ledger::Verdict::kInShare ? stats_.admitted_in_share
-                                      : stats_.admitted_borrowed);
-    return decision(true, i, now_ms);
+    // This call asks; the calls arriving meanwhile queue behind it.
+    Call c{i, now_ms, cost, nullptr};
+    for (;;) {
+      absl::StatusOr<RegionPoolGrant> g = options_.pool->grant(
+          budget_, options_.key, options_.region, ask.weight, ask.want, now_ms);
+      absl::StatusOr<Decision> mine;
+      if (std::optional<Ask> again = land(c, ask, g, &mine)) {
+        ask = *again;
+        continue;
+      }
+      return mine;
+    }
+  }
+
+  // Sends `c`'s request without waiting (`queue_.in_flight` is set).
+  void send(Call c, Ask ask) {
+    options_.pool->grant_async(
+        budget_, options_.key, options_.region, ask.weight, ask.want, c.now_ms,
+        [this, c = std::move(c),
+         ask](absl::StatusOr<RegionPoolGrant> g) mutable {
+          absl::StatusOr<Decision> mine;
+          if (std::optional<Ask> again = land(c, ask, g, &mine)) {
+            send(std::move(c), *again);
+          }
+        });
+  }
+
+  // The pool's answer to `c`'s `ask` has landed. Either `c` needs a second
+  // request (returned; the queue waits on) or `c` is decided (`*mine`,
+  // and its completion run if it has one), then the queue drains
+  // (detail::CallQueue: in order, a failed request failing the queued
+  // calls that need the pool, the next that needs it sent). Every
+  // completion runs here, outside `mu_`, in arrival order.
+  std::optional<Ask> land(Call& c, const Ask& ask,
+                          const absl::StatusOr<RegionPoolGrant>& grant,
+                          absl::StatusOr<Decision>* mine) {
+    typename detail::CallQueue<Ask>::Landing landing;
+    {
+      MutexLock lock(mu_);
+      absl::StatusOr<Step> r = after(c, ask, grant);
+      if (r.ok() && !r->decided) return r->request;
+      *mine = r.ok() ? absl::StatusOr<Decision>(r->result) : r.status();
+      // The lambda runs inside `drain`, under this lock (the analysis
+      // cannot follow it there).
+      landing = queue_.drain(
+          grant.status(), [this](const Call& w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            return begin(w.tenant, w.now_ms, w.cost);
+          });
+    }
+    if (c.done != nullptr) std::move(c.done)(*mine);
+    landing.complete();
+    if (landing.next) send(*std::move(landing.next), landing.next_request);
+    return std::nullopt;
   }
 
   const FederatedFairEscrowOptions options_;
@@ -497,6 +689,8 @@ class BasicFederatedFairEscrow {
   int64_t shares_fair_ ABSL_GUARDED_BY(mu_) = -1;
   int64_t shares_version_ ABSL_GUARDED_BY(mu_) = -1;
   Stats stats_ ABSL_GUARDED_BY(mu_);
+  // The pool request in flight and the calls queued behind it.
+  detail::CallQueue<Ask> queue_ ABSL_GUARDED_BY(mu_);
 };
 
 // The FederatedFairEscrow on the system clock, the common case

@@ -28,6 +28,8 @@
 // create its own from `host`, `port` and the rest (one connection).
 // Deadlines: each call returns within the coordinator's `command_timeout`
 // (plus `connect_timeout` when it opens the connection itself).
+// `grant_async` sends the step without waiting (the coordinator's
+// asynchronous path) and completes from the thread that reads the reply.
 //
 // Errors, never a crash or an exception: kInvalidArgument (bad options or
 // arguments, before any I/O), kUnavailable (cannot connect, connection
@@ -115,6 +117,10 @@ class RedisRegionPool final : public RegionPool {
                                            int64_t weight, int64_t want,
                                            int64_t now_ms) override;
   absl::StatusOr<RegionPoolState> do_state(std::string_view key) override;
+  void do_grant_async(const LeaseBudget& budget, std::string_view key,
+                      std::string_view region, int64_t weight, int64_t want,
+                      int64_t now_ms,
+                      Completion<RegionPoolGrant> on_done) override;
 
  private:
   explicit RedisRegionPool(std::unique_ptr<Impl> impl);

@@ -81,6 +81,7 @@
 #include "absl/strings/str_cat.h"
 #include "throttlekit/coordinator/lease.h"
 #include "throttlekit/core/clock.h"
+#include "throttlekit/core/completion.h"
 #include "throttlekit/core/decision.h"
 #include "throttlekit/core/key.h"
 #include "throttlekit/core/mutex.h"
@@ -249,18 +250,28 @@ class RegionPool {
                                         std::string_view key,
                                         std::string_view region, int64_t weight,
                                         int64_t want, int64_t now_ms = 0) {
-    if (absl::Status s = validate_pool_key(key); !s.ok()) return s;
-    if (absl::Status s = validate_region_pool_step(region, weight, want);
+    if (absl::Status s = validate_grant(key, region, weight, want, now_ms);
         !s.ok()) {
       return s;
     }
-    if (now_ms < 0 || now_ms > kMaxSafeInteger) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("region_pool.now_ms must be 0 (the pool's clock) or in "
-                       "[1, 2^53-1]; got ",
-                       now_ms));
-    }
     return do_grant(budget, key, region, weight, want, now_ms);
+  }
+
+  // As `grant`, without waiting (core/completion.h, docs/async.md):
+  // `on_done` runs exactly once with what `grant` returns; inline for bad
+  // arguments and for a pool in memory, from the thread that reads the
+  // store's reply for a pool over a store that sends its step without
+  // waiting (the Redis pool).
+  void grant_async(const LeaseBudget& budget, std::string_view key,
+                   std::string_view region, int64_t weight, int64_t want,
+                   int64_t now_ms, Completion<RegionPoolGrant> on_done) {
+    if (absl::Status s = validate_grant(key, region, weight, want, now_ms);
+        !s.ok()) {
+      std::move(on_done)(std::move(s));
+      return;
+    }
+    do_grant_async(budget, key, region, weight, want, now_ms,
+                   std::move(on_done));
   }
 
   // `key`'s stored state (no regions: cold or expired), for tests and
@@ -277,8 +288,31 @@ class RegionPool {
                                                    int64_t weight, int64_t want,
                                                    int64_t now_ms) = 0;
   virtual absl::StatusOr<RegionPoolState> do_state(std::string_view key) = 0;
+  // Arguments validated. The default runs `do_grant` and completes inline.
+  virtual void do_grant_async(const LeaseBudget& budget, std::string_view key,
+                              std::string_view region, int64_t weight,
+                              int64_t want, int64_t now_ms,
+                              Completion<RegionPoolGrant> on_done) {
+    std::move(on_done)(do_grant(budget, key, region, weight, want, now_ms));
+  }
 
  private:
+  static absl::Status validate_grant(std::string_view key,
+                                     std::string_view region, int64_t weight,
+                                     int64_t want, int64_t now_ms) {
+    if (absl::Status s = validate_pool_key(key); !s.ok()) return s;
+    if (absl::Status s = validate_region_pool_step(region, weight, want);
+        !s.ok()) {
+      return s;
+    }
+    if (now_ms < 0 || now_ms > kMaxSafeInteger) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("region_pool.now_ms must be 0 (the pool's clock) or in "
+                       "[1, 2^53-1]; got ",
+                       now_ms));
+    }
+    return absl::OkStatus();
+  }
   static absl::Status validate_pool_key(std::string_view key) {
     if (absl::Status s = validate_key(key); !s.ok()) {
       return absl::InvalidArgumentError(

@@ -293,6 +293,10 @@ class RedisCoordinator final : public Coordinator {
   // its ARGV): the reply's integers.
   absl::StatusOr<std::vector<int64_t>> region_pool_step(
       std::vector<std::string> argv);
+  // As `region_pool_step`, without waiting: `on_done` runs once, from the
+  // thread that reads the reply.
+  void region_pool_step_async(std::vector<std::string> argv,
+                              Completion<std::vector<int64_t>> on_done);
   // The field/value pairs of the hash at `key` (none when it is absent;
   // kFailedPrecondition when it holds another type).
   absl::StatusOr<std::vector<std::string>> hash_fields(std::string_view key);

@@ -105,6 +105,7 @@
 #include "throttlekit/core/key.h"
 #include "throttlekit/core/mutex.h"
 #include "throttlekit/core/water_filling.h"
+#include "throttlekit/twotier/internal/call_queue.h"
 #include "throttlekit/twotier/internal/fair_share_ledger.h"
 #include "throttlekit/twotier/internal/tenant_table.h"
 
@@ -250,30 +251,28 @@ class BasicWeightedFairEscrow {
       return;
     }
     Decision decided;
-    int64_t want = -1;  // -1: decided inline
-    bool in_share = false;
+    LeaseAsk ask;  // want -1: decided inline
     {
       MutexLock lock(mu_);
-      if (leasing_) {
-        waiting_.push_back(Call{*i, now_ms, cost,
-                                DecisionCompletion(std::forward<F>(on_done))});
+      if (queue_.in_flight) {
+        queue_.waiting.push_back(Call{
+            *i, now_ms, cost, DecisionCompletion(std::forward<F>(on_done))});
         return;
       }
       const Step step = begin(*i, now_ms, cost);
       if (step.decided) {
         decided = step.result;
       } else {
-        leasing_ = true;
-        want = step.want;
-        in_share = step.in_share;
+        queue_.in_flight = true;
+        ask = step.request;
       }
     }
-    if (want < 0) {
+    if (ask.want < 0) {
       std::forward<F>(on_done)(decided);
       return;
     }
     send(Call{*i, now_ms, cost, DecisionCompletion(std::forward<F>(on_done))},
-         want, in_share);
+         ask);
   }
   // As `admit_at_async`, now (this process's clock).
   template <DecisionCallback F>
@@ -360,22 +359,16 @@ class BasicWeightedFairEscrow {
     return ledger_.room(i, static_cast<double>(options_.limit));
   }
 
-  // One call's first step (under `mu_`): decided, or waiting for a lease
-  // of `want` credits (multi-process, too few held).
-  struct Step {
-    bool decided = true;
-    Decision result;  // when decided
-    int64_t want = 0;
+  // A lease to ask for: `want` credits, for a call within its share or
+  // borrowing. `want` -1: none.
+  struct LeaseAsk {
+    int64_t want = -1;
     bool in_share = false;
   };
-  // A call waiting for a lease: queued behind one in flight, or sending
-  // its own.
-  struct Call {
-    size_t i;
-    int64_t now_ms;
-    double cost;
-    DecisionCompletion done;
-  };
+  // One call's first step (under `mu_`): decided, or waiting for a lease
+  // (multi-process, too few credits held).
+  using Step = detail::CallStep<LeaseAsk>;
+  using Call = detail::QueuedCall;
 
   Step begin(size_t i, int64_t now_ms, double cost)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -394,26 +387,27 @@ class BasicWeightedFairEscrow {
       step.result = deny(i, now_ms);
       return step;
     }
-    step.in_share = verdict == Ledger::Verdict::kInShare;
+    const bool in_share = verdict == Ledger::Verdict::kInShare;
     if (options_.coordinator != nullptr) {
       if (held_expires_ms_ != kNever && now_ms >= held_expires_ms_) held_ = 0;
       if (held_ < cost) {
         // Lease a quantum (in share) or exactly the shortfall (borrowing).
         const auto shortfall = static_cast<int64_t>(std::ceil(cost - held_));
         step.decided = false;
-        step.want =
-            step.in_share ? std::max(options_.quantum, shortfall) : shortfall;
+        step.request = LeaseAsk{
+            in_share ? std::max(options_.quantum, shortfall) : shortfall,
+            in_share};
         return step;
       }
       held_ -= cost;
     }
-    step.result = commit(i, cost, step.in_share);
+    step.result = commit(i, cost, in_share);
     return step;
   }
 
   // The lease a begun call waited for, taken in; the call decided. A
   // failed lease admits nothing and is the call's answer.
-  absl::StatusOr<Decision> finish(const Call& c, bool in_share,
+  absl::StatusOr<Decision> finish(const Call& c, const LeaseAsk& ask,
                                   const absl::StatusOr<LeaseGrant>& grant)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!grant.ok()) return grant.status();
@@ -425,11 +419,11 @@ class BasicWeightedFairEscrow {
     if (held_ < c.cost) {  // the shared window has not enough left
       ++stats_.denied_budget;
       return Decision{
-          false, limit_of(c.i), 0, held_expires_ms_,
+          false, limit_of(c.tenant), 0, held_expires_ms_,
           std::max<int64_t>(1, held_expires_ms_ - held_store_now_ms_)};
     }
     held_ -= c.cost;
-    return commit(c.i, c.cost, in_share);
+    return commit(c.tenant, c.cost, ask.in_share);
   }
 
   Decision commit(size_t i, double cost, bool in_share)
@@ -446,41 +440,40 @@ class BasicWeightedFairEscrow {
   // and waited for, or, behind a lease in flight, its turn in the queue
   // waited for.
   absl::StatusOr<Decision> admit_index(size_t i, int64_t now_ms, double cost) {
-    int64_t want = -1;  // -1: a lease was in flight (queued, not begun)
-    bool in_share = false;
+    LeaseAsk ask;  // want -1: a lease was in flight (queued, not begun)
     {
       MutexLock lock(mu_);
-      if (!leasing_) [[likely]] {
+      if (!queue_.in_flight) [[likely]] {
         const Step step = begin(i, now_ms, cost);
         if (step.decided) [[likely]]
           return step.result;
-        leasing_ = true;
-        want = step.want;
-        in_share = step.in_share;
+        queue_.in_flight = true;
+        ask = step.request;
       }
     }
-    return admit_waiting(i, now_ms, cost, want, in_share);
+    return admit_waiting(i, now_ms, cost, ask);
   }
 
-  // `admit_index` past the inline answer: this call needs a lease of
-  // `want` (it sends it; `leasing_` is set) or, `want` -1, a lease was in
+  // `admit_index` past the inline answer: this call needs the lease `ask`
+  // (it sends it; `queue_.in_flight` is set) or, `want` -1, a lease was in
   // flight.
-  [[gnu::noinline]] absl::StatusOr<Decision> admit_waiting(
-      size_t i, int64_t now_ms, double cost, int64_t want, bool in_share) {
-    while (want < 0) {
+  [[gnu::noinline]] absl::StatusOr<Decision> admit_waiting(size_t i,
+                                                           int64_t now_ms,
+                                                           double cost,
+                                                           LeaseAsk ask) {
+    while (ask.want < 0) {
       std::promise<absl::StatusOr<Decision>> turn;
       std::future<absl::StatusOr<Decision>> answer = turn.get_future();
       {
         MutexLock lock(mu_);
-        if (!leasing_) {  // it landed meanwhile: this call's turn now
+        if (!queue_.in_flight) {  // it landed meanwhile: this call's turn
           const Step step = begin(i, now_ms, cost);
           if (step.decided) return step.result;
-          leasing_ = true;
-          want = step.want;
-          in_share = step.in_share;
+          queue_.in_flight = true;
+          ask = step.request;
           break;
         }
-        waiting_.push_back(
+        queue_.waiting.push_back(
             Call{i, now_ms, cost, [&turn](absl::StatusOr<Decision> d) {
                    turn.set_value(std::move(d));
                  }});
@@ -489,61 +482,43 @@ class BasicWeightedFairEscrow {
     }
     // This call leases; the calls arriving meanwhile queue behind it.
     Call c{i, now_ms, cost, nullptr};
-    return land(c, in_share,
-                options_.coordinator->lease(budget_, options_.key, want));
+    return land(c, ask,
+                options_.coordinator->lease(budget_, options_.key, ask.want));
   }
 
-  // Sends the lease `c` waits for, without waiting (`leasing_` is set).
-  void send(Call c, int64_t want, bool in_share) {
+  // Sends the lease `c` waits for, without waiting (`queue_.in_flight` is
+  // set).
+  void send(Call c, LeaseAsk ask) {
     options_.coordinator->lease_async(
-        budget_, options_.key, want,
+        budget_, options_.key, ask.want,
         [this, c = std::move(c),
-         in_share](absl::StatusOr<LeaseGrant> grant) mutable {
-          (void)land(c, in_share, grant);
+         ask](absl::StatusOr<LeaseGrant> grant) mutable {
+          (void)land(c, ask, grant);
         });
   }
 
   // The lease `c` waited for has landed: decides `c` (completed with its
-  // answer if it has a completion, and returned), then the queued calls in
-  // order until one needs a lease of its own (sent; the rest stay queued
-  // behind it) or none is left (`leasing_` cleared). When the lease failed,
-  // every queued call that needs one fails with its status instead of
-  // sending another. Every completion runs here, outside `mu_`.
-  absl::StatusOr<Decision> land(Call& c, bool in_share,
+  // answer if it has a completion, and returned), then drains the queue
+  // (detail::CallQueue: in order, a failed lease failing the queued calls
+  // that need one, the next that needs one sent). Every completion runs
+  // here, outside `mu_`, in arrival order.
+  absl::StatusOr<Decision> land(Call& c, const LeaseAsk& ask,
                                 const absl::StatusOr<LeaseGrant>& grant) {
     absl::StatusOr<Decision> mine;
-    std::vector<std::pair<DecisionCompletion, absl::StatusOr<Decision>>> ready;
-    std::optional<Call> next;
-    int64_t next_want = 0;
-    bool next_in_share = false;
+    typename detail::CallQueue<LeaseAsk>::Landing landing;
     {
       MutexLock lock(mu_);
-      mine = finish(c, in_share, grant);
-      while (!waiting_.empty()) {
-        Call w = std::move(waiting_.front());
-        waiting_.pop_front();
-        const Step s = begin(w.i, w.now_ms, w.cost);
-        if (!s.decided && !grant.ok()) {
-          // The store just failed: a call that needs it fails with it, at
-          // once (one outage costs one deadline, not one per queued call).
-          ready.emplace_back(std::move(w.done), grant.status());
-          continue;
-        }
-        if (!s.decided) {
-          next = std::move(w);
-          next_want = s.want;
-          next_in_share = s.in_share;
-          break;
-        }
-        ready.emplace_back(std::move(w.done), s.result);
-      }
-      if (!next) leasing_ = false;
+      mine = finish(c, ask, grant);
+      // The lambda runs inside `drain`, under this lock (the analysis
+      // cannot follow it there).
+      landing = queue_.drain(
+          grant.status(), [this](const Call& w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            return begin(w.tenant, w.now_ms, w.cost);
+          });
     }
-    // In arrival order: `c` first (an asynchronous call's completion; a
-    // blocking caller gets the answer returned).
     if (c.done != nullptr) std::move(c.done)(mine);
-    for (auto& [done, d] : ready) std::move(done)(std::move(d));
-    if (next) send(*std::move(next), next_want, next_in_share);
+    landing.complete();
+    if (landing.next) send(*std::move(landing.next), landing.next_request);
     return mine;
   }
 
@@ -565,10 +540,8 @@ class BasicWeightedFairEscrow {
   int64_t held_expires_ms_ ABSL_GUARDED_BY(mu_) = kNever;
   int64_t held_store_now_ms_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t give_backs_ ABSL_GUARDED_BY(mu_) = 0;
-  // A lease is in flight: calls arriving queue in `waiting_`, decided in
-  // order when it lands.
-  bool leasing_ ABSL_GUARDED_BY(mu_) = false;
-  std::deque<Call> waiting_ ABSL_GUARDED_BY(mu_);
+  // The lease in flight and the calls queued behind it.
+  detail::CallQueue<LeaseAsk> queue_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
 };
 
