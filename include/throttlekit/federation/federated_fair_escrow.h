@@ -107,7 +107,8 @@
 // (`admit_at_async`); no other lock.
 //
 // Thread-safety: every method is safe to call concurrently. The pool must
-// outlive the escrow.
+// outlive the escrow, and the escrow every asynchronous call still pending
+// (queued calls and the pool request in flight complete through it).
 
 #ifndef THROTTLEKIT_FEDERATION_FEDERATED_FAIR_ESCROW_H_
 #define THROTTLEKIT_FEDERATION_FEDERATED_FAIR_ESCROW_H_

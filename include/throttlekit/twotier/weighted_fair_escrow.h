@@ -71,7 +71,8 @@
 // order to keep and no try_lock.
 //
 // Thread-safety: every method is safe to call concurrently. The coordinator
-// must outlive the escrow.
+// must outlive the escrow, and the escrow every asynchronous call still
+// pending (queued calls and the lease in flight complete through it).
 
 #ifndef THROTTLEKIT_TWOTIER_WEIGHTED_FAIR_ESCROW_H_
 #define THROTTLEKIT_TWOTIER_WEIGHTED_FAIR_ESCROW_H_
