@@ -225,6 +225,14 @@ TEST(RedisEscrowRealClock, ThreeEscrowsOnOneBudgetHoldTheLimit) {
       run_prefix("escrow"));
 }
 
+// The same through `admit_async`: leases sent with `lease_async`, the calls
+// arriving meanwhile queued behind them and completed from the I/O thread.
+TEST(RedisEscrowRealClock, ThreeEscrowsAdmittingAsyncHoldTheLimit) {
+  testing::escrow_fleet_holds_limit(
+      redis(), {.threads = 8, .limit = 200, .window_ms = 20, .run_ms = 1500}, 3,
+      run_prefix("escrow-async"), /*async=*/true);
+}
+
 }  // namespace
 }  // namespace redis_real_clock_test
 }  // namespace throttlekit

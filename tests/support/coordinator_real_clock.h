@@ -15,7 +15,8 @@
 // - `escrow_fleet_holds_limit`: `WeightedFairEscrow`s on one budget (one
 //   in-process escrow when the coordinator is null): at most `limit`
 //   admitted per window in total, and, in-process, never more than a
-//   tenant's hard cap in a window.
+//   tenant's hard cap in a window; through `admit` or, `async`, through
+//   `admit_async` with each completion waited for.
 //
 // Each prints one line of figures and records failures with EXPECT.
 
@@ -25,6 +26,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -121,7 +123,7 @@ inline void leased_nodes_hold_limit(std::shared_ptr<Coordinator> coordinator,
 // admits tenant t % 3 through escrow t % escrows.
 inline void escrow_fleet_holds_limit(std::shared_ptr<Coordinator> coordinator,
                                      const RealClockRun& run, int escrows,
-                                     std::string key) {
+                                     std::string key, bool async = false) {
   const int64_t cap = run.limit / 4;
   std::vector<std::unique_ptr<WeightedFairEscrow>> fleet;
   std::vector<WeightedFairEscrow::TenantId> ids;
@@ -144,9 +146,18 @@ inline void escrow_fleet_holds_limit(std::shared_ptr<Coordinator> coordinator,
     ASSERT_TRUE(id.ok()) << id.status();
     ids.push_back(*id);
   }
+  static constexpr const char* kNames[] = {"gold", "silver", "free"};
   const Load load = hammer(run.threads, run.run_ms, [&](int t) {
-    return fleet[static_cast<size_t>(t % escrows)]->admit(
-        ids[static_cast<size_t>(t % 3)]);
+    WeightedFairEscrow& escrow = *fleet[static_cast<size_t>(t % escrows)];
+    if (!async) return escrow.admit(ids[static_cast<size_t>(t % 3)]);
+    // `admit_async`, its completion waited for (inline, or from the thread
+    // that reads the lease, or from the call ahead of it in the queue).
+    std::promise<absl::StatusOr<Decision>> done;
+    std::future<absl::StatusOr<Decision>> answer = done.get_future();
+    escrow.admit_async(kNames[t % 3], 1, [&done](absl::StatusOr<Decision> d) {
+      done.set_value(std::move(d));
+    });
+    return answer.get();
   });
   EXPECT_EQ(load.errors, 0);
   EXPECT_GT(load.calls, static_cast<int64_t>(load.admitted.size()));

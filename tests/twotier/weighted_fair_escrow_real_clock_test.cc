@@ -3,7 +3,8 @@
 // ~150 times. One in-process escrow: at most `limit` per window in total and
 // never more than the capped tenant's hard cap. Three escrows leasing from
 // one MemoryCoordinator budget: at most `limit` per store window in total
-// (counted by the store window that paid for each admission). Labels `unit`
+// (counted by the store window that paid for each admission), through
+// `admit` and through `admit_async`. Labels `unit`
 // and `tsan`; the Redis fleet runs in tests/redis/redis_real_clock_test.cc.
 #include <gtest/gtest.h>
 
@@ -23,6 +24,14 @@ TEST(WeightedFairEscrowRealClock, ThreeEscrowsOnOneBudgetHoldTheLimit) {
   testing::escrow_fleet_holds_limit(
       *MemoryCoordinator::create(),
       {.limit = 200, .window_ms = 10, .run_ms = 1500}, 3, "escrow");
+}
+
+// The same through `admit_async` (the queued path of docs/async.md).
+TEST(WeightedFairEscrowRealClock, ThreeEscrowsAdmittingAsyncHoldTheLimit) {
+  testing::escrow_fleet_holds_limit(
+      *MemoryCoordinator::create(),
+      {.limit = 200, .window_ms = 10, .run_ms = 1500}, 3, "escrow",
+      /*async=*/true);
 }
 
 }  // namespace
