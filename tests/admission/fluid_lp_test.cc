@@ -881,12 +881,10 @@ RC_GTEST_PROP(FluidLpProperty, TwoAxisSolverMatchesTheEnumerator, ()) {
   check_against_enumerator(gen_degenerate_instance(40, false));
 }
 
-// The solver's dual value is the enumerator's minimum within the
-// tolerance (and its prices non-negative). With values and volumes scaled
-// apart inside one instance (a class of volume 1e-15 and value 2e18 beside
-// classes of volume 1e-3 and value -1e18) the two can pick different
-// vertices whose dual values differ in the 13th digit: a run of 20,000
-// cases found one (seed 2) when the enumerator's choice was asserted.
+// The solver's dual value is the enumerator's within the tolerance (and
+// its prices non-negative): what stays well-defined on mixed magnitudes,
+// where vertices optimal only by the tolerance's width can price classes
+// differently (the 2-axis property below says how).
 void check_optimal_within_tolerance(const Instance& in) {
   absl::StatusOr<Duals> want =
       detail::solve_fluid_lp_enumerated(in.classes, in.budgets);
@@ -900,8 +898,54 @@ void check_optimal_within_tolerance(const Instance& in) {
   RC_ASSERT(d <= d_want + 2e-9 * std::max(std::abs(d_want), 1e-3 * scale));
 }
 
+// Whether the enumerator's choice does not hang on the tolerance's width:
+// no vertex of the arrangement has D between 1e-2 of the tolerance above
+// the least D and the tolerance, so the tie rules see the same vertices
+// for any width in between. Ties stay below 1e-2 of it: D's rounding is
+// about n 2^-53 S, under 5e-3 of the tolerance's floor of 1e-12 S at 40
+// classes.
+bool choice_is_stable_in_the_tolerance(const Instance& in) {
+  const bool three_axis = in.budgets.concurrency_seconds.has_value();
+  const int dims = three_axis ? 3 : 2;
+  const std::vector<detail::LpRow> rows =
+      detail::fluid_lp_rows(in.classes, three_axis);
+  const std::array<double, 3> b = detail::fluid_lp_budget_vector(in.budgets);
+  std::vector<double> ds = {
+      detail::fluid_lp_dual_bounded(rows, b, Duals{}, kInf)};
+  detail::for_each_fluid_lp_vertex(
+      detail::fluid_lp_planes(rows, dims), dims, [&](const Duals& p) {
+        ds.push_back(detail::fluid_lp_dual_bounded(rows, b, p, kInf));
+      });
+  const double d_min = *std::min_element(ds.begin(), ds.end());
+  const double tol =
+      detail::fluid_lp_tolerance(detail::fluid_lp_scale(rows), d_min);
+  return std::all_of(ds.begin(), ds.end(), [&](double d) {
+    return d > d_min + tol || d <= d_min + 1e-2 * tol;
+  });
+}
+
+// Values and volumes of mixed magnitudes. The tolerance is relative to the
+// largest terms (1e-9 of D, at least 1e-12 of S = sum_j lambda_j |v_j|,
+// classes of value <= 0 included), and with magnitudes 10^12 apart inside
+// one instance it can exceed the whole term of a class that sets a bid: a
+// run of 20,000 cases (seed 2) found zero budgets, a class of volume 1e-15,
+// value 2e18 and cost 0 beside classes of volume 1e-3 and value -1e18
+// (tolerance 2.8e3, that class's term 1.9e3 at p_R = 0), where the least D
+// is 0 at p_R = 2e18 and vertices with p_R = 0 and p_R = 1e6 count as
+// optimal, tied by the tie rules' own tolerances down to the
+// lexicographic order. There the bids are not fixed by the objective, and
+// the solver's dual value is held to the enumerator's within the
+// tolerance; where the choice does not hang on the tolerance's width, the
+// bids are the enumerator's, as on one magnitude.
 RC_GTEST_PROP(FluidLpProperty, TwoAxisSolverIsOptimalOnMixedMagnitudes, ()) {
-  check_optimal_within_tolerance(gen_degenerate_instance(40, true));
+  const Instance in = gen_degenerate_instance(40, true);
+  if (choice_is_stable_in_the_tolerance(in)) {
+    RC_TAG("stable in the tolerance: the enumerator's choice");
+    check_against_enumerator(in);
+  } else {
+    RC_TAG("optimal by the tolerance's width: D within it");
+    check_optimal_within_tolerance(in);
+  }
 }
 
 // Unscaled instances: the certificate's own tolerances are absolute near 0
