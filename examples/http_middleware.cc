@@ -6,7 +6,8 @@
 // server chose and `Retry-After`; an admission runs the handler, sends the
 // same fields, and releases its slot when the response is ready.
 //
-//     http_middleware [--port 8080] [--fields structured|draft07|legacy]
+//     http_middleware [--port 8080] [--fields
+//     structured|draft07|draft06|legacy]
 //                     [--server HOST:PORT] [--no-limit] [--rate N]
 //
 // --server sends each admission to a throttlekit-server instead (its `http`
@@ -141,11 +142,12 @@ class RemoteAdmission {
 #endif
 
 int usage(const std::string& problem) {
-  std::fprintf(stderr,
-               "http_middleware: %s\nusage: http_middleware [--port N] "
-               "[--fields structured|draft07|legacy] [--server HOST:PORT] "
-               "[--no-limit] [--rate N]\n",
-               problem.c_str());
+  std::fprintf(
+      stderr,
+      "http_middleware: %s\nusage: http_middleware [--port N] "
+      "[--fields structured|draft07|draft06|legacy] [--server HOST:PORT] "
+      "[--no-limit] [--rate N]\n",
+      problem.c_str());
   return 2;
 }
 
@@ -183,15 +185,12 @@ int main(int argc, char** argv) {
         return usage("--rate wants 1 .. 10^9");
       }
     } else if (flag == "--fields") {
-      if (value == "structured") {
-        style = tk::RateLimitStyle::kStructured;
-      } else if (value == "draft07") {
-        style = tk::RateLimitStyle::kDraft07;
-      } else if (value == "legacy") {
-        style = tk::RateLimitStyle::kLegacy;
-      } else {
-        return usage("--fields wants structured, draft07 or legacy");
+      const std::optional<tk::RateLimitStyle> named =
+          tk::rate_limit_style_from_name(value);
+      if (!named.has_value()) {
+        return usage("--fields wants structured, draft07, draft06 or legacy");
       }
+      style = *named;
     } else if (flag == "--server") {
       server = value;
     } else {

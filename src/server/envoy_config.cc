@@ -467,17 +467,24 @@ absl::StatusOr<EnvoyConfig> envoy_block(const YAML::Node& n,
   EnvoyConfig config;
   if (const YAML::Node h = m->get("headers"); h.IsDefined()) {
     const std::string s = h.IsScalar() ? h.Scalar() : "";
-    if (s == "structured") {
-      config.headers = RateLimitStyle::kStructured;
-    } else if (s == "draft07") {
-      config.headers = RateLimitStyle::kDraft07;
-    } else if (s == "legacy") {
-      config.headers = RateLimitStyle::kLegacy;
-    } else if (s != "off") {
-      return errors.at(child(path, "headers"),
-                       absl::StrCat("must be off, draft07, structured or "
-                                    "legacy; got ",
-                                    quoted(h)));
+    if (s != "off") {
+      config.headers = rate_limit_style_from_name(s);
+      if (!config.headers.has_value()) {
+        return errors.at(child(path, "headers"),
+                         absl::StrCat("must be off, structured, draft07, "
+                                      "draft06 or legacy; got ",
+                                      quoted(h)));
+      }
+    }
+  }
+  if (const YAML::Node u = m->get("unknownDomain"); u.IsDefined()) {
+    const std::string s = u.IsScalar() ? u.Scalar() : "";
+    if (s == "notFound") {
+      config.unknown_domain = EnvoyUnknownDomain::kNotFound;
+    } else if (s != "allow") {
+      return errors.at(
+          child(path, "unknownDomain"),
+          absl::StrCat("must be allow or notFound; got ", quoted(u)));
     }
   }
   if (const YAML::Node f = m->get("failPolicy"); f.IsDefined()) {

@@ -142,8 +142,21 @@ struct EnvoyDomain {
 };
 
 // The server's `envoy:` block.
+// What the door answers a request naming a domain the configuration does
+// not have (`unknownDomain: allow | notFound`).
+enum class EnvoyUnknownDomain {
+  // OK with no limit for every descriptor, counted in
+  // ratelimit_service_rate_limit_domain_not_found, as the reference service
+  // answers: behind Envoy with `failure_mode_deny`, a domain missing from
+  // the configuration lets its traffic through.
+  kAllow,
+  // NOT_FOUND naming the domain.
+  kNotFound,
+};
+
 struct EnvoyConfig {
   std::vector<EnvoyDomain> domains;
+  EnvoyUnknownDomain unknown_domain = EnvoyUnknownDomain::kAllow;
   // The rate-limit headers sent in response_headers_to_add, in one of the
   // header helpers' forms; nullopt (the default, as the reference): none.
   std::optional<RateLimitStyle> headers;

@@ -267,6 +267,8 @@ absl::StatusOr<std::unique_ptr<EnvoyLimits>> EnvoyLimits::create(
       new EnvoyLimits(options, std::move(store), clock));
   out->headers_ = config.headers;
   out->fail_policy_ = config.fail_policy;
+  out->unknown_domain_ = config.unknown_domain;
+  out->unknown_ = std::make_unique<Domain>();
   // The previous limits' nodes by domain and path, to carry over.
   absl::flat_hash_map<std::string, const Node*> old_nodes;
   const auto node_id = [](std::string_view domain, std::string_view path) {
@@ -293,6 +295,9 @@ absl::StatusOr<std::unique_ptr<EnvoyLimits>> EnvoyLimits::create(
     }
     out->unrouted_.store(previous->unrouted_.load(std::memory_order_relaxed),
                          std::memory_order_relaxed);
+    MutexLock lock(previous->not_found_mu_);
+    MutexLock mine(out->not_found_mu_);
+    out->not_found_ = previous->not_found_;
   }
   // Builds `descriptors` into `level`, their paths under `parent`.
   const auto build = [&](const auto& self, const std::string& domain,
@@ -613,6 +618,26 @@ void EnvoyLimits::append_prometheus(std::string& out) const {
     line("OVER_LIMIT", d->requests->over_limit);
     line("ERROR", d->requests->error);
   }
+  {
+    absl::StrAppend(&out,
+                    "# HELP ratelimit_service_rate_limit_domain_not_found "
+                    "Envoy door: requests naming a domain the configuration "
+                    "does not have (answered OK with no limit unless "
+                    "unknownDomain is notFound).\n"
+                    "# TYPE ratelimit_service_rate_limit_domain_not_found "
+                    "counter\n");
+    std::vector<std::pair<std::string, int64_t>> rows;
+    {
+      MutexLock lock(not_found_mu_);
+      rows.assign(not_found_.begin(), not_found_.end());
+    }
+    std::sort(rows.begin(), rows.end());
+    for (const auto& [name, n] : rows) {
+      absl::StrAppend(&out,
+                      "ratelimit_service_rate_limit_domain_not_found{domain=\"",
+                      prometheus_label(name), "\"} ", n, "\n");
+    }
+  }
   absl::StrAppend(
       &out,
       "# HELP throttlekit_envoy_unrouted_requests_total Envoy door: requests "
@@ -621,6 +646,19 @@ void EnvoyLimits::append_prometheus(std::string& out) const {
       "# TYPE throttlekit_envoy_unrouted_requests_total counter\n"
       "throttlekit_envoy_unrouted_requests_total ",
       unrouted_.load(std::memory_order_relaxed), "\n");
+}
+
+void EnvoyLimits::count_not_found(std::string_view name) {
+  MutexLock lock(not_found_mu_);
+  auto it = not_found_.find(absl::string_view(name.data(), name.size()));
+  if (it == not_found_.end()) {
+    it = not_found_
+             .emplace(not_found_.size() < kMaxNotFoundNames ? std::string(name)
+                                                            : "(other)",
+                      0)
+             .first;
+  }
+  ++it->second;
 }
 
 absl::Status EnvoyLimits::plan(const rls::RateLimitRequest& req,
@@ -646,13 +684,15 @@ absl::Status EnvoyLimits::plan(const rls::RateLimitRequest& req,
                      "; at most ", kMaxHitsAddend));
   }
   const auto found = domains_.find(req.domain());
-  if (found == domains_.end()) {
+  const bool known = found != domains_.end();
+  if (!known && unknown_domain_ == EnvoyUnknownDomain::kNotFound) {
     return absl::NotFoundError(
         absl::StrCat("ShouldRateLimit: unknown domain \"", req.domain(),
                      "\" (the configuration names ", domains_.size(), ")"));
   }
-  const Domain& domain = *found->second;
-  domain_out = &domain;
+  const Domain& domain = known ? *found->second : *unknown_;
+  // A bad request to an unknown domain counts as unrouted.
+  if (known) domain_out = &domain;
   const double request_hits =
       req.hits_addend() == 0 ? 1.0 : static_cast<double>(req.hits_addend());
   plans.assign(static_cast<size_t>(n), Plan{});
@@ -680,6 +720,7 @@ absl::Status EnvoyLimits::plan(const rls::RateLimitRequest& req,
       p.peek = hits == 0;
       p.hits = p.peek ? 1.0 : static_cast<double>(hits);
     }
+    if (!known) continue;  // no limit applies, not even an override
     if (d.has_limit()) {
       const std::optional<EnvoyUnit> unit =
           envoy_unit_from_wire(static_cast<int>(d.limit().unit()));
@@ -739,6 +780,11 @@ absl::Status EnvoyLimits::plan(const rls::RateLimitRequest& req,
                               " bytes; the server's limit is ",
                               options_.max_key_bytes, " (maxKeyBytes)"));
     }
+  }
+  if (!known) {
+    domain_out = &domain;
+    count_not_found(req.domain());
+    return absl::OkStatus();
   }
   // Overrides need their engines before anything is counted (the cap on
   // them refuses the whole request).

@@ -51,6 +51,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -118,8 +119,11 @@ class EnvoyLimits {
   // anything is counted: INVALID_ARGUMENT for an empty domain, no
   // descriptors, more than `max_descriptors`, a descriptor without entries
   // or with an empty key, hits above kMaxHitsAddend, an override without a
-  // unit, a counter key over `max_key_bytes`; NOT_FOUND for a domain the
-  // configuration does not name. Thread-safe.
+  // unit, a counter key over `max_key_bytes`. A domain the configuration
+  // does not name is answered OK with no limit for every descriptor
+  // (overrides included, as the reference answers) and counted in
+  // `domain_not_found`; with `unknownDomain: notFound`, NOT_FOUND naming
+  // it. Thread-safe.
   //
   // Every counted descriptor's engine is asked before any answer is read,
   // so an error (a store the fail policy does not decide for) answers the
@@ -167,7 +171,8 @@ class EnvoyLimits {
   // Appends the door's Prometheus families to `out` (docs/envoy.md,
   // "Metrics"): ratelimit_service_rate_limit_{total_hits, over_limit,
   // near_limit, within_limit, shadow_mode}{domain, key1} per counted limit,
-  // throttlekit_envoy_requests_total{domain, code} and
+  // throttlekit_envoy_requests_total{domain, code},
+  // ratelimit_service_rate_limit_domain_not_found{domain} and
   // throttlekit_envoy_unrouted_requests_total. Thread-safe.
   void append_prometheus(std::string& out) const;
 
@@ -240,6 +245,19 @@ class EnvoyLimits {
   std::vector<Holder> holders_;
   // Requests refused before a configured domain was found.
   std::atomic<int64_t> unrouted_{0};
+  EnvoyUnknownDomain unknown_domain_ = EnvoyUnknownDomain::kAllow;
+  // What an unknown domain's requests are planned against: no descriptor
+  // tree, so no descriptor matches a limit.
+  std::unique_ptr<Domain> unknown_;
+  // Counts a request naming the unknown domain `name`.
+  void count_not_found(std::string_view name);
+  mutable Mutex not_found_mu_;
+  // Requests by unknown domain name: at most kMaxNotFoundNames names, the
+  // rest together under "(other)" (a request names its own domain, so the
+  // names are the clients' to choose).
+  static constexpr size_t kMaxNotFoundNames = 256;
+  absl::flat_hash_map<std::string, int64_t> not_found_
+      ABSL_GUARDED_BY(not_found_mu_);
   absl::flat_hash_map<std::string, std::unique_ptr<Domain>> domains_;
   mutable Mutex overrides_mu_;
   // (requests_per_unit, unit) -> its engine; at most kMaxLimitOverrides.

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -102,14 +103,25 @@ TEST(HttpMiddleware, StructuredFieldsThenA429) {
   EXPECT_EQ(stop(c), 0);
 }
 
-TEST(HttpMiddleware, Draft07AndLegacyFields) {
-  const Started d7 = start_example({"--rate", "5", "--fields", "draft07"});
-  httplib::Result r = get(d7.port, "t");
+TEST(HttpMiddleware, DraftAndLegacyFields) {
+  const Started d6 = start_example({"--rate", "5", "--fields", "draft06"});
+  httplib::Result r = get(d6.port, "t");
   ASSERT_TRUE(r);
   EXPECT_EQ(integer_header(r, "RateLimit-Limit"), 2);
   EXPECT_EQ(integer_header(r, "RateLimit-Remaining"), 1);
   EXPECT_GE(integer_header(r, "RateLimit-Reset"), 0);
   EXPECT_EQ(r->get_header_value("RateLimit-Policy"), "2;w=1");
+  EXPECT_FALSE(r->has_header("RateLimit"));
+  EXPECT_EQ(stop(d6), 0);
+
+  const Started d7 = start_example({"--rate", "5", "--fields", "draft07"});
+  r = get(d7.port, "t");
+  ASSERT_TRUE(r);
+  const std::string combined = r->get_header_value("RateLimit");
+  EXPECT_TRUE(absl::StartsWith(combined, "limit=2, remaining=1, reset="))
+      << combined;
+  EXPECT_EQ(r->get_header_value("RateLimit-Policy"), "2;w=1");
+  EXPECT_FALSE(r->has_header("RateLimit-Limit"));
   EXPECT_EQ(stop(d7), 0);
 
   const Started legacy = start_example({"--rate", "5", "--fields", "legacy"});

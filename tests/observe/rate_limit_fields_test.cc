@@ -1,12 +1,14 @@
-// The three forms of rate-limit fields (observe/rate_limit_fields.h), each
-// checked by parsing what would be sent: the structured fields with an RFC
-// 8941 item parser written here, the others as integers.
+// The four forms of rate-limit fields (observe/rate_limit_fields.h), each
+// checked by parsing what would be sent (the structured fields with an RFC
+// 8941 item parser, draft 07's with a dictionary parser written here, the
+// others as integers) and against the examples of the draft naming it.
 
 #include "throttlekit/observe/rate_limit_fields.h"
 
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "gtest/gtest.h"
@@ -67,15 +69,101 @@ TEST(RateLimitFields, PolicyNamesAreEscapedOrRefused) {
   EXPECT_FALSE(RateLimitPolicyName::create(std::string(257, 'x')).ok());
 }
 
-TEST(RateLimitFields, Draft07Fields) {
+TEST(RateLimitFields, Draft06Fields) {
   const Decision d{false, 10, 0, kNow + 5'000, 3'001};
   RateLimitFields f = rate_limit_fields(d, kNow, name("login"), 1'500,
-                                        RateLimitStyle::kDraft07);
+                                        RateLimitStyle::kDraft06);
   EXPECT_EQ(integer(f, "RateLimit-Limit"), 10);
   EXPECT_EQ(integer(f, "RateLimit-Remaining"), 0);
   EXPECT_EQ(integer(f, "RateLimit-Reset"), 5);
   EXPECT_EQ(*f.find("RateLimit-Policy"), "10;w=2");
   EXPECT_EQ(integer(f, "Retry-After"), 4);  // 3.001 s, rounded up
+  EXPECT_EQ(f.find("RateLimit"), nullptr);
+}
+
+// Draft 07's `RateLimit`: an RFC 8941 dictionary whose members are
+// `key=integer`, separated by a comma and optional spaces; nullopt for
+// anything else (a bare key, a repeated key, a non-integer value).
+std::optional<std::map<std::string, int64_t>> parse_dictionary(
+    std::string_view s) {
+  std::map<std::string, int64_t> out;
+  while (true) {
+    const size_t eq = s.find('=');
+    if (eq == std::string_view::npos || eq == 0) return std::nullopt;
+    const std::string key(s.substr(0, eq));
+    for (const char c : key) {
+      if (!(c >= 'a' && c <= 'z') && c != '_' && c != '-') return std::nullopt;
+    }
+    s.remove_prefix(eq + 1);
+    const size_t end = s.find(',');
+    const std::string_view value = s.substr(0, end);
+    int64_t x = 0;
+    if (value.empty() || value.size() > 15 ||
+        value.find_first_not_of("0123456789") != std::string_view::npos ||
+        !absl::SimpleAtoi(std::string(value), &x) ||
+        !out.emplace(key, x).second) {
+      return std::nullopt;
+    }
+    if (end == std::string_view::npos) return out;
+    s.remove_prefix(end + 1);
+    while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+  }
+}
+
+TEST(RateLimitFields, Draft07FieldsAreOneDictionaryBesideThePolicy) {
+  const Decision d{false, 10, 0, kNow + 5'000, 3'001};
+  RateLimitFields f = rate_limit_fields(d, kNow, name("login"), 1'500,
+                                        RateLimitStyle::kDraft07);
+  const std::optional<std::map<std::string, int64_t>> dict =
+      parse_dictionary(*f.find("RateLimit"));
+  ASSERT_TRUE(dict.has_value()) << *f.find("RateLimit");
+  EXPECT_EQ(*dict, (std::map<std::string, int64_t>{
+                       {"limit", 10}, {"remaining", 0}, {"reset", 5}}));
+  EXPECT_EQ(*f.find("RateLimit-Policy"), "10;w=2");
+  EXPECT_EQ(integer(f, "Retry-After"), 4);
+  // None of draft 06's separate fields.
+  EXPECT_EQ(f.find("RateLimit-Limit"), nullptr);
+  EXPECT_EQ(f.find("RateLimit-Remaining"), nullptr);
+  EXPECT_EQ(f.find("RateLimit-Reset"), nullptr);
+}
+
+// The response examples of each draft: 10 requests per second, 1 left,
+// full again in 7 s (draft 06 and 07); a policy "default" of 100 per
+// minute with 50 left, full in 30 s (the structured drafts).
+TEST(RateLimitFields, EachStyleSendsItsDraftsExample) {
+  const Decision small{true, 10, 1, kNow + 7'000, 0};
+  const auto sent = [&](const Decision& d, int64_t window_ms,
+                        std::string_view policy, RateLimitStyle style) {
+    std::vector<std::string> lines;
+    rate_limit_fields(d, kNow, name(policy), window_ms, style)
+        .for_each([&](std::string_view k, std::string_view v) {
+          lines.push_back(std::string(k) + ": " + std::string(v));
+        });
+    return lines;
+  };
+  EXPECT_EQ(sent(small, 1'000, "x", RateLimitStyle::kDraft06),
+            (std::vector<std::string>{
+                "RateLimit-Limit: 10", "RateLimit-Remaining: 1",
+                "RateLimit-Reset: 7", "RateLimit-Policy: 10;w=1"}));
+  EXPECT_EQ(
+      sent(small, 1'000, "x", RateLimitStyle::kDraft07),
+      (std::vector<std::string>{"RateLimit: limit=10, remaining=1, reset=7",
+                                "RateLimit-Policy: 10;w=1"}));
+  const Decision big{true, 100, 50, kNow + 30'000, 0};
+  EXPECT_EQ(
+      sent(big, 60'000, "default", RateLimitStyle::kStructured),
+      (std::vector<std::string>{"RateLimit-Policy: \"default\";q=100;w=60",
+                                "RateLimit: \"default\";r=50;t=30"}));
+}
+
+TEST(RateLimitFields, StyleNamesAreTheDrafts) {
+  EXPECT_EQ(rate_limit_style_from_name("structured"),
+            RateLimitStyle::kStructured);
+  EXPECT_EQ(rate_limit_style_from_name("draft07"), RateLimitStyle::kDraft07);
+  EXPECT_EQ(rate_limit_style_from_name("draft06"), RateLimitStyle::kDraft06);
+  EXPECT_EQ(rate_limit_style_from_name("legacy"), RateLimitStyle::kLegacy);
+  EXPECT_EQ(rate_limit_style_from_name("draft7"), std::nullopt);
+  EXPECT_EQ(rate_limit_style_from_name(""), std::nullopt);
 }
 
 TEST(RateLimitFields, LegacyFieldsResetAtEpochSeconds) {
@@ -89,8 +177,13 @@ TEST(RateLimitFields, LegacyFieldsResetAtEpochSeconds) {
   EXPECT_EQ(f.find("RateLimit"), nullptr);
 }
 
-TEST(RateLimitFields, ParserRejectsWhatIsNotAnItem) {
-  // The test's parser is strict, so the checks above can fail.
+TEST(RateLimitFields, ParsersRejectWhatIsNotTheirForm) {
+  // The test's parsers are strict, so the checks above can fail.
+  EXPECT_FALSE(parse_dictionary("limit").has_value());
+  EXPECT_FALSE(parse_dictionary("limit=1, limit=2").has_value());
+  EXPECT_FALSE(parse_dictionary("limit=1.5").has_value());
+  EXPECT_FALSE(parse_dictionary("Limit=1").has_value());
+  EXPECT_TRUE(parse_dictionary("limit=1,remaining=2").has_value());
   EXPECT_FALSE(parse_item("api;r=1").has_value());
   EXPECT_FALSE(parse_item("\"api\";r=").has_value());
   EXPECT_FALSE(parse_item("\"api\";r=1;r=2").has_value());

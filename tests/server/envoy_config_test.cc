@@ -62,6 +62,7 @@ TEST(EnvoyConfig, LoadsTheReferenceFormatInline) {
 version: 1
 envoy:
   headers: draft07
+  unknownDomain: notFound
   domains:
     - domain: messaging
       descriptors:
@@ -94,6 +95,7 @@ envoy:
   ASSERT_EQ(c->envoy.domains.size(), 1u);
   ASSERT_TRUE(c->envoy.headers.has_value());
   EXPECT_EQ(*c->envoy.headers, RateLimitStyle::kDraft07);
+  EXPECT_EQ(c->envoy.unknown_domain, EnvoyUnknownDomain::kNotFound);
   const EnvoyDomain& d = c->envoy.domains[0];
   EXPECT_EQ(d.domain, "messaging");
   EXPECT_EQ(d.source, "server.yaml: envoy.domains[0]");
@@ -299,8 +301,10 @@ TEST(EnvoyConfig, RefusesEachBadDocument) {
       {"version: 1\nenvoy: {domains: {}}",
        "envoy.domains: must be a list of domains"},
       {"version: 1\nenvoy: {headers: loud, domains: [{domain: d}]}",
-       "envoy.headers: must be off, draft07, structured or legacy; got "
-       "\"loud\""},
+       "envoy.headers: must be off, structured, draft07, draft06 or legacy; "
+       "got \"loud\""},
+      {"version: 1\nenvoy: {unknownDomain: deny, domains: [{domain: d}]}",
+       "envoy.unknownDomain: must be allow or notFound; got \"deny\""},
       {"version: 1\nenvoy: {domains: [{domain: d}], filez: []}",
        "envoy.filez: unknown key"},
       {"version: 1\nenvoy: {domains: [{descriptors: []}]}",

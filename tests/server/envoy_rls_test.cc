@@ -673,7 +673,7 @@ std::string with_headers(const std::string& form) {
 }
 
 TEST(EnvoyRls, HeadersNameTheDescriptorClosestToItsLimit) {
-  EnvoyDoor door(with_headers("draft07"));
+  EnvoyDoor door(with_headers("draft06"));
   const auto req = rls_request(
       "hdr", {rls_descriptor({{"a", "x"}}), rls_descriptor({{"b", "x"}})});
   using Headers = std::vector<std::pair<std::string, std::string>>;
@@ -693,6 +693,12 @@ TEST(EnvoyRls, HeadersNameTheDescriptorClosestToItsLimit) {
                                     {"RateLimit-Reset", "59"},
                                     {"RateLimit-Policy", "3;w=60"},
                                     {"Retry-After", "59"}}));
+
+  // Draft 07: the same numbers in one dictionary.
+  EnvoyDoor d7(with_headers("draft07"));
+  EXPECT_EQ(headers(d7.decide(req)),
+            (Headers{{"RateLimit", "limit=3, remaining=2, reset=60"},
+                     {"RateLimit-Policy", "3;w=60"}}));
 
   EnvoyDoor legacy(with_headers("legacy"));
   EXPECT_EQ(
@@ -738,8 +744,8 @@ envoy:
        "the domain is empty"},
       {rls_request("d", {}), grpc::StatusCode::INVALID_ARGUMENT,
        "no descriptors"},
-      {rls_request("nope", {good}), grpc::StatusCode::NOT_FOUND,
-       "unknown domain \"nope\""},
+      {rls_request("nope", {good, no_entries}),
+       grpc::StatusCode::INVALID_ARGUMENT, "descriptors[1]: no entries"},
       {many, grpc::StatusCode::INVALID_ARGUMENT,
        "100000 descriptors; the server's limit is 100 (maxBatch)"},
       {rls_request("d", {good}, 2'000'000'000),
@@ -782,6 +788,92 @@ limiters:
       << s.error_message();
 }
 
+// A domain the configuration does not name: OK with no limit for every
+// descriptor (a limit override too), as the reference service answers,
+// counted per domain name in ratelimit_service_rate_limit_domain_not_found;
+// a bad request to it is still refused. `unknownDomain: notFound` answers
+// NOT_FOUND instead.
+TEST(EnvoyRls, AnUnknownDomainIsAllowedWithNoLimitAndCounted) {
+  constexpr char kDomain[] = R"(
+    - domain: d
+      descriptors:
+        - key: k
+          rate_limit: {unit: minute, requests_per_unit: 1}
+)";
+  EnvoyDoor door(absl::StrCat("version: 1\nenvoy:\n  domains:", kDomain));
+  const auto k = rls_descriptor({{"k", "v"}});
+  const auto overridden =
+      with_limit(rls_descriptor({{"k", "v"}}), 1, ::envoy::type::v3::MINUTE);
+  for (int i = 0; i < 3; ++i) {
+    const R r = door.decide(rls_request("elsewhere", {k, overridden}));
+    EXPECT_EQ(r.overall_code(), R::OK);
+    for (const auto& st : r.statuses()) {
+      EXPECT_EQ(st.code(), R::OK);
+      EXPECT_FALSE(st.has_current_limit());
+      EXPECT_EQ(st.limit_remaining(), 0u);
+    }
+  }
+  door.decide(rls_request("other", {k}));
+  R resp;
+  EXPECT_EQ(
+      door.call(rls_request("elsewhere", {rlc::RateLimitDescriptor()}), resp)
+          .error_code(),
+      grpc::StatusCode::INVALID_ARGUMENT);
+  // The configured domain still counts its own limit.
+  EXPECT_EQ(door.decide(rls_request("d", {k})).overall_code(), R::OK);
+  EXPECT_EQ(door.decide(rls_request("d", {k})).overall_code(), R::OVER_LIMIT);
+  const std::string text = door.server().prometheus_text();
+  for (const char* line : {
+           "ratelimit_service_rate_limit_domain_not_found{domain=\"elsewhere\"}"
+           " 3\n",
+           "ratelimit_service_rate_limit_domain_not_found{domain=\"other\"} "
+           "1\n",
+           "throttlekit_envoy_unrouted_requests_total 1\n",
+           "ratelimit_service_rate_limit_total_hits{domain=\"d\",key1=\"k\"} "
+           "2\n",
+       }) {
+    EXPECT_NE(text.find(line), std::string::npos) << "missing: " << line;
+  }
+
+  EnvoyDoor strict(absl::StrCat(
+      "version: 1\nenvoy:\n  unknownDomain: notFound\n  domains:", kDomain));
+  const grpc::Status s = strict.call(rls_request("elsewhere", {k}), resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(s.error_message().find("unknown domain \"elsewhere\""),
+            std::string::npos)
+      << s.error_message();
+  EXPECT_EQ(strict.decide(rls_request("d", {k})).overall_code(), R::OK);
+}
+
+// The names of unknown domains are the clients' to choose: at most 256 are
+// counted apart, the rest together.
+TEST(EnvoyRls, UnknownDomainNamesAreBounded) {
+  EnvoyDoor door(R"(
+version: 1
+envoy:
+  domains:
+    - domain: d
+)");
+  const auto k = rls_descriptor({{"k", "v"}});
+  for (int i = 0; i < 300; ++i) {
+    door.decide(rls_request(absl::StrCat("u", i), {k}));
+  }
+  const std::string text = door.server().prometheus_text();
+  EXPECT_NE(text.find("ratelimit_service_rate_limit_domain_not_found{domain="
+                      "\"u0\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("ratelimit_service_rate_limit_domain_not_found{domain="
+                      "\"(other)\"} 44\n"),
+            std::string::npos)
+      << text;
+  size_t rows = 0;
+  for (size_t at = text.find("domain_not_found{"); at != std::string::npos;
+       at = text.find("domain_not_found{", at + 1)) {
+    ++rows;
+  }
+  EXPECT_EQ(rows, 257u);
+}
+
 // The door's metrics on /metrics: per limit in hits under the reference
 // service's names, per domain in requests by answer, and the requests no
 // domain took.
@@ -815,6 +907,10 @@ envoy:
       rls_request("m", {with_hits(rls_descriptor({{"user", "bob"}}), 0)}));
   R resp;
   EXPECT_FALSE(
+      door.call(rls_request("", {rls_descriptor({{"user", "ann"}})}), resp)
+          .ok());
+  // An unknown domain is answered (OK, no limit) and counted apart.
+  EXPECT_TRUE(
       door.call(rls_request("nope", {rls_descriptor({{"user", "ann"}})}), resp)
           .ok());
   EXPECT_FALSE(door.call(rls_request("m", {}), resp).ok());
@@ -854,6 +950,8 @@ envoy:
           "1\n",
           "throttlekit_envoy_requests_total{domain=\"m\",code=\"ERROR\"} 1\n",
           "throttlekit_envoy_unrouted_requests_total 2\n",
+          "ratelimit_service_rate_limit_domain_not_found{domain=\"nope\"} "
+          "1\n",
       }) {
     EXPECT_NE(text.find(line), std::string::npos) << "missing: " << line;
   }
@@ -968,11 +1066,14 @@ TEST(EnvoyRls, ReloadUnderTrafficKeepsCountsAndRefusesNothing) {
                 .current_limit()
                 .requests_per_unit(),
             5u);
-  R resp;
-  EXPECT_EQ(
-      door.call(rls_request("extra", {rls_descriptor({{"k", "v"}})}), resp)
-          .error_code(),
-      grpc::StatusCode::NOT_FOUND);
+  // An unknown domain again: answered with no limit, counted apart.
+  const R gone = door.decide("extra", {{"k", "v"}});
+  EXPECT_EQ(gone.overall_code(), R::OK);
+  EXPECT_FALSE(gone.statuses(0).has_current_limit());
+  EXPECT_NE(door.server().prometheus_text().find(
+                "ratelimit_service_rate_limit_domain_not_found{domain="
+                "\"extra\"} 1\n"),
+            std::string::npos);
   // Version B again: `ip` at 7 under its new name, `extra` served.
   write_file(rls_yaml, kReloadB);
   write_file(server_yaml, files_b);

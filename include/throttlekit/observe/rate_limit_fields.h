@@ -1,14 +1,20 @@
 // throttlekit/observe/rate_limit_fields.h
 //
 // Provides `rate_limit_fields`: the HTTP response fields that tell a client
-// about a `Decision`, in the three forms clients meet today, chosen per
+// about a `Decision`, in the forms clients meet today, each named by the
+// draft of draft-ietf-httpapi-ratelimit-headers that defines it, chosen per
 // server (`RateLimitStyle`):
 //
-//   kStructured  the current IETF httpapi draft: two RFC 8941 structured
+//   kStructured  the current draft (08 onwards): two RFC 8941 structured
 //                fields naming the policy,
 //                  RateLimit-Policy: "api";q=100;w=60
 //                  RateLimit: "api";r=42;t=12
-//   kDraft07     the draft-07 fields,
+//   kDraft07     draft 07: one RFC 8941 dictionary for the current limit
+//                beside an unnamed policy,
+//                  RateLimit: limit=100, remaining=42, reset=12
+//                  RateLimit-Policy: 100;w=60
+//   kDraft06     draft 06 (and 03 to 05 without the policy): one field per
+//                number,
 //                  RateLimit-Limit: 100
 //                  RateLimit-Remaining: 42
 //                  RateLimit-Reset: 12
@@ -19,8 +25,9 @@
 //                  X-RateLimit-Reset: 1700000012   (epoch seconds)
 //
 // and in every style `Retry-After: <seconds>` on a denial (RFC 9110).
-// `q` / Limit is the decision's limit, `r` / Remaining its remaining (never
-// negative), `t` / Reset the seconds until it is fully replenished, `w` the
+// `q` / `limit` / Limit is the decision's limit, `r` / `remaining` /
+// Remaining its remaining (never negative), `t` / `reset` / Reset the
+// seconds until it is fully replenished, `w` the
 // policy's window in seconds. Seconds are rounded up (a client that waits
 // what it was told never retries early); Retry-After is at least 1.
 //
@@ -38,6 +45,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -50,7 +58,18 @@
 
 namespace throttlekit {
 
-enum class RateLimitStyle { kStructured, kDraft07, kLegacy };
+enum class RateLimitStyle { kStructured, kDraft07, kDraft06, kLegacy };
+
+// The style a configuration names: "structured", "draft07", "draft06" or
+// "legacy"; nullopt for any other text.
+inline std::optional<RateLimitStyle> rate_limit_style_from_name(
+    std::string_view name) {
+  if (name == "structured") return RateLimitStyle::kStructured;
+  if (name == "draft07") return RateLimitStyle::kDraft07;
+  if (name == "draft06") return RateLimitStyle::kDraft06;
+  if (name == "legacy") return RateLimitStyle::kLegacy;
+  return std::nullopt;
+}
 
 // A policy name as an RFC 8941 sf-string: printable ASCII (0x20-0x7E),
 // 1 .. 256 bytes; `"` and `\` are escaped when sent.
@@ -126,6 +145,11 @@ inline RateLimitFields rate_limit_fields(const Decision& d, int64_t now_ms,
             absl::StrCat(name.quoted(), ";r=", remaining, ";t=", reset_s));
       break;
     case RateLimitStyle::kDraft07:
+      f.add("RateLimit", absl::StrCat("limit=", d.limit, ", remaining=",
+                                      remaining, ", reset=", reset_s));
+      f.add("RateLimit-Policy", absl::StrCat(d.limit, ";w=", window_s));
+      break;
+    case RateLimitStyle::kDraft06:
       f.add("RateLimit-Limit", absl::StrCat(d.limit));
       f.add("RateLimit-Remaining", absl::StrCat(remaining));
       f.add("RateLimit-Reset", absl::StrCat(reset_s));

@@ -2,8 +2,10 @@
 //
 // Provides `RateLimitHeaders`: the HTTP response headers a server sends for a
 // `Decision` (docs/architecture.md, "Layers", 7, "HTTP header helpers"), in
-// the form most clients and gateways understand today (the IETF httpapi
-// RateLimit-header fields, draft 07, plus RFC 9110's Retry-After):
+// the separate fields of draft-ietf-httpapi-ratelimit-headers-06, the form
+// most clients and gateways understand today, plus RFC 9110's Retry-After
+// (`rate_limit_fields`, observe/rate_limit_fields.h, sends every draft's
+// form):
 //
 //     RateLimit-Limit: 100
 //     RateLimit-Remaining: 0
