@@ -29,6 +29,7 @@ using CachedDeny = CachedDenyLimiter<FixedWindow, ClockRef<NodeClock>>;
 WindowedFleetShape strict_shape(const StrictFleetConfig& c) {
   WindowedFleetShape shape = windowed_shape(c.fleet);
   if (c.slow_clocks) shape.node_clock_drift_ppm = -500'000;
+  shape.store_ttl_slack_ms = c.store_ttl_slack_ms;
   return shape;
 }
 

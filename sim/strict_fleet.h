@@ -47,6 +47,7 @@
 
 #include "sim/leased_fleet.h"
 #include "sim/world.h"
+#include "throttlekit/core/ttl_slack.h"
 
 namespace throttlekit::sim {
 
@@ -55,8 +56,12 @@ struct StrictFleetConfig {
   // network and faults. Its `batch` and `window_coupled` are unused (no
   // leases).
   LeasedFleetConfig fleet;
-  // The mutation: nodes name their own clock's `now` at arrival.
+  // Nodes name their own clock's `now` at arrival. The mutation with
+  // `store_ttl_slack_ms` 0 (as `tk_sim strict --stale-now` runs it); on
+  // the default slack, a stale `now` revives nothing.
   bool stale_now = false;
+  // How long the store keeps a state past its expiry (core/ttl_slack.h).
+  int64_t store_ttl_slack_ms = kDefaultTtlSlackMs;
   // The nodes run the cached-deny mode (see the top).
   bool cached_deny = false;
   // Its mutation: node clocks at half speed (no offset, no other drift).

@@ -598,6 +598,7 @@ int run_strict(int argc, char** argv) {
                                   throttlekit::sim::strict_replay_command},
       common, explicit_config, given, [&](StrictFleetConfig& c) {
         c.stale_now = stale_now;
+        if (stale_now) c.store_ttl_slack_ms = 0;  // the mutation (see header)
         c.fleet.policy_dropped = policy_dropped;
         c.cached_deny = cached_deny;
         c.slow_clocks = slow_clocks;

@@ -61,6 +61,7 @@
 #include "throttlekit/coordinator/fail_policy.h"
 #include "throttlekit/core/completion.h"
 #include "throttlekit/core/decision.h"
+#include "throttlekit/core/ttl_slack.h"
 
 namespace throttlekit::sim {
 
@@ -120,6 +121,10 @@ struct WindowedFleetShape {
   // what they counted (docs/redis.md, "What lost writes cost each mode").
   bool store_failover = false;
   int64_t replication_lag_ms = 5;
+  // How long the store (and its replica) keeps a state past its expiry
+  // (core/ttl_slack.h; the library's default unless a scenario's mutation
+  // takes it away).
+  int64_t store_ttl_slack_ms = kDefaultTtlSlackMs;
   // What the engines do when the store cannot answer, where the scenario
   // judges it (`WindowedFleetRun::judges_fail_policy`).
   FailPolicy fail_policy = FailPolicy::kPropagate;
@@ -162,7 +167,8 @@ class WindowedFleetRun : protected World {
   WindowedFleetRun(uint64_t seed, const WindowedFleetShape& shape,
                    const NetworkOptions& network, int64_t timeout_us,
                    bool keep_trace)
-      : World(seed, network, shape.nodes, timeout_us, keep_trace),
+      : World(seed, network, shape.nodes, timeout_us, keep_trace,
+              shape.store_ttl_slack_ms),
         shape_(shape),
         down_(static_cast<size_t>(shape.nodes), 0),
         generation_(static_cast<size_t>(shape.nodes), 0) {
@@ -422,7 +428,8 @@ class WindowedFleetRun : protected World {
   void schedule_failover(int64_t end_us) {
     auto replica_clock = std::make_shared<ReplicaClock>(loop_);
     absl::StatusOr<std::unique_ptr<MemoryCoordinator>> replica =
-        MemoryCoordinator::create({}, replica_clock);
+        MemoryCoordinator::create({.ttl_slack_ms = shape_.store_ttl_slack_ms},
+                                  replica_clock);
     if (!replica.ok()) fail_setup(replica.status());
     replica_ = *std::move(replica);
     replica_clock_ = replica_clock;

@@ -29,6 +29,7 @@
 #include "sim/sim_coordinator.h"
 #include "throttlekit/coordinator/memory_coordinator.h"
 #include "throttlekit/core/clock.h"
+#include "throttlekit/core/ttl_slack.h"
 
 namespace throttlekit::sim {
 
@@ -125,13 +126,18 @@ inline std::string exact(double v) {
 
 class World {
  protected:
+  // `store_ttl_slack_ms`: how long the store keeps a state past its expiry
+  // (core/ttl_slack.h; 0, the library's default before 2026-11-28, drops
+  // it at once and exposes a caller's stale `now`).
   World(uint64_t seed, const NetworkOptions& network, int nodes,
-        int64_t timeout_us, bool keep_trace)
+        int64_t timeout_us, bool keep_trace,
+        int64_t store_ttl_slack_ms = kDefaultTtlSlackMs)
       : keep_trace_(keep_trace),
         rng_(seed),
         network_(network, nodes),
         store_(*MemoryCoordinator::create(
-            {}, std::make_shared<ClockAdapter<TrueClock>>(TrueClock(loop_)))),
+            {.ttl_slack_ms = store_ttl_slack_ms},
+            std::make_shared<ClockAdapter<TrueClock>>(TrueClock(loop_)))),
         fabric_{loop_, rng_, network_, store_.get(), timeout_us} {
     result_.trace_hash = 0xCBF29CE484222325ull;
   }

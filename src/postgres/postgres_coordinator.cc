@@ -15,6 +15,7 @@
 #include <pqxx/pqxx>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -192,8 +193,12 @@ using postgres_internal::Session;
 
 class PostgresCoordinator::Impl {
  public:
+  // Starts the opener, which connects the pool's first session at once
+  // (docs/postgres.md, "Connections ready before calls").
   explicit Impl(const PostgresCoordinatorOptions& o)
-      : options_(o), conninfo_(conninfo(o)), ddl_(ddl(o.table)) {}
+      : options_(o), conninfo_(conninfo(o)), ddl_(ddl(o.table)) {
+    opener_ = std::thread([this] { opener_loop(); });
+  }
 
   // Runs `fn(session)` on a pooled connection within the command deadline;
   // maps every exception to a status. `fn` makes exactly one request.
@@ -258,6 +263,34 @@ class PostgresCoordinator::Impl {
       pipeline = std::move(pipeline_);
     }
     pipeline.reset();
+    {
+      MutexLock lock(mu_);
+      stop_ = true;
+    }
+    opener_cv_.notify_all();
+    opener_.join();  // after at most one attempt's connect timeout
+  }
+
+  // Waits until the pool holds a session or `deadline`: OK, the opener's
+  // last error, or kDeadlineExceeded while it is still connecting.
+  absl::Status wait_ready(absl::Time deadline) {
+    MutexLock lock(mu_);
+    for (;;) {
+      if (open_ > 0) return absl::OkStatus();
+      bool timed_out = false;
+      {
+        NativeWait native(mu_);
+        timed_out =
+            pool_cv_.wait_until(native.lock(), absl::ToChronoTime(deadline)) ==
+            std::cv_status::timeout;
+      }
+      if (timed_out && open_ == 0) {
+        if (!connect_error_.ok()) return connect_error_;
+        return deadline_error(
+            "waiting for the first connection (still "
+            "connecting)");
+      }
+    }
   }
 
  private:
@@ -379,34 +412,48 @@ class PostgresCoordinator::Impl {
     }
   }
 
-  // A free connection, a new one, or an error once `deadline` passes.
+  // A free session, waiting for one until `deadline`; never connects (the
+  // opener does, asked for one more session while every open one is in
+  // use, up to `connections`). kUnavailable at once, with the opener's
+  // last error, while no session is open and connecting fails (a server
+  // that refuses or is gone), so an outage costs a call no wait.
   absl::StatusOr<std::unique_ptr<Session>> acquire(absl::Time deadline) {
-    {
-      MutexLock lock(mu_);
-      const auto can_go = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !idle_.empty() || open_ < options_.connections;
-      };
-      if (!pool_cv_.wait_until(lock, absl::ToChronoTime(deadline), can_go)) {
-        return deadline_error("waiting for a pooled connection");
-      }
+    MutexLock lock(mu_);
+    ++waiting_;
+    for (;;) {
       if (!idle_.empty()) {
+        --waiting_;
         std::unique_ptr<Session> s = std::move(idle_.back());
         idle_.pop_back();
         return s;
       }
-      ++open_;
-    }
-    absl::StatusOr<std::unique_ptr<Session>> s = connect(deadline);
-    if (!s.ok()) {
-      {
-        MutexLock lock(mu_);
-        --open_;
+      if (open_ == 0 && !connect_error_.ok()) {
+        --waiting_;
+        return connect_error_;
       }
-      pool_cv_.notify_one();
+      const int demand = std::min(options_.connections, open_ + waiting_);
+      if (demand > want_) {
+        want_ = demand;
+        opener_cv_.notify_one();
+      }
+      bool timed_out = false;
+      {
+        NativeWait native(mu_);
+        timed_out =
+            pool_cv_.wait_until(native.lock(), absl::ToChronoTime(deadline)) ==
+            std::cv_status::timeout;
+      }
+      if (timed_out && idle_.empty()) {
+        --waiting_;
+        return deadline_error(open_ == 0 ? "waiting for a connection (still "
+                                           "connecting)"
+                                         : "waiting for a pooled connection");
+      }
     }
-    return s;
   }
 
+  // Back to the pool; a broken session is closed, and the opener replaces
+  // it.
   void release(std::unique_ptr<Session> s, bool healthy) {
     {
       MutexLock lock(mu_);
@@ -417,11 +464,50 @@ class PostgresCoordinator::Impl {
       }
     }
     pool_cv_.notify_one();
+    if (!healthy) opener_cv_.notify_one();
+  }
+
+  // The opener: keeps `want_` sessions open (one from the start, more as
+  // calls wait for one), connecting off every call's path, each attempt
+  // bounded by `connect_timeout`; after a failure it tries again after a
+  // backoff (5 ms, doubling, at most 500 ms), its error left for calls to
+  // fail with at once meanwhile.
+  void opener_loop() {
+    absl::Duration backoff;
+    MutexLock lock(mu_);
+    for (;;) {
+      while (!stop_ && open_ >= want_) {
+        NativeWait native(mu_);
+        opener_cv_.wait(native.lock());
+      }
+      if (stop_) return;
+      lock.unlock();
+      absl::StatusOr<std::unique_ptr<Session>> s =
+          connect(absl::Now() + options_.connect_timeout);
+      lock.lock();
+      if (s.ok()) {
+        idle_.push_back(*std::move(s));
+        ++open_;
+        connect_error_ = absl::OkStatus();
+        backoff = absl::ZeroDuration();
+        pool_cv_.notify_all();
+        continue;
+      }
+      connect_error_ = s.status();
+      pool_cv_.notify_all();
+      backoff = std::clamp(backoff * 2, absl::Milliseconds(5),
+                           absl::Milliseconds(500));
+      const absl::Time until = absl::Now() + backoff;
+      while (!stop_ && absl::Now() < until) {
+        NativeWait native(mu_);
+        opener_cv_.wait_until(native.lock(), absl::ToChronoTime(until));
+      }
+    }
   }
 
   // Opens a connection, creates the schema if this coordinator has not yet,
   // and prepares every statement; bounded by `deadline` and the connect
-  // timeout. The connection is closed on any failure.
+  // timeout. The connection is closed on any failure. The opener's.
   absl::StatusOr<std::unique_ptr<Session>> connect(absl::Time deadline) {
     const absl::Time until =
         std::min(deadline, absl::Now() + options_.connect_timeout);
@@ -485,9 +571,18 @@ class PostgresCoordinator::Impl {
   // not absl::Mutex: the distribution's abseil is not built for
   // ThreadSanitizer, which must see the pool's hand-overs.
   Mutex mu_;
-  std::condition_variable_any pool_cv_;
+  std::condition_variable pool_cv_;    // a session idle, or an error
+  std::condition_variable opener_cv_;  // more sessions wanted, or stop
   std::vector<std::unique_ptr<Session>> idle_ ABSL_GUARDED_BY(mu_);
+  // Sessions open (idle or in a call); sessions the opener keeps open
+  // (1 .. connections, grown by demand); calls waiting for one; the
+  // opener's last error (OK after a success); the destructor's stop.
   int open_ ABSL_GUARDED_BY(mu_) = 0;
+  int want_ ABSL_GUARDED_BY(mu_) = 1;
+  int waiting_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status connect_error_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread opener_;
   SocketWatchdog watchdog_;
   Mutex pipeline_mu_;
   std::unique_ptr<postgres_internal::PipelinedConnection> pipeline_
@@ -933,6 +1028,10 @@ void PostgresCoordinator::do_reconcile_async(
                bytea_text(token),
                std::to_string(now_ms)};
   impl_->submit(std::move(r));
+}
+
+absl::Status PostgresCoordinator::do_wait_ready(absl::Time deadline) {
+  return impl_->wait_ready(deadline);
 }
 
 absl::Status PostgresCoordinator::do_ping() {

@@ -290,6 +290,102 @@ class SideConnection {
   redisContext* ctx_ = nullptr;
 };
 
+// A connection set up for calls: connected, authenticated, its database
+// selected and every script loaded (their SHA-1s), its socket timeout the
+// command timeout. Owns the context until handed over (`release`).
+class ReadyContext {
+ public:
+  ReadyContext() = default;
+  ReadyContext(ReadyContext&& o) noexcept
+      : ctx_(std::exchange(o.ctx_, nullptr)), shas_(std::move(o.shas_)) {}
+  ReadyContext& operator=(ReadyContext&& o) noexcept {
+    std::swap(ctx_, o.ctx_);
+    std::swap(shas_, o.shas_);
+    return *this;
+  }
+  ~ReadyContext() {
+    if (ctx_ != nullptr) redisFree(ctx_);
+  }
+
+  // Opens one to `host:port`; each step is bounded by `connect_timeout`.
+  // kUnavailable naming the server and the step on any failure.
+  static absl::StatusOr<ReadyContext> open(const std::string& host, int port,
+                                           const RedisCoordinatorOptions& o) {
+    ReadyContext r;
+    const auto fail = [&](absl::string_view why) {
+      return absl::UnavailableError(absl::StrCat("redis: cannot connect to ",
+                                                 host, ":", port, ": ", why));
+    };
+    r.ctx_ = redisConnectWithTimeout(host.c_str(), port,
+                                     to_timeval(o.connect_timeout));
+    if (r.ctx_ == nullptr) return fail("out of memory");
+    if (r.ctx_->err != 0) return fail(r.ctx_->errstr);
+    redisSetTimeout(r.ctx_, to_timeval(o.connect_timeout));
+    if (!o.password.empty()) {
+      std::vector<std::string> auth = {"AUTH"};
+      if (!o.username.empty()) auth.push_back(o.username);
+      auth.push_back(o.password);
+      if (absl::Status s = r.simple(auth, nullptr, fail); !s.ok()) return s;
+    }
+    if (o.database != 0) {
+      if (absl::Status s =
+              r.simple({"SELECT", fmt_int(o.database)}, nullptr, fail);
+          !s.ok()) {
+        return s;
+      }
+    }
+    for (int i = 0; i < kScriptCount; ++i) {
+      if (absl::Status s = r.simple({"SCRIPT", "LOAD", script_texts()[i]},
+                                    &r.shas_[static_cast<size_t>(i)], fail);
+          !s.ok()) {
+        return s;
+      }
+    }
+    redisSetTimeout(r.ctx_, to_timeval(o.command_timeout));
+    return r;
+  }
+
+  // The context, now the caller's to free; the scripts' SHA-1s.
+  redisContext* release() { return std::exchange(ctx_, nullptr); }
+  std::array<std::string, kScriptCount>& shas() { return shas_; }
+
+ private:
+  // Runs one command of the set-up; an error reply or a lost connection
+  // is `fail(why)`.
+  template <class Fail>
+  absl::Status simple(const std::vector<std::string>& cmd, std::string* out,
+                      const Fail& fail) {
+    std::vector<const char*> argv;
+    std::vector<size_t> lens;
+    for (const std::string& a : cmd) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    auto* reply = static_cast<redisReply*>(redisCommandArgv(
+        ctx_, static_cast<int>(argv.size()), argv.data(), lens.data()));
+    if (reply == nullptr) {
+      // hiredis reports a read past the socket's timeout as EAGAIN.
+      const bool late = ctx_->err == REDIS_ERR_IO &&
+                        (errno == EAGAIN || errno == EWOULDBLOCK);
+      return fail(absl::StrCat(
+          cmd[0], ": ",
+          late ? "no answer within the connect timeout" : ctx_->errstr));
+    }
+    absl::Status s = absl::OkStatus();
+    if (reply->type == REDIS_REPLY_ERROR) {
+      s = fail(absl::StrCat(
+          cmd[0], " failed: ", absl::string_view(reply->str, reply->len)));
+    } else if (out != nullptr && reply->type == REDIS_REPLY_STRING) {
+      out->assign(reply->str, reply->len);
+    }
+    freeReplyObject(reply);
+    return s;
+  }
+
+  redisContext* ctx_ = nullptr;
+  std::array<std::string, kScriptCount> shas_;
+};
+
 // CLUSTER SLOTS from `host:port` over a connection of its own. A primary
 // announced without an address is `host`.
 absl::StatusOr<std::vector<SlotRange>> fetch_slot_ranges(
@@ -410,6 +506,7 @@ class RedisCoordinator::Impl {
         topology_(!options.cluster_seeds.empty() ? Topology::kCluster
                   : !options.sentinels.empty()   ? Topology::kSentinel
                                                  : Topology::kSingle) {
+    connector_ = std::thread([this] { connector_loop(); });
     if (topology_ == Topology::kSingle) {
       MutexLock lock(nodes_mu_);
       single_ = add_node_locked(options.host, options.port);
@@ -451,13 +548,25 @@ class RedisCoordinator::Impl {
       refresh_cv_.notify_all();
       refresher_.join();
     }
-    // Each node's connections serve or expire what is queued on them; a
-    // redirect found meanwhile completes with its MOVED status (stopping_).
+    // Each node's connections serve or expire what is queued on them (the
+    // connector still opening those not yet open); a redirect found
+    // meanwhile completes with its MOVED status (stopping_). Then the
+    // connector stops (after at most one attempt's connect timeout), before
+    // any connection it could still be handed goes.
     std::vector<std::unique_ptr<Node>> nodes;
     {
       MutexLock lock(nodes_mu_);
       nodes.swap(nodes_);
     }
+    for (const auto& n : nodes) {
+      for (const auto& c : n->connections) c->drain();
+    }
+    {
+      MutexLock lock(connector_mu_);
+      connector_stop_ = true;
+    }
+    connector_cv_.notify_all();
+    connector_.join();
   }
 
   // Queues `r` on a connection of its key's node and waits for its reply or
@@ -593,11 +702,15 @@ class RedisCoordinator::Impl {
 
   class Connection {
    public:
-    Connection(Impl* owner, Node* node) : owner_(owner), node_(node) {}
+    // Asks the coordinator's connector for a ready context at once, so the
+    // first call finds one (docs/redis.md, "Connections ready before
+    // calls").
+    Connection(Impl* owner, Node* node) : owner_(owner), node_(node) { want(); }
     // Serves or expires every queued asynchronous request (each within its
-    // deadline), then stops the I/O thread. No blocking call is in progress
-    // (the coordinator outlives its calls).
-    ~Connection() {
+    // deadline; the connector still runs, so a connection not yet open
+    // gets its context), then stops the I/O thread. No blocking call is in
+    // progress (the coordinator outlives its calls). Idempotent.
+    void drain() {
       std::thread io;
       {
         MutexLock lock(mu_);
@@ -606,8 +719,47 @@ class RedisCoordinator::Impl {
       }
       io_wake_.notify_all();
       if (io.joinable()) io.join();
-      drop();
     }
+    // After `drain`, with the connector stopped.
+    ~Connection() {
+      drain();
+      drop();
+      MutexLock lock(mu_);
+      if (spare_ != nullptr) redisFree(std::exchange(spare_, nullptr));
+    }
+
+    // The connector's side (Impl::connector_loop): a context set up for
+    // calls, taken by the next leader; or why the last attempt failed
+    // (the connector tries again after a backoff).
+    void offer(ReadyContext ready) {
+      {
+        MutexLock lock(mu_);
+        wanted_ = false;
+        connect_error_ = absl::OkStatus();
+        if (spare_ != nullptr) redisFree(spare_);
+        spare_ = ready.release();
+        spare_shas_ = std::move(ready.shas());
+      }
+      ready_cv_.notify_all();
+    }
+    void refused(absl::Status why) {
+      {
+        MutexLock lock(mu_);
+        connect_error_ = std::move(why);
+      }
+      ready_cv_.notify_all();
+    }
+    // Whether a context is ready or in use, and the connector's last error
+    // while none is.
+    bool ready() {
+      MutexLock lock(mu_);
+      return spare_ != nullptr || connected_;
+    }
+    absl::Status connect_error() {
+      MutexLock lock(mu_);
+      return connect_error_;
+    }
+    Node& node() const { return *node_; }
 
     void submit(std::shared_ptr<Request> req) {
       bool wake = false;
@@ -777,7 +929,9 @@ class RedisCoordinator::Impl {
                std::vector<Outcome>& out) {
       if (batch.empty()) return;
       if (ctx_ == nullptr) {
-        if (absl::Status s = connect(); !s.ok()) {
+        absl::Time by = absl::InfiniteFuture();
+        for (const auto& r : batch) by = std::min(by, r->deadline);
+        if (absl::Status s = await_context(by); !s.ok()) {
           for (auto& o : out) fail(o, s);
           return;
         }
@@ -789,7 +943,7 @@ class RedisCoordinator::Impl {
       count(&detail::BackendCounters::batches);
       if (absl::Status s = flush(); !s.ok()) {
         for (auto& o : out) fail(o, s);
-        drop();
+        lose();
         return;
       }
       // The earliest deadline among the asynchronous requests from i on:
@@ -812,7 +966,7 @@ class RedisCoordinator::Impl {
         redisReply* reply = nullptr;
         if (absl::Status s = read_for(*batch[i], bound(i), &reply); !s.ok()) {
           for (size_t j = i; j < batch.size(); ++j) fail(out[j], s);
-          drop();
+          lose();
           return;
         }
         if (reply->type == REDIS_REPLY_ERROR &&
@@ -827,7 +981,7 @@ class RedisCoordinator::Impl {
       if (wait) {
         if (absl::Status s = settle_wait(batch, all, out); !s.ok()) {
           for (size_t i : retry) fail(out[i], s);
-          drop();
+          lose();
           return;
         }
       }
@@ -836,7 +990,7 @@ class RedisCoordinator::Impl {
       if (absl::Status s = retry.empty() ? absl::OkStatus() : flush();
           !s.ok()) {
         for (size_t i : retry) fail(out[i], s);
-        drop();
+        lose();
         return;
       }
       for (size_t k = 0; k < retry.size(); ++k) {
@@ -845,14 +999,14 @@ class RedisCoordinator::Impl {
                 read_for(*batch[retry[k]], bound(retry[k]), &reply);
             !s.ok()) {
           for (size_t j = k; j < retry.size(); ++j) fail(out[retry[j]], s);
-          drop();
+          lose();
           return;
         }
         complete(out[retry[k]], reply);
         freeReplyObject(reply);
       }
       if (wait_again) {
-        if (absl::Status s = settle_wait(batch, retry, out); !s.ok()) drop();
+        if (absl::Status s = settle_wait(batch, retry, out); !s.ok()) lose();
       }
     }
 
@@ -1019,72 +1173,53 @@ class RedisCoordinator::Impl {
                              lens.data());
     }
 
-    // Connects, authenticates, selects the database and loads the scripts.
-    absl::Status connect() {
-      const RedisCoordinatorOptions& o = owner_->options_;
-      ctx_ = redisConnectWithTimeout(node_->host.c_str(), node_->port,
-                                     to_timeval(o.connect_timeout));
-      if (ctx_ == nullptr || ctx_->err != 0) {
-        const std::string why =
-            ctx_ == nullptr ? "out of memory" : std::string(ctx_->errstr);
-        drop();
-        return absl::UnavailableError(absl::StrCat("redis: cannot connect to ",
-                                                   node_->host, ":",
-                                                   node_->port, ": ", why));
-      }
-      redisSetTimeout(ctx_, to_timeval(o.connect_timeout));
-      if (!o.password.empty()) {
-        std::vector<std::string> auth = {"AUTH"};
-        if (!o.username.empty()) auth.push_back(o.username);
-        auth.push_back(o.password);
-        if (absl::Status s = simple(auth, nullptr); !s.ok()) return s;
-      }
-      if (o.database != 0) {
-        if (absl::Status s = simple({"SELECT", fmt_int(o.database)}, nullptr);
-            !s.ok()) {
-          return s;
+    // Takes the context the connector made ready, waiting for it until
+    // `by` (the earliest deadline of the batch): kDeadlineExceeded if none
+    // comes by then; kUnavailable at once, with its reason, while the
+    // connector's attempts fail (a server that refuses or is gone), so an
+    // outage costs a call no wait. Only the leader calls it.
+    absl::Status await_context(absl::Time by) {
+      MutexLock lock(mu_);
+      for (;;) {
+        if (spare_ != nullptr) {
+          ctx_ = std::exchange(spare_, nullptr);
+          shas_ = std::move(spare_shas_);
+          timeout_set_ = owner_->options_.command_timeout;
+          connected_ = true;
+          return absl::OkStatus();
+        }
+        if (!connect_error_.ok()) return connect_error_;
+        if (!wanted_) {
+          lock.unlock();
+          want();
+          lock.lock();
+          continue;
+        }
+        bool timed_out = false;
+        {
+          NativeWait native(mu_);
+          timed_out =
+              ready_cv_.wait_until(native.lock(), absl::ToChronoTime(by)) ==
+              std::cv_status::timeout;
+        }
+        if (timed_out && spare_ == nullptr && connect_error_.ok()) {
+          return absl::DeadlineExceededError(absl::StrCat(
+              "redis: no connection to ", node_->host, ":", node_->port,
+              " was ready within the command timeout (",
+              absl::FormatDuration(owner_->options_.command_timeout),
+              "; still connecting)"));
         }
       }
-      for (int i = 0; i < kScriptCount; ++i) {
-        std::string sha;
-        if (absl::Status s =
-                simple({"SCRIPT", "LOAD", script_texts()[i]}, &sha);
-            !s.ok()) {
-          return s;
-        }
-        shas_[i] = std::move(sha);
-      }
-      redisSetTimeout(ctx_, to_timeval(o.command_timeout));
-      timeout_set_ = o.command_timeout;
-      count(&detail::BackendCounters::connects);
-      return absl::OkStatus();
     }
 
-    // Runs one command during connect; drops the connection on failure.
-    absl::Status simple(const std::vector<std::string>& cmd, std::string* out) {
-      std::vector<const char*> argv;
-      std::vector<size_t> lens;
-      for (const std::string& s : cmd) {
-        argv.push_back(s.data());
-        lens.push_back(s.size());
+    // Asks the connector for a new context, unless one is owed already.
+    void want() {
+      {
+        MutexLock lock(mu_);
+        if (wanted_) return;
+        wanted_ = true;
       }
-      auto* reply = static_cast<redisReply*>(redisCommandArgv(
-          ctx_, static_cast<int>(argv.size()), argv.data(), lens.data()));
-      if (reply == nullptr) {
-        absl::Status s = io_error();
-        drop();
-        return s;
-      }
-      absl::Status s = absl::OkStatus();
-      if (reply->type == REDIS_REPLY_ERROR) {
-        s = absl::UnavailableError(
-            absl::StrCat("redis: ", cmd[0], " failed: ", reply->str));
-      } else if (out != nullptr && reply->type == REDIS_REPLY_STRING) {
-        out->assign(reply->str, reply->len);
-      }
-      freeReplyObject(reply);
-      if (!s.ok()) drop();
-      return s;
+      owner_->want_context(this);
     }
 
     absl::Status io_error() const {
@@ -1100,8 +1235,18 @@ class RedisCoordinator::Impl {
     }
 
     void drop() {
-      if (ctx_ != nullptr) redisFree(ctx_);
+      if (ctx_ == nullptr) return;
+      redisFree(ctx_);
       ctx_ = nullptr;
+      MutexLock lock(mu_);
+      connected_ = false;
+    }
+
+    // Drops a failed context and asks the connector for its replacement at
+    // once, in the background.
+    void lose() {
+      drop();
+      want();
     }
 
     // Integers go to `out.reply` (strings too, parsed as integers); strings
@@ -1229,6 +1374,16 @@ class RedisCoordinator::Impl {
     bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // the destructor runs
     std::condition_variable io_wake_;      // on `io_lead_` or `stopping_`
     std::thread io_ ABSL_GUARDED_BY(mu_);  // started by the first submit
+    // From the connector: a context ready for the next leader, and its
+    // scripts' SHA-1s; why its last attempt failed (OK after a success);
+    // whether it owes this connection a context; whether a leader holds
+    // one (`ctx_` set). `ready_cv_` wakes a leader waiting for a context.
+    redisContext* spare_ ABSL_GUARDED_BY(mu_) = nullptr;
+    std::array<std::string, kScriptCount> spare_shas_ ABSL_GUARDED_BY(mu_);
+    absl::Status connect_error_ ABSL_GUARDED_BY(mu_);
+    bool wanted_ ABSL_GUARDED_BY(mu_) = false;
+    bool connected_ ABSL_GUARDED_BY(mu_) = false;
+    std::condition_variable ready_cv_;
     // Touched only by the current leader (handed over under `mu_`).
     redisContext* ctx_ = nullptr;
     absl::Duration timeout_set_;             // the socket's timeout now
@@ -1718,6 +1873,102 @@ class RedisCoordinator::Impl {
     }
   }
 
+  // Asks the connector to open a context for `c`, now (it stays asked
+  // until one is open, retried with a backoff).
+  void want_context(Connection* c) {
+    {
+      MutexLock lock(connector_mu_);
+      connector_due_.emplace(absl::Now(), c);
+    }
+    connector_cv_.notify_one();
+  }
+
+  // The connector: opens the contexts connections ask for, one at a time,
+  // off every call's path, each attempt bounded by `connect_timeout`; a
+  // failed one is retried after a backoff (5 ms, doubling, at most 500 ms)
+  // while its connection is told why, so calls fail at once meanwhile.
+  void connector_loop() {
+    std::map<Connection*, absl::Duration> backoff;
+    MutexLock lock(connector_mu_);
+    for (;;) {
+      if (connector_stop_) return;
+      if (connector_due_.empty()) {
+        NativeWait native(connector_mu_);
+        connector_cv_.wait(native.lock());
+        continue;
+      }
+      const auto first = connector_due_.begin();
+      if (first->first > absl::Now()) {
+        NativeWait native(connector_mu_);
+        connector_cv_.wait_until(native.lock(),
+                                 absl::ToChronoTime(first->first));
+        continue;
+      }
+      Connection* c = first->second;
+      connector_due_.erase(first);
+      lock.unlock();
+      absl::StatusOr<ReadyContext> ready =
+          ReadyContext::open(c->node().host, c->node().port, options_);
+      if (ready.ok()) {
+        detail::BackendCounters::add(counters_.connects);
+        detail::BackendCounters::add(c->node().counters.connects);
+        backoff.erase(c);
+        c->offer(*std::move(ready));
+        lock.lock();
+        continue;
+      }
+      c->refused(ready.status());
+      absl::Duration& wait = backoff[c];
+      wait =
+          std::clamp(wait * 2, absl::Milliseconds(5), absl::Milliseconds(500));
+      lock.lock();
+      connector_due_.emplace(absl::Now() + wait, c);
+    }
+  }
+
+ public:
+  // Whether every connection of every node calls go to has a context open
+  // (Sentinel: a primary is known; a cluster: its slot map has been read);
+  // if not, what it waits for, and the last connection error if there is
+  // one.
+  struct Readiness {
+    bool ready = false;
+    std::string waiting_for;
+    absl::Status error;
+  };
+  Readiness readiness() {
+    if (topology_ == Topology::kSentinel &&
+        primary_.load(std::memory_order_acquire) == nullptr) {
+      MutexLock lock(discovery_mu_);
+      return {false, "a primary from the sentinels", discovery_error_};
+    }
+    if (topology_ == Topology::kCluster &&
+        counters_.refreshes.load(std::memory_order_relaxed) == 0) {
+      return {false, "the cluster's slot map", absl::OkStatus()};
+    }
+    std::vector<Connection*> all;
+    {
+      MutexLock lock(nodes_mu_);
+      Node* primary = primary_.load(std::memory_order_acquire);
+      for (const auto& n : nodes_) {
+        if (topology_ == Topology::kSentinel && n.get() != primary) {
+          continue;  // a former primary
+        }
+        for (const auto& c : n->connections) all.push_back(c.get());
+      }
+    }
+    for (Connection* c : all) {
+      if (!c->ready()) {
+        return {false,
+                absl::StrCat("a connection to ", c->node().host, ":",
+                             c->node().port),
+                c->connect_error()};
+      }
+    }
+    return {true, "", absl::OkStatus()};
+  }
+
+ private:
   const RedisCoordinatorOptions options_;
   enum class Topology { kSingle, kCluster, kSentinel };
   const Topology topology_;
@@ -1750,6 +2001,15 @@ class RedisCoordinator::Impl {
   std::thread watcher_;
   int wake_fds_[2] = {-1, -1};
   detail::BackendCounters counters_;
+  // The connector (`connector_loop`): connections owed a context, by when
+  // to try; started first and stopped once every connection has drained,
+  // so it never sees a connection destroyed.
+  Mutex connector_mu_;
+  std::multimap<absl::Time, Connection*> connector_due_
+      ABSL_GUARDED_BY(connector_mu_);
+  bool connector_stop_ ABSL_GUARDED_BY(connector_mu_) = false;
+  std::condition_variable connector_cv_;
+  std::thread connector_;
 };
 
 absl::StatusOr<std::unique_ptr<RedisCoordinator>> RedisCoordinator::create(
@@ -2343,6 +2603,19 @@ absl::StatusOr<int64_t> RedisCoordinator::do_escrow_release(
     fill_escrow(r, key, now_ms, "x", window_start_ms, 0, 0,
                 impl_->options().ttl_slack_ms);
   });
+}
+
+absl::Status RedisCoordinator::do_wait_ready(absl::Time deadline) {
+  for (;;) {
+    const Impl::Readiness r = impl_->readiness();
+    if (r.ready) return absl::OkStatus();
+    if (absl::Now() >= deadline) {
+      if (!r.error.ok()) return r.error;
+      return absl::DeadlineExceededError(absl::StrCat(
+          "redis: not ready by the deadline: waiting for ", r.waiting_for));
+    }
+    absl::SleepFor(absl::Milliseconds(1));
+  }
 }
 
 absl::Status RedisCoordinator::do_ping() {

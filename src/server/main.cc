@@ -264,13 +264,11 @@ int main(int argc, char** argv) {
       !args.redis_sentinel.empty()) {
     // One server (--redis), a cluster's seed nodes (--redis-cluster) or
     // the sentinels of a primary (--redis-sentinel).
-    throttlekit::RedisCoordinatorOptions o;
     // CheckMany over a strict limit passes one read of the store's clock
-    // to every key of its batch: a minute of slack keeps a window's state
-    // alive past any batch's duration, so a late key never revives an
-    // ended window (docs/redis.md, "Physical TTL and a stale now"); the
-    // Postgres coordinator keeps the same minute by default.
-    o.ttl_slack_ms = 60'000;
+    // to every key of its batch: the default `ttl_slack_ms` (a minute,
+    // core/ttl_slack.h) keeps a window's state alive past any batch's
+    // duration, so a late key never revives an ended window.
+    throttlekit::RedisCoordinatorOptions o;
     const bool single = !args.redis.empty();
     const bool cluster = !args.redis_cluster.empty();
     const char* flag = single    ? "--redis"

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "absl_view.h"
 #include "blocking_pool.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
@@ -744,6 +745,11 @@ struct Server::Impl {
   int port = 0;
   // Reclaims expired slots (null when the options turned it off).
   std::unique_ptr<ThreadBeatScheduler> reaper;
+  // Watches the store until it is ready (its connections open and set
+  // up), then sets the health service SERVING (null: the embedded store,
+  // ready from the start).
+  std::unique_ptr<ThreadBeatScheduler> readiness;
+  std::atomic<bool> store_ready{false};
   std::atomic<bool> shut_down{false};
 };
 
@@ -823,6 +829,26 @@ absl::StatusOr<std::unique_ptr<Server>> Server::start(
               "does the key belong to the certificate?)"
             : ""));
   }
+  // The health service says NOT_SERVING until the shared store is ready:
+  // its connections open in the background (docs/server.md, "Health"), so
+  // a load balancer sends nothing before the first call can be answered.
+  if (const std::shared_ptr<Coordinator>& store = impl->policies->store();
+      store != nullptr) {
+    grpc::HealthCheckServiceInterface* health =
+        impl->grpc_server->GetHealthCheckService();
+    health->SetServingStatus(false);
+    impl->readiness = std::make_unique<ThreadBeatScheduler>();
+    Impl* self = impl.get();
+    impl->readiness->start([self, health, store]() -> int64_t {
+      if (self->store_ready.load(std::memory_order_acquire)) return 60'000;
+      if (!store->wait_ready(absl::Now()).ok()) return 10;
+      self->store_ready.store(true, std::memory_order_release);
+      health->SetServingStatus(true);
+      return 60'000;
+    });
+  } else {
+    impl->store_ready.store(true, std::memory_order_release);
+  }
   if (options.reaper) {
     // Expired slots are reclaimed within a quarter of the lease TTL (at
     // most a second late).
@@ -845,6 +871,7 @@ int Server::port() const { return impl_->port; }
 void Server::shutdown() {
   if (impl_->shut_down.exchange(true)) return;
   if (impl_->reaper != nullptr) impl_->reaper->stop();
+  if (impl_->readiness != nullptr) impl_->readiness->stop();
   impl_->monitor->stop();  // Watch streams end, so Shutdown need not wait
   impl_->grpc_server->Shutdown();
   // Credits federated limiters hold go back to their windows.
@@ -856,6 +883,10 @@ void Server::wait() { impl_->grpc_server->Wait(); }
 bool Server::healthy() {
   const std::shared_ptr<Coordinator>& store = impl_->policies->store();
   return store == nullptr || store->ping().ok();
+}
+
+bool Server::store_ready() const {
+  return impl_->store_ready.load(std::memory_order_acquire);
 }
 
 std::string Server::prometheus_text() {

@@ -112,6 +112,10 @@ class Server {
   std::string prometheus_text();
   // True when the store answers a ping (always, on the embedded store).
   bool healthy();
+  // True once the shared store has been ready (its connections open and
+  // set up; always, on the embedded store); until then the gRPC health
+  // service answers NOT_SERVING.
+  bool store_ready() const;
 
  private:
   struct Impl;

@@ -3,7 +3,8 @@
 // windows crossed 150 times (20 ms for the leased nodes), admissions counted
 // per window
 // (tests/support/coordinator_real_clock.h). `StrictRateLimiter` and
-// `CachedDenyLimiter` for every strategy; 1, 2, 4 and 8 window-coupled
+// `CachedDenyLimiter` for every strategy; `check_at` with each thread's own
+// clock for the windowed strategies; 1, 2, 4 and 8 window-coupled
 // `LeasedLimiter` nodes sharing the 8 threads on one budget, at batch 1, 10
 // and 50 (labels `unit` and `tsan`).
 //
@@ -31,6 +32,20 @@ TYPED_TEST(MemoryCoordinatorRealClock, StrictHoldsTheBoundInEveryWindow) {
   testing::strict_holds_bound<TypeParam>(*MemoryCoordinator::create(),
                                          {.window_ms = 10, .run_ms = 1500},
                                          "strict");
+}
+
+template <class S>
+class MemoryCoordinatorCheckAtRealClock : public ::testing::Test {};
+
+TYPED_TEST_SUITE(MemoryCoordinatorCheckAtRealClock,
+                 testing::WindowedRateStrategies);
+
+// Each thread's own clock, read before its call (`check_at`).
+TYPED_TEST(MemoryCoordinatorCheckAtRealClock,
+           StaleNowsHoldTheBoundInEveryWindow) {
+  testing::strict_check_at_holds_bound<TypeParam>(
+      *MemoryCoordinator::create(), {.window_ms = 10, .run_ms = 1500},
+      "check_at");
 }
 
 TYPED_TEST(MemoryCoordinatorRealClock, CachedDenyHoldsTheBoundInEveryWindow) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "support/pg_fault_server.h"
 #include "support/pg_test_env.h"
 #include "support/run_threads.h"
@@ -60,15 +61,17 @@ Timed timed_check(PostgresCoordinator& pg, const AnyStrategy& s,
   return Timed{std::move(d), ms};
 }
 
-// The first successful check among a few attempts (broken pooled
-// connections are dropped by the failing attempts).
+// The first successful check within 10 s: the opener reconnects in the
+// background (within its backoff, at most 500 ms, of the server's return);
+// calls meanwhile fail at once.
 absl::StatusOr<Decision> check_until_ok(PostgresCoordinator& pg,
                                         const AnyStrategy& s,
                                         const std::string& key) {
   absl::StatusOr<Decision> d;
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < 1000; ++i) {
     d = pg.check(s, key, kEpoch);
     if (d.ok()) return d;
+    absl::SleepFor(absl::Milliseconds(10));
   }
   return d;
 }
@@ -114,6 +117,57 @@ TEST_F(PostgresFaults, RestartIsUnavailableThenResumesWithState) {
   d = pg->check(window(), "restart", kEpoch);
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->remaining, 97);
+}
+
+// Connections open off every call's path: the first session is open and set
+// up before any call (wait_ready), a call never connects, and after a
+// restart the opener reconnects without a call waiting on it: calls are
+// kUnavailable at once while the server is down, then served.
+TEST_F(PostgresFaults, SessionsOpenBeforeCallsAndAgainAfterARestart) {
+  std::unique_ptr<PostgresCoordinator> pg = coordinator(2);
+  ASSERT_TRUE(pg->wait_ready(absl::Now() + absl::Seconds(10)).ok());
+  EXPECT_EQ(pg->stats().connects, 1);
+  EXPECT_EQ(pg->stats().requests, 0);  // no call made it ready
+  ASSERT_TRUE(pg->check(window(), "ready", kEpoch).ok());
+  EXPECT_EQ(pg->stats().connects, 1);  // the call found its session open
+
+  server("down");
+  // The pooled session breaks under the first call; then the opener's
+  // refused attempts answer every call at once.
+  for (int i = 0; i < 3; ++i) {
+    Timed t = timed_check(*pg, window(), "ready");
+    EXPECT_FALSE(t.result.ok());
+    EXPECT_LE(t.elapsed_ms, kDeadlineMs + kMarginMs);
+  }
+  Timed refused = timed_check(*pg, window(), "ready");
+  EXPECT_EQ(refused.result.status().code(), absl::StatusCode::kUnavailable)
+      << refused.result.status();
+  EXPECT_LE(refused.elapsed_ms, kMarginMs);
+  const absl::Status not_ready = pg->wait_ready(absl::Now());
+  EXPECT_EQ(not_ready.code(), absl::StatusCode::kUnavailable) << not_ready;
+
+  server("up");
+  const int64_t before = pg->stats().connects;
+  // Ready again with no call made: the opener reconnected by itself.
+  ASSERT_TRUE(pg->wait_ready(absl::Now() + absl::Seconds(10)).ok());
+  EXPECT_EQ(pg->stats().connects, before + 1);
+  absl::StatusOr<Decision> d = pg->check(window(), "ready", kEpoch);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(pg->stats().connects, before + 1);
+}
+
+// Nothing listening: not ready, naming why, and calls answered at once.
+TEST_F(PostgresFaults, NothingListeningIsNotReadyAndAnsweredAtOnce) {
+  PostgresCoordinatorOptions o = testing::pg_options("tk_faults");
+  o.port = 1;  // nothing listens there
+  o.command_timeout = absl::Milliseconds(kDeadlineMs);
+  std::unique_ptr<PostgresCoordinator> pg = testing::make_pg(o);
+  const absl::Status s = pg->wait_ready(absl::Now() + absl::Seconds(2));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  Timed t = timed_check(*pg, window(), "none");
+  EXPECT_EQ(t.result.status().code(), absl::StatusCode::kUnavailable)
+      << t.result.status();
+  EXPECT_LE(t.elapsed_ms, kMarginMs);
 }
 
 TEST_F(PostgresFaults, FrozenServerIsDeadlineExceededWithinTheDeadline) {

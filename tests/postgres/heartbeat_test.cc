@@ -21,8 +21,8 @@ namespace throttlekit {
 namespace heartbeat_test {
 namespace {
 
-// Slack 0, as MemoryCoordinator's default: a table whose last lease lapsed
-// is gone at once on both.
+// Slack 0, as the memory reference of the conformance timelines: a table
+// whose last lease lapsed is gone at once on both.
 std::unique_ptr<PostgresCoordinator> make(const char* stem, int connections) {
   PostgresCoordinatorOptions o =
       testing::pg_options(testing::unique_table(stem));

@@ -3,7 +3,9 @@
 // strategy, admissions counted per window
 // (tests/support/coordinator_real_clock.h). `StrictRateLimiter` and
 // `CachedDenyLimiter` for every strategy (the server's clock decides, inside
-// one transaction); 4 window-coupled `LeasedLimiter` nodes x 2 threads on one
+// one transaction); `check_at` with each thread's own clock for the
+// windowed strategies (default options); 4 window-coupled `LeasedLimiter`
+// nodes x 2 threads on one
 // budget at batch 1, 10 and 50.
 #include <gtest/gtest.h>
 
@@ -44,6 +46,19 @@ TYPED_TEST(PostgresRealClock, StrictHoldsTheBoundInEveryWindow) {
   ASSERT_NE(pg(), nullptr);
   testing::strict_holds_bound<TypeParam>(
       pg(), kRun, "strict:" + std::string(TypeParam::kName));
+}
+
+// Each thread's own clock, read before its call (`check_at`), on the
+// default `ttl_slack_ms`.
+template <class S>
+class PostgresCheckAtRealClock : public ::testing::Test {};
+
+TYPED_TEST_SUITE(PostgresCheckAtRealClock, testing::WindowedRateStrategies);
+
+TYPED_TEST(PostgresCheckAtRealClock, StaleNowsHoldTheBoundInEveryWindow) {
+  ASSERT_NE(pg(), nullptr);
+  testing::strict_check_at_holds_bound<TypeParam>(
+      pg(), kRun, "check_at:" + std::string(TypeParam::kName));
 }
 
 TYPED_TEST(PostgresRealClock, CachedDenyHoldsTheBoundInEveryWindow) {

@@ -53,6 +53,7 @@
 #include "support/node_socket.h"
 #include "support/redis_test_server.h"
 #include "support/region_pool_timeline.h"
+#include "support/stale_now_timeline.h"
 #include "support/strategy_timeline.h"
 #include "support/test_time.h"
 #include "throttlekit/coordinator/any_strategy.h"
@@ -881,6 +882,18 @@ TEST(RedisCluster, APrimaryKilledUnderTrafficLosesAtMostTheLagsWrites) {
       EXPECT_TRUE(d.ok()) << d.status();
     }
   }
+}
+
+// Stale `now`s across physical expiry on the cluster (keys spread over
+// every primary; tests/support/stale_now_timeline.h): no window revived on
+// the default slack, and the negative control on a slack of 0.
+TEST(RedisCluster, StaleNowsNeverReviveAnEndedWindow) {
+  std::unique_ptr<RedisCoordinator> defaults =
+      cluster_coordinator(kDefaultTtlSlackMs);
+  std::unique_ptr<RedisCoordinator> zero = cluster_coordinator(0);
+  testing::expect_stale_nows_hold_on(
+      *defaults, *zero,
+      absl::StrCat("clstale:", absl::ToUnixNanos(absl::Now()), ":"), 4);
 }
 
 }  // namespace

@@ -2,7 +2,10 @@
 // the machine's cores) on one hot key, 20 ms windows crossed ~75 times,
 // admissions counted per window (tests/support/coordinator_real_clock.h).
 // `StrictRateLimiter` and `CachedDenyLimiter` for every strategy (the Redis
-// clock decides, inside one script); 1, 2, 4 and 8 window-coupled
+// clock decides, inside one script); `check_at` with each thread's own
+// clock for the windowed strategies (20 ms windows of 40, default options:
+// the TTL slack keeps every stale `now` from reviving a window); 1, 2, 4
+// and 8 window-coupled
 // `LeasedLimiter` nodes sharing the 8 threads on one budget, at batch 1, 10
 // and 30 (the whole limit); three weighted-fair escrows leasing from one
 // budget; `UnifiedAdmission::admit_async` over a strict axis with 16
@@ -53,6 +56,19 @@ TYPED_TEST_SUITE(RedisRealClock, testing::AllRateStrategies);
 TYPED_TEST(RedisRealClock, StrictHoldsTheBoundInEveryWindow) {
   testing::strict_holds_bound<TypeParam>(
       redis(), kRun, run_prefix("strict:" + std::string(TypeParam::kName)));
+}
+
+// Each thread's own clock, read before its call (`check_at`), on default
+// options: 20 ms windows of 40, as a request-scoped clock would call.
+template <class S>
+class RedisCheckAtRealClock : public ::testing::Test {};
+
+TYPED_TEST_SUITE(RedisCheckAtRealClock, testing::WindowedRateStrategies);
+
+TYPED_TEST(RedisCheckAtRealClock, StaleNowsHoldTheBoundInEveryWindow) {
+  testing::strict_check_at_holds_bound<TypeParam>(
+      redis(), {.threads = 8, .limit = 40, .window_ms = 20, .run_ms = 1500},
+      run_prefix("check_at:" + std::string(TypeParam::kName)));
 }
 
 TYPED_TEST(RedisRealClock, CachedDenyHoldsTheBoundInEveryWindow) {

@@ -37,6 +37,7 @@
 #include "support/node_socket.h"
 #include "support/redis_test_server.h"
 #include "support/region_pool_timeline.h"
+#include "support/stale_now_timeline.h"
 #include "support/test_time.h"
 #include "throttlekit/coordinator/any_strategy.h"
 #include "throttlekit/coordinator/memory_coordinator.h"
@@ -554,6 +555,18 @@ TEST(RedisSentinel, DurableWritesFailWhileTheReplicaCannotAcknowledge) {
   }
   EXPECT_TRUE(again.ok()) << again.status();
   await_settled();
+}
+
+// Stale `now`s across physical expiry on the Sentinel-guarded primary
+// (tests/support/stale_now_timeline.h): no window revived on the default
+// slack, and the negative control on a slack of 0.
+TEST(RedisSentinel, StaleNowsNeverReviveAnEndedWindow) {
+  await_settled();
+  std::unique_ptr<RedisCoordinator> defaults = sentinel_coordinator();
+  RedisCoordinatorOptions o = sentinel_options();
+  o.ttl_slack_ms = 0;
+  std::unique_ptr<RedisCoordinator> zero = sentinel_coordinator(o);
+  testing::expect_stale_nows_hold_on(*defaults, *zero, run_key("stale:"), 4);
 }
 
 }  // namespace

@@ -19,12 +19,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "config.h"
 #include "fleet_lease_client.h"
 #include "gtest/gtest.h"
 #include "policies.h"
 #include "server.h"
 #include "support/forked_fleet.h"
+#include "support/grpc_health.h"
 #include "throttlekit/coordinator/strict_rate_limiter.h"
 #include "throttlekit/federation/fleet_token_budget.h"
 #include "throttlekit/federation/region_pool.h"
@@ -128,6 +130,38 @@ v1::Decision check(v1::RateLimiter::Stub& stub, const std::string& policy,
   const grpc::Status s = stub.Check(&ctx, req, &resp);
   EXPECT_TRUE(s.ok()) << s.error_message();
   return resp.decision();
+}
+
+// The health service says NOT_SERVING until the store's connections are
+// open and set up (docs/server.md): still, over a store nothing listens
+// on; SERVING over the fixture's store once it is ready.
+TEST(ServerStore, HealthIsNotServingUntilTheStoreIsReady) {
+  absl::StatusOr<ServerConfig> config = parse_config(
+      "version: 1\nlimiters:\n  fixed: {strategy: fixedWindow, limit: 10, "
+      "period: 1h}\n",
+      "one.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+#ifdef THROTTLEKIT_SERVER_TEST_REDIS
+  std::shared_ptr<Coordinator> nowhere =
+      testing::redis_coordinator({.port = 1});  // nothing listens there
+#else
+  PostgresCoordinatorOptions o = testing::pg_options("server_nowhere");
+  o.port = 1;  // nothing listens there
+  std::shared_ptr<Coordinator> nowhere = testing::make_pg(o);
+#endif
+  Running down = serve(Policies::create(*config, nowhere));
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(testing::grpc_health_status(down.server->port()), 2);
+  EXPECT_FALSE(down.server->store_ready());
+
+  Running up = serve(Policies::create(*config, store()));
+  int status = -1;
+  for (int i = 0; i < 1000 && status != 1; ++i) {
+    status = testing::grpc_health_status(up.server->port());
+    if (status != 1) absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(status, 1);
+  EXPECT_TRUE(up.server->store_ready());
 }
 
 TEST(ServerStore, TheServerAndALibraryClientShareOneBudget) {

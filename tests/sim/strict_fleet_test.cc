@@ -77,14 +77,21 @@ StrictFleetConfig one_key_fleet(int nodes, double per_sec_per_node) {
 
 // The mechanism alone: one node, no fault, a clock that keeps the store's
 // time, a network delay of about a millisecond, demand twice the limit.
-// Naming the node's `now` revives ended windows; the store's clock never
-// does.
-TEST(StrictFleetSim, AStaleNowRevivesAnEndedWindowAndTheStoresClockNever) {
+// On a store without TTL slack, naming the node's `now` revives ended
+// windows; the store's clock never does, nor the node's `now` on the
+// default slack (core/ttl_slack.h).
+TEST(StrictFleetSim, AStaleNowRevivesAnEndedWindowOnlyWithoutTheSlack) {
   StrictFleetConfig c = one_key_fleet(1, 2'000);
+  c.store_ttl_slack_ms = 0;
   const SimResult on_store = run_strict_fleet(1, c);
   EXPECT_EQ(on_store.violations, 0) << on_store.first_violation;
   EXPECT_EQ(on_store.worst_window, c.fleet.limit);
   c.stale_now = true;
+  c.store_ttl_slack_ms = kDefaultTtlSlackMs;
+  const SimResult slack = run_strict_fleet(1, c);
+  EXPECT_EQ(slack.violations, 0) << slack.first_violation;
+  EXPECT_EQ(slack.worst_window, c.fleet.limit);
+  c.store_ttl_slack_ms = 0;
   const SimResult stale = run_strict_fleet(1, c);
   EXPECT_GT(stale.violations, 0);
   EXPECT_GT(stale.worst_window, c.fleet.limit);
@@ -157,13 +164,26 @@ TEST(StrictFleetSim, ARestartReAdmitsWhatTheLostStateCountedAndNoMore) {
                    [](LeasedFleetConfig& f) { f.store_restart = true; });
 }
 
-// The first seed (from 1) on which a stale `now` breaks the bound.
+// The first seed (from 1) on which a stale `now` on a store without TTL
+// slack breaks the bound.
 uint64_t first_failing_stale_seed(uint64_t within) {
   return first_failing_seed(within, [](uint64_t seed) {
     StrictFleetConfig c = swarm_strict_config(seed, 8);
     c.stale_now = true;
+    c.store_ttl_slack_ms = 0;
     return run_strict_fleet(seed, c);
   });
+}
+
+// The same swarm of faults with the nodes naming their own `now` on the
+// store's default slack: no seed breaks the bound.
+TEST(StrictFleetSim, StaleNowsOnTheDefaultSlackHoldTheBoundOnEverySeed) {
+  for (uint64_t seed = 1; seed <= 60; ++seed) {
+    StrictFleetConfig c = swarm_strict_config(seed, 8);
+    c.stale_now = true;
+    const SimResult r = run_strict_fleet(seed, c);
+    EXPECT_EQ(r.violations, 0) << "seed " << seed << ": " << r.first_violation;
+  }
 }
 
 // The mutation table's row: a stale-`now` re-grant is caught within 20

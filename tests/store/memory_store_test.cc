@@ -91,7 +91,8 @@ TEST(MemoryStore, ClockGivesRecentlyUsedKeysASecondChance) {
 }
 
 TEST(MemoryStore, EvictsExpiredKeysFirst) {
-  auto store = make_store(2, {.max_keys = 2, .shards = 1});  // T = 1 s
+  auto store = make_store(2, {.max_keys = 2, .shards = 1, .ttl_slack_ms = 0});
+  // T = 1 s
   // Both keys used twice, so both carry the CLOCK mark.
   ASSERT_TRUE(store->check("expired", kEpoch, 1).allowed);
   ASSERT_TRUE(store->check("expired", kEpoch, 1).allowed);  // tat +2000
@@ -104,7 +105,7 @@ TEST(MemoryStore, EvictsExpiredKeysFirst) {
 }
 
 TEST(MemoryStore, ExpiredKeyBehavesColdAndIsDroppedOnDenial) {
-  auto store = make_store(2);
+  auto store = make_store(2, {.ttl_slack_ms = 0});
   ASSERT_TRUE(store->check("k", kEpoch, 2).allowed);
   EXPECT_FALSE(store->check("k", kEpoch, 1).allowed);
   // At +2000 the state has expired: a cold key admits the full burst.
@@ -114,6 +115,26 @@ TEST(MemoryStore, ExpiredKeyBehavesColdAndIsDroppedOnDenial) {
   // Expired again at +4000; a denied (cost 3 > burst) check drops it.
   EXPECT_FALSE(store->check("k", kEpoch + 4000, 3).allowed);
   EXPECT_EQ(store->size(), 0u);
+}
+
+// The TTL slack: a state is reclaimed only once it has been expired for the
+// whole slack, so a stale `now` arriving after a fresher denial still finds
+// it (core/ttl_slack.h).
+TEST(MemoryStore, AStaleNowWithinTheSlackFindsTheStateAFresherDenialKept) {
+  auto store = make_store(2, {.ttl_slack_ms = 5'000});  // T = 1 s
+  ASSERT_TRUE(store->check("k", kEpoch, 2).allowed);    // tat +2000
+  // At +3000 the state has expired; a denied check (cost 3 > burst) there
+  // keeps it: it has not been expired for the slack.
+  EXPECT_FALSE(store->check("k", kEpoch + 3'000, 3).allowed);
+  EXPECT_EQ(store->size(), 1u);
+  // A `now` from before the fresher call still sees the burst spent.
+  EXPECT_FALSE(store->check("k", kEpoch + 500, 1).allowed);
+  // Expired for the whole slack at +7000: the denial reclaims it.
+  EXPECT_FALSE(store->check("k", kEpoch + 7'000, 3).allowed);
+  EXPECT_EQ(store->size(), 0u);
+  EXPECT_FALSE(MemoryStore<Gcra>::create(*Gcra::create({1, 1000, 0}),
+                                         {.ttl_slack_ms = -1})
+                   .ok());
 }
 
 TEST(MemoryStore, PeekAndForecastWriteNothing) {

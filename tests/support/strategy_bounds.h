@@ -69,6 +69,11 @@ inline std::string check_rate(const Load& load, double burst,
                       ", ratio ", total / total_bound, ")");
 }
 
+// The strategies counted per window (fixed window, quota, token budget),
+// whose bound a stale `now` reviving an ended window would break.
+using WindowedRateStrategies =
+    ::testing::Types<FixedWindow, Quota, TokenBudget>;
+
 // Every rate strategy, for typed tests.
 using AllRateStrategies =
     ::testing::Types<Gcra, TokenBucket, FixedWindow, SlidingWindow, SlidingLog,

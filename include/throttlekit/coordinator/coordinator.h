@@ -338,6 +338,19 @@ class Coordinator {
   absl::Status ping() { return do_ping(); }
   bool is_healthy() { return ping().ok(); }
 
+  // Waits until the store is ready for calls, its connections open and set
+  // up (scripts, schema, prepared statements), or until `deadline`: OK when
+  // ready, else why not (the last connection error, kUnavailable, or
+  // kDeadlineExceeded while still connecting). Network stores open their
+  // connections in the background from `create` and after every failure,
+  // so no call pays for one (a call waits at most its own deadline for a
+  // ready connection); a service calls this once at start-up, a health
+  // check with a deadline already past (no wait). A store with nothing to
+  // open is always ready. Thread-safe.
+  absl::Status wait_ready(absl::Time deadline) {
+    return do_wait_ready(deadline);
+  }
+
   // One distributed-concurrency step (heartbeat_core.h) for `report` over
   // `key`'s node table, atomically: returns the node's grant. `now_ms` 0
   // (the default, and what a fleet uses) reads the store's clock; a caller
@@ -489,6 +502,10 @@ class Coordinator {
   }
   // By default the store's clock is the probe.
   virtual absl::Status do_ping() { return do_now_ms().status(); }
+  // Nothing to open: always ready.
+  virtual absl::Status do_wait_ready(absl::Time /*deadline*/) {
+    return absl::OkStatus();
+  }
   // A backend without a heartbeat path (a Coordinator written outside this
   // library) answers kUnimplemented naming itself and the verb.
   virtual absl::StatusOr<HeartbeatGrant> do_heartbeat(

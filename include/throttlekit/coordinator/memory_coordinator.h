@@ -58,6 +58,7 @@
 #include "throttlekit/coordinator/coordinator.h"
 #include "throttlekit/core/clock.h"
 #include "throttlekit/core/mutex.h"
+#include "throttlekit/core/ttl_slack.h"
 #include "throttlekit/store/internal/sharded_map.h"
 
 namespace throttlekit {
@@ -66,10 +67,13 @@ struct MemoryCoordinatorOptions {
   // The most keys held at once; 16 .. 2^40.
   int64_t max_keys = int64_t{1} << 20;
   // Extra ms a state is kept after its expiry (as a physical TTL slack on
-  // Redis); 0 .. 2^53-1. For rate state it only matters for a clock that
-  // later jumps back; a heartbeat table within the slack keeps numbering
-  // its generations on (after it, a beat starts again at generation 1).
-  int64_t ttl_slack_ms = 0;
+  // Redis); 0 .. 2^53-1. A state is dropped by a call whose `now` is that
+  // far past its expiry, so a staler `now` arriving after it would find
+  // its window gone: the slack is the staleness covered (core/ttl_slack.h).
+  // Decisions for a `now` that is not stale do not depend on it; a
+  // heartbeat table within the slack keeps numbering its generations on
+  // (after it, a beat starts again at generation 1).
+  int64_t ttl_slack_ms = kDefaultTtlSlackMs;
 };
 
 class MemoryCoordinator final : public Coordinator {

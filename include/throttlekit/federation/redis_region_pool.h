@@ -52,6 +52,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "throttlekit/core/ttl_slack.h"
 #include "throttlekit/federation/region_pool.h"
 #include "throttlekit/redis/redis_coordinator.h"
 
@@ -79,9 +80,11 @@ struct RedisRegionPoolOptions {
   absl::Duration command_timeout = absl::Milliseconds(250);
   // Keys are `prefix:key`; 1 .. 256 bytes.
   std::string prefix = "tk:rfp";
-  // Added to every TTL (ms, 0 .. 2^53-1), for callers whose clocks run
-  // behind the server's. Answers do not depend on it.
-  int64_t ttl_slack_ms = 0;
+  // Added to every TTL (ms, 0 .. 2^53-1), so a caller's `now` up to that
+  // much behind the server's clock never finds its window gone
+  // (core/ttl_slack.h). Answers for a `now` that is not stale do not
+  // depend on it.
+  int64_t ttl_slack_ms = kDefaultTtlSlackMs;
 };
 
 class RedisRegionPool final : public RegionPool {

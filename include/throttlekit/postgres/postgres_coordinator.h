@@ -58,6 +58,7 @@
 #include "absl/time/time.h"
 #include "throttlekit/coordinator/backend_stats.h"
 #include "throttlekit/coordinator/coordinator.h"
+#include "throttlekit/core/ttl_slack.h"
 
 namespace throttlekit {
 
@@ -87,9 +88,11 @@ struct PostgresCoordinatorOptions {
   // session's statement_timeout.
   absl::Duration command_timeout = absl::Milliseconds(1000);
   // Slack added to each row's expiry before `sweep()` may delete it (as a
-  // physical TTL slack on Redis); 0 .. 2^53-1. Only matters for a clock that
-  // later jumps back.
-  int64_t ttl_slack_ms = 60'000;
+  // physical TTL slack on Redis); 0 .. 2^53-1. A caller's `now` up to that
+  // much behind the store's clock never finds its window's row swept
+  // (core/ttl_slack.h); decisions for a `now` that is not stale do not
+  // depend on it.
+  int64_t ttl_slack_ms = kDefaultTtlSlackMs;
 };
 
 class PostgresCoordinator final : public Coordinator {
@@ -165,6 +168,7 @@ class PostgresCoordinator final : public Coordinator {
                           std::string_view token, int64_t now_ms,
                           Completion<int64_t> on_done) override;
   absl::Status do_ping() override;
+  absl::Status do_wait_ready(absl::Time deadline) override;
   // One round trip: the prepared {{t}}_heartbeat, a PL/pgSQL transcription
   // of heartbeat_step held equal to it by tests/postgres/heartbeat_test.cc,
   // steps the key's node table under its row lock

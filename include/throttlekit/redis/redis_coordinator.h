@@ -61,6 +61,7 @@
 #include "absl/time/time.h"
 #include "throttlekit/coordinator/backend_stats.h"
 #include "throttlekit/coordinator/coordinator.h"
+#include "throttlekit/core/ttl_slack.h"
 #include "throttlekit/strategy/gcra.h"
 #include "throttlekit/strategy/token_bucket.h"
 
@@ -127,14 +128,16 @@ struct RedisCoordinatorOptions {
   // "Failover and the bound"), at the cost of a replication round trip per
   // batch (measured there).
   int durable_writes = 0;
-  // Added to every physical TTL (ms, 0 .. 2^53-1): keeps state a little
-  // longer than its exact expiry, for callers whose clocks run behind the
-  // server's. Rate decisions do not depend on it. A heartbeat table
+  // Added to every physical TTL (ms, 0 .. 2^53-1): keeps state that long
+  // past its exact expiry, so a caller's `now` up to that much behind the
+  // server's clock never finds its window's state gone and counts it
+  // again (core/ttl_slack.h). Rate decisions for a `now` that is not stale
+  // do not depend on it; 0 leaves every stale `now` exposed. A heartbeat table
   // (distributed concurrency) is forgotten only once its last lease is
   // older than the slack, as in a MemoryCoordinator with the same slack:
   // a beat within it finds the table and numbers its generation on from
   // the last, one after it starts again at generation 1.
-  int64_t ttl_slack_ms = 0;
+  int64_t ttl_slack_ms = kDefaultTtlSlackMs;
 };
 
 // One server's share of a `RedisCoordinator`'s counters (`node_stats`).
@@ -257,6 +260,7 @@ class RedisCoordinator final : public Coordinator {
                           std::string_view token, int64_t now_ms,
                           Completion<int64_t> on_done) override;
   absl::Status do_ping() override;
+  absl::Status do_wait_ready(absl::Time deadline) override;
   absl::StatusOr<LeaseGrant> do_escrow_take(std::string_view key, int64_t want,
                                             int64_t now_ms) override;
   absl::StatusOr<int64_t> do_escrow_refill(std::string_view key,

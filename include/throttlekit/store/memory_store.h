@@ -21,8 +21,9 @@
 //   expired or unmarked, so one-off keys go before keys in steady use.
 // - Lazy expiry: a state past `S::expires_at_ms` decides exactly as a cold
 //   key (the strategy's contract), so hits never test expiry; an expired key
-//   is reclaimed when a denied check touches it or when the CLOCK hand
-//   passes it (expired keys go first). There is no background sweeper.
+//   is reclaimed, once it has been expired for `ttl_slack_ms`, when a
+//   denied check touches it or when the CLOCK hand passes it (such keys go
+//   first). There is no background sweeper.
 // - A denied check on a cold key writes and allocates nothing; deletion is
 //   backward-shift (no tombstones), so probes stay short under churn.
 // - Batches overlap their misses: `check_many` hashes keys ahead of the one
@@ -33,9 +34,11 @@
 //   are taken in order, each under its shard lock, exactly as `check`.
 //
 // Caveat: dropping an expired key is exact for every `now` not behind the
-// expiry; a clock that later jumps back behind it sees a cold key (more
-// lenient than the dropped state). Keys are hashed with a hash seeded per
-// store (internal/key_hash.h), so hostile key sets cannot be precomputed.
+// expiry by more than `ttl_slack_ms` (core/ttl_slack.h); a `now` staler than
+// that, or one reaching a key evicted unexpired from a full shard, sees a
+// cold key (more lenient than the dropped state). Keys are hashed with a hash
+// seeded per store (internal/key_hash.h), so hostile key sets cannot be
+// precomputed.
 //
 // Thread-safety: every public method is safe to call concurrently.
 
@@ -58,6 +61,7 @@
 #include "throttlekit/core/decision.h"
 #include "throttlekit/core/inline.h"
 #include "throttlekit/core/spin_lock.h"
+#include "throttlekit/core/ttl_slack.h"
 #include "throttlekit/store/internal/key_hash.h"
 #include "throttlekit/store/internal/stored_key.h"
 #include "throttlekit/strategy/strategy.h"
@@ -70,6 +74,11 @@ struct MemoryStoreOptions {
   // Shards (a power of two, 1 .. 64); 0 picks one shard per 1024 keys of
   // `max_keys`, at most 64.
   size_t shards = 0;
+  // How long (ms, 0 .. 2^53-1) a key is kept past its expiry before a
+  // denial may reclaim it or eviction prefers it: a caller's `now` up to
+  // that much older than the one that dropped it never finds its window
+  // gone (core/ttl_slack.h). Decisions never depend on it otherwise.
+  int64_t ttl_slack_ms = kDefaultTtlSlackMs;
 };
 
 template <Strategy S>
@@ -95,8 +104,12 @@ class MemoryStore {
       return absl::InvalidArgumentError(
           "memory_store.shards must not exceed memory_store.max_keys");
     }
-    return std::unique_ptr<MemoryStore>(
-        new MemoryStore(std::move(strategy), options.max_keys, shards));
+    if (options.ttl_slack_ms < 0 || options.ttl_slack_ms > kMaxSafeInteger) {
+      return absl::InvalidArgumentError(
+          "memory_store.ttl_slack_ms must be in [0, 2^53-1]");
+    }
+    return std::unique_ptr<MemoryStore>(new MemoryStore(
+        std::move(strategy), options.max_keys, shards, options.ttl_slack_ms));
   }
 
   MemoryStore(const MemoryStore&) = delete;
@@ -158,9 +171,7 @@ class MemoryStore {
       Slot& slot = shard.slots[i];
       slot.key.set_referenced();
       const Decision d = strategy_.check(slot.state, now_ms, cost);
-      if (!d.allowed && strategy_.expires_at_ms(slot.state) <= now_ms) {
-        erase(shard, i);
-      }
+      if (!d.allowed && dropped(slot.state, now_ms)) erase(shard, i);
       return d;
     }
     State cold{};
@@ -301,12 +312,13 @@ class MemoryStore {
     shard.mask_hint.store(shard.mask, std::memory_order_relaxed);
   }
 
-  MemoryStore(S strategy, size_t max_keys, size_t shards)
+  MemoryStore(S strategy, size_t max_keys, size_t shards, int64_t ttl_slack_ms)
       : strategy_(std::move(strategy)),
         max_keys_(max_keys),
         shard_count_(shards),
         shard_bound_(max_keys / shards),
         shard_shift_(64 - std::countr_zero(shards)),
+        ttl_slack_ms_(ttl_slack_ms),
         shards_() {
     // A table never needs more than bound * 4/3 slots (3/4 max load).
     max_capacity_ = std::bit_ceil(shard_bound_ + shard_bound_ / 3 + 1);
@@ -317,6 +329,12 @@ class MemoryStore {
       shards_[s].mask = cap - 1;
       set_hint(shards_[s]);
     }
+  }
+
+  // Whether `state` expired the TTL slack or more before `now_ms` (then a
+  // denial reclaims it and eviction takes it first), without overflow.
+  bool dropped(const State& state, int64_t now_ms) const noexcept {
+    return strategy_.expires_at_ms(state) <= now_ms - ttl_slack_ms_;
   }
 
   uint64_t hash(std::string_view key) const noexcept { return hasher_(key); }
@@ -374,8 +392,7 @@ class MemoryStore {
       shard.hand = (shard.hand + 1) & shard.mask;
       Slot& slot = shard.slots[i];
       if (slot.key.empty()) continue;
-      if (strategy_.expires_at_ms(slot.state) <= now_ms ||
-          !slot.key.referenced()) {
+      if (dropped(slot.state, now_ms) || !slot.key.referenced()) {
         erase(shard, i);
         return;
       }
@@ -408,6 +425,7 @@ class MemoryStore {
   const size_t shard_count_;
   const size_t shard_bound_;
   const int shard_shift_;
+  const int64_t ttl_slack_ms_;
   size_t max_capacity_ = 0;
   const detail::KeyHasher hasher_;
   // Inline (not behind a pointer): one dependent load less per check.
