@@ -185,11 +185,35 @@ namespace postgres_internal {
 // One pooled connection with its prepared statements.
 struct Session {
   std::unique_ptr<DeadlineConnection> conn;
+  // The schema's epoch its statements were prepared against (a session
+  // from before the schema was lost is closed, not used).
+  int64_t schema_epoch = 0;
 };
 
 }  // namespace postgres_internal
 
 using postgres_internal::Session;
+
+namespace {
+// Runs the stored function of `strategy`: one prepared statement (below).
+pqxx::result exec_strategy(Session& s, const AnyStrategy& strategy,
+                           std::string_view key, int64_t now_ms, double cost,
+                           bool peek);
+
+// One strategy of each kind, for a new session's warm-up (`setup`).
+const std::vector<AnyStrategy>& warm_up_strategies() {
+  static const std::vector<AnyStrategy>* all = new std::vector<AnyStrategy>{
+      *make_strategy(Gcra::Options{1, 1000, 0}),
+      *make_strategy(TokenBucket::Options{1, 1.0}),
+      *make_strategy(FixedWindow::Options{1, 1000}),
+      *make_strategy(SlidingWindow::Options{1, 1000, 1}),
+      *make_strategy(SlidingLog::Options{1, 1000}),
+      *make_strategy(Quota::Options{.limit = 1, .period = QuotaPeriod::kDay}),
+      *make_strategy(TokenBudget::Options{1, 1000}),
+  };
+  return *all;
+}
+}  // namespace
 
 class PostgresCoordinator::Impl {
  public:
@@ -271,12 +295,17 @@ class PostgresCoordinator::Impl {
     opener_.join();  // after at most one attempt's connect timeout
   }
 
-  // Waits until the pool holds a session or `deadline`: OK, the opener's
-  // last error, or kDeadlineExceeded while it is still connecting.
+  // Asks the opener for the whole pool and waits until every session is
+  // open or `deadline`: OK, the opener's last error, or kDeadlineExceeded
+  // while it is still connecting.
   absl::Status wait_ready(absl::Time deadline) {
     MutexLock lock(mu_);
+    if (want_ < options_.connections) {
+      want_ = options_.connections;
+      opener_cv_.notify_one();
+    }
     for (;;) {
-      if (open_ > 0) return absl::OkStatus();
+      if (open_ >= options_.connections) return absl::OkStatus();
       bool timed_out = false;
       {
         NativeWait native(mu_);
@@ -284,11 +313,12 @@ class PostgresCoordinator::Impl {
             pool_cv_.wait_until(native.lock(), absl::ToChronoTime(deadline)) ==
             std::cv_status::timeout;
       }
-      if (timed_out && open_ == 0) {
+      if (timed_out && open_ < options_.connections) {
         if (!connect_error_.ok()) return connect_error_;
-        return deadline_error(
-            "waiting for the first connection (still "
-            "connecting)");
+        return deadline_error(absl::StrCat("with ", open_, " of ",
+                                           options_.connections,
+                                           " connections open (still "
+                                           "connecting)"));
       }
     }
   }
@@ -330,6 +360,7 @@ class PostgresCoordinator::Impl {
     if (state == "42P01" || state == "42883" || state == "42704" ||
         state == "XX000") {
       if (schema_ready_.exchange(false, std::memory_order_acq_rel)) {
+        schema_epoch_.fetch_add(1, std::memory_order_acq_rel);
         detail::BackendCounters::add(counters_.reloads);
       }
     }
@@ -413,27 +444,31 @@ class PostgresCoordinator::Impl {
   }
 
   // A free session, waiting for one until `deadline`; never connects (the
-  // opener does, asked for one more session while every open one is in
-  // use, up to `connections`). kUnavailable at once, with the opener's
-  // last error, while no session is open and connecting fails (a server
-  // that refuses or is gone), so an outage costs a call no wait.
+  // opener does). kUnavailable at once, with the opener's last error,
+  // while no session is open and connecting fails (a server that refuses
+  // or is gone), so an outage costs a call no wait; that answer takes no
+  // lock, so calls failing in a loop never keep the opener from the pool.
   absl::StatusOr<std::unique_ptr<Session>> acquire(absl::Time deadline) {
+    if (refusing_.load(std::memory_order_acquire)) {
+      return *refusal_.load(std::memory_order_acquire);
+    }
     MutexLock lock(mu_);
-    ++waiting_;
     for (;;) {
       if (!idle_.empty()) {
-        --waiting_;
         std::unique_ptr<Session> s = std::move(idle_.back());
         idle_.pop_back();
-        return s;
+        if (s->schema_epoch == schema_epoch_.load(std::memory_order_acquire)) {
+          return s;
+        }
+        // Prepared against a schema since lost: the opener replaces it.
+        --open_;
+        opener_cv_.notify_one();
+        continue;
       }
-      if (open_ == 0 && !connect_error_.ok()) {
-        --waiting_;
-        return connect_error_;
-      }
-      const int demand = std::min(options_.connections, open_ + waiting_);
-      if (demand > want_) {
-        want_ = demand;
+      if (open_ == 0 && !connect_error_.ok()) return connect_error_;
+      // Every open session is in use: one more, up to `connections`.
+      if (want_ < options_.connections && open_ >= want_) {
+        ++want_;
         opener_cv_.notify_one();
       }
       bool timed_out = false;
@@ -444,7 +479,6 @@ class PostgresCoordinator::Impl {
             std::cv_status::timeout;
       }
       if (timed_out && idle_.empty()) {
-        --waiting_;
         return deadline_error(open_ == 0 ? "waiting for a connection (still "
                                            "connecting)"
                                          : "waiting for a pooled connection");
@@ -467,11 +501,13 @@ class PostgresCoordinator::Impl {
     if (!healthy) opener_cv_.notify_one();
   }
 
-  // The opener: keeps `want_` sessions open (one from the start, more as
-  // calls wait for one), connecting off every call's path, each attempt
-  // bounded by `connect_timeout`; after a failure it tries again after a
-  // backoff (5 ms, doubling, at most 500 ms), its error left for calls to
-  // fail with at once meanwhile.
+  // The opener: keeps `want_` sessions open (one from the start, one more
+  // each time a call finds every open one in use, all `connections` once
+  // `wait_ready` asks), connecting off every call's path, each attempt
+  // bounded by
+  // `connect_timeout`; after a failure it tries again after a backoff
+  // (5 ms, doubling, at most 500 ms), its error left for calls to fail
+  // with at once meanwhile.
   void opener_loop() {
     absl::Duration backoff;
     MutexLock lock(mu_);
@@ -489,11 +525,17 @@ class PostgresCoordinator::Impl {
         idle_.push_back(*std::move(s));
         ++open_;
         connect_error_ = absl::OkStatus();
+        refusing_.store(false, std::memory_order_release);
         backoff = absl::ZeroDuration();
         pool_cv_.notify_all();
         continue;
       }
       connect_error_ = s.status();
+      if (open_ == 0) {
+        refusal_.store(std::make_shared<const absl::Status>(connect_error_),
+                       std::memory_order_release);
+        refusing_.store(true, std::memory_order_release);
+      }
       pool_cv_.notify_all();
       backoff = std::clamp(backoff * 2, absl::Milliseconds(5),
                            absl::Milliseconds(500));
@@ -525,7 +567,7 @@ class PostgresCoordinator::Impl {
 #pragma GCC diagnostic pop
       SocketWatchdog::Armed armed(watchdog_, session->conn->sock(), until);
       try {
-        setup(*session->conn);
+        setup(*session);
       } catch (...) {
         if (armed.finish()) {
           return deadline_error("while setting up a connection");
@@ -550,7 +592,9 @@ class PostgresCoordinator::Impl {
     return session;
   }
 
-  void setup(DeadlineConnection& conn) {
+  void setup(Session& session) {
+    DeadlineConnection& conn = *session.conn;
+    session.schema_epoch = schema_epoch_.load(std::memory_order_acquire);
     if (!schema_ready_.load(std::memory_order_acquire)) {
       pqxx::nontransaction tx(conn);
       tx.exec(ddl_);
@@ -560,12 +604,19 @@ class PostgresCoordinator::Impl {
       conn.prepare(st.name, statement_sql(st));
       conn.prepare_now(st.name);
     }
+    // One peek (which writes nothing) of each strategy: a session compiles
+    // a PL/pgSQL function on its first call (about 14 ms measured, against
+    // about 0.1 ms after), which would otherwise land in a call's deadline.
+    for (const AnyStrategy& strategy : warm_up_strategies()) {
+      exec_strategy(session, strategy, "throttlekit:warm-up", 0, 1.0, true);
+    }
   }
 
   const PostgresCoordinatorOptions options_;
   const std::string conninfo_;
   const std::string ddl_;
   std::atomic<bool> schema_ready_{false};
+  std::atomic<int64_t> schema_epoch_{0};  // schemas lost so far
   detail::BackendCounters counters_;
   // A `Mutex` (core/mutex.h: a std::mutex, checked by clang's analysis),
   // not absl::Mutex: the distribution's abseil is not built for
@@ -574,14 +625,18 @@ class PostgresCoordinator::Impl {
   std::condition_variable pool_cv_;    // a session idle, or an error
   std::condition_variable opener_cv_;  // more sessions wanted, or stop
   std::vector<std::unique_ptr<Session>> idle_ ABSL_GUARDED_BY(mu_);
-  // Sessions open (idle or in a call); sessions the opener keeps open
-  // (1 .. connections, grown by demand); calls waiting for one; the
-  // opener's last error (OK after a success); the destructor's stop.
+  // Sessions open (idle or in a call); the opener's last error (OK after
+  // a success); the destructor's stop.
   int open_ ABSL_GUARDED_BY(mu_) = 0;
+  // Sessions the opener keeps open: 1 .. connections, grown by demand (a
+  // pool opened lazily holds no more connections than its callers use).
   int want_ ABSL_GUARDED_BY(mu_) = 1;
-  int waiting_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status connect_error_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  // Set while no session is open and the opener's last attempt failed;
+  // `refusal_` is that failure: calls read both without the lock.
+  std::atomic<bool> refusing_{false};
+  std::atomic<std::shared_ptr<const absl::Status>> refusal_;
   std::thread opener_;
   SocketWatchdog watchdog_;
   Mutex pipeline_mu_;

@@ -243,6 +243,7 @@ TEST_F(PostgresCoordinatorTest, SweepDeletesOnlyExpiredRows) {
 TEST(PostgresCoordinatorSchema, RecreatedAfterTheTableIsDropped) {
   const PostgresCoordinatorOptions o = pg_options(unique_table("tk_dropped"));
   std::unique_ptr<PostgresCoordinator> pg = make_pg(o);
+  ASSERT_TRUE(pg->wait_ready(absl::Now() + absl::Seconds(10)).ok());
   const AnyStrategy s =
       strategy(FixedWindow::Options{.limit = 5, .window_ms = 60000});
   ASSERT_TRUE(pg->check(s, "k", kEpoch)->allowed);
