@@ -314,7 +314,8 @@ class PostgresCoordinator::Impl {
             std::cv_status::timeout;
       }
       if (timed_out && open_ < options_.connections) {
-        if (!connect_error_.ok()) return connect_error_;
+        if (!connect_error_.ok())
+          return absl::Status(connect_error_.code(), connect_error_.message());
         return deadline_error(absl::StrCat("with ", open_, " of ",
                                            options_.connections,
                                            " connections open (still "
@@ -450,7 +451,11 @@ class PostgresCoordinator::Impl {
   // lock, so calls failing in a loop never keep the opener from the pool.
   absl::StatusOr<std::unique_ptr<Session>> acquire(absl::Time deadline) {
     if (refusing_.load(std::memory_order_acquire)) {
-      return *refusal_.load(std::memory_order_acquire);
+      // A status of its own: a shared one copied on many threads is
+      // released in code ThreadSanitizer does not see.
+      const std::shared_ptr<const absl::Status> refusal =
+          refusal_.load(std::memory_order_acquire);
+      return absl::Status(refusal->code(), refusal->message());
     }
     MutexLock lock(mu_);
     for (;;) {
@@ -465,7 +470,8 @@ class PostgresCoordinator::Impl {
         opener_cv_.notify_one();
         continue;
       }
-      if (open_ == 0 && !connect_error_.ok()) return connect_error_;
+      if (open_ == 0 && !connect_error_.ok())
+        return absl::Status(connect_error_.code(), connect_error_.message());
       // Every open session is in use: one more, up to `connections`.
       if (want_ < options_.connections && open_ >= want_) {
         ++want_;
