@@ -43,34 +43,39 @@ int main(int argc, char** argv) {
     return 2;
   }
   const tk::FixedWindow::Options window{.limit = 100, .window_ms = 1000};
-  {
+  // Fills a store built by `make` through `check(store, key)`; prints the
+  // heap it took per key. False if a check failed.
+  const auto measure = [keys](const char* name, auto make, auto check) {
     const size_t before = heap_bytes();
-    tk::RateLimiterOptions o;
-    o.store.max_keys = static_cast<size_t>(keys) * 2;
-    auto limiter = *tk::RateLimiter<tk::FixedWindow>::create(window, o);
+    auto store = make();
     for (int64_t i = 0; i < keys; ++i) {
-      if (!limiter.check_at(key(i), kNow).ok()) return 1;
+      if (!check(store, key(i))) return false;
     }
     const size_t after = heap_bytes();
     std::printf(
-        "MemoryStore (RateLimiter<FixedWindow>): %lld keys, %.1f "
-        "bytes/key\n",
-        static_cast<long long>(keys),
+        "%s: %lld keys, %.1f bytes/key\n", name, static_cast<long long>(keys),
         static_cast<double>(after - before) / static_cast<double>(keys));
-  }
-  {
-    const size_t before = heap_bytes();
-    auto coordinator = *tk::MemoryCoordinator::create({.max_keys = keys * 2});
-    const tk::AnyStrategy strategy = *tk::make_strategy(window);
-    for (int64_t i = 0; i < keys; ++i) {
-      if (!coordinator->check(strategy, key(i), kNow).ok()) return 1;
-    }
-    const size_t after = heap_bytes();
-    std::printf(
-        "MemoryCoordinator (fixed window): %lld keys, %.1f "
-        "bytes/key\n",
-        static_cast<long long>(keys),
-        static_cast<double>(after - before) / static_cast<double>(keys));
-  }
-  return 0;
+    return true;
+  };
+  const bool ok =
+      measure(
+          "MemoryStore (RateLimiter<FixedWindow>)",
+          [&] {
+            tk::RateLimiterOptions o;
+            o.store.max_keys = static_cast<size_t>(keys) * 2;
+            return *tk::RateLimiter<tk::FixedWindow>::create(window, o);
+          },
+          [](auto& limiter, const std::string& k) {
+            return limiter.check_at(k, kNow).ok();
+          }) &&
+      measure(
+          "MemoryCoordinator (fixed window)",
+          [&] {
+            return *tk::MemoryCoordinator::create({.max_keys = keys * 2});
+          },
+          [strategy = *tk::make_strategy(window)](auto& coordinator,
+                                                  const std::string& k) {
+            return coordinator->check(strategy, k, kNow).ok();
+          });
+  return ok ? 0 : 1;
 }
