@@ -112,11 +112,11 @@ case "$expect" in
       # The depth-first trail can be long (it wanders through the state
       # space); a second verifier built with -DREACH and run with -i
       # replaces it by a shortest one, given SPIN_SHORTEST_SECONDS (default
-      # 10; iterative shortening of a deep counterexample in a large space
+      # 4; iterative shortening of a deep counterexample in a large space
       # can take minutes; then the trail it last wrote, or the first one,
       # is replayed). The verdict above does not depend on this pass.
       if gcc -O2 -w -DSAFETY -DNOREDUCE -DREACH -o pan_short pan.c > /dev/null 2>&1 &&
-        timeout "${SPIN_SHORTEST_SECONDS:-10}" ./pan_short -m100000 -n -i > short.log 2>&1; then
+        timeout "${SPIN_SHORTEST_SECONDS:-4}" ./pan_short -m100000 -n -i > short.log 2>&1; then
         echo "spin_check: shortest counterexample:"
       else
         echo "spin_check: counterexample (depth-first, not necessarily shortest):"

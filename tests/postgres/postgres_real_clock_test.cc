@@ -1,5 +1,5 @@
 // The engines over a real Postgres on the system clock: 8 threads (more than
-// the machine's cores) on one hot key, 50 ms windows crossed ~30 times per
+// the machine's cores) on one hot key, 40 ms windows crossed 25 times per
 // strategy, admissions counted per window
 // (tests/support/coordinator_real_clock.h). `StrictRateLimiter` and
 // `CachedDenyLimiter` for every strategy (the server's clock decides, inside
@@ -35,7 +35,7 @@ std::shared_ptr<Coordinator> pg() {
 }
 
 constexpr testing::RealClockRun kRun = {
-    .threads = 8, .limit = 20, .window_ms = 40, .run_ms = 1500};
+    .threads = 8, .limit = 20, .window_ms = 40, .run_ms = 1000};
 
 template <class S>
 class PostgresRealClock : public ::testing::Test {};
@@ -72,7 +72,7 @@ class PostgresLeasedRealClock : public ::testing::TestWithParam<int64_t> {};
 TEST_P(PostgresLeasedRealClock, FourNodesNeverExceedTheLimitInAnyWindow) {
   ASSERT_NE(pg(), nullptr);
   testing::leased_nodes_hold_limit(
-      pg(), {.threads = 8, .limit = 50, .window_ms = 40, .run_ms = 1500}, 4,
+      pg(), {.threads = 8, .limit = 50, .window_ms = 40, .run_ms = 1000}, 4,
       GetParam(), absl::StrCat("leased:", GetParam()));
 }
 

@@ -1,5 +1,5 @@
 // The engines over a real Redis on the system clock: 8 threads (more than
-// the machine's cores) on one hot key, 20 ms windows crossed ~75 times,
+// the machine's cores) on one hot key, 20 ms windows crossed ~50 times,
 // admissions counted per window (tests/support/coordinator_real_clock.h).
 // `StrictRateLimiter` and `CachedDenyLimiter` for every strategy (the Redis
 // clock decides, inside one script); `check_at` with each thread's own
@@ -46,7 +46,7 @@ std::string run_prefix(const std::string& what) {
 }
 
 constexpr testing::RealClockRun kRun = {
-    .threads = 8, .limit = 50, .window_ms = 20, .run_ms = 1500};
+    .threads = 8, .limit = 50, .window_ms = 20, .run_ms = 1000};
 
 template <class S>
 class RedisRealClock : public ::testing::Test {};
@@ -67,7 +67,7 @@ TYPED_TEST_SUITE(RedisCheckAtRealClock, testing::WindowedRateStrategies);
 
 TYPED_TEST(RedisCheckAtRealClock, StaleNowsHoldTheBoundInEveryWindow) {
   testing::strict_check_at_holds_bound<TypeParam>(
-      redis(), {.threads = 8, .limit = 40, .window_ms = 20, .run_ms = 1500},
+      redis(), {.threads = 8, .limit = 40, .window_ms = 20, .run_ms = 1000},
       run_prefix("check_at:" + std::string(TypeParam::kName)));
 }
 
@@ -85,7 +85,7 @@ class RedisLeasedRealClock
 TEST_P(RedisLeasedRealClock, NodesNeverExceedTheLimitInAnyWindow) {
   const auto [nodes, batch] = GetParam();
   testing::leased_nodes_hold_limit(
-      redis(), {.threads = 8, .limit = 30, .window_ms = 20, .run_ms = 1500},
+      redis(), {.threads = 8, .limit = 30, .window_ms = 20, .run_ms = 1000},
       nodes, batch, run_prefix(absl::StrCat("leased:", nodes, ":", batch)));
 }
 
@@ -97,7 +97,7 @@ INSTANTIATE_TEST_SUITE_P(NodesAndBatches, RedisLeasedRealClock,
 // `admit_async` over a strict Redis rate axis, the way an event loop uses
 // it: 8 threads each keep up to 16 admissions in flight (their
 // completions run on the coordinator's I/O thread, which releases each
-// slot), 20 ms windows crossed about 75 times, every admission counted in
+// slot), 20 ms windows crossed about 50 times, every admission counted in
 // the window its rate decision names: at most the limit in every window,
 // the limit reached in most of them, every completion exactly once, every
 // slot released.
@@ -237,7 +237,7 @@ TEST(RedisAdmitAsyncRealClock, AStaleAdmissionClockNeverRevivesAnEndedWindow) {
 
 TEST(RedisEscrowRealClock, ThreeEscrowsOnOneBudgetHoldTheLimit) {
   testing::escrow_fleet_holds_limit(
-      redis(), {.threads = 8, .limit = 200, .window_ms = 20, .run_ms = 1500}, 3,
+      redis(), {.threads = 8, .limit = 200, .window_ms = 20, .run_ms = 1000}, 3,
       run_prefix("escrow"));
 }
 
@@ -245,7 +245,7 @@ TEST(RedisEscrowRealClock, ThreeEscrowsOnOneBudgetHoldTheLimit) {
 // arriving meanwhile queued behind them and completed from the I/O thread.
 TEST(RedisEscrowRealClock, ThreeEscrowsAdmittingAsyncHoldTheLimit) {
   testing::escrow_fleet_holds_limit(
-      redis(), {.threads = 8, .limit = 200, .window_ms = 20, .run_ms = 1500}, 3,
+      redis(), {.threads = 8, .limit = 200, .window_ms = 20, .run_ms = 1000}, 3,
       run_prefix("escrow-async"), /*async=*/true);
 }
 

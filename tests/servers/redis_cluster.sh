@@ -24,7 +24,7 @@ source "$(dirname "$0")/redis_fixture_lib.sh"
 
 start_node() {
   local port="$1"
-  mkdir -p "$dir/$port"
+  server_dir "$port"
   redis-server --port "$port" --bind 127.0.0.1 --save "" \
     --appendonly no --dir "$dir/$port" --daemonize yes \
     --pidfile "$dir/$port/redis.pid" --logfile "$dir/$port/redis.log" \

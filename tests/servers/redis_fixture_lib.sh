@@ -14,9 +14,27 @@ alive() {
   [[ -n "$state" && "$state" != Z ]]
 }
 
+# Makes "$dir/$1", a server's directory (pid, log, configuration), on tmpfs
+# when /dev/shm is writable ("$dir/$1" is then a link there): a sentinel
+# fsyncs its configuration at every change it learns, and on a disk busy with
+# the suite's builds one fsync can stall it past 2 s, which puts it in TILT
+# mode (no failover for 30 s: docs/testing.md).
+server_dir() {
+  mkdir -p "$dir"
+  if [[ -e "$dir/$1" ]]; then return 0; fi
+  local shm
+  if [[ -d /dev/shm && -w /dev/shm ]] &&
+    shm="$(mktemp -d /dev/shm/throttlekit-redis-"$1".XXXXXX 2>/dev/null)"; then
+    ln -s "$shm" "$dir/$1"
+  else
+    mkdir -p "$dir/$1"
+  fi
+}
+
 # Stops every server of "$dir" (resuming SIGSTOPped ones first: a stopped
-# process ignores SIGTERM until resumed) and removes "$dir". The pids are
-# read once: a server removes its pid file as it exits.
+# process ignores SIGTERM until resumed) and removes "$dir", with the tmpfs
+# directories it links to. The pids are read once: a server removes its pid
+# file as it exits.
 stop() {
   local pids=() pid port
   for port in "${all_ports[@]}"; do
@@ -34,6 +52,9 @@ stop() {
       sleep 0.05
     done
     kill -KILL "$pid" 2>/dev/null || true
+  done
+  for port in "${all_ports[@]}"; do
+    if [[ -L "$dir/$port" ]]; then rm -rf "$(readlink "$dir/$port")"; fi
   done
   rm -rf "$dir"
 }

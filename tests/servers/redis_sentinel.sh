@@ -38,7 +38,7 @@ wait_ping() {
 start_data() {
   local port="$1"
   shift
-  mkdir -p "$dir/$port"
+  server_dir "$port"
   redis-server --port "$port" --bind 127.0.0.1 --save "" \
     --appendonly no --dir "$dir/$port" --daemonize yes \
     --pidfile "$dir/$port/redis.pid" --logfile "$dir/$port/redis.log" \
@@ -48,7 +48,7 @@ start_data() {
 # A sentinel: its configuration is a file it rewrites as it learns.
 start_sentinel() {
   local port="$1"
-  mkdir -p "$dir/$port"
+  server_dir "$port"
   cat > "$dir/$port/sentinel.conf" <<EOF
 port $port
 bind 127.0.0.1

@@ -18,7 +18,12 @@
 //   tenant's hard cap in a window; through `admit` or, `async`, through
 //   `admit_async` with each completion waited for.
 //
-// Each prints one line of figures and records failures with EXPECT.
+// Each prints one line of figures and records failures with EXPECT. Under
+// the sanitizers each runs a fifth of `run_ms`, never less than 500 ms
+// (`scaled_work`): they look for races and memory errors along the same
+// paths, which half a second of eight threads takes thousands of times;
+// the long search for a rare interleaving is the optimised pass's
+// (docs/testing.md).
 
 #ifndef THROTTLEKIT_TESTS_SUPPORT_COORDINATOR_REAL_CLOCK_H_
 #define THROTTLEKIT_TESTS_SUPPORT_COORDINATOR_REAL_CLOCK_H_
@@ -33,6 +38,7 @@
 
 #include "support/real_clock_load.h"
 #include "support/strategy_bounds.h"
+#include "support/test_work.h"
 #include "throttlekit/coordinator/strict_rate_limiter.h"
 #include "throttlekit/core/rate_engine.h"
 #include "throttlekit/twotier/cached_deny_limiter.h"
@@ -61,7 +67,7 @@ inline void report(const char* engine, std::string_view strategy,
 template <class S, RateEngine E>
 void engine_holds_bound(const char* engine, E& limiter,
                         const RealClockRun& run) {
-  const Load load = hammer(run.threads, run.run_ms,
+  const Load load = hammer(run.threads, scaled_work(run.run_ms, 500),
                            [&](int) { return limiter.check("hot"); });
   EXPECT_EQ(load.errors, 0);
   EXPECT_GT(load.calls, static_cast<int64_t>(load.admitted.size()));
@@ -93,7 +99,7 @@ void strict_check_at_holds_bound(std::shared_ptr<Coordinator> coordinator,
       std::move(coordinator), {.prefix = std::move(prefix)});
   ASSERT_TRUE(limiter.ok()) << limiter.status();
   const SystemClock clock;
-  const Load load = hammer(run.threads, run.run_ms, [&](int) {
+  const Load load = hammer(run.threads, scaled_work(run.run_ms, 500), [&](int) {
     return (*limiter)->check_at("hot", clock.now_ms());
   });
   EXPECT_EQ(load.errors, 0);
@@ -130,9 +136,10 @@ inline void leased_nodes_hold_limit(std::shared_ptr<Coordinator> coordinator,
     ASSERT_TRUE(node.ok()) << node.status();
     fleet.push_back(*std::move(node));
   }
-  const Load load = hammer(run.threads, run.run_ms, [&](int t) {
-    return fleet[static_cast<size_t>(t % nodes)]->check("hot");
-  });
+  const Load load =
+      hammer(run.threads, scaled_work(run.run_ms, 500), [&](int t) {
+        return fleet[static_cast<size_t>(t % nodes)]->check("hot");
+      });
   EXPECT_EQ(load.errors, 0);
   EXPECT_GT(load.calls, static_cast<int64_t>(load.admitted.size()));
   const std::string figures = check_per_window(load, run.limit);
@@ -170,18 +177,20 @@ inline void escrow_fleet_holds_limit(std::shared_ptr<Coordinator> coordinator,
     ids.push_back(*id);
   }
   static constexpr const char* kNames[] = {"gold", "silver", "free"};
-  const Load load = hammer(run.threads, run.run_ms, [&](int t) {
-    WeightedFairEscrow& escrow = *fleet[static_cast<size_t>(t % escrows)];
-    if (!async) return escrow.admit(ids[static_cast<size_t>(t % 3)]);
-    // `admit_async`, its completion waited for (inline, or from the thread
-    // that reads the lease, or from the call ahead of it in the queue).
-    std::promise<absl::StatusOr<Decision>> done;
-    std::future<absl::StatusOr<Decision>> answer = done.get_future();
-    escrow.admit_async(kNames[t % 3], 1, [&done](absl::StatusOr<Decision> d) {
-      done.set_value(std::move(d));
-    });
-    return answer.get();
-  });
+  const Load load =
+      hammer(run.threads, scaled_work(run.run_ms, 500), [&](int t) {
+        WeightedFairEscrow& escrow = *fleet[static_cast<size_t>(t % escrows)];
+        if (!async) return escrow.admit(ids[static_cast<size_t>(t % 3)]);
+        // `admit_async`, its completion waited for (inline, or from the thread
+        // that reads the lease, or from the call ahead of it in the queue).
+        std::promise<absl::StatusOr<Decision>> done;
+        std::future<absl::StatusOr<Decision>> answer = done.get_future();
+        escrow.admit_async(kNames[t % 3], 1,
+                           [&done](absl::StatusOr<Decision> d) {
+                             done.set_value(std::move(d));
+                           });
+        return answer.get();
+      });
   EXPECT_EQ(load.errors, 0);
   EXPECT_GT(load.calls, static_cast<int64_t>(load.admitted.size()));
   const std::string figures = check_per_window(load, run.limit);

@@ -1,6 +1,6 @@
 // The weighted-fair escrow under threads on the system clock: 8 threads
 // (more than the machine's cores) on three tenants, 10 ms windows crossed
-// ~150 times. One in-process escrow: at most `limit` per window in total and
+// ~100 times. One in-process escrow: at most `limit` per window in total and
 // never more than the capped tenant's hard cap. Three escrows leasing from
 // one MemoryCoordinator budget: at most `limit` per store window in total
 // (counted by the store window that paid for each admission), through
@@ -17,20 +17,20 @@ namespace {
 
 TEST(WeightedFairEscrowRealClock, OneEscrowHoldsTheLimitAndTheCap) {
   testing::escrow_fleet_holds_limit(
-      nullptr, {.limit = 200, .window_ms = 10, .run_ms = 1500}, 1, "");
+      nullptr, {.limit = 200, .window_ms = 10, .run_ms = 1000}, 1, "");
 }
 
 TEST(WeightedFairEscrowRealClock, ThreeEscrowsOnOneBudgetHoldTheLimit) {
   testing::escrow_fleet_holds_limit(
       *MemoryCoordinator::create(),
-      {.limit = 200, .window_ms = 10, .run_ms = 1500}, 3, "escrow");
+      {.limit = 200, .window_ms = 10, .run_ms = 1000}, 3, "escrow");
 }
 
 // The same through `admit_async` (the queued path of docs/async.md).
 TEST(WeightedFairEscrowRealClock, ThreeEscrowsAdmittingAsyncHoldTheLimit) {
   testing::escrow_fleet_holds_limit(
       *MemoryCoordinator::create(),
-      {.limit = 200, .window_ms = 10, .run_ms = 1500}, 3, "escrow",
+      {.limit = 200, .window_ms = 10, .run_ms = 1000}, 3, "escrow",
       /*async=*/true);
 }
 
