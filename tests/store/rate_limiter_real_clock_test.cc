@@ -1,7 +1,8 @@
 // The README's first example under threads, as a request handler runs it:
 // `RateLimiter<S>::create(...)`, then `check(key)` with the system clock
 // inside, from 8 threads (more than the machine's cores) on one hot key for
-// 2 s of 10 ms windows (200 boundaries). Admissions are counted per window
+// 2 s of 10 ms windows (200 boundaries; under the sanitizers 500 ms,
+// `scaled_work`). Admissions are counted per window
 // (tests/support/strategy_bounds.h) and each strategy's bound must hold in
 // every window and over the run (labels `unit` and `tsan`).
 //
@@ -13,6 +14,7 @@
 
 #include "support/real_clock_load.h"
 #include "support/strategy_bounds.h"
+#include "support/test_work.h"
 #include "throttlekit/throttlekit.h"
 
 namespace throttlekit {
@@ -36,7 +38,8 @@ TYPED_TEST(RateLimiterRealClock, HotKeyHoldsItsBoundInEveryWindow) {
   ASSERT_TRUE(limiter.ok()) << limiter.status();
   // Call intervals on the limiter's own clock (`DefaultClock`).
   const testing::Load load = testing::hammer<DefaultClock>(
-      kThreads, kRunMs, [&](int) { return limiter->check("user:42"); });
+      kThreads, testing::scaled_work(kRunMs, 500),
+      [&](int) { return limiter->check("user:42"); });
   EXPECT_EQ(load.errors, 0);
   // Saturated: the limiter had to deny.
   EXPECT_GT(load.calls, static_cast<int64_t>(load.admitted.size()));
