@@ -118,8 +118,9 @@ end
 # The sanitizer builds run from here on beside the other optimised tests,
 # under the idle scheduling class (SCHED_IDLE, and the idle I/O class): they
 # get a core only when no test wants it, and a test waking up takes it back
-# at once. Those tests wait on clocks and servers most of the time and leave
-# about a core idle, which the builds use. The serial fleet tests ran before,
+# at once. Those tests keep the cores busy most of the time (docs/testing.md),
+# so the builds mostly run after them, but never delay them. The serial
+# fleet tests ran before,
 # alone: even under SCHED_IDLE a build beside them starved their table
 # readers into failures (docs/testing.md). The builds' rows are their own
 # times, beside the tests.

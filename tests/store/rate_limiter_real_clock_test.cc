@@ -1,7 +1,7 @@
 // The README's first example under threads, as a request handler runs it:
 // `RateLimiter<S>::create(...)`, then `check(key)` with the system clock
 // inside, from 8 threads (more than the machine's cores) on one hot key for
-// 2 s of 10 ms windows (200 boundaries; under the sanitizers 500 ms,
+// 1 s of 10 ms windows (100 boundaries; under the sanitizers 500 ms,
 // `scaled_work`). Admissions are counted per window
 // (tests/support/strategy_bounds.h) and each strategy's bound must hold in
 // every window and over the run (labels `unit` and `tsan`).
@@ -24,7 +24,7 @@ namespace {
 constexpr int kThreads = 8;
 constexpr int64_t kLimit = 200;
 constexpr int64_t kWindowMs = 10;
-constexpr int64_t kRunMs = 2000;
+constexpr int64_t kRunMs = 1000;
 
 template <class S>
 class RateLimiterRealClock : public ::testing::Test {};
