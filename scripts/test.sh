@@ -30,8 +30,9 @@ declare -A budget=(
   [asan-tests]=150
   [tsan-tests]=140
 )
-# The run's limit. The target is 20 minutes (1200 s), which the measured
-# runs meet (docs/testing.md); the limit that fails a run is 25 minutes, so
+# The run's limit. The target is 20 minutes (1200 s), which today's runs on
+# this machine class miss (docs/testing.md: 1359 to 1481 s; they met it
+# when the class was faster); the limit that fails a run is 25 minutes, so
 # that run-to-run noise on a shared machine (a build measured 290 s and
 # 470 s on the same head) never fails a green run, while a change that adds
 # minutes does.
