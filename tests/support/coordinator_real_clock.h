@@ -62,12 +62,17 @@ inline void report(const char* engine, std::string_view strategy,
               figures.c_str());
 }
 
+// How long `run` hammers in this build (the sanitizers' share, above).
+inline int64_t run_for(const RealClockRun& run) {
+  return scaled_work(run.run_ms, 500);
+}
+
 // The hot-key run and the bound check shared by every engine of strategy
 // `S` (any `RateEngine`).
 template <class S, RateEngine E>
 void engine_holds_bound(const char* engine, E& limiter,
                         const RealClockRun& run) {
-  const Load load = hammer(run.threads, scaled_work(run.run_ms, 500),
+  const Load load = hammer(run.threads, run_for(run),
                            [&](int) { return limiter.check("hot"); });
   EXPECT_EQ(load.errors, 0);
   EXPECT_GT(load.calls, static_cast<int64_t>(load.admitted.size()));
@@ -99,7 +104,7 @@ void strict_check_at_holds_bound(std::shared_ptr<Coordinator> coordinator,
       std::move(coordinator), {.prefix = std::move(prefix)});
   ASSERT_TRUE(limiter.ok()) << limiter.status();
   const SystemClock clock;
-  const Load load = hammer(run.threads, scaled_work(run.run_ms, 500), [&](int) {
+  const Load load = hammer(run.threads, run_for(run), [&](int) {
     return (*limiter)->check_at("hot", clock.now_ms());
   });
   EXPECT_EQ(load.errors, 0);
@@ -136,10 +141,9 @@ inline void leased_nodes_hold_limit(std::shared_ptr<Coordinator> coordinator,
     ASSERT_TRUE(node.ok()) << node.status();
     fleet.push_back(*std::move(node));
   }
-  const Load load =
-      hammer(run.threads, scaled_work(run.run_ms, 500), [&](int t) {
-        return fleet[static_cast<size_t>(t % nodes)]->check("hot");
-      });
+  const Load load = hammer(run.threads, run_for(run), [&](int t) {
+    return fleet[static_cast<size_t>(t % nodes)]->check("hot");
+  });
   EXPECT_EQ(load.errors, 0);
   EXPECT_GT(load.calls, static_cast<int64_t>(load.admitted.size()));
   const std::string figures = check_per_window(load, run.limit);
@@ -177,20 +181,18 @@ inline void escrow_fleet_holds_limit(std::shared_ptr<Coordinator> coordinator,
     ids.push_back(*id);
   }
   static constexpr const char* kNames[] = {"gold", "silver", "free"};
-  const Load load =
-      hammer(run.threads, scaled_work(run.run_ms, 500), [&](int t) {
-        WeightedFairEscrow& escrow = *fleet[static_cast<size_t>(t % escrows)];
-        if (!async) return escrow.admit(ids[static_cast<size_t>(t % 3)]);
-        // `admit_async`, its completion waited for (inline, or from the thread
-        // that reads the lease, or from the call ahead of it in the queue).
-        std::promise<absl::StatusOr<Decision>> done;
-        std::future<absl::StatusOr<Decision>> answer = done.get_future();
-        escrow.admit_async(kNames[t % 3], 1,
-                           [&done](absl::StatusOr<Decision> d) {
-                             done.set_value(std::move(d));
-                           });
-        return answer.get();
-      });
+  const Load load = hammer(run.threads, run_for(run), [&](int t) {
+    WeightedFairEscrow& escrow = *fleet[static_cast<size_t>(t % escrows)];
+    if (!async) return escrow.admit(ids[static_cast<size_t>(t % 3)]);
+    // `admit_async`, its completion waited for (inline, or from the thread
+    // that reads the lease, or from the call ahead of it in the queue).
+    std::promise<absl::StatusOr<Decision>> done;
+    std::future<absl::StatusOr<Decision>> answer = done.get_future();
+    escrow.admit_async(kNames[t % 3], 1, [&done](absl::StatusOr<Decision> d) {
+      done.set_value(std::move(d));
+    });
+    return answer.get();
+  });
   EXPECT_EQ(load.errors, 0);
   EXPECT_GT(load.calls, static_cast<int64_t>(load.admitted.size()));
   const std::string figures = check_per_window(load, run.limit);
