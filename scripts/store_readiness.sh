@@ -9,8 +9,8 @@
 #   scripts/store_readiness.sh --compare REF   # and commit REF beside it
 #
 # --compare builds the same program against REF's library in a temporary
-# worktree (without `wait_ready`, which older code lacks: its connections
-# open inside the first calls), so both are measured in one run.
+# worktree (without `wait_ready` if REF predates it: its connections open
+# inside the first calls), so both are measured in one run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ref=""
@@ -23,12 +23,15 @@ if [[ -n "$ref" ]]; then
   tree="$(mktemp -d /tmp/tk-readiness-ref.XXXXXX)"
   git worktree add --detach "$tree" "$ref" >/dev/null
   cp bench/store_readiness.cc "$tree/bench/"
-  cat >> "$tree/bench/CMakeLists.txt" <<'CMAKE'
+  # A commit from before the program has neither it nor `wait_ready`.
+  if ! grep -q store_readiness "$tree/bench/CMakeLists.txt"; then
+    cat >> "$tree/bench/CMakeLists.txt" <<'CMAKE'
 add_executable(store_readiness store_readiness.cc)
 target_link_libraries(store_readiness PRIVATE throttlekit::redis
   throttlekit::postgres)
 target_compile_definitions(store_readiness PRIVATE THROTTLEKIT_NO_WAIT_READY)
 CMAKE
+  fi
   (cd "$tree" && cmake --preset release >/dev/null &&
      cmake --build --preset release --target store_readiness >/dev/null)
   bins+=("$tree/build/release/bench/store_readiness")

@@ -4,50 +4,14 @@
 #include "pipelined_connection.h"
 
 #include <libpq-fe.h>
-#include <poll.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
 namespace throttlekit::postgres_internal {
-namespace {
-
-absl::Status deadline_error(std::string_view what) {
-  return absl::DeadlineExceededError(
-      absl::StrCat("postgres: command deadline exceeded ",
-                   absl::string_view(what.data(), what.size())));
-}
-
-// The primary line of an error message.
-std::string first_line(const char* what) {
-  std::string_view m(what != nullptr ? what : "");
-  m = m.substr(0, m.find('\n'));
-  return std::string(m);
-}
-
-// A statement's error as the blocking path maps it.
-absl::Status statement_error(const PGresult* r, bool* connection_ok) {
-  const char* code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-  const std::string state = code != nullptr ? code : "";
-  const std::string message =
-      first_line(PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY));
-  *connection_ok = true;
-  if (state == "TK001") return absl::FailedPreconditionError(message);
-  if (state == "57014") return deadline_error("(statement_timeout)");
-  if (state.rfind("08", 0) == 0 || state.rfind("57P", 0) == 0) {
-    *connection_ok = false;
-    return absl::UnavailableError(absl::StrCat("postgres: ", message));
-  }
-  *connection_ok = false;  // a fresh session next time, as the pool does
-  return absl::InternalError(absl::StrCat("postgres: ", state, ": ", message));
-}
-
-}  // namespace
-
 PipelinedConnection::PipelinedConnection(PipelinedConnectionOptions options)
     : options_(std::move(options)), io_([this] { io_loop(); }) {}
 
@@ -125,17 +89,17 @@ void PipelinedConnection::serve(Batch& batch, std::vector<Outcome>& out) {
       lengths.push_back(static_cast<int>(r->params[i].size()));
       formats.push_back(i == 0 ? 1 : 0);
     }
-    if (PQsendQueryPrepared(conn_, r->statement.c_str(),
+    if (PQsendQueryPrepared(conn_->raw(), r->statement.c_str(),
                             static_cast<int>(values.size()), values.data(),
                             lengths.data(), formats.data(), 0) != 1 ||
-        PQpipelineSync(conn_) != 1) {
-      const absl::Status s = connection_error("sending");
+        PQpipelineSync(conn_->raw()) != 1) {
+      const absl::Status s = conn_->error("sending");
       for (auto& o : out) o = s;
       drop();
       return;
     }
   }
-  if (absl::Status s = flush(earliest); !s.ok()) {
+  if (absl::Status s = conn_->flush(earliest); !s.ok()) {
     for (auto& o : out) o = s;
     drop();
     return;
@@ -145,8 +109,8 @@ void PipelinedConnection::serve(Batch& batch, std::vector<Outcome>& out) {
   bool have_result = false;
   bool reusable = true;
   while (i < batch.size()) {
-    if (PQisBusy(conn_) == 1) {
-      if (absl::Status s = await_input(batch[i]->deadline); !s.ok()) {
+    if (PQisBusy(conn_->raw()) == 1) {
+      if (absl::Status s = conn_->await_input(batch[i]->deadline); !s.ok()) {
         for (size_t j = i; j < batch.size(); ++j) {
           if (j != i || !have_result) out[j] = s;
         }
@@ -155,7 +119,7 @@ void PipelinedConnection::serve(Batch& batch, std::vector<Outcome>& out) {
       }
       continue;
     }
-    PGresult* r = PQgetResult(conn_);
+    PGresult* r = PQgetResult(conn_->raw());
     if (r == nullptr) continue;  // the end of one statement's results
     switch (PQresultStatus(r)) {
       case PGRES_TUPLES_OK: {
@@ -205,31 +169,12 @@ absl::Status PipelinedConnection::connect(absl::Time deadline) {
   }
   const absl::Time until =
       std::min(deadline, absl::Now() + options_.connect_timeout);
-  conn_ = PQconnectStart(options_.conninfo.c_str());
-  if (conn_ == nullptr) {
-    return absl::UnavailableError("postgres: cannot connect: out of memory");
-  }
-  if (PQstatus(conn_) == CONNECTION_BAD) {
-    const absl::Status s = connection_error("cannot connect");
-    drop();
-    return s;
-  }
-  for (PostgresPollingStatusType st = PGRES_POLLING_WRITING;;) {
-    if (st == PGRES_POLLING_OK) break;
-    if (st == PGRES_POLLING_FAILED) {
-      const absl::Status s = connection_error("cannot connect");
-      drop();
-      return s;
-    }
-    if (absl::Status s = wait_socket(st == PGRES_POLLING_WRITING, until);
-        !s.ok()) {
-      drop();
-      return s;
-    }
-    st = PQconnectPoll(conn_);
-  }
-  if (PQsetnonblocking(conn_, 1) != 0 || PQenterPipelineMode(conn_) != 1) {
-    const absl::Status s = connection_error("cannot enter pipeline mode");
+  absl::StatusOr<std::unique_ptr<PgConnection>> c =
+      PgConnection::open(options_.conninfo, until);
+  if (!c.ok()) return c.status();
+  conn_ = *std::move(c);
+  if (PQenterPipelineMode(conn_->raw()) != 1) {
+    const absl::Status s = conn_->error("cannot enter pipeline mode");
     drop();
     return s;
   }
@@ -245,24 +190,30 @@ absl::Status PipelinedConnection::connect(absl::Time deadline) {
 
 absl::Status PipelinedConnection::prepare(absl::Time deadline) {
   for (const auto& [name, sql] : options_.statements) {
-    if (PQsendPrepare(conn_, name.c_str(), sql.c_str(), 0, nullptr) != 1) {
-      return connection_error("preparing");
+    if (PQsendPrepare(conn_->raw(), name.c_str(), sql.c_str(), 0, nullptr) !=
+        1) {
+      return conn_->error("preparing");
     }
   }
-  if (PQpipelineSync(conn_) != 1) return connection_error("preparing");
-  if (absl::Status s = flush(deadline); !s.ok()) return s;
+  if (!options_.session_setup.empty() &&
+      PQsendQueryParams(conn_->raw(), options_.session_setup.c_str(), 0,
+                        nullptr, nullptr, nullptr, nullptr, 0) != 1) {
+    return conn_->error("preparing");
+  }
+  if (PQpipelineSync(conn_->raw()) != 1) return conn_->error("preparing");
+  if (absl::Status s = conn_->flush(deadline); !s.ok()) return s;
   absl::Status failed = absl::OkStatus();
   for (;;) {
-    if (PQisBusy(conn_) == 1) {
-      if (absl::Status s = await_input(deadline); !s.ok()) return s;
+    if (PQisBusy(conn_->raw()) == 1) {
+      if (absl::Status s = conn_->await_input(deadline); !s.ok()) return s;
       continue;
     }
-    PGresult* r = PQgetResult(conn_);
+    PGresult* r = PQgetResult(conn_->raw());
     if (r == nullptr) continue;
     const ExecStatusType st = PQresultStatus(r);
     if (st != PGRES_COMMAND_OK && st != PGRES_PIPELINE_SYNC && failed.ok()) {
       failed = absl::UnavailableError(
-          absl::StrCat("postgres: preparing a statement failed: ",
+          absl::StrCat("postgres: setting a connection up failed: ",
                        first_line(PQresultErrorMessage(r))));
     }
     PQclear(r);
@@ -270,50 +221,6 @@ absl::Status PipelinedConnection::prepare(absl::Time deadline) {
   }
 }
 
-absl::Status PipelinedConnection::flush(absl::Time deadline) {
-  for (;;) {
-    const int f = PQflush(conn_);
-    if (f == 0) return absl::OkStatus();
-    if (f < 0) return connection_error("sending");
-    // More to send: wait for room (reading what arrives meanwhile, so the
-    // server, blocked on its own output, can go on).
-    if (absl::Status s = wait_socket(true, deadline); !s.ok()) return s;
-    if (PQconsumeInput(conn_) != 1) return connection_error("reading");
-  }
-}
-
-absl::Status PipelinedConnection::await_input(absl::Time deadline) {
-  if (absl::Status s = wait_socket(false, deadline); !s.ok()) return s;
-  if (PQconsumeInput(conn_) != 1) return connection_error("reading");
-  return absl::OkStatus();
-}
-
-absl::Status PipelinedConnection::wait_socket(bool write, absl::Time deadline) {
-  for (;;) {
-    const absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration()) {
-      return deadline_error("waiting for the server");
-    }
-    pollfd p{PQsocket(conn_),
-             static_cast<short>(write ? (POLLOUT | POLLIN) : POLLIN), 0};
-    const int ms = static_cast<int>(std::max<int64_t>(
-        1, absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1)))));
-    const int n = ::poll(&p, 1, ms);
-    if (n > 0) return absl::OkStatus();
-    if (n < 0 && errno != EINTR) return connection_error("waiting");
-  }
-}
-
-absl::Status PipelinedConnection::connection_error(
-    std::string_view what) const {
-  return absl::UnavailableError(absl::StrCat(
-      "postgres: ", absl::string_view(what.data(), what.size()), ": ",
-      first_line(conn_ != nullptr ? PQerrorMessage(conn_) : "")));
-}
-
-void PipelinedConnection::drop() {
-  if (conn_ != nullptr) PQfinish(conn_);
-  conn_ = nullptr;
-}
+void PipelinedConnection::drop() { conn_.reset(); }
 
 }  // namespace throttlekit::postgres_internal

@@ -37,10 +37,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "pg_connection.h"
 #include "throttlekit/coordinator/backend_stats.h"
 #include "throttlekit/core/mutex.h"
-
-struct pg_conn;
 
 namespace throttlekit::postgres_internal {
 
@@ -65,6 +64,9 @@ struct PipelinedConnectionOptions {
   // (name, SQL) of every statement a request may name; prepared on each
   // new connection.
   std::vector<std::pair<std::string, std::string>> statements;
+  // One statement run on each new connection after the prepares (the
+  // session's statement_timeout); none if empty.
+  std::string session_setup;
   // Runs on the I/O thread before each connect (the coordinator makes sure
   // the schema exists: a blocking call on its pool).
   std::function<absl::Status()> before_connect;
@@ -96,11 +98,6 @@ class PipelinedConnection {
   void serve(Batch& batch, std::vector<Outcome>& out);
   absl::Status connect(absl::Time deadline);
   absl::Status prepare(absl::Time deadline);
-  absl::Status flush(absl::Time deadline);
-  // Waits until the socket is readable (and reads what came) or `deadline`.
-  absl::Status await_input(absl::Time deadline);
-  absl::Status wait_socket(bool write, absl::Time deadline);
-  absl::Status connection_error(std::string_view what) const;
   void drop();
 
   const PipelinedConnectionOptions options_;
@@ -109,7 +106,7 @@ class PipelinedConnection {
   std::deque<std::unique_ptr<PipelinedRequest>> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Touched only by the I/O thread.
-  pg_conn* conn_ = nullptr;
+  std::unique_ptr<PgConnection> conn_;
   std::thread io_;  // started by the constructor, joined by the destructor
 };
 

@@ -3,16 +3,18 @@
 
 #include "throttlekit/postgres/postgres_coordinator.h"
 
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
-#include <exception>
 #include <memory>
 #include <mutex>
-#include <pqxx/pqxx>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -29,19 +31,18 @@
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "deadline_connection.h"
+#include "pg_connection.h"
 #include "pipelined_connection.h"
 #include "postgres_sql.h"
-#include "socket_watchdog.h"
 #include "throttlekit/core/mutex.h"
 #include "throttlekit/core/option_check.h"
 
 namespace throttlekit {
 namespace {
 
-using postgres_internal::ConnectDeadline;
-using postgres_internal::DeadlineConnection;
-using postgres_internal::SocketWatchdog;
+using postgres_internal::deadline_error;
+using postgres_internal::PgConnection;
+using postgres_internal::PgRow;
 
 // The longest table name: leaves room for "_sliding_window" and friends in
 // PostgreSQL's 63-byte identifiers.
@@ -122,16 +123,19 @@ std::string quoted(const std::string& v) {
 std::string conninfo(const PostgresCoordinatorOptions& o) {
   std::string s = absl::StrCat(
       "host=", quoted(o.host), " port=", o.port, " dbname=", quoted(o.dbname),
-      " user=", quoted(o.user), " application_name=throttlekit",
-      // Server-side bound too, so a slow statement does not run on after
-      // the client gave up.
-      " options=",
-      quoted(absl::StrCat("-c statement_timeout=",
-                          absl::ToInt64Milliseconds(absl::Ceil(
-                              o.command_timeout, absl::Milliseconds(1))))));
+      " user=", quoted(o.user), " application_name=throttlekit");
   if (!o.password.empty())
     absl::StrAppend(&s, " password=", quoted(o.password));
   return s;
+}
+
+// A session's last set-up statement: the server-side bound of every call
+// (so a slow statement does not run on long after the client gave up),
+// set once the set-up itself, bounded by the connect timeout only, is done.
+std::string statement_timeout_sql(const PostgresCoordinatorOptions& o) {
+  return absl::StrCat("SET statement_timeout = ",
+                      absl::ToInt64Milliseconds(absl::Ceil(
+                          o.command_timeout, absl::Milliseconds(1))));
 }
 
 // A double as text that PostgreSQL's float8 input reads back exactly.
@@ -139,10 +143,6 @@ std::string exact(double v) {
   char buf[40];
   std::snprintf(buf, sizeof buf, "%.17g", v);
   return buf;
-}
-
-pqxx::binarystring bytes(std::string_view s) {
-  return pqxx::binarystring(s.data(), s.size());
 }
 
 // The prepared statements: name and the number of parameters.
@@ -168,26 +168,19 @@ constexpr Statement kStatements[] = {
     {"tk_now", "_now", 1},
 };
 
-// The primary line of a server error ("ERROR:  msg\nCONTEXT: ...").
-std::string primary_message(const char* what) {
-  std::string_view m(what);
-  m = m.substr(0, m.find('\n'));
-  for (std::string_view prefix : {"ERROR:  ", "FATAL:  "}) {
-    if (m.substr(0, prefix.size()) == prefix) m.remove_prefix(prefix.size());
-  }
-  return std::string(m);
-}
-
 }  // namespace
 
 namespace postgres_internal {
 
 // One pooled connection with its prepared statements.
 struct Session {
-  std::unique_ptr<DeadlineConnection> conn;
+  std::unique_ptr<PgConnection> conn;
   // The schema's epoch its statements were prepared against (a session
   // from before the schema was lost is closed, not used).
   int64_t schema_epoch = 0;
+  // While draining (a call's deadline passed before its reply): until when
+  // the reply may still come before the connection is closed.
+  absl::Time drain_until;
 };
 
 }  // namespace postgres_internal
@@ -196,9 +189,10 @@ using postgres_internal::Session;
 
 namespace {
 // Runs the stored function of `strategy`: one prepared statement (below).
-pqxx::result exec_strategy(Session& s, const AnyStrategy& strategy,
-                           std::string_view key, int64_t now_ms, double cost,
-                           bool peek);
+absl::StatusOr<PgRow> exec_strategy(Session& s, const AnyStrategy& strategy,
+                                    std::string_view key, int64_t now_ms,
+                                    double cost, bool peek,
+                                    absl::Time deadline);
 
 // One strategy of each kind, for a new session's warm-up (`setup`).
 const std::vector<AnyStrategy>& warm_up_strategies() {
@@ -235,25 +229,22 @@ class PostgresCoordinator::Impl {
       return got.status();
     }
     std::unique_ptr<Session> session = *std::move(got);
-    SocketWatchdog::Armed armed(watchdog_, session->conn->sock(), deadline);
     detail::BackendCounters::add(counters_.batches);
-    bool healthy = false;
-    absl::StatusOr<T> result = absl::InternalError("unreachable");
-    try {
-      // Bounds any reconnect libpqxx might attempt (it should not: see
-      // `connect`).
-      ConnectDeadline bound(deadline);
-      result = fn(*session);
-      healthy = true;
-    } catch (...) {
-      result = map_exception(std::current_exception(), deadline, &healthy);
+    absl::StatusOr<T> result = fn(*session, deadline);
+    if (!session->conn->sqlstate().empty()) {
+      schema_lost(session->conn->sqlstate());
     }
-    if (armed.finish()) {
-      healthy = false;  // the socket is shut down
-      if (!result.ok()) result = deadline_error("waiting for the server");
+    switch (session->conn->state()) {
+      case PgConnection::State::kReady:
+        release(std::move(session), true);
+        break;
+      case PgConnection::State::kInFlight:
+        drain(std::move(session), deadline);
+        break;
+      case PgConnection::State::kBroken:
+        release(std::move(session), false);
+        break;
     }
-    const bool reuse = healthy && session_open(*session);
-    release(std::move(session), reuse);
     count(result.status());
     return result;
   }
@@ -275,7 +266,7 @@ class PostgresCoordinator::Impl {
     if (schema_ready_.load(std::memory_order_acquire)) {
       return absl::OkStatus();
     }
-    return run<bool>([](Session&) { return true; }).status();
+    return run<bool>([](Session&, absl::Time) { return true; }).status();
   }
 
   // Stops the pipelined connection first: it completes what is queued,
@@ -292,7 +283,10 @@ class PostgresCoordinator::Impl {
       stop_ = true;
     }
     opener_cv_.notify_all();
+    wake_drainer();
     opener_.join();  // after at most one attempt's connect timeout
+    drainer_.join();
+    ::close(drainer_wake_);
   }
 
   // Asks the opener for the whole pool and waits until every session is
@@ -331,6 +325,7 @@ class PostgresCoordinator::Impl {
       postgres_internal::PipelinedConnectionOptions o;
       o.conninfo = conninfo_;
       o.connect_timeout = options_.connect_timeout;
+      o.session_setup = statement_timeout_sql(options_);
       for (const Statement& st : kStatements) {
         o.statements.emplace_back(st.name, statement_sql(st));
       }
@@ -393,57 +388,6 @@ class PostgresCoordinator::Impl {
     }
   }
 
-  static bool session_open(const Session& s) {
-    return s.conn != nullptr && s.conn->is_open();
-  }
-
-  static absl::Status deadline_error(std::string_view what) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("postgres: command deadline exceeded ", av(what)));
-  }
-
-  // Maps the exception of a request; `healthy` says whether the connection
-  // can be reused.
-  absl::Status map_exception(std::exception_ptr e, absl::Time deadline,
-                             bool* healthy) {
-    const bool late = absl::Now() >= deadline;
-    try {
-      std::rethrow_exception(e);
-    } catch (const pqxx::broken_connection& x) {
-      *healthy = false;
-      if (late) return deadline_error("(connection cut)");
-      return absl::UnavailableError(
-          absl::StrCat("postgres: connection lost: ", x.what()));
-    } catch (const pqxx::sql_error& x) {
-      const std::string& state = x.sqlstate();
-      *healthy = true;
-      if (state == "TK001") {
-        return absl::FailedPreconditionError(primary_message(x.what()));
-      }
-      if (state == "57014") return deadline_error("(statement_timeout)");
-      if (state.rfind("08", 0) == 0 || state.rfind("57P", 0) == 0) {
-        *healthy = false;
-        return absl::UnavailableError(
-            absl::StrCat("postgres: ", primary_message(x.what())));
-      }
-      // Anything else: a fresh session next time (no stale plan or type
-      // caches). A missing table or function (dropped, or a server
-      // re-initialised) is created again by the next connection.
-      *healthy = false;
-      if (state.empty() && late) return deadline_error("(connection cut)");
-      schema_lost(state);
-      return absl::InternalError(
-          absl::StrCat("postgres: ", state, ": ", primary_message(x.what())));
-    } catch (const std::exception& x) {
-      *healthy = false;
-      if (late) return deadline_error("");
-      return absl::InternalError(absl::StrCat("postgres: ", x.what()));
-    } catch (...) {
-      *healthy = false;
-      return absl::InternalError("postgres: unknown exception");
-    }
-  }
-
   // A free session, waiting for one until `deadline`; never connects (the
   // opener does). kUnavailable at once, with the opener's last error,
   // while no session is open and connecting fails (a server that refuses
@@ -472,7 +416,8 @@ class PostgresCoordinator::Impl {
       }
       if (open_ == 0 && !connect_error_.ok())
         return absl::Status(connect_error_.code(), connect_error_.message());
-      // Every open session is in use: one more, up to `connections`.
+      // Every open session is in use (or draining): one more, up to
+      // `connections`.
       if (want_ < options_.connections && open_ >= want_) {
         ++want_;
         opener_cv_.notify_one();
@@ -505,6 +450,78 @@ class PostgresCoordinator::Impl {
     }
     pool_cv_.notify_one();
     if (!healthy) opener_cv_.notify_one();
+  }
+
+  // A session whose call passed its deadline with the statement still on
+  // the server: the drainer reads the late reply and returns the session
+  // to the pool, or closes it if no reply comes within `connect_timeout`
+  // after the deadline (as long as opening a replacement may take). A
+  // late reply thus costs no connection, and a burst of late calls no
+  // burst of reconnects.
+  void drain(std::unique_ptr<Session> s, absl::Time deadline) {
+    s->drain_until = deadline + options_.connect_timeout;
+    {
+      MutexLock lock(mu_);
+      draining_.push_back(std::move(s));
+    }
+    wake_drainer();
+  }
+
+  void wake_drainer() {
+    const uint64_t one = 1;
+    [[maybe_unused]] const ssize_t n = ::write(drainer_wake_, &one, sizeof one);
+  }
+
+  // The drainer: polls the sockets of draining sessions (and its wake-up
+  // eventfd), reads what arrives, and hands each session back (its late
+  // reply consumed) or closes it (broken, or its drain time over).
+  void drainer_loop() {
+    std::vector<std::unique_ptr<Session>> mine;
+    std::vector<pollfd> fds;
+    for (;;) {
+      {
+        MutexLock lock(mu_);
+        if (stop_) break;
+        for (auto& s : draining_) mine.push_back(std::move(s));
+        draining_.clear();
+      }
+      fds.assign(1, pollfd{drainer_wake_, POLLIN, 0});
+      absl::Time next = absl::InfiniteFuture();
+      const absl::Time now = absl::Now();
+      for (size_t i = 0; i < mine.size();) {
+        bool want_write = false;
+        const PgConnection::State st = mine[i]->conn->drain(&want_write);
+        if (st != PgConnection::State::kInFlight ||
+            now >= mine[i]->drain_until) {
+          const bool kept = st == PgConnection::State::kReady;
+          if (kept) detail::BackendCounters::add(counters_.drained);
+          release(std::move(mine[i]), kept);
+          mine[i] = std::move(mine.back());
+          mine.pop_back();
+          continue;
+        }
+        fds.push_back(
+            pollfd{mine[i]->conn->socket(),
+                   static_cast<short>(POLLIN | (want_write ? POLLOUT : 0)), 0});
+        next = std::min(next, mine[i]->drain_until);
+        ++i;
+      }
+      // Without its eventfd (out of descriptors) the drainer looks for
+      // work and for `stop_` every 100 ms instead.
+      int ms = drainer_wake_ >= 0 ? -1 : 100;
+      if (next != absl::InfiniteFuture()) {
+        ms = static_cast<int>(
+            std::clamp<int64_t>(absl::ToInt64Milliseconds(absl::Ceil(
+                                    next - absl::Now(), absl::Milliseconds(1))),
+                                1, 60'000));
+      }
+      if (::poll(fds.data(), fds.size(), ms) > 0 && fds[0].revents != 0) {
+        uint64_t count = 0;
+        [[maybe_unused]] const ssize_t n =
+            ::read(drainer_wake_, &count, sizeof count);
+      }
+    }
+    for (auto& s : mine) release(std::move(s), false);
   }
 
   // The opener: keeps `want_` sessions open (one from the start, one more
@@ -554,68 +571,55 @@ class PostgresCoordinator::Impl {
   }
 
   // Opens a connection, creates the schema if this coordinator has not yet,
-  // and prepares every statement; bounded by `deadline` and the connect
-  // timeout. The connection is closed on any failure. The opener's.
+  // prepares every statement and warms the strategies up; bounded by
+  // `deadline` and the connect timeout. The opener's.
   absl::StatusOr<std::unique_ptr<Session>> connect(absl::Time deadline) {
     const absl::Time until =
         std::min(deadline, absl::Now() + options_.connect_timeout);
     auto session = std::make_unique<Session>();
-    try {
-      {
-        ConnectDeadline bound(until);
-        session->conn = std::make_unique<DeadlineConnection>(conninfo_);
-      }
-      // A lost connection is dropped and replaced by the pool, never
-      // silently reconnected inside a request (libpqxx 6 would, blocking).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-      session->conn->inhibit_reactivation(true);
-#pragma GCC diagnostic pop
-      SocketWatchdog::Armed armed(watchdog_, session->conn->sock(), until);
-      try {
-        setup(*session);
-      } catch (...) {
-        if (armed.finish()) {
-          return deadline_error("while setting up a connection");
-        }
-        throw;
-      }
-      if (armed.finish()) {
+    absl::StatusOr<std::unique_ptr<PgConnection>> conn =
+        PgConnection::open(conninfo_, until);
+    if (!conn.ok()) return conn.status();
+    session->conn = *std::move(conn);
+    if (absl::Status s = setup(*session, until); !s.ok()) {
+      if (absl::IsDeadlineExceeded(s)) {
         return deadline_error("while setting up a connection");
       }
-      detail::BackendCounters::add(counters_.connects);
-    } catch (const pqxx::broken_connection& x) {
-      if (absl::Now() >= until) {
-        return deadline_error(
-            absl::StrCat("while connecting: ", primary_message(x.what())));
+      if (!session->conn->sqlstate().empty()) {
+        schema_lost(session->conn->sqlstate());
       }
-      return absl::UnavailableError(
-          absl::StrCat("postgres: cannot connect: ", x.what()));
-    } catch (...) {
-      bool healthy = false;
-      return map_exception(std::current_exception(), until, &healthy);
+      return s;
     }
+    detail::BackendCounters::add(counters_.connects);
     return session;
   }
 
-  void setup(Session& session) {
-    DeadlineConnection& conn = *session.conn;
+  absl::Status setup(Session& session, absl::Time until) {
+    PgConnection& conn = *session.conn;
     session.schema_epoch = schema_epoch_.load(std::memory_order_acquire);
     if (!schema_ready_.load(std::memory_order_acquire)) {
-      pqxx::nontransaction tx(conn);
-      tx.exec(ddl_);
+      if (absl::Status s = conn.exec(ddl_, until).status(); !s.ok()) return s;
       schema_ready_.store(true, std::memory_order_release);
     }
     for (const Statement& st : kStatements) {
-      conn.prepare(st.name, statement_sql(st));
-      conn.prepare_now(st.name);
+      if (absl::Status s = conn.prepare(st.name, statement_sql(st), until);
+          !s.ok()) {
+        return s;
+      }
     }
     // One peek (which writes nothing) of each strategy: a session compiles
     // a PL/pgSQL function on its first call (about 14 ms measured, against
     // about 0.1 ms after), which would otherwise land in a call's deadline.
     for (const AnyStrategy& strategy : warm_up_strategies()) {
-      exec_strategy(session, strategy, "throttlekit:warm-up", 0, 1.0, true);
+      if (absl::Status s =
+              exec_strategy(session, strategy, "throttlekit:warm-up", 0, 1.0,
+                            true, until)
+                  .status();
+          !s.ok()) {
+        return s;
+      }
     }
+    return conn.exec(statement_timeout_sql(options_), until).status();
   }
 
   const PostgresCoordinatorOptions options_;
@@ -644,22 +648,16 @@ class PostgresCoordinator::Impl {
   std::atomic<bool> refusing_{false};
   std::atomic<std::shared_ptr<const absl::Status>> refusal_;
   std::thread opener_;
-  SocketWatchdog watchdog_;
+  // Sessions handed to the drainer, not yet taken by it.
+  std::vector<std::unique_ptr<Session>> draining_ ABSL_GUARDED_BY(mu_);
+  const int drainer_wake_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  std::thread drainer_{[this] { drainer_loop(); }};  // after what it reads
   Mutex pipeline_mu_;
   std::unique_ptr<postgres_internal::PipelinedConnection> pipeline_
       ABSL_GUARDED_BY(pipeline_mu_);
 };
 
 namespace {
-
-// A row's columns as text ("t"/"f" for booleans), as the pipelined path
-// reads them: both paths parse results with the same functions.
-std::vector<std::string> row_text(const pqxx::row& row) {
-  std::vector<std::string> out;
-  out.reserve(row.size());
-  for (const pqxx::field& f : row) out.emplace_back(f.c_str(), f.size());
-  return out;
-}
 
 // The first `n` columns of `row` after `skip`, as integers.
 absl::Status parse_ints(const std::vector<std::string>& row, size_t skip,
@@ -724,12 +722,24 @@ absl::StatusOr<HeartbeatGrant> to_heartbeat_grant(
                         .stale = row[5] == "t"};
 }
 
-// The first row of `r`, parsed as the pipelined path parses it.
+// The first row of a reply, parsed as the pipelined path parses it.
 template <class T>
 absl::StatusOr<T> first_row(
-    const pqxx::result& r,
+    const absl::StatusOr<PgRow>& r,
     absl::StatusOr<T> (*parse)(const std::vector<std::string>&)) {
-  return parse(row_text(r.at(0)));
+  if (!r.ok()) return r.status();
+  if (r->values.empty()) {
+    return absl::InternalError("postgres: a statement returned no row");
+  }
+  return parse(r->values);
+}
+
+// A prepared statement whose first parameter is a key (a bytea, bound in
+// binary), the others text.
+absl::StatusOr<PgRow> keyed(Session& s, const std::string& statement,
+                            const std::vector<std::string>& params,
+                            absl::Time deadline) {
+  return s.conn->exec_prepared(statement, params, true, deadline);
 }
 
 // An asynchronous call on the pipelined connection: its completion and the
@@ -814,13 +824,13 @@ StrategyCall strategy_call(const AnyStrategy& strategy, int64_t now_ms,
 }
 
 // Runs the stored function of `strategy`: one prepared statement.
-pqxx::result exec_strategy(Session& s, const AnyStrategy& strategy,
-                           std::string_view key, int64_t now_ms, double cost,
-                           bool peek) {
-  pqxx::nontransaction tx(*s.conn);
-  const StrategyCall call = strategy_call(strategy, now_ms, cost, peek);
-  return tx.exec_prepared(call.statement, bytes(key),
-                          pqxx::prepare::make_dynamic_params(call.params));
+absl::StatusOr<PgRow> exec_strategy(Session& s, const AnyStrategy& strategy,
+                                    std::string_view key, int64_t now_ms,
+                                    double cost, bool peek,
+                                    absl::Time deadline) {
+  StrategyCall call = strategy_call(strategy, now_ms, cost, peek);
+  call.params.insert(call.params.begin(), std::string(key));
+  return keyed(s, call.statement, call.params, deadline);
 }
 
 }  // namespace
@@ -842,9 +852,10 @@ BackendStats PostgresCoordinator::stats() const { return impl_->stats(); }
 absl::StatusOr<Decision> PostgresCoordinator::do_check(
     const AnyStrategy& strategy, std::string_view key, int64_t now_ms,
     double cost) {
-  return impl_->run<Decision>([&](Session& s) {
-    return first_row(exec_strategy(s, strategy, key, now_ms, cost, false),
-                     &to_decision);
+  return impl_->run<Decision>([&](Session& s, absl::Time deadline) {
+    return first_row(
+        exec_strategy(s, strategy, key, now_ms, cost, false, deadline),
+        &to_decision);
   });
 }
 
@@ -864,9 +875,10 @@ void PostgresCoordinator::do_check_async(const AnyStrategy& strategy,
 
 absl::StatusOr<Decision> PostgresCoordinator::do_peek(
     const AnyStrategy& strategy, std::string_view key, int64_t now_ms) {
-  return impl_->run<Decision>([&](Session& s) {
-    return first_row(exec_strategy(s, strategy, key, now_ms, 1.0, true),
-                     &to_decision);
+  return impl_->run<Decision>([&](Session& s, absl::Time deadline) {
+    return first_row(
+        exec_strategy(s, strategy, key, now_ms, 1.0, true, deadline),
+        &to_decision);
   });
 }
 
@@ -936,32 +948,36 @@ absl::StatusOr<Forecast> PostgresCoordinator::do_forecast(
       "SELECT ", t, "_now($2), r.kind, r.d1, r.d2, r.n1, r.n2, ",
       "array_to_string(r.ticks, ','), array_to_string(r.counts, ',') ",
       "FROM (SELECT 1) AS one LEFT JOIN ", t, " AS r ON r.id = sha256($1)");
-  absl::StatusOr<StoredRow> row = impl_->run<StoredRow>([&](Session& s) {
-    pqxx::nontransaction tx(*s.conn);
-    const pqxx::row r = tx.exec_params(sql, bytes(key), now_ms).at(0);
-    StoredRow out;
-    out.now = r[0].as<int64_t>();
-    if (!r[1].is_null()) {
-      out.kind = r[1].as<int>();
-      out.d1 = r[2].as<double>();
-      out.d2 = r[3].as<double>();
-      out.n1 = r[4].as<int64_t>();
-      out.n2 = r[5].as<int64_t>();
-      if (!r[6].is_null()) {
-        out.ticks =
-            split<int64_t>(r[6].as<std::string>(), [](const std::string& v) {
-              return std::strtoll(v.c_str(), nullptr, 10);
+  absl::StatusOr<StoredRow> row = impl_->run<StoredRow>(
+      [&](Session& s, absl::Time deadline) -> absl::StatusOr<StoredRow> {
+        absl::StatusOr<PgRow> r = s.conn->exec_params(
+            sql, {std::string(key), std::to_string(now_ms)}, true, deadline);
+        if (!r.ok()) return r.status();
+        const std::vector<std::string>& v = r->values;
+        if (v.size() != 8) {
+          return absl::InternalError("postgres: forecast read a bad row");
+        }
+        StoredRow out;
+        out.now = std::strtoll(v[0].c_str(), nullptr, 10);
+        if (!r->nulls[1]) {
+          out.kind = std::atoi(v[1].c_str());
+          out.d1 = std::strtod(v[2].c_str(), nullptr);
+          out.d2 = std::strtod(v[3].c_str(), nullptr);
+          out.n1 = std::strtoll(v[4].c_str(), nullptr, 10);
+          out.n2 = std::strtoll(v[5].c_str(), nullptr, 10);
+          if (!r->nulls[6]) {
+            out.ticks = split<int64_t>(v[6], [](const std::string& x) {
+              return std::strtoll(x.c_str(), nullptr, 10);
             });
-      }
-      if (!r[7].is_null()) {
-        out.counts =
-            split<double>(r[7].as<std::string>(), [](const std::string& v) {
-              return std::strtod(v.c_str(), nullptr);
+          }
+          if (!r->nulls[7]) {
+            out.counts = split<double>(v[7], [](const std::string& x) {
+              return std::strtod(x.c_str(), nullptr);
             });
-      }
-    }
-    return out;
-  });
+          }
+        }
+        return out;
+      });
   if (!row.ok()) return row.status();
   if (row->kind >= 0 && row->kind != static_cast<int>(strategy.index())) {
     static constexpr std::string_view kKinds[] = {
@@ -984,11 +1000,12 @@ absl::StatusOr<Forecast> PostgresCoordinator::do_forecast(
 absl::Status PostgresCoordinator::do_reset(const AnyStrategy&,
                                            std::string_view key) {
   return impl_
-      ->run<bool>([&](Session& s) {
-        pqxx::nontransaction tx(*s.conn);
-        tx.exec_params(absl::StrCat("DELETE FROM ", impl_->options().table,
-                                    " WHERE id = sha256($1)"),
-                       bytes(key));
+      ->run<bool>([&](Session& s, absl::Time deadline) -> absl::StatusOr<bool> {
+        absl::StatusOr<PgRow> r = s.conn->exec_params(
+            absl::StrCat("DELETE FROM ", impl_->options().table,
+                         " WHERE id = sha256($1)"),
+            {std::string(key)}, true, deadline);
+        if (!r.ok()) return r.status();
         return true;
       })
       .status();
@@ -996,11 +1013,13 @@ absl::Status PostgresCoordinator::do_reset(const AnyStrategy&,
 
 absl::StatusOr<LeaseGrant> PostgresCoordinator::do_lease(
     const LeaseBudget& budget, std::string_view key, int64_t want) {
-  return impl_->run<LeaseGrant>([&](Session& s) {
-    pqxx::nontransaction tx(*s.conn);
-    return first_row(tx.exec_prepared("tk_lease", bytes(key), budget.limit(),
-                                      budget.window_ms(), want),
-                     &to_grant);
+  return impl_->run<LeaseGrant>([&](Session& s, absl::Time deadline) {
+    return first_row(
+        keyed(s, "tk_lease",
+              {std::string(key), std::to_string(budget.limit()),
+               std::to_string(budget.window_ms()), std::to_string(want)},
+              deadline),
+        &to_grant);
   });
 }
 
@@ -1018,11 +1037,13 @@ void PostgresCoordinator::do_lease_async(const LeaseBudget& budget,
 absl::StatusOr<int64_t> PostgresCoordinator::do_give_back(
     const LeaseBudget& budget, std::string_view key, int64_t window_start_ms,
     int64_t credits, std::string_view token) {
-  return impl_->run<int64_t>([&](Session& s) {
-    pqxx::nontransaction tx(*s.conn);
+  return impl_->run<int64_t>([&](Session& s, absl::Time deadline) {
     return first_row(
-        tx.exec_prepared("tk_give_back", bytes(key), budget.window_ms(),
-                         window_start_ms, credits, bytes(token)),
+        keyed(s, "tk_give_back",
+              {std::string(key), std::to_string(budget.window_ms()),
+               std::to_string(window_start_ms), std::to_string(credits),
+               bytea_text(token)},
+              deadline),
         &to_count);
   });
 }
@@ -1041,12 +1062,13 @@ void PostgresCoordinator::do_give_back_async(
 absl::StatusOr<LeaseGrant> PostgresCoordinator::do_lease_windowed(
     const LeaseBudget& budget, std::string_view key, int64_t want,
     int64_t now_ms) {
-  return impl_->run<LeaseGrant>([&](Session& s) {
-    pqxx::nontransaction tx(*s.conn);
-    return first_row(
-        tx.exec_prepared("tk_fed_lease", bytes(key), budget.limit(),
-                         budget.window_ms(), want, now_ms),
-        &to_grant);
+  return impl_->run<LeaseGrant>([&](Session& s, absl::Time deadline) {
+    return first_row(keyed(s, "tk_fed_lease",
+                           {std::string(key), std::to_string(budget.limit()),
+                            std::to_string(budget.window_ms()),
+                            std::to_string(want), std::to_string(now_ms)},
+                           deadline),
+                     &to_grant);
   });
 }
 
@@ -1065,12 +1087,14 @@ void PostgresCoordinator::do_lease_windowed_async(
 absl::StatusOr<int64_t> PostgresCoordinator::do_reconcile(
     const LeaseBudget& budget, std::string_view key, int64_t window_start_ms,
     int64_t leftover, std::string_view token, int64_t now_ms) {
-  return impl_->run<int64_t>([&](Session& s) {
-    pqxx::nontransaction tx(*s.conn);
+  return impl_->run<int64_t>([&](Session& s, absl::Time deadline) {
     return first_row(
-        tx.exec_prepared("tk_fed_reconcile", bytes(key), budget.limit(),
-                         budget.window_ms(), window_start_ms, leftover,
-                         bytes(token), now_ms),
+        keyed(s, "tk_fed_reconcile",
+              {std::string(key), std::to_string(budget.limit()),
+               std::to_string(budget.window_ms()),
+               std::to_string(window_start_ms), std::to_string(leftover),
+               bytea_text(token), std::to_string(now_ms)},
+              deadline),
         &to_count);
   });
 }
@@ -1097,21 +1121,12 @@ absl::Status PostgresCoordinator::do_wait_ready(absl::Time deadline) {
 
 absl::Status PostgresCoordinator::do_ping() {
   return impl_
-      ->run<bool>([&](Session& s) {
-        pqxx::nontransaction tx(*s.conn);
-        tx.exec("SELECT 1");
+      ->run<bool>([&](Session& s, absl::Time deadline) -> absl::StatusOr<bool> {
+        absl::StatusOr<PgRow> r = s.conn->exec("SELECT 1", deadline);
+        if (!r.ok()) return r.status();
         return true;
       })
       .status();
-}
-
-absl::StatusOr<int64_t> PostgresCoordinator::do_now_ms() {
-  return impl_->run<int64_t>([&](Session& s) {
-    pqxx::nontransaction tx(*s.conn);
-    return tx.exec(absl::StrCat("SELECT ", impl_->options().table, "_now(0)"))
-        .at(0)[0]
-        .as<int64_t>();
-  });
 }
 
 namespace {
@@ -1125,6 +1140,13 @@ absl::StatusOr<int64_t> to_now_ms(const std::vector<std::string>& row) {
 }
 
 }  // namespace
+
+absl::StatusOr<int64_t> PostgresCoordinator::do_now_ms() {
+  return impl_->run<int64_t>([&](Session& s, absl::Time deadline) {
+    return first_row(s.conn->exec_prepared("tk_now", {"0"}, false, deadline),
+                     &to_now_ms);
+  });
+}
 
 void PostgresCoordinator::do_now_ms_async(Completion<int64_t> on_done) {
   auto r =
@@ -1141,11 +1163,13 @@ absl::StatusOr<int64_t> PostgresCoordinator::sweep(int64_t max_rows) {
     return absl::InvalidArgumentError(
         absl::StrCat("sweep: max_rows must be in [1, 2^31]; got ", max_rows));
   }
-  return impl_->run<int64_t>([&](Session& s) {
-    pqxx::nontransaction tx(*s.conn);
-    return tx.exec_prepared("tk_sweep", impl_->options().ttl_slack_ms, max_rows)
-        .at(0)[0]
-        .as<int64_t>();
+  return impl_->run<int64_t>([&](Session& s, absl::Time deadline) {
+    return first_row(
+        s.conn->exec_prepared("tk_sweep",
+                              {std::to_string(impl_->options().ttl_slack_ms),
+                               std::to_string(max_rows)},
+                              false, deadline),
+        &to_count);
   });
 }
 
@@ -1238,12 +1262,9 @@ absl::StatusOr<HeartbeatGrant> PostgresCoordinator::do_heartbeat(
     const HeartbeatOptions& options, int64_t now_ms) {
   const std::vector<std::string> p = heartbeat_params(
       key, report, options, now_ms, impl_->options().ttl_slack_ms);
-  return impl_->run<HeartbeatGrant>([&](Session& s) {
-    pqxx::nontransaction tx(*s.conn);
-    return first_row(
-        tx.exec_prepared("tk_heartbeat", bytes(key), p[1], p[2], p[3], p[4],
-                         p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12]),
-        &to_heartbeat_grant);
+  return impl_->run<HeartbeatGrant>([&](Session& s, absl::Time deadline) {
+    return first_row(keyed(s, "tk_heartbeat", p, deadline),
+                     &to_heartbeat_grant);
   });
 }
 
@@ -1264,16 +1285,21 @@ PostgresCoordinator::do_heartbeat_nodes(std::string_view key) {
   const std::string sql = absl::StrCat("SELECT * FROM ", impl_->options().table,
                                        "_heartbeat_read($1)");
   return impl_->run<std::vector<HeartbeatNode>>(
-      [&](Session& s) -> absl::StatusOr<std::vector<HeartbeatNode>> {
-        pqxx::nontransaction tx(*s.conn);
-        const pqxx::row row = tx.exec_params(sql, bytes(key)).at(0);
-        if (!row[0].is_null() && row[0].as<int>() != 8) {
+      [&](Session& s,
+          absl::Time deadline) -> absl::StatusOr<std::vector<HeartbeatNode>> {
+        absl::StatusOr<PgRow> row =
+            s.conn->exec_params(sql, {std::string(key)}, true, deadline);
+        if (!row.ok()) return row.status();
+        if (row->values.size() != 3) {
+          return absl::InternalError(
+              "postgres: the heartbeat table read a bad row");
+        }
+        if (!row->nulls[0] && row->values[0] != "8") {
           return absl::FailedPreconditionError(
               "postgres: the key holds another strategy's state; asked for "
               "heartbeat_nodes");
         }
-        return parse_heartbeat_table(row[1].as<std::string>(),
-                                     row[2].as<std::string>());
+        return parse_heartbeat_table(row->values[1], row->values[2]);
       });
 }
 

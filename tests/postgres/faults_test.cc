@@ -3,7 +3,8 @@
 // and service resumes on the same coordinator object, state intact; a server
 // frozen with SIGSTOP gives kDeadlineExceeded within deadline + margin, for a
 // pooled connection, a new connection and threads waiting for the pool; after
-// SIGCONT it works again.
+// SIGCONT it works again; a call whose reply comes after its deadline leaves
+// its connection to be drained, not closed.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -186,14 +187,14 @@ TEST_F(PostgresFaults, FrozenServerIsDeadlineExceededWithinTheDeadline) {
       << t.result.status();
   EXPECT_GE(t.elapsed_ms, kDeadlineMs - 5);
   EXPECT_LE(t.elapsed_ms, kDeadlineMs + kMarginMs);
-  // A new connection whose startup never gets an answer (the kernel still
-  // accepts the TCP connection).
+  // Its connection is draining (it may still answer): the next call waits
+  // for the pool until its deadline.
   t = timed_check(*pg, window(), "frozen");
   EXPECT_EQ(t.result.status().code(), absl::StatusCode::kDeadlineExceeded)
       << t.result.status();
   EXPECT_LE(t.elapsed_ms, kDeadlineMs + kMarginMs);
-  // Four threads on a pool of one: one connects, three wait for the pool;
-  // every one returns within its deadline.
+  // Four threads on a pool of one, its connection draining: every one
+  // returns within its deadline.
   std::vector<Timed> results(4);
   testing::run_threads(
       4, [&](int i) { results[i] = timed_check(*pg, window(), "frozen"); });
@@ -207,6 +208,33 @@ TEST_F(PostgresFaults, FrozenServerIsDeadlineExceededWithinTheDeadline) {
   absl::StatusOr<Decision> d = check_until_ok(*pg, window(), "frozen");
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_TRUE(d->allowed);
+}
+
+// The server answers a call only after its deadline (frozen, then thawed):
+// the call is kDeadlineExceeded at its deadline, the late reply is read off
+// the connection (`drained`), and that connection serves the next call; no
+// reconnect. The late check committed on the server: its outcome was
+// unknown to its caller, not lost.
+TEST_F(PostgresFaults, LateReplyKeepsItsConnection) {
+  std::unique_ptr<PostgresCoordinator> pg = coordinator(1);
+  absl::StatusOr<Decision> d = pg->check(window(), "late", kEpoch);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->remaining, 99);
+  const BackendStats before = pg->stats();
+
+  server("freeze");
+  const Timed t = timed_check(*pg, window(), "late");
+  server("thaw");
+  EXPECT_EQ(t.result.status().code(), absl::StatusCode::kDeadlineExceeded)
+      << t.result.status();
+  EXPECT_LE(t.elapsed_ms, kDeadlineMs + kMarginMs);
+
+  d = check_until_ok(*pg, window(), "late");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->remaining, 97);  // the late check counted
+  const BackendStats after = pg->stats();
+  EXPECT_EQ(after.connects, before.connects);
+  EXPECT_EQ(after.drained, before.drained + 1);
 }
 
 }  // namespace

@@ -47,6 +47,9 @@ struct BackendStats {
   // Redis `durable_writes`: calls failed because fewer replicas than asked
   // acknowledged their batch in time (also counted in `failures`).
   int64_t unreplicated = 0;
+  // Postgres: connections kept after a call passed its deadline, the late
+  // reply read off them instead of closing them (0 elsewhere).
+  int64_t drained = 0;
 };
 
 namespace detail {
@@ -55,7 +58,7 @@ namespace detail {
 struct BackendCounters {
   std::atomic<int64_t> requests{0}, batches{0}, connects{0}, timeouts{0},
       failures{0}, reloads{0}, redirects{0}, refreshes{0}, retries{0},
-      switches{0}, unreplicated{0};
+      switches{0}, unreplicated{0}, drained{0};
 
   static void add(std::atomic<int64_t>& counter, int64_t n = 1) noexcept {
     counter.fetch_add(n, std::memory_order_relaxed);
@@ -65,10 +68,10 @@ struct BackendCounters {
     const auto get = [](const std::atomic<int64_t>& c) {
       return c.load(std::memory_order_relaxed);
     };
-    return BackendStats{get(requests),  get(batches),     get(connects),
-                        get(timeouts),  get(failures),    get(reloads),
-                        get(redirects), get(refreshes),   get(retries),
-                        get(switches),  get(unreplicated)};
+    return BackendStats{get(requests),  get(batches),      get(connects),
+                        get(timeouts),  get(failures),     get(reloads),
+                        get(redirects), get(refreshes),    get(retries),
+                        get(switches),  get(unreplicated), get(drained)};
   }
 };
 

@@ -23,11 +23,16 @@
 //   decisions equal a `MemoryCoordinator` with an unbounded `ttl_slack_ms`;
 //   `sweep()` deletes rows with `expires_at_ms + ttl_slack_ms < store now`.
 // - Deadlines: every call is bounded by `command_timeout`, including
-//   waiting for a pooled connection, connecting (libpq's non-blocking
-//   connect polled against the deadline) and a server that stops answering
-//   (a watchdog shuts the socket down at the deadline; the connection is
-//   dropped and replaced by the next call). Broken connections are replaced,
-//   so service resumes after a server restart without a new coordinator.
+//   waiting for a pooled connection and a server that stops answering:
+//   connections are opened off every call's path (an opener thread, from
+//   `create`; `wait_ready` waits for the whole pool), and a call's
+//   statement is sent and awaited in libpq's non-blocking mode, polled
+//   against the deadline. A call whose reply is late answers
+//   kDeadlineExceeded at its deadline and its connection goes to a drainer
+//   thread, which reads the late reply and returns it to the pool (or
+//   closes it if none comes within `connect_timeout`): a slow moment costs
+//   no reconnects. Broken connections are replaced, so service resumes
+//   after a server restart without a new coordinator.
 // - Errors: kUnavailable (cannot connect, connection lost, server shutting
 //   down), kDeadlineExceeded, kFailedPrecondition (the key holds another
 //   strategy's state), kInternal (anything else, with the server's message).
@@ -79,13 +84,13 @@ struct PostgresCoordinatorOptions {
   // within its command timeout.
   int connections = 4;
   // Bound on establishing a connection (TCP, startup, authentication,
-  // prepared statements, first-use schema); in (0, 10 min]. A call spends
-  // at most min(connect_timeout, what is left of its command timeout)
-  // connecting.
+  // prepared statements, first-use schema, warm-up), done off every call's
+  // path; in (0, 10 min]. Also how long a connection whose call passed its
+  // deadline is kept waiting for the late reply before it is closed.
   absl::Duration connect_timeout = absl::Milliseconds(5000);
   // Bound on one call, from the moment it asks for a connection to its
-  // reply; in (0, 10 min]. Also sent (rounded up to whole ms) as the
-  // session's statement_timeout.
+  // reply; in (0, 10 min]. Also set (rounded up to whole ms) as the
+  // session's statement_timeout once its set-up is done.
   absl::Duration command_timeout = absl::Milliseconds(1000);
   // Slack added to each row's expiry before `sweep()` may delete it (as a
   // physical TTL slack on Redis); 0 .. 2^53-1. A caller's `now` up to that
@@ -118,7 +123,8 @@ class PostgresCoordinator final : public Coordinator {
   // lease, give-back, now, sweep, heartbeat, heartbeat_nodes) is one
   // request in one batch; `reloads`
   // counts the schema found missing (a dropped table or a re-initialised
-  // server) and created again by the next connection.
+  // server) and created again by the next connection; `drained` the
+  // connections kept after a late reply.
   BackendStats stats() const;
 
  protected:
