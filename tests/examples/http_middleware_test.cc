@@ -10,7 +10,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -28,6 +27,7 @@ namespace {
 using throttlekit::testing::parse_item;
 
 using throttlekit::testing::Child;
+using throttlekit::testing::temp_file;
 
 // Starts `binary` and reads the port its first stdout line names.
 struct Started {
@@ -150,16 +150,14 @@ TEST(HttpMiddleware, NoLimitSendsNoFields) {
 
 #ifdef THROTTLEKIT_SERVER_BINARY
 TEST(HttpMiddleware, TheServerDecidesWithOneFlag) {
-  const std::string config =
-      absl::StrCat(::testing::TempDir(), "/", getpid(), "-http.yaml");
-  std::ofstream(config) << R"(
+  const std::string config = temp_file("http.yaml", R"(
 version: 1
 limiters:
   http:
     admission:
       concurrency: {maxInflight: 8}
       rate: {strategy: gcra, limit: 3, period: 1s, burst: 3}
-)";
+)");
   const Started server = spawn(THROTTLEKIT_SERVER_BINARY,
                                {"--config", config, "--listen", "127.0.0.1:0"},
                                "listening on port ");

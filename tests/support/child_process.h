@@ -5,7 +5,8 @@
 // `spawn(binary, args)` starts it with its stdout and stderr on pipes;
 // `read_line`, `read_all` read them; `port_after(line, marker)` takes the
 // port a banner names; `exit_status` waits for it (128 + signal when a
-// signal ended it); `temp_file` writes a configuration for it.
+// signal ended it); `temp_file` writes a configuration for it (removed when
+// the test process exits).
 
 #ifndef THROTTLEKIT_TESTS_SUPPORT_CHILD_PROCESS_H_
 #define THROTTLEKIT_TESTS_SUPPORT_CHILD_PROCESS_H_
@@ -14,7 +15,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -98,12 +101,30 @@ inline int exit_status(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// The files `temp_file` wrote, removed when the test process exits.
+class TempFiles {
+ public:
+  ~TempFiles() {
+    for (const std::string& path : paths_) std::remove(path.c_str());
+  }
+  void add(const std::string& path) {
+    std::lock_guard<std::mutex> lock(mu_);
+    paths_.push_back(path);
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> paths_;
+};
+
 // Writes `text` to a file named after `name` in the test's temporary
-// directory; returns its path.
+// directory; returns its path. The file is removed when the process exits.
 inline std::string temp_file(const std::string& name, const std::string& text) {
+  static TempFiles files;
   const std::string path =
       absl::StrCat(::testing::TempDir(), "/", getpid(), "-", name);
   std::ofstream(path) << text;
+  files.add(path);
   return path;
 }
 
