@@ -211,18 +211,28 @@ function(throttlekit_benchmark)
 endfunction()
 
 # Extra compile options of every test translation unit (a list), after the
-# build type's: the test command's build sets -O1 (its tests compile in
-# about 12% less time than at -O2 and run as fast for what they measure:
-# bounds per window, not nanoseconds; docs/testing.md). The library, the
-# server and the simulator keep the build type's -O2.
+# build type's.
 set(THROTTLEKIT_TEST_FLAGS "" CACHE STRING
-  "Extra compile options for the tests (the check preset: -O1)")
+  "Extra compile options for the tests")
 
-# Extra compile options of the benchmarks and the simulator (a list). The
-# test command's build sets -O0: there they are only compiled, never run,
-# so they keep building without costing an optimiser pass.
+# Extra compile options of the fleet simulator (sim/: its library and
+# tk_sim), after the build type's. The test command's build, `-O1`
+# elsewhere, sets -O2 here: the simulator's seeds are the suite's most
+# CPU-bound tests (docs/testing.md).
+set(THROTTLEKIT_SIM_FLAGS "" CACHE STRING
+  "Extra compile options for the fleet simulator (the check preset: -O2)")
+
+# Extra compile options of the benchmarks and the bench/ tools (a list).
+# The test command's build sets -O0: there they are only compiled, never
+# run, so they keep building without costing an optimiser pass.
 set(THROTTLEKIT_BENCHMARK_FLAGS "" CACHE STRING
   "Extra compile options for the benchmarks (the check preset: -O0)")
+
+# Extra compile options of the examples (a list). The test command's build
+# sets -O0: its tests run each example once, for what it prints and
+# answers, never for its speed.
+set(THROTTLEKIT_EXAMPLE_FLAGS "" CACHE STRING
+  "Extra compile options for the examples (the check preset: -O0)")
 
 set(THROTTLEKIT_WARNINGS
   $<$<OR:$<CXX_COMPILER_ID:GNU>,$<CXX_COMPILER_ID:Clang>>:-Wall -Wextra -Wpedantic

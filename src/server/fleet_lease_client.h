@@ -79,6 +79,10 @@ struct FleetLeaseClientOptions {
 
 template <EpochClock C = SystemClock>
 class BasicFleetLeaseClient {
+  // The library's mark, named from the root: throttlekit::server has a
+  // `detail` of its own (engine.h).
+  using SpentMark = ::throttlekit::detail::SpentMark;
+
  public:
   struct Stats {
     int64_t reserves = 0;        // Reserve round trips
@@ -124,12 +128,11 @@ class BasicFleetLeaseClient {
       d->limit = limit_.load(std::memory_order_relaxed);
       return *d;
     }
-    const detail::SpentMark::Verdict gate = spent_.gate(now);
-    if (gate.gate == detail::SpentMark::Gate::kDeny) {
+    const SpentMark::Verdict gate = spent_.gate(now);
+    if (gate.gate == SpentMark::Gate::kDeny) {
       return spent_denial(now, gate.until_ms);
     }
-    return refresh_and_spend(cost,
-                             gate.gate == detail::SpentMark::Gate::kRecheck);
+    return refresh_and_spend(cost, gate.gate == SpentMark::Gate::kRecheck);
   }
 
   Stats stats() const {
@@ -167,11 +170,11 @@ class BasicFleetLeaseClient {
       return *d;
     }
     if (!recheck) {
-      const detail::SpentMark::Verdict gate = spent_.gate(now);
-      if (gate.gate == detail::SpentMark::Gate::kDeny) {
+      const SpentMark::Verdict gate = spent_.gate(now);
+      if (gate.gate == SpentMark::Gate::kDeny) {
         return spent_denial(now, gate.until_ms);
       }
-      recheck = gate.gate == detail::SpentMark::Gate::kRecheck;
+      recheck = gate.gate == SpentMark::Gate::kRecheck;
     }
     if (recheck) spent_rechecks_.fetch_add(1, std::memory_order_relaxed);
     v1::ReserveRequest req;
@@ -234,7 +237,7 @@ class BasicFleetLeaseClient {
   std::atomic<int64_t> limit_{0};
   // A window the server said is spent: gated lock-free by `check`,
   // marked and cleared under `refresh_mu_`.
-  detail::SpentMark spent_;
+  SpentMark spent_;
 };
 
 using FleetLeaseClient = BasicFleetLeaseClient<>;

@@ -1,6 +1,6 @@
 // The Envoy door (docs/envoy.md) over a shared store: Redis or Postgres,
-// chosen at build time by THROTTLEKIT_SERVER_TEST_REDIS / _POSTGRES, the
-// real server the ctest fixture started. Two throttlekit-servers on one
+// named by the ctest entry (support/shared_store.h), the real server the
+// ctest fixture started. Two throttlekit-servers on one
 // store, clients spread across both on the real clock, hold each
 // descriptor's limit per window: a strict limit (one round trip per
 // descriptor), a leased one (one round trip per batch, window-coupled) and
@@ -32,13 +32,10 @@
 #include "server.h"
 #include "support/envoy_request.h"
 #include "support/forked_fleet.h"
-
-#ifdef THROTTLEKIT_SERVER_TEST_REDIS
-#include "support/redis_test_server.h"
-#include "throttlekit/redis/redis_coordinator.h"
-#else
 #include "support/pg_test_env.h"
-#endif
+#include "support/redis_test_server.h"
+#include "support/shared_store.h"
+#include "throttlekit/redis/redis_coordinator.h"
 
 namespace throttlekit::server {
 namespace envoy_store_test {
@@ -48,12 +45,9 @@ namespace rls = ::envoy::service::ratelimit::v3;
 using R = rls::RateLimitResponse;
 
 std::shared_ptr<Coordinator> store() {
-#ifdef THROTTLEKIT_SERVER_TEST_REDIS
-  return testing::redis_coordinator();
-#else
+  if (testing::on_redis()) return testing::redis_coordinator();
   static const std::string table = testing::unique_table("envoy_store");
   return testing::make_pg(testing::pg_options(table));
-#endif
 }
 
 // Descriptor values unique to this run (the store outlives it).
@@ -378,12 +372,12 @@ TEST(EnvoyStore, InMemoryTheAsynchronousPathCompletesInline) {
   EXPECT_NE(refused.message().find("no descriptors"), std::string::npos);
 }
 
-#ifdef THROTTLEKIT_SERVER_TEST_REDIS
+// Only on Redis (the postgres entry filters EnvoyStoreRedis.* out).
 // A store that dies is decided by `failPolicy`: `error` answers the store's
 // status (UNAVAILABLE or DEADLINE_EXCEEDED, for Envoy's failure_mode_deny),
 // `open` OK, `closed` OVER_LIMIT, for strict and leased limits alike; once
 // the store is back, counting resumes.
-TEST(EnvoyStore, AStoreOutageFollowsTheFailPolicy) {
+TEST(EnvoyStoreRedis, AStoreOutageFollowsTheFailPolicy) {
   testing::PrivateRedis redis(testing::redis_port() + 61);
   ASSERT_TRUE(redis.start());
   const auto connect = [&] {
@@ -461,7 +455,6 @@ envoy:
   }
   EXPECT_TRUE(back) << "counting did not resume after the store came back";
 }
-#endif
 
 }  // namespace
 }  // namespace envoy_store_test

@@ -1,6 +1,6 @@
-// throttlekit-server over a shared store (Redis or Postgres, chosen at
-// build time by THROTTLEKIT_SERVER_TEST_REDIS / _POSTGRES), against the real
-// server the ctest fixture started. The server's policies are the library's
+// throttlekit-server over a shared store (Redis or Postgres, named by the
+// ctest entry: support/shared_store.h), against the real server the ctest
+// fixture started. The server's policies are the library's
 // engines on the store's keys, so a library client and the server share one
 // budget; two servers on one store hold one limit per window with clients
 // spread across both (real clock, windows counted by their end).
@@ -27,17 +27,14 @@
 #include "server.h"
 #include "support/forked_fleet.h"
 #include "support/grpc_health.h"
+#include "support/pg_test_env.h"
+#include "support/redis_test_server.h"
+#include "support/shared_store.h"
 #include "throttlekit/coordinator/strict_rate_limiter.h"
 #include "throttlekit/federation/fleet_token_budget.h"
+#include "throttlekit/federation/redis_region_pool.h"
 #include "throttlekit/federation/region_pool.h"
 #include "throttlekit/v1/throttlekit.grpc.pb.h"
-
-#ifdef THROTTLEKIT_SERVER_TEST_REDIS
-#include "support/redis_test_server.h"
-#include "throttlekit/federation/redis_region_pool.h"
-#else
-#include "support/pg_test_env.h"
-#endif
 
 namespace throttlekit::server {
 namespace server_store_test {
@@ -46,12 +43,9 @@ namespace {
 namespace v1 = ::throttlekit::v1;
 
 std::shared_ptr<Coordinator> store() {
-#ifdef THROTTLEKIT_SERVER_TEST_REDIS
-  return testing::redis_coordinator();
-#else
+  if (testing::on_redis()) return testing::redis_coordinator();
   static const std::string table = testing::unique_table("server_store");
   return testing::make_pg(testing::pg_options(table));
-#endif
 }
 
 // The store for the fleet tests that count admissions per window: a
@@ -60,11 +54,10 @@ std::shared_ptr<Coordinator> store() {
 // reply that long, and one outage turns a federated server fail-closed
 // for the rest of the test).
 std::shared_ptr<Coordinator> patient_store() {
-#ifdef THROTTLEKIT_SERVER_TEST_REDIS
-  return testing::redis_coordinator({.command_timeout = absl::Seconds(1)});
-#else
+  if (testing::on_redis()) {
+    return testing::redis_coordinator({.command_timeout = absl::Seconds(1)});
+  }
   return store();  // Postgres's default is 1 s already
-#endif
 }
 
 // Keys unique to this run (the store outlives it).
@@ -163,14 +156,14 @@ TEST(ServerStore, HealthIsNotServingUntilTheStoreIsReady) {
       "period: 1h}\n",
       "one.yaml");
   ASSERT_TRUE(config.ok()) << config.status();
-#ifdef THROTTLEKIT_SERVER_TEST_REDIS
-  std::shared_ptr<Coordinator> nowhere =
-      testing::redis_coordinator({.port = 1});  // nothing listens there
-#else
-  PostgresCoordinatorOptions o = testing::pg_options("server_nowhere");
-  o.port = 1;  // nothing listens there
-  std::shared_ptr<Coordinator> nowhere = testing::make_pg(o);
-#endif
+  std::shared_ptr<Coordinator> nowhere;  // nothing listens on port 1
+  if (testing::on_redis()) {
+    nowhere = testing::redis_coordinator({.port = 1});
+  } else {
+    PostgresCoordinatorOptions o = testing::pg_options("server_nowhere");
+    o.port = 1;
+    nowhere = testing::make_pg(o);
+  }
   Running down = serve(Policies::create(*config, nowhere));
   absl::SleepFor(absl::Milliseconds(100));
   EXPECT_EQ(testing::grpc_health_status(down.server->port()), 2);
@@ -604,17 +597,17 @@ Running start_yaml(const std::string& yaml) {
   absl::StatusOr<ServerConfig> config = parse_config(yaml, "fair.yaml");
   EXPECT_TRUE(config.ok()) << config.status();
   PolicyContext context;
-#ifdef THROTTLEKIT_SERVER_TEST_REDIS
-  context.region_pool = []() -> absl::StatusOr<std::shared_ptr<RegionPool>> {
-    // The test is about fairness, not latency: a command timeout well
-    // above the default 250 ms, so that a call stalled on the loaded test
-    // machine (other tests, the sanitizer builds) is not an outage.
-    auto pool = RedisRegionPool::create(
-        {.port = testing::redis_port(), .command_timeout = absl::Seconds(2)});
-    if (!pool.ok()) return pool.status();
-    return std::shared_ptr<RegionPool>(*std::move(pool));
-  };
-#endif
+  if (testing::on_redis()) {
+    context.region_pool = []() -> absl::StatusOr<std::shared_ptr<RegionPool>> {
+      // The test is about fairness, not latency: a command timeout well
+      // above the default 250 ms, so that a call stalled on the loaded test
+      // machine (other tests, the sanitizer builds) is not an outage.
+      auto pool = RedisRegionPool::create(
+          {.port = testing::redis_port(), .command_timeout = absl::Seconds(2)});
+      if (!pool.ok()) return pool.status();
+      return std::shared_ptr<RegionPool>(*std::move(pool));
+    };
+  }
   return serve(Policies::create(*config, store(), {}, std::move(context)));
 }
 
@@ -675,7 +668,9 @@ TEST(ServerStore, FairEscrowServersShareOneBudget) {
   EXPECT_GE(full, 3);
 }
 
-#ifdef THROTTLEKIT_SERVER_TEST_REDIS
+// Only on Redis (the postgres entry filters ServerStoreRedis.* out): the
+// region pool, and the frozen store (a private Redis server, SIGSTOPped).
+
 // federatedFairEscrow: two servers, regions eu (acme, weight 3) and us
 // (free, weight 1), one budget of 40 per 500 ms window split by the
 // region pool in Redis: at most 40 per window in all, and when both press
@@ -685,7 +680,7 @@ TEST(ServerStore, FairEscrowServersShareOneBudget) {
 // descheduled on a loaded machine, finds the other region's grant already
 // large: the residual bound of docs/federation.md assumes that `u`, what
 // the fleet admitted before the last region's first call, is small.)
-TEST(ServerStore, FederatedFairEscrowSplitsOneBudgetByWeight) {
+TEST(ServerStoreRedis, FederatedFairEscrowSplitsOneBudgetByWeight) {
   const std::string name = fresh("fedfair");
   const auto yaml = [&](const std::string& region, const std::string& tenant,
                         int weight) {
@@ -865,7 +860,7 @@ void expect_a_frozen_store_holds_no_server_thread(
   EXPECT_EQ(ok.load(), kCalls);
 }
 
-TEST(ServerStore, ChecksWaitingOnAFrozenStoreHoldNoServerThread) {
+TEST(ServerStoreRedis, ChecksWaitingOnAFrozenStoreHoldNoServerThread) {
   expect_a_frozen_store_holds_no_server_thread(
       "{strict: {strategy: fixedWindow, limit: 100000, period: 1h}}", "strict",
       64, "");
@@ -873,7 +868,7 @@ TEST(ServerStore, ChecksWaitingOnAFrozenStoreHoldNoServerThread) {
 
 // A federated policy's misses lease without waiting too (the escrow-less
 // chain: one windowed lease per key in flight, its checks queued on it).
-TEST(ServerStore, FederatedChecksWaitingOnAFrozenStoreHoldNoServerThread) {
+TEST(ServerStoreRedis, FederatedChecksWaitingOnAFrozenStoreHoldNoServerThread) {
   expect_a_frozen_store_holds_no_server_thread(
       "{fed: {federated: {batch: 8}, strategy: fixedWindow, limit: 100000, "
       "period: 1h}}",
@@ -888,7 +883,8 @@ constexpr const char* kFairOverTheStore =
     "{fair: {fairEscrow: {limit: 100000, period: 1h, quantum: 1, tenants: "
     "[{name: k0}, {name: k1}, {name: k2}, {name: k3}]}}, fed: {federated: "
     "{batch: 8}, strategy: fixedWindow, limit: 100000, period: 1h}}";
-TEST(ServerStore, FairEscrowChecksWaitingOnAFrozenStoreHoldNoServerThread) {
+TEST(ServerStoreRedis,
+     FairEscrowChecksWaitingOnAFrozenStoreHoldNoServerThread) {
   expect_a_frozen_store_holds_no_server_thread(kFairOverTheStore, "fair", 4,
                                                "fed", check_call());
 }
@@ -898,7 +894,8 @@ TEST(ServerStore, FairEscrowChecksWaitingOnAFrozenStoreHoldNoServerThread) {
 // behind the request in flight): its checks on the frozen store hold no
 // server thread and none of the blocking pool's, while the federated
 // policy's hit is answered.
-TEST(ServerStore, FederatedFairEscrowChecksOnAFrozenStoreHoldNoServerThread) {
+TEST(ServerStoreRedis,
+     FederatedFairEscrowChecksOnAFrozenStoreHoldNoServerThread) {
   expect_a_frozen_store_holds_no_server_thread(
       "{fair: {federatedFairEscrow: {limit: 100000, period: 1h, quantum: 0, "
       "region: eu, tenants: [{name: k0}, {name: k1}, {name: k2}, {name: "
@@ -909,7 +906,7 @@ TEST(ServerStore, FederatedFairEscrowChecksOnAFrozenStoreHoldNoServerThread) {
 
 // Admit asks its axes without waiting: a strict rate and cost axis on the
 // frozen store hold no server thread.
-TEST(ServerStore, AdmissionsWaitingOnAFrozenStoreHoldNoServerThread) {
+TEST(ServerStoreRedis, AdmissionsWaitingOnAFrozenStoreHoldNoServerThread) {
   expect_a_frozen_store_holds_no_server_thread(
       "{adm: {admission: {concurrency: {maxInflight: 1000}, rate: {strategy: "
       "gcra, limit: 100000, period: 1h}, cost: {strategy: tokenBucket, "
@@ -963,7 +960,8 @@ StartCall check_many_call(bool other = true) {
 // CheckMany over a strict limiter sends its batch without waiting (the
 // store's clock, then every key's step pipelined): batches on the frozen
 // store hold no server thread and none of the blocking pool's.
-TEST(ServerStore, CheckManyBatchesWaitingOnAFrozenStoreHoldNoServerThread) {
+TEST(ServerStoreRedis,
+     CheckManyBatchesWaitingOnAFrozenStoreHoldNoServerThread) {
   expect_a_frozen_store_holds_no_server_thread(
       "{strict: {strategy: fixedWindow, limit: 100000, period: 1h}, fed: "
       "{federated: {batch: 8}, strategy: fixedWindow, limit: 100000, period: "
@@ -975,7 +973,8 @@ TEST(ServerStore, CheckManyBatchesWaitingOnAFrozenStoreHoldNoServerThread) {
 // (each key's hit inline, each miss joining its key's lease): batches
 // whose leases wait on the frozen store hold no server thread and none of
 // the blocking pool's, while another federated policy's hits are answered.
-TEST(ServerStore, FederatedCheckManyBatchesOnAFrozenStoreHoldNoServerThread) {
+TEST(ServerStoreRedis,
+     FederatedCheckManyBatchesOnAFrozenStoreHoldNoServerThread) {
   expect_a_frozen_store_holds_no_server_thread(
       "{many: {federated: {batch: 8}, strategy: fixedWindow, limit: 100000, "
       "period: 1h}, fed: {federated: {batch: 8}, strategy: fixedWindow, "
@@ -983,13 +982,13 @@ TEST(ServerStore, FederatedCheckManyBatchesOnAFrozenStoreHoldNoServerThread) {
       "many", 64, "fed", check_many_call());
 }
 
-TEST(ServerStore, FairEscrowCheckManyOnAFrozenStoreHoldsNoServerThread) {
+TEST(ServerStoreRedis, FairEscrowCheckManyOnAFrozenStoreHoldsNoServerThread) {
   expect_a_frozen_store_holds_no_server_thread(
       kFairOverTheStore, "fair", 4, "fed", check_many_call(/*other=*/false));
 }
 
 // Debit on a token-budget limiter is its check without waiting.
-TEST(ServerStore, DebitsWaitingOnAFrozenStoreHoldNoServerThread) {
+TEST(ServerStoreRedis, DebitsWaitingOnAFrozenStoreHoldNoServerThread) {
   expect_a_frozen_store_holds_no_server_thread(
       "{tokens: {strategy: tokenBudget, budget: 100000000, period: 1h}, fed: "
       "{federated: {batch: 8}, strategy: fixedWindow, limit: 100000, period: "
@@ -999,7 +998,8 @@ TEST(ServerStore, DebitsWaitingOnAFrozenStoreHoldNoServerThread) {
 
 // Debit on a fleet token budget is its `debit_async`: the budget's
 // debits on the frozen store hold no server thread and none of the pool's.
-TEST(ServerStore, FleetBudgetDebitsWaitingOnAFrozenStoreHoldNoServerThread) {
+TEST(ServerStoreRedis,
+     FleetBudgetDebitsWaitingOnAFrozenStoreHoldNoServerThread) {
   expect_a_frozen_store_holds_no_server_thread(
       "{budget: {fleetBudget: {budget: 100000000, windowMs: 3600000}}, fed: "
       "{federated: {batch: 8}, strategy: fixedWindow, limit: 100000, period: "
@@ -1007,8 +1007,8 @@ TEST(ServerStore, FleetBudgetDebitsWaitingOnAFrozenStoreHoldNoServerThread) {
       "budget", 64, "fed", debit_call());
 }
 
-#else
-TEST(ServerStore, FederatedFairEscrowNeedsRedis) {
+// Only on Postgres (the redis entry filters ServerStorePostgres.* out).
+TEST(ServerStorePostgres, FederatedFairEscrowNeedsRedis) {
   absl::StatusOr<ServerConfig> config = parse_config(
       "version: 1\nlimiters: {f: {federatedFairEscrow: {limit: 5, period: "
       "1s, tenants: [{name: x}]}}}",
@@ -1023,7 +1023,6 @@ TEST(ServerStore, FederatedFairEscrowNeedsRedis) {
             std::string::npos)
       << policies.status();
 }
-#endif
 
 }  // namespace
 }  // namespace server_store_test
