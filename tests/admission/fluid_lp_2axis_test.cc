@@ -61,7 +61,7 @@ RC_GTEST_PROP(FluidLpProperty, TwoAxisSolverIsOptimalOnMixedMagnitudes, ()) {
 }
 
 // Unscaled instances: the certificate's own tolerances are absolute near 0
-// (1e-12 on x, pivots below 1e-12 taken as singular).
+// (1e-9 on x, pivots below 1e-12 taken as singular).
 RC_GTEST_PROP(FluidLpProperty, TwoAxisSolverPassesTheKktCertificate, ()) {
   const Instance in = gen_degenerate_instance(7, false);
   check_against_enumerator(in);
