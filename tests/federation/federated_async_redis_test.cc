@@ -40,7 +40,13 @@ TEST(FederatedAsyncRedis, ThousandsInFlightAdmitExactlyTheLimit) {
                            .escrow_prefix = absl::StrCat("fa-l2:", run_id()),
                            .batch = 50,
                            .regional_escrow = escrow,
-                           .escrow_batch = 200});
+                           // Above any take's need (at most the 1024 in
+                           // flight plus a batch), so every paced lease
+                           // parks an excess whatever the scheduling: at
+                           // 200, a slow run (ThreadSanitizer, run BY)
+                           // queued 200 or more waiters on each take,
+                           // which then kept its whole grant.
+                           .escrow_batch = 2048});
   ASSERT_TRUE(limiter.ok()) << limiter.status();
   const testing::WindowResult r =
       testing::run_in_window(20'000, 1024, [&](auto on_done) {
