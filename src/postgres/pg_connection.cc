@@ -16,10 +16,6 @@
 namespace throttlekit::postgres_internal {
 namespace {
 
-absl::string_view av(std::string_view s) {
-  return absl::string_view(s.data(), s.size());
-}
-
 // Parameter arrays for libpq, pointing into `params`.
 struct Bound {
   std::vector<const char*> values;

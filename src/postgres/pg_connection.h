@@ -29,12 +29,19 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 struct pg_conn;
 struct pg_result;
 
 namespace throttlekit::postgres_internal {
+
+// `s` as abseil's string_view (the distribution's abseil has its own
+// type, not std::string_view), for StrCat.
+inline absl::string_view av(std::string_view s) {
+  return absl::string_view(s.data(), s.size());
+}
 
 // "postgres: command deadline exceeded <what>".
 absl::Status deadline_error(std::string_view what);

@@ -120,9 +120,9 @@ absl::StatusOr<Forecast> PostgresCoordinator::do_forecast(
     const std::string_view held =
         row->kind < 10 ? kKinds[row->kind] : std::string_view("unknown");
     const std::string_view name = strategy_name(strategy);
-    return absl::FailedPreconditionError(absl::StrCat(
-        "key holds ", absl::string_view(held.data(), held.size()),
-        " state; asked for ", absl::string_view(name.data(), name.size())));
+    return absl::FailedPreconditionError(
+        absl::StrCat("key holds ", postgres_internal::av(held),
+                     " state; asked for ", postgres_internal::av(name)));
   }
   return std::visit(
       [&](const auto& s) -> Forecast {

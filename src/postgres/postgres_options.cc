@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "pg_connection.h"
 #include "throttlekit/core/option_check.h"
 
 namespace throttlekit::postgres_internal {
@@ -17,10 +18,6 @@ namespace {
 // The longest table name: leaves room for "_sliding_window" and friends in
 // PostgreSQL's 63-byte identifiers.
 constexpr std::string_view kTablePattern = "^[a-z_][a-z0-9_]{0,39}$";
-
-absl::string_view av(std::string_view s) {
-  return absl::string_view(s.data(), s.size());
-}
 
 absl::Status invalid(std::string_view field, std::string_view rule) {
   return absl::InvalidArgumentError(

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "pg_connection.h"
 #include "postgres_sql.h"
 
 namespace throttlekit::postgres_internal {
@@ -37,9 +38,7 @@ constexpr Statement kStatements[] = {
 std::span<const Statement> statements() { return kStatements; }
 
 std::string statement_sql(std::string_view table, const Statement& st) {
-  std::string sql = absl::StrCat("SELECT * FROM ",
-                                 absl::string_view(table.data(), table.size()),
-                                 st.function, "(");
+  std::string sql = absl::StrCat("SELECT * FROM ", av(table), st.function, "(");
   for (int i = 1; i <= st.params; ++i) {
     absl::StrAppend(&sql, i == 1 ? "$" : ", $", i);
   }
@@ -55,7 +54,7 @@ std::string schema_ddl(const std::string& table) {
         postgres_sql::kSlidingLogSql, postgres_sql::kQuotaSql,
         postgres_sql::kTokenBudgetSql, postgres_sql::kLeaseSql,
         postgres_sql::kHeartbeatSql, postgres_sql::kFederationSql}) {
-    absl::StrAppend(&all, absl::string_view(part.data(), part.size()), "\n");
+    absl::StrAppend(&all, av(part), "\n");
   }
   return absl::StrReplaceAll(all, {{"{{t}}", table}});
 }

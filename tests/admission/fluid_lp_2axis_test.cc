@@ -12,14 +12,8 @@
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
-#include <algorithm>
-#include <array>
-#include <cmath>
-#include <cstdint>
 #include <optional>
 #include <random>
-#include <span>
-#include <string>
 #include <vector>
 
 #include "support/fluid_lp_oracle.h"
