@@ -43,14 +43,14 @@ function(throttlekit_test)
       set(_exclude EXCLUDE_FROM_ALL)
     endif()
   endif()
+  cmake_path(GET CMAKE_CURRENT_SOURCE_DIR FILENAME area)
   if(ARG_STANDALONE)
     set(target ${ARG_NAME})
     add_executable(${target} ${_exclude} ${ARG_SOURCES})
-    _throttlekit_test_target(${target} STANDALONE)
+    _throttlekit_test_target(${target} "${area}" STANDALONE)
     target_link_libraries(${target} PRIVATE GTest::gtest_main ${ARG_LIBS})
     add_test(NAME ${ARG_NAME} COMMAND ${target})
   else()
-    cmake_path(GET CMAKE_CURRENT_SOURCE_DIR FILENAME area)
     if(_selected)
       set(target ${area}_tests)
     else()
@@ -59,7 +59,7 @@ function(throttlekit_test)
     if(NOT TARGET ${target})
       add_executable(${target} ${_exclude}
         "${PROJECT_SOURCE_DIR}/tests/support/bundle_main.cc")
-      _throttlekit_test_target(${target})
+      _throttlekit_test_target(${target} "${area}")
       if(THROTTLEKIT_TEST_UNITY_BATCH GREATER 0)
         set_target_properties(${target} PROPERTIES UNITY_BUILD ON
           UNITY_BUILD_BATCH_SIZE ${THROTTLEKIT_TEST_UNITY_BATCH})
@@ -161,59 +161,101 @@ endfunction()
 # What every test executable shares: the library, GoogleTest, RapidCheck,
 # the counting operator new (support/allocation_counter.h), the warnings,
 # tests/ on the include path (#include "support/..."), and the precompiled
-# heavy headers. The area bundles (no definitions of their own) share one
-# precompiled header, built once per configuration by the object library
-# throttlekit_test_pch; a STANDALONE test, which may set definitions the
-# header must see, precompiles its own.
-function(_throttlekit_test_target target)
+# heavy headers. Every test executable of one flavour (the searching areas'
+# or the others', below) shares one precompiled header, built once per
+# configuration by an object library; a STANDALONE test's definitions (the
+# path of a binary it starts) are ones the header never reads, which clang
+# accepts beside a header precompiled without them.
+function(_throttlekit_test_target target area)
   cmake_parse_arguments(ARG "STANDALONE" "" "" ${ARGN})
   target_sources(${target} PRIVATE
     "${PROJECT_SOURCE_DIR}/tests/support/allocation_counter.cc")
-  _throttlekit_test_flags(${target})
+  set(_pch_target throttlekit_test_pch)
+  set(_flags ${THROTTLEKIT_TEST_FLAGS})
+  if(area IN_LIST THROTTLEKIT_TEST_SEARCH_AREAS
+     AND NOT "${THROTTLEKIT_TEST_SEARCH_FLAGS}" STREQUAL "${THROTTLEKIT_TEST_FLAGS}")
+    set(_pch_target throttlekit_test_pch_search)
+    set(_flags ${THROTTLEKIT_TEST_SEARCH_FLAGS})
+  endif()
+  _throttlekit_test_flags(${target} "${_flags}")
   if(NOT THROTTLEKIT_TEST_PCH)
     return()
   endif()
   set(_pch
     "$<$<COMPILE_LANGUAGE:CXX>:${PROJECT_SOURCE_DIR}/tests/support/test_pch.h>")
-  if(ARG_STANDALONE)
-    target_precompile_headers(${target} PRIVATE "${_pch}")
-    return()
-  endif()
-  if(NOT TARGET throttlekit_test_pch)
-    add_library(throttlekit_test_pch OBJECT EXCLUDE_FROM_ALL
+  if(NOT TARGET ${_pch_target})
+    add_library(${_pch_target} OBJECT EXCLUDE_FROM_ALL
       "${PROJECT_SOURCE_DIR}/tests/support/test_pch.cc")
-    _throttlekit_test_flags(throttlekit_test_pch)
-    target_precompile_headers(throttlekit_test_pch PRIVATE "${_pch}")
+    _throttlekit_test_flags(${_pch_target} "${_flags}")
+    target_precompile_headers(${_pch_target} PRIVATE "${_pch}")
   endif()
-  target_precompile_headers(${target} REUSE_FROM throttlekit_test_pch)
+  target_precompile_headers(${target} REUSE_FROM ${_pch_target})
 endfunction()
 
 # The compile and link settings every test translation unit is built with
 # (the shared precompiled header requires the same on both sides; -pthread
 # because gRPC's targets add it to the server's bundle, and a header
-# precompiled without it is refused there).
-function(_throttlekit_test_flags target)
+# precompiled without it is refused there). <flags>: the flavour's extra
+# options (THROTTLEKIT_TEST_FLAGS or THROTTLEKIT_TEST_SEARCH_FLAGS).
+function(_throttlekit_test_flags target flags)
   target_link_libraries(${target} PRIVATE
     throttlekit::throttlekit GTest::gtest rapidcheck)
   target_compile_options(${target} PRIVATE ${THROTTLEKIT_WARNINGS} -pthread
-    ${THROTTLEKIT_TEST_FLAGS})
+    ${flags})
   target_include_directories(${target} PRIVATE "${PROJECT_SOURCE_DIR}/tests")
 endfunction()
 
-# throttlekit_benchmark(NAME <name> SOURCES <files...> [LIBS ...])
-function(throttlekit_benchmark)
+# Checking the benchmarks without building them. With this option (the test
+# command's build) each benchmark and bench/ tool is an object library whose
+# sources clang only parses and checks (-fsyntax-only; every warning still an
+# error), with no code generated and nothing linked: they are never run
+# there, and a benchmark that stops compiling is still caught. The launcher
+# (cmake/syntax_only.sh) leaves the empty object file the build expects, so
+# an unchanged benchmark is not checked again.
+option(THROTTLEKIT_BENCHMARK_SYNTAX_ONLY
+  "Only check that the benchmarks compile (no code, no link)" OFF)
+
+# throttlekit_bench_executable(NAME <name> SOURCES <files...> [LIBS ...]):
+# a benchmark or bench/ tool linked with <libs> (with
+# THROTTLEKIT_BENCHMARK_SYNTAX_ONLY, checked only).
+function(throttlekit_bench_executable)
   cmake_parse_arguments(ARG "" "NAME" "SOURCES;LIBS" ${ARGN})
-  add_executable(${ARG_NAME} ${ARG_SOURCES})
-  target_link_libraries(${ARG_NAME} PRIVATE
-    throttlekit::throttlekit benchmark::benchmark ${ARG_LIBS})
+  if(THROTTLEKIT_BENCHMARK_SYNTAX_ONLY)
+    add_library(${ARG_NAME} OBJECT ${ARG_SOURCES})
+    target_compile_options(${ARG_NAME} PRIVATE -fsyntax-only)
+    set_target_properties(${ARG_NAME} PROPERTIES CXX_COMPILER_LAUNCHER
+      "${PROJECT_SOURCE_DIR}/cmake/syntax_only.sh")
+  else()
+    add_executable(${ARG_NAME} ${ARG_SOURCES})
+  endif()
+  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_LIBS})
   target_compile_options(${ARG_NAME} PRIVATE ${THROTTLEKIT_WARNINGS}
     ${THROTTLEKIT_BENCHMARK_FLAGS})
+endfunction()
+
+# throttlekit_benchmark(NAME <name> SOURCES <files...> [LIBS ...]): a Google
+# Benchmark executable.
+function(throttlekit_benchmark)
+  cmake_parse_arguments(ARG "" "NAME" "SOURCES;LIBS" ${ARGN})
+  throttlekit_bench_executable(NAME ${ARG_NAME} SOURCES ${ARG_SOURCES}
+    LIBS throttlekit::throttlekit benchmark::benchmark ${ARG_LIBS})
 endfunction()
 
 # Extra compile options of every test translation unit (a list), after the
 # build type's.
 set(THROTTLEKIT_TEST_FLAGS "" CACHE STRING
-  "Extra compile options for the tests")
+  "Extra compile options for the tests (the check preset: -O0)")
+# The test areas (tests/<area>) whose speed is their coverage: the model
+# checkers' breadth-first searches and the simulator's tests, which explore
+# as many states or seeds as their time allows. Their tests take
+# THROTTLEKIT_TEST_SEARCH_FLAGS instead of THROTTLEKIT_TEST_FLAGS. The test
+# command's build compiles the other tests at -O0 (they wait on servers,
+# clocks and threads, not on their own code: docs/testing.md) and these at
+# -O1.
+set(THROTTLEKIT_TEST_SEARCH_AREAS "model;sim" CACHE STRING
+  "Test areas compiled with THROTTLEKIT_TEST_SEARCH_FLAGS")
+set(THROTTLEKIT_TEST_SEARCH_FLAGS "" CACHE STRING
+  "Extra compile options for the searching test areas (the check preset: -O1)")
 
 # Extra compile options of the fleet simulator (sim/: its library and
 # tk_sim), after the build type's. The test command's build, `-O1`
