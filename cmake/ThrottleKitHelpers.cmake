@@ -246,13 +246,13 @@ endfunction()
 set(THROTTLEKIT_TEST_FLAGS "" CACHE STRING
   "Extra compile options for the tests (the check preset: -O0)")
 # The test areas (tests/<area>) whose speed is their coverage: the model
-# checkers' breadth-first searches and the simulator's tests, which explore
-# as many states or seeds as their time allows. Their tests take
-# THROTTLEKIT_TEST_SEARCH_FLAGS instead of THROTTLEKIT_TEST_FLAGS. The test
-# command's build compiles the other tests at -O0 (they wait on servers,
-# clocks and threads, not on their own code: docs/testing.md) and these at
-# -O1.
-set(THROTTLEKIT_TEST_SEARCH_AREAS "model;sim" CACHE STRING
+# checkers' breadth-first searches, the simulator's tests and the
+# strategies' property searches, which explore as many states, seeds or
+# cases as their time allows. Their tests take THROTTLEKIT_TEST_SEARCH_FLAGS
+# instead of THROTTLEKIT_TEST_FLAGS. The test command's build compiles the
+# other tests at -O0 (they wait on servers, clocks and threads, not on
+# their own code: docs/testing.md) and these at -O1.
+set(THROTTLEKIT_TEST_SEARCH_AREAS "model;sim;strategy" CACHE STRING
   "Test areas compiled with THROTTLEKIT_TEST_SEARCH_FLAGS")
 set(THROTTLEKIT_TEST_SEARCH_FLAGS "" CACHE STRING
   "Extra compile options for the searching test areas (the check preset: -O1)")
