@@ -56,6 +56,22 @@ void BM_MemoryCoordinator_CheckHotKey(benchmark::State& state) {
 }
 BENCHMARK(BM_MemoryCoordinator_CheckHotKey);
 
+// The same step through `check_async` (memory completes it inline): beside
+// the blocking check above, the cost of deriving one form from the other
+// (docs/coordinator.md, "One hook per verb").
+void BM_MemoryCoordinator_CheckAsyncHotKey(benchmark::State& state) {
+  std::unique_ptr<MemoryCoordinator> c = *MemoryCoordinator::create({});
+  int64_t allowed = 0;
+  for (auto _ : state) {
+    c->check_async(gcra(), "user:42", kNow, 1,
+                   [&allowed](absl::StatusOr<Decision> d) {
+                     allowed += d.ok() && d->allowed;
+                   });
+  }
+  benchmark::DoNotOptimize(allowed);
+}
+BENCHMARK(BM_MemoryCoordinator_CheckAsyncHotKey);
+
 // 1024 keys held at most, every call a new key: insert + eviction.
 void BM_MemoryCoordinator_CheckNewKeyFullMap(benchmark::State& state) {
   std::unique_ptr<MemoryCoordinator> c =

@@ -161,7 +161,7 @@ endfunction()
 # What every test executable shares: the library, GoogleTest, RapidCheck,
 # the counting operator new (support/allocation_counter.h), the warnings,
 # tests/ on the include path (#include "support/..."), and the precompiled
-# heavy headers. Every test executable of one flavour (the searching areas'
+# heavy headers. Every test executable of one flavour (the waiting areas'
 # or the others', below) shares one precompiled header, built once per
 # configuration by an object library; a STANDALONE test's definitions (the
 # path of a binary it starts) are ones the header never reads, which clang
@@ -172,10 +172,10 @@ function(_throttlekit_test_target target area)
     "${PROJECT_SOURCE_DIR}/tests/support/allocation_counter.cc")
   set(_pch_target throttlekit_test_pch)
   set(_flags ${THROTTLEKIT_TEST_FLAGS})
-  if(area IN_LIST THROTTLEKIT_TEST_SEARCH_AREAS
-     AND NOT "${THROTTLEKIT_TEST_SEARCH_FLAGS}" STREQUAL "${THROTTLEKIT_TEST_FLAGS}")
-    set(_pch_target throttlekit_test_pch_search)
-    set(_flags ${THROTTLEKIT_TEST_SEARCH_FLAGS})
+  if(area IN_LIST THROTTLEKIT_TEST_WAITING_AREAS
+     AND NOT "${THROTTLEKIT_TEST_WAITING_FLAGS}" STREQUAL "")
+    set(_pch_target throttlekit_test_pch_waiting)
+    list(APPEND _flags ${THROTTLEKIT_TEST_WAITING_FLAGS})
   endif()
   _throttlekit_test_flags(${target} "${_flags}")
   if(NOT THROTTLEKIT_TEST_PCH)
@@ -196,7 +196,8 @@ endfunction()
 # (the shared precompiled header requires the same on both sides; -pthread
 # because gRPC's targets add it to the server's bundle, and a header
 # precompiled without it is refused there). <flags>: the flavour's extra
-# options (THROTTLEKIT_TEST_FLAGS or THROTTLEKIT_TEST_SEARCH_FLAGS).
+# options (THROTTLEKIT_TEST_FLAGS, then THROTTLEKIT_TEST_WAITING_FLAGS in
+# the waiting areas).
 function(_throttlekit_test_flags target flags)
   target_link_libraries(${target} PRIVATE
     throttlekit::throttlekit GTest::gtest rapidcheck)
@@ -244,18 +245,20 @@ endfunction()
 # Extra compile options of every test translation unit (a list), after the
 # build type's.
 set(THROTTLEKIT_TEST_FLAGS "" CACHE STRING
-  "Extra compile options for the tests (the check preset: -O0)")
-# The test areas (tests/<area>) whose speed is their coverage: the model
-# checkers' breadth-first searches, the simulator's tests and the
-# strategies' property searches, which explore as many states, seeds or
-# cases as their time allows. Their tests take THROTTLEKIT_TEST_SEARCH_FLAGS
-# instead of THROTTLEKIT_TEST_FLAGS. The test command's build compiles the
-# other tests at -O0 (they wait on servers, clocks and threads, not on
-# their own code: docs/testing.md) and these at -O1.
-set(THROTTLEKIT_TEST_SEARCH_AREAS "model;sim;strategy" CACHE STRING
-  "Test areas compiled with THROTTLEKIT_TEST_SEARCH_FLAGS")
-set(THROTTLEKIT_TEST_SEARCH_FLAGS "" CACHE STRING
-  "Extra compile options for the searching test areas (the check preset: -O1)")
+  "Extra compile options for the tests")
+# The test areas (tests/<area>, and the examples' tests) whose tests wait
+# on real servers, processes and clocks rather than on their own code:
+# Redis, Postgres, the server, unified admission, distributed concurrency.
+# Their translation units take THROTTLEKIT_TEST_WAITING_FLAGS after
+# THROTTLEKIT_TEST_FLAGS; the test command's build sets -O0 there, which
+# halves their compile time and costs their run a few seconds, where the
+# other areas (property searches, model checkers, the simulator, tight
+# loops) keep the build type's -O1 (docs/testing.md).
+set(THROTTLEKIT_TEST_WAITING_AREAS
+  "redis;postgres;server;admission;concurrency;examples" CACHE STRING
+  "Test areas compiled with THROTTLEKIT_TEST_WAITING_FLAGS")
+set(THROTTLEKIT_TEST_WAITING_FLAGS "" CACHE STRING
+  "Extra compile options for the waiting test areas (the check preset: -O0)")
 
 # Extra compile options of the fleet simulator (sim/: its library and
 # tk_sim), after the build type's. The test command's build, `-O1`

@@ -36,6 +36,7 @@
 #include "sim/sim_clock.h"
 #include "throttlekit/coordinator/coordinator.h"
 #include "throttlekit/coordinator/memory_coordinator.h"
+#include "throttlekit/coordinator/verb_completion.h"
 
 namespace throttlekit::sim {
 
@@ -114,136 +115,128 @@ class SimCoordinator final : public Coordinator {
   std::string_view backend() const noexcept override { return "sim"; }
 
  protected:
+  // Each hook answers a caller that waits at the instant of the call (the
+  // loop cannot block): atomic at the coordinator, through `write`. A
+  // caller that does not wait gets its answer through the network
+  // (`exchange`), for the verbs a fleet sends that way (check, lease,
+  // federation's lease and reconcile, heartbeat); the others answer at the
+  // instant of the call either way.
+  //
   // A check meets the store as Redis would: a key whose state expired on
   // the store's clock is gone, whatever `now_ms` the check names.
-  absl::StatusOr<Decision> do_check(const AnyStrategy& strategy,
-                                    std::string_view key, int64_t now_ms,
-                                    double cost) override {
-    return store_check(strategy, key, now_ms, cost);
-  }
-  void do_check_async(const AnyStrategy& strategy, std::string_view key,
-                      int64_t now_ms, double cost,
-                      DecisionCompletion on_done) override {
-    exchange<Decision>(std::move(on_done),
+  void do_check(const AnyStrategy& strategy, std::string_view key,
+                int64_t now_ms, double cost,
+                VerbCompletion<Decision> done) override {
+    if (done.caller_waits()) {
+      std::move(done)(store_check(strategy, key, now_ms, cost));
+      return;
+    }
+    exchange<Decision>(std::move(done).release(),
                        [this, strategy, key = std::string(key), now_ms, cost] {
                          return store_check(strategy, key, now_ms, cost);
                        });
   }
-  absl::StatusOr<Decision> do_peek(const AnyStrategy& strategy,
-                                   std::string_view key,
-                                   int64_t now_ms) override {
-    return fabric_.store->peek(strategy, key, now_ms);
+  void do_peek(const AnyStrategy& strategy, std::string_view key,
+               int64_t now_ms, VerbCompletion<Decision> done) override {
+    std::move(done)(fabric_.store->peek(strategy, key, now_ms));
   }
-  absl::StatusOr<Forecast> do_forecast(const AnyStrategy& strategy,
-                                       std::string_view key, int64_t now_ms,
-                                       double cost) override {
-    return fabric_.store->forecast(strategy, key, now_ms, cost);
+  void do_forecast(const AnyStrategy& strategy, std::string_view key,
+                   int64_t now_ms, double cost,
+                   VerbCompletion<Forecast> done) override {
+    std::move(done)(fabric_.store->forecast(strategy, key, now_ms, cost));
   }
-  absl::Status do_reset(const AnyStrategy& strategy,
-                        std::string_view key) override {
-    return fabric_.store->reset(strategy, key);
+  void do_reset(const AnyStrategy& strategy, std::string_view key,
+                VerbCompletion<Acknowledged> done) override {
+    const absl::Status s = fabric_.store->reset(strategy, key);
+    if (!s.ok()) {
+      std::move(done)(s);
+      return;
+    }
+    std::move(done)(Acknowledged{});
   }
-  absl::StatusOr<LeaseGrant> do_lease(const LeaseBudget& budget,
-                                      std::string_view key,
-                                      int64_t want) override {
-    return write<LeaseGrant>(
-        [budget, key = std::string(key), want](MemoryCoordinator& s, int64_t) {
-          return s.lease(budget, key, want);
-        });
-  }
-  void do_lease_async(const LeaseBudget& budget, std::string_view key,
-                      int64_t want, Completion<LeaseGrant> on_done) override {
+  void do_lease(const LeaseBudget& budget, std::string_view key, int64_t want,
+                VerbCompletion<LeaseGrant> done) override {
+    auto step = [budget, key = std::string(key), want](MemoryCoordinator& s,
+                                                       int64_t) {
+      return s.lease(budget, key, want);
+    };
+    if (done.caller_waits()) {
+      std::move(done)(write<LeaseGrant>(std::move(step)));
+      return;
+    }
     exchange<LeaseGrant>(
-        std::move(on_done), [this, budget, key = std::string(key), want] {
-          return write<LeaseGrant>(
-              [budget, key, want](MemoryCoordinator& s, int64_t) {
-                return s.lease(budget, key, want);
-              });
-        });
+        std::move(done).release(),
+        [this, step = std::move(step)] { return write<LeaseGrant>(step); });
   }
-  absl::StatusOr<int64_t> do_give_back(const LeaseBudget& budget,
-                                       std::string_view key,
-                                       int64_t window_start_ms, int64_t credits,
-                                       std::string_view token) override {
-    return write<int64_t>(
+  void do_give_back(const LeaseBudget& budget, std::string_view key,
+                    int64_t window_start_ms, int64_t credits,
+                    std::string_view token,
+                    VerbCompletion<int64_t> done) override {
+    std::move(done)(write<int64_t>(
         [budget, key = std::string(key), window_start_ms, credits,
          token = std::string(token)](MemoryCoordinator& s, int64_t) {
           return s.give_back(budget, key, window_start_ms, credits, token);
-        });
+        }));
   }
-  absl::StatusOr<int64_t> do_now_ms() override {
-    return fabric_.store->now_ms();
+  void do_now_ms(VerbCompletion<int64_t> done) override {
+    std::move(done)(fabric_.store->now_ms());
   }
   // The federation path (a region's process leasing from the global
   // coordinator): the windowed lease and the reconcile of a leftover.
-  absl::StatusOr<LeaseGrant> do_lease_windowed(const LeaseBudget& budget,
-                                               std::string_view key,
-                                               int64_t want,
-                                               int64_t now_ms) override {
-    return write<LeaseGrant>([budget, key = std::string(key), want, now_ms](
-                                 MemoryCoordinator& s, int64_t) {
+  void do_lease_windowed(const LeaseBudget& budget, std::string_view key,
+                         int64_t want, int64_t now_ms,
+                         VerbCompletion<LeaseGrant> done) override {
+    auto step = [budget, key = std::string(key), want, now_ms](
+                    MemoryCoordinator& s, int64_t) {
       return s.lease_windowed(budget, key, want, now_ms);
-    });
-  }
-  void do_lease_windowed_async(const LeaseBudget& budget, std::string_view key,
-                               int64_t want, int64_t now_ms,
-                               Completion<LeaseGrant> on_done) override {
+    };
+    if (done.caller_waits()) {
+      std::move(done)(write<LeaseGrant>(std::move(step)));
+      return;
+    }
     exchange<LeaseGrant>(
-        std::move(on_done),
-        [this, budget, key = std::string(key), want, now_ms] {
-          return write<LeaseGrant>(
-              [budget, key, want, now_ms](MemoryCoordinator& s, int64_t) {
-                return s.lease_windowed(budget, key, want, now_ms);
-              });
-        });
+        std::move(done).release(),
+        [this, step = std::move(step)] { return write<LeaseGrant>(step); });
   }
-  absl::StatusOr<int64_t> do_reconcile(const LeaseBudget& budget,
-                                       std::string_view key,
-                                       int64_t window_start_ms,
-                                       int64_t leftover, std::string_view token,
-                                       int64_t now_ms) override {
-    return write<int64_t>([budget, key = std::string(key), window_start_ms,
-                           leftover, token = std::string(token),
-                           now_ms](MemoryCoordinator& s, int64_t) {
+  void do_reconcile(const LeaseBudget& budget, std::string_view key,
+                    int64_t window_start_ms, int64_t leftover,
+                    std::string_view token, int64_t now_ms,
+                    VerbCompletion<int64_t> done) override {
+    auto step = [budget, key = std::string(key), window_start_ms, leftover,
+                 token = std::string(token),
+                 now_ms](MemoryCoordinator& s, int64_t) {
       return s.reconcile(budget, key, window_start_ms, leftover, token, now_ms);
-    });
-  }
-  void do_reconcile_async(const LeaseBudget& budget, std::string_view key,
-                          int64_t window_start_ms, int64_t leftover,
-                          std::string_view token, int64_t now_ms,
-                          Completion<int64_t> on_done) override {
-    exchange<int64_t>(std::move(on_done), [this, budget, key = std::string(key),
-                                           window_start_ms, leftover,
-                                           token = std::string(token), now_ms] {
-      return write<int64_t>([budget, key, window_start_ms, leftover, token,
-                             now_ms](MemoryCoordinator& s, int64_t) {
-        return s.reconcile(budget, key, window_start_ms, leftover, token,
-                           now_ms);
-      });
-    });
+    };
+    if (done.caller_waits()) {
+      std::move(done)(write<int64_t>(std::move(step)));
+      return;
+    }
+    exchange<int64_t>(
+        std::move(done).release(),
+        [this, step = std::move(step)] { return write<int64_t>(step); });
   }
   // A waited beat: atomic at the coordinator at the instant of the call,
   // failing at once (kUnavailable) when the node is cut off or the
   // message is lost.
-  absl::StatusOr<HeartbeatGrant> do_heartbeat(std::string_view key,
-                                              const HeartbeatReport& report,
-                                              const HeartbeatOptions& options,
-                                              int64_t now_ms) override {
-    ++fabric_.sent;
-    if (!fabric_.network.delay(node_, fabric_.loop.now_us(), fabric_.rng)) {
-      ++fabric_.lost;
-      return absl::UnavailableError(
-          "sim: the beat did not reach the coordinator");
+  void do_heartbeat(std::string_view key, const HeartbeatReport& report,
+                    const HeartbeatOptions& options, int64_t now_ms,
+                    VerbCompletion<HeartbeatGrant> done) override {
+    if (done.caller_waits()) {
+      ++fabric_.sent;
+      if (!fabric_.network.delay(node_, fabric_.loop.now_us(), fabric_.rng)) {
+        ++fabric_.lost;
+        std::move(done)(absl::UnavailableError(
+            "sim: the beat did not reach the coordinator"));
+        return;
+      }
+      std::move(done)(fabric_.store->heartbeat(key, report, options, now_ms));
+      return;
     }
-    return fabric_.store->heartbeat(key, report, options, now_ms);
-  }
-  void do_heartbeat_async(std::string_view key, const HeartbeatReport& report,
-                          const HeartbeatOptions& options, int64_t now_ms,
-                          Completion<HeartbeatGrant> on_done) override {
-    exchange<HeartbeatGrant>(std::move(on_done), [this, key = std::string(key),
-                                                  report, options, now_ms] {
-      return fabric_.store->heartbeat(key, report, options, now_ms);
-    });
+    exchange<HeartbeatGrant>(
+        std::move(done).release(),
+        [this, key = std::string(key), report, options, now_ms] {
+          return fabric_.store->heartbeat(key, report, options, now_ms);
+        });
   }
 
  private:

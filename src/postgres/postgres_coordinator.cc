@@ -28,7 +28,6 @@
 namespace throttlekit {
 
 using postgres_internal::bytea_text;
-using postgres_internal::exec_strategy;
 using postgres_internal::first_row;
 using postgres_internal::heartbeat_params;
 using postgres_internal::keyed;
@@ -48,6 +47,26 @@ using postgres_internal::to_now_ms;
 class PostgresCoordinator::Impl : public postgres_internal::SessionPool {
  public:
   using SessionPool::SessionPool;
+
+  // A verb's hook (coordinator.h) on the prepared `statement`, its first
+  // parameter a key (bound in binary): on a pooled session on the calling
+  // thread when its caller waits, else queued on the pipelined connection
+  // without waiting. Either way its one row is read by `parse`.
+  template <class T>
+  void dispatch(const char* statement, std::vector<std::string> params,
+                absl::StatusOr<T> (*parse)(const std::vector<std::string>&),
+                VerbCompletion<T> done) {
+    if (done.caller_waits()) {
+      std::move(done)(run<T>([&](Session& s, absl::Time deadline) {
+        return first_row(keyed(s, statement, params, deadline), parse);
+      }));
+      return;
+    }
+    auto r = std::make_unique<RowRequest<T>>(parse, std::move(done).release());
+    r->statement = statement;
+    r->params = std::move(params);
+    submit(std::move(r));
+  }
 };
 
 absl::StatusOr<std::unique_ptr<PostgresCoordinator>>
@@ -66,45 +85,45 @@ PostgresCoordinator::~PostgresCoordinator() = default;
 
 BackendStats PostgresCoordinator::stats() const { return impl_->stats(); }
 
-absl::StatusOr<Decision> PostgresCoordinator::do_check(
-    const AnyStrategy& strategy, std::string_view key, int64_t now_ms,
-    double cost) {
-  return impl_->run<Decision>([&](Session& s, absl::Time deadline) {
-    return first_row(
-        exec_strategy(s, strategy, key, now_ms, cost, false, deadline),
-        &to_decision);
-  });
+void PostgresCoordinator::do_check(const AnyStrategy& strategy,
+                                   std::string_view key, int64_t now_ms,
+                                   double cost, VerbCompletion<Decision> done) {
+  step(strategy, key, now_ms, cost, false, std::move(done));
 }
 
-void PostgresCoordinator::do_check_async(const AnyStrategy& strategy,
-                                         std::string_view key, int64_t now_ms,
-                                         double cost,
-                                         DecisionCompletion on_done) {
-  StrategyCall call = strategy_call(strategy, now_ms, cost, false);
-  auto r =
-      std::make_unique<RowRequest<Decision>>(&to_decision, std::move(on_done));
-  r->statement = call.statement;
-  r->params.reserve(call.params.size() + 1);
-  r->params.emplace_back(key);
-  for (std::string& p : call.params) r->params.push_back(std::move(p));
-  impl_->submit(std::move(r));
+// Only ever waited for (no asynchronous peek): on a pooled session.
+void PostgresCoordinator::do_peek(const AnyStrategy& strategy,
+                                  std::string_view key, int64_t now_ms,
+                                  VerbCompletion<Decision> done) {
+  step(strategy, key, now_ms, 1.0, true, std::move(done));
 }
 
-absl::StatusOr<Decision> PostgresCoordinator::do_peek(
-    const AnyStrategy& strategy, std::string_view key, int64_t now_ms) {
-  return impl_->run<Decision>([&](Session& s, absl::Time deadline) {
-    return first_row(
-        exec_strategy(s, strategy, key, now_ms, 1.0, true, deadline),
-        &to_decision);
-  });
+// One strategy function's call: its statement, the key, then its
+// parameters (statements.h).
+void PostgresCoordinator::step(const AnyStrategy& strategy,
+                               std::string_view key, int64_t now_ms,
+                               double cost, bool peek,
+                               VerbCompletion<Decision> done) {
+  StrategyCall call = strategy_call(strategy, now_ms, cost, peek);
+  std::vector<std::string> params;
+  params.reserve(call.params.size() + 1);
+  params.emplace_back(key);
+  for (std::string& p : call.params) params.push_back(std::move(p));
+  impl_->dispatch(call.statement, std::move(params), &to_decision,
+                  std::move(done));
 }
 
-absl::StatusOr<Forecast> PostgresCoordinator::do_forecast(
-    const AnyStrategy& strategy, std::string_view key, int64_t now_ms,
-    double cost) {
+namespace {
+
+// What `key` could spend (Coordinator::forecast): its row read on a pooled
+// session, computed by the C++ strategy.
+absl::StatusOr<Forecast> forecast_now(postgres_internal::SessionPool& impl,
+                                      const AnyStrategy& strategy,
+                                      std::string_view key, int64_t now_ms,
+                                      double cost) {
   const std::string sql =
-      postgres_internal::stored_row_sql(impl_->options().table);
-  absl::StatusOr<StoredRow> row = impl_->run<StoredRow>(
+      postgres_internal::stored_row_sql(impl.options().table);
+  absl::StatusOr<StoredRow> row = impl.run<StoredRow>(
       [&](Session& s, absl::Time deadline) -> absl::StatusOr<StoredRow> {
         absl::StatusOr<PgRow> r = s.conn->exec_params(
             sql, {std::string(key), std::to_string(now_ms)}, true, deadline);
@@ -132,153 +151,100 @@ absl::StatusOr<Forecast> PostgresCoordinator::do_forecast(
       strategy);
 }
 
-absl::Status PostgresCoordinator::do_reset(const AnyStrategy&,
-                                           std::string_view key) {
-  return impl_
-      ->run<bool>([&](Session& s, absl::Time deadline) -> absl::StatusOr<bool> {
-        absl::StatusOr<PgRow> r = s.conn->exec_params(
-            absl::StrCat("DELETE FROM ", impl_->options().table,
-                         " WHERE id = sha256($1)"),
-            {std::string(key)}, true, deadline);
+// One plain statement on a pooled session, for what it did, not a row.
+absl::StatusOr<Acknowledged> exec_now(postgres_internal::SessionPool& impl,
+                                      const std::string& sql,
+                                      std::vector<std::string> params) {
+  return impl.run<Acknowledged>(
+      [&](Session& s, absl::Time deadline) -> absl::StatusOr<Acknowledged> {
+        absl::StatusOr<PgRow> r =
+            params.empty() ? s.conn->exec(sql, deadline)
+                           : s.conn->exec_params(sql, params, true, deadline);
         if (!r.ok()) return r.status();
-        return true;
-      })
-      .status();
+        return Acknowledged{};
+      });
 }
 
-absl::StatusOr<LeaseGrant> PostgresCoordinator::do_lease(
-    const LeaseBudget& budget, std::string_view key, int64_t want) {
-  return impl_->run<LeaseGrant>([&](Session& s, absl::Time deadline) {
-    return first_row(
-        keyed(s, "tk_lease",
-              {std::string(key), std::to_string(budget.limit()),
-               std::to_string(budget.window_ms()), std::to_string(want)},
-              deadline),
-        &to_grant);
-  });
+}  // namespace
+
+// Only ever waited for (no asynchronous forecast): on a pooled session.
+void PostgresCoordinator::do_forecast(const AnyStrategy& strategy,
+                                      std::string_view key, int64_t now_ms,
+                                      double cost,
+                                      VerbCompletion<Forecast> done) {
+  std::move(done)(forecast_now(*impl_, strategy, key, now_ms, cost));
 }
 
-void PostgresCoordinator::do_lease_async(const LeaseBudget& budget,
-                                         std::string_view key, int64_t want,
-                                         Completion<LeaseGrant> on_done) {
-  auto r =
-      std::make_unique<RowRequest<LeaseGrant>>(&to_grant, std::move(on_done));
-  r->statement = "tk_lease";
-  r->params = {std::string(key), std::to_string(budget.limit()),
-               std::to_string(budget.window_ms()), std::to_string(want)};
-  impl_->submit(std::move(r));
+// Only ever waited for: on a pooled session.
+void PostgresCoordinator::do_reset(const AnyStrategy&, std::string_view key,
+                                   VerbCompletion<Acknowledged> done) {
+  std::move(done)(exec_now(*impl_,
+                           absl::StrCat("DELETE FROM ", impl_->options().table,
+                                        " WHERE id = sha256($1)"),
+                           {std::string(key)}));
 }
 
-absl::StatusOr<int64_t> PostgresCoordinator::do_give_back(
-    const LeaseBudget& budget, std::string_view key, int64_t window_start_ms,
-    int64_t credits, std::string_view token) {
-  return impl_->run<int64_t>([&](Session& s, absl::Time deadline) {
-    return first_row(
-        keyed(s, "tk_give_back",
-              {std::string(key), std::to_string(budget.window_ms()),
-               std::to_string(window_start_ms), std::to_string(credits),
-               bytea_text(token)},
-              deadline),
-        &to_count);
-  });
+void PostgresCoordinator::do_lease(const LeaseBudget& budget,
+                                   std::string_view key, int64_t want,
+                                   VerbCompletion<LeaseGrant> done) {
+  impl_->dispatch("tk_lease",
+                  {std::string(key), std::to_string(budget.limit()),
+                   std::to_string(budget.window_ms()), std::to_string(want)},
+                  &to_grant, std::move(done));
 }
 
-void PostgresCoordinator::do_give_back_async(
-    const LeaseBudget& budget, std::string_view key, int64_t window_start_ms,
-    int64_t credits, std::string_view token, Completion<int64_t> on_done) {
-  auto r = std::make_unique<RowRequest<int64_t>>(&to_count, std::move(on_done));
-  r->statement = "tk_give_back";
-  r->params = {std::string(key), std::to_string(budget.window_ms()),
-               std::to_string(window_start_ms), std::to_string(credits),
-               bytea_text(token)};
-  impl_->submit(std::move(r));
+void PostgresCoordinator::do_give_back(const LeaseBudget& budget,
+                                       std::string_view key,
+                                       int64_t window_start_ms, int64_t credits,
+                                       std::string_view token,
+                                       VerbCompletion<int64_t> done) {
+  impl_->dispatch("tk_give_back",
+                  {std::string(key), std::to_string(budget.window_ms()),
+                   std::to_string(window_start_ms), std::to_string(credits),
+                   bytea_text(token)},
+                  &to_count, std::move(done));
 }
 
-absl::StatusOr<LeaseGrant> PostgresCoordinator::do_lease_windowed(
-    const LeaseBudget& budget, std::string_view key, int64_t want,
-    int64_t now_ms) {
-  return impl_->run<LeaseGrant>([&](Session& s, absl::Time deadline) {
-    return first_row(keyed(s, "tk_fed_lease",
-                           {std::string(key), std::to_string(budget.limit()),
-                            std::to_string(budget.window_ms()),
-                            std::to_string(want), std::to_string(now_ms)},
-                           deadline),
-                     &to_grant);
-  });
+void PostgresCoordinator::do_lease_windowed(const LeaseBudget& budget,
+                                            std::string_view key, int64_t want,
+                                            int64_t now_ms,
+                                            VerbCompletion<LeaseGrant> done) {
+  impl_->dispatch("tk_fed_lease",
+                  {std::string(key), std::to_string(budget.limit()),
+                   std::to_string(budget.window_ms()), std::to_string(want),
+                   std::to_string(now_ms)},
+                  &to_grant, std::move(done));
 }
 
-void PostgresCoordinator::do_lease_windowed_async(
-    const LeaseBudget& budget, std::string_view key, int64_t want,
-    int64_t now_ms, Completion<LeaseGrant> on_done) {
-  auto r =
-      std::make_unique<RowRequest<LeaseGrant>>(&to_grant, std::move(on_done));
-  r->statement = "tk_fed_lease";
-  r->params = {std::string(key), std::to_string(budget.limit()),
-               std::to_string(budget.window_ms()), std::to_string(want),
-               std::to_string(now_ms)};
-  impl_->submit(std::move(r));
-}
-
-absl::StatusOr<int64_t> PostgresCoordinator::do_reconcile(
-    const LeaseBudget& budget, std::string_view key, int64_t window_start_ms,
-    int64_t leftover, std::string_view token, int64_t now_ms) {
-  return impl_->run<int64_t>([&](Session& s, absl::Time deadline) {
-    return first_row(
-        keyed(s, "tk_fed_reconcile",
-              {std::string(key), std::to_string(budget.limit()),
-               std::to_string(budget.window_ms()),
-               std::to_string(window_start_ms), std::to_string(leftover),
-               bytea_text(token), std::to_string(now_ms)},
-              deadline),
-        &to_count);
-  });
-}
-
-void PostgresCoordinator::do_reconcile_async(
-    const LeaseBudget& budget, std::string_view key, int64_t window_start_ms,
-    int64_t leftover, std::string_view token, int64_t now_ms,
-    Completion<int64_t> on_done) {
-  auto r = std::make_unique<RowRequest<int64_t>>(&to_count, std::move(on_done));
-  r->statement = "tk_fed_reconcile";
-  r->params = {std::string(key),
-               std::to_string(budget.limit()),
-               std::to_string(budget.window_ms()),
-               std::to_string(window_start_ms),
-               std::to_string(leftover),
-               bytea_text(token),
-               std::to_string(now_ms)};
-  impl_->submit(std::move(r));
+void PostgresCoordinator::do_reconcile(const LeaseBudget& budget,
+                                       std::string_view key,
+                                       int64_t window_start_ms,
+                                       int64_t leftover, std::string_view token,
+                                       int64_t now_ms,
+                                       VerbCompletion<int64_t> done) {
+  impl_->dispatch(
+      "tk_fed_reconcile",
+      {std::string(key), std::to_string(budget.limit()),
+       std::to_string(budget.window_ms()), std::to_string(window_start_ms),
+       std::to_string(leftover), bytea_text(token), std::to_string(now_ms)},
+      &to_count, std::move(done));
 }
 
 absl::Status PostgresCoordinator::do_wait_ready(absl::Time deadline) {
   return impl_->wait_ready(deadline);
 }
 
-absl::Status PostgresCoordinator::do_ping() {
-  return impl_
-      ->run<bool>([&](Session& s, absl::Time deadline) -> absl::StatusOr<bool> {
-        absl::StatusOr<PgRow> r = s.conn->exec("SELECT 1", deadline);
-        if (!r.ok()) return r.status();
-        return true;
-      })
-      .status();
+// Only ever waited for: SELECT 1 on a pooled session.
+void PostgresCoordinator::do_ping(VerbCompletion<Acknowledged> done) {
+  std::move(done)(exec_now(*impl_, "SELECT 1", {}));
 }
 
-absl::StatusOr<int64_t> PostgresCoordinator::do_now_ms() {
-  return impl_->run<int64_t>([&](Session& s, absl::Time deadline) {
-    return first_row(s.conn->exec_prepared("tk_now", {"0"}, false, deadline),
-                     &to_now_ms);
-  });
-}
-
-void PostgresCoordinator::do_now_ms_async(Completion<int64_t> on_done) {
-  auto r =
-      std::make_unique<RowRequest<int64_t>>(&to_now_ms, std::move(on_done));
-  r->statement = "tk_now";
-  // The pipeline sends its first parameter in binary (a key's bytea): here
-  // a bigint 0 (the store's clock), eight zero bytes.
-  r->params = {std::string(8, '\0')};
-  impl_->submit(std::move(r));
+// The store's clock: the prepared tk_now with a bigint 0 (the store's
+// clock) as its first parameter, bound in binary as a key would be: eight
+// zero bytes.
+void PostgresCoordinator::do_now_ms(VerbCompletion<int64_t> done) {
+  impl_->dispatch("tk_now", {std::string(8, '\0')}, &to_now_ms,
+                  std::move(done));
 }
 
 absl::StatusOr<int64_t> PostgresCoordinator::sweep(int64_t max_rows) {
@@ -299,34 +265,25 @@ absl::StatusOr<int64_t> PostgresCoordinator::sweep(int64_t max_rows) {
 // One round trip, autocommit: the prepared {{t}}_heartbeat (heartbeat.sql)
 // steps the key's node table under its row lock (the report was validated
 // by Coordinator::heartbeat).
-absl::StatusOr<HeartbeatGrant> PostgresCoordinator::do_heartbeat(
-    std::string_view key, const HeartbeatReport& report,
-    const HeartbeatOptions& options, int64_t now_ms) {
-  const std::vector<std::string> p = heartbeat_params(
-      key, report, options, now_ms, impl_->options().ttl_slack_ms);
-  return impl_->run<HeartbeatGrant>([&](Session& s, absl::Time deadline) {
-    return first_row(keyed(s, "tk_heartbeat", p, deadline),
-                     &to_heartbeat_grant);
-  });
+void PostgresCoordinator::do_heartbeat(std::string_view key,
+                                       const HeartbeatReport& report,
+                                       const HeartbeatOptions& options,
+                                       int64_t now_ms,
+                                       VerbCompletion<HeartbeatGrant> done) {
+  impl_->dispatch("tk_heartbeat",
+                  heartbeat_params(key, report, options, now_ms,
+                                   impl_->options().ttl_slack_ms),
+                  &to_heartbeat_grant, std::move(done));
 }
 
-void PostgresCoordinator::do_heartbeat_async(
-    std::string_view key, const HeartbeatReport& report,
-    const HeartbeatOptions& options, int64_t now_ms,
-    Completion<HeartbeatGrant> on_done) {
-  auto r = std::make_unique<RowRequest<HeartbeatGrant>>(&to_heartbeat_grant,
-                                                        std::move(on_done));
-  r->statement = "tk_heartbeat";
-  r->params = heartbeat_params(key, report, options, now_ms,
-                               impl_->options().ttl_slack_ms);
-  impl_->submit(std::move(r));
-}
+namespace {
 
-absl::StatusOr<std::vector<HeartbeatNode>>
-PostgresCoordinator::do_heartbeat_nodes(std::string_view key) {
-  const std::string sql = absl::StrCat("SELECT * FROM ", impl_->options().table,
+// `key`'s node table, read on a pooled session.
+absl::StatusOr<std::vector<HeartbeatNode>> heartbeat_nodes_now(
+    postgres_internal::SessionPool& impl, std::string_view key) {
+  const std::string sql = absl::StrCat("SELECT * FROM ", impl.options().table,
                                        "_heartbeat_read($1)");
-  return impl_->run<std::vector<HeartbeatNode>>(
+  return impl.run<std::vector<HeartbeatNode>>(
       [&](Session& s,
           absl::Time deadline) -> absl::StatusOr<std::vector<HeartbeatNode>> {
         absl::StatusOr<PgRow> row =
@@ -344,6 +301,14 @@ PostgresCoordinator::do_heartbeat_nodes(std::string_view key) {
         return postgres_internal::parse_heartbeat_table(row->values[1],
                                                         row->values[2]);
       });
+}
+
+}  // namespace
+
+// Only ever waited for: on a pooled session.
+void PostgresCoordinator::do_heartbeat_nodes(
+    std::string_view key, VerbCompletion<std::vector<HeartbeatNode>> done) {
+  std::move(done)(heartbeat_nodes_now(*impl_, key));
 }
 
 }  // namespace throttlekit

@@ -615,6 +615,19 @@ class RedisCoordinator::Impl {
     submit(std::move(r));
   }
 
+  // A verb's hook (coordinator.h): `run` on the calling thread when its
+  // caller waits (it leads a connection itself, with no hand-off to the
+  // I/O thread and back), else `run_async`.
+  template <class T, class Fill>
+  void dispatch(absl::StatusOr<T> (*parse)(const Request&),
+                VerbCompletion<T> done, Fill&& fill) {
+    if (done.caller_waits()) {
+      std::move(done)(run(parse, std::forward<Fill>(fill)));
+      return;
+    }
+    run_async(parse, std::move(done).release(), std::forward<Fill>(fill));
+  }
+
   // Queues `r`, an AsyncRequest, on a connection without waiting.
   void submit(std::shared_ptr<Request> r) {
     r->deadline = absl::Now() + options_.command_timeout;
@@ -2163,6 +2176,11 @@ void append_options(const AnyStrategy& strategy,
       strategy);
 }
 
+// A reply that only acknowledges (DEL's count, PING's PONG).
+absl::StatusOr<Acknowledged> to_acknowledged(const Request&) {
+  return Acknowledged{};
+}
+
 absl::StatusOr<Decision> to_decision(const Request& r) {
   if (r.reply.size() != 5) {
     return absl::InternalError(
@@ -2191,19 +2209,10 @@ void fill_check(Request& r, const AnyStrategy& strategy, std::string_view key,
 
 }  // namespace
 
-absl::StatusOr<Decision> RedisCoordinator::do_check(const AnyStrategy& strategy,
-                                                    std::string_view key,
-                                                    int64_t now_ms,
-                                                    double cost) {
-  return impl_->run(&to_decision, [&](Request& r) {
-    fill_check(r, strategy, key, now_ms, cost, impl_->options().ttl_slack_ms);
-  });
-}
-
-void RedisCoordinator::do_check_async(const AnyStrategy& strategy,
-                                      std::string_view key, int64_t now_ms,
-                                      double cost, DecisionCompletion on_done) {
-  impl_->run_async(&to_decision, std::move(on_done), [&](Request& r) {
+void RedisCoordinator::do_check(const AnyStrategy& strategy,
+                                std::string_view key, int64_t now_ms,
+                                double cost, VerbCompletion<Decision> done) {
+  impl_->dispatch(&to_decision, std::move(done), [&](Request& r) {
     fill_check(r, strategy, key, now_ms, cost, impl_->options().ttl_slack_ms);
   });
 }
@@ -2300,18 +2309,17 @@ void RedisCoordinator::fused_check_async(const Gcra& rate,
   });
 }
 
-absl::StatusOr<Decision> RedisCoordinator::do_peek(const AnyStrategy& strategy,
-                                                   std::string_view key,
-                                                   int64_t now_ms) {
-  auto r = std::make_shared<Request>();
-  r->script = static_cast<int>(strategy.index());
-  r->argv.reserve(12);
-  r->argv.emplace_back(key);
-  r->argv.insert(r->argv.end(), {fmt_int(now_ms), "1", "p",
+void RedisCoordinator::do_peek(const AnyStrategy& strategy,
+                               std::string_view key, int64_t now_ms,
+                               VerbCompletion<Decision> done) {
+  impl_->dispatch(&to_decision, std::move(done), [&](Request& r) {
+    r.script = static_cast<int>(strategy.index());
+    r.argv.reserve(12);
+    r.argv.emplace_back(key);
+    r.argv.insert(r.argv.end(), {fmt_int(now_ms), "1", "p",
                                  fmt_int(impl_->options().ttl_slack_ms)});
-  append_options(strategy, r->argv);
-  if (absl::Status s = impl_->call(r); !s.ok()) return s;
-  return to_decision(*r);
+    append_options(strategy, r.argv);
+  });
 }
 
 namespace {
@@ -2403,13 +2411,16 @@ const char* layout_of(const AnyStrategy& strategy) {
 
 }  // namespace
 
-absl::StatusOr<Forecast> RedisCoordinator::do_forecast(
-    const AnyStrategy& strategy, std::string_view key, int64_t now_ms,
-    double cost) {
+namespace {
+
+absl::StatusOr<Forecast> forecast_now(RedisCoordinator::Impl& impl,
+                                      const AnyStrategy& strategy,
+                                      std::string_view key, int64_t now_ms,
+                                      double cost) {
   auto r = std::make_shared<Request>();
   r->script = kStateScript;
   r->argv = {std::string(key), fmt_int(now_ms), layout_of(strategy)};
-  if (absl::Status s = impl_->call(r); !s.ok()) return s;
+  if (absl::Status s = impl.call(r); !s.ok()) return s;
   if (r->reply.empty()) {
     return absl::InternalError("redis: the state script replied badly");
   }
@@ -2421,11 +2432,21 @@ absl::StatusOr<Forecast> RedisCoordinator::do_forecast(
       strategy);
 }
 
-absl::Status RedisCoordinator::do_reset(const AnyStrategy&,
-                                        std::string_view key) {
-  auto r = std::make_shared<Request>();
-  r->argv = {"DEL", std::string(key)};
-  return impl_->call(r);
+}  // namespace
+
+// Only ever waited for (no asynchronous forecast): runs on the calling
+// thread, and reads the key's state back into the C++ strategy.
+void RedisCoordinator::do_forecast(const AnyStrategy& strategy,
+                                   std::string_view key, int64_t now_ms,
+                                   double cost, VerbCompletion<Forecast> done) {
+  std::move(done)(forecast_now(*impl_, strategy, key, now_ms, cost));
+}
+
+void RedisCoordinator::do_reset(const AnyStrategy&, std::string_view key,
+                                VerbCompletion<Acknowledged> done) {
+  impl_->dispatch(&to_acknowledged, std::move(done), [&](Request& r) {
+    r.argv = {"DEL", std::string(key)};
+  });
 }
 
 namespace {
@@ -2465,34 +2486,19 @@ absl::StatusOr<int64_t> to_count(const Request& r) {
 
 }  // namespace
 
-absl::StatusOr<LeaseGrant> RedisCoordinator::do_lease(const LeaseBudget& budget,
-                                                      std::string_view key,
-                                                      int64_t want) {
-  return impl_->run(&to_grant, [&](Request& r) {
+void RedisCoordinator::do_lease(const LeaseBudget& budget, std::string_view key,
+                                int64_t want, VerbCompletion<LeaseGrant> done) {
+  impl_->dispatch(&to_grant, std::move(done), [&](Request& r) {
     fill_lease(r, budget, key, want, impl_->options().ttl_slack_ms);
   });
 }
 
-void RedisCoordinator::do_lease_async(const LeaseBudget& budget,
-                                      std::string_view key, int64_t want,
-                                      Completion<LeaseGrant> on_done) {
-  impl_->run_async(&to_grant, std::move(on_done), [&](Request& r) {
-    fill_lease(r, budget, key, want, impl_->options().ttl_slack_ms);
-  });
-}
-
-absl::StatusOr<int64_t> RedisCoordinator::do_give_back(
-    const LeaseBudget& budget, std::string_view key, int64_t window_start_ms,
-    int64_t credits, std::string_view token) {
-  return impl_->run(&to_count, [&](Request& r) {
-    fill_give_back(r, budget, key, window_start_ms, credits, token);
-  });
-}
-
-void RedisCoordinator::do_give_back_async(
-    const LeaseBudget& budget, std::string_view key, int64_t window_start_ms,
-    int64_t credits, std::string_view token, Completion<int64_t> on_done) {
-  impl_->run_async(&to_count, std::move(on_done), [&](Request& r) {
+void RedisCoordinator::do_give_back(const LeaseBudget& budget,
+                                    std::string_view key,
+                                    int64_t window_start_ms, int64_t credits,
+                                    std::string_view token,
+                                    VerbCompletion<int64_t> done) {
+  impl_->dispatch(&to_count, std::move(done), [&](Request& r) {
     fill_give_back(r, budget, key, window_start_ms, credits, token);
   });
 }
@@ -2532,78 +2538,49 @@ void fill_escrow(Request& r, std::string_view key, int64_t now_ms,
 
 }  // namespace
 
-absl::StatusOr<LeaseGrant> RedisCoordinator::do_lease_windowed(
-    const LeaseBudget& budget, std::string_view key, int64_t want,
-    int64_t now_ms) {
-  return impl_->run(&to_grant, [&](Request& r) {
+void RedisCoordinator::do_lease_windowed(const LeaseBudget& budget,
+                                         std::string_view key, int64_t want,
+                                         int64_t now_ms,
+                                         VerbCompletion<LeaseGrant> done) {
+  impl_->dispatch(&to_grant, std::move(done), [&](Request& r) {
     fill_lease_windowed(r, budget, key, want, now_ms,
                         impl_->options().ttl_slack_ms);
   });
 }
 
-void RedisCoordinator::do_lease_windowed_async(const LeaseBudget& budget,
-                                               std::string_view key,
-                                               int64_t want, int64_t now_ms,
-                                               Completion<LeaseGrant> on_done) {
-  impl_->run_async(&to_grant, std::move(on_done), [&](Request& r) {
-    fill_lease_windowed(r, budget, key, want, now_ms,
-                        impl_->options().ttl_slack_ms);
-  });
-}
-
-absl::StatusOr<int64_t> RedisCoordinator::do_reconcile(
-    const LeaseBudget& budget, std::string_view key, int64_t window_start_ms,
-    int64_t leftover, std::string_view token, int64_t now_ms) {
-  return impl_->run(&to_count, [&](Request& r) {
+void RedisCoordinator::do_reconcile(const LeaseBudget& budget,
+                                    std::string_view key,
+                                    int64_t window_start_ms, int64_t leftover,
+                                    std::string_view token, int64_t now_ms,
+                                    VerbCompletion<int64_t> done) {
+  impl_->dispatch(&to_count, std::move(done), [&](Request& r) {
     fill_reconcile(r, budget, key, window_start_ms, leftover, token, now_ms);
   });
 }
 
-void RedisCoordinator::do_reconcile_async(
-    const LeaseBudget& budget, std::string_view key, int64_t window_start_ms,
-    int64_t leftover, std::string_view token, int64_t now_ms,
-    Completion<int64_t> on_done) {
-  impl_->run_async(&to_count, std::move(on_done), [&](Request& r) {
-    fill_reconcile(r, budget, key, window_start_ms, leftover, token, now_ms);
-  });
-}
-
-absl::StatusOr<LeaseGrant> RedisCoordinator::do_escrow_take(
-    std::string_view key, int64_t want, int64_t now_ms) {
-  return impl_->run(&to_grant, [&](Request& r) {
+void RedisCoordinator::do_escrow_take(std::string_view key, int64_t want,
+                                      int64_t now_ms,
+                                      VerbCompletion<LeaseGrant> done) {
+  impl_->dispatch(&to_grant, std::move(done), [&](Request& r) {
     fill_escrow(r, key, now_ms, "t", want, 0, 0, impl_->options().ttl_slack_ms);
   });
 }
 
-void RedisCoordinator::do_escrow_take_async(std::string_view key, int64_t want,
-                                            int64_t now_ms,
-                                            Completion<LeaseGrant> on_done) {
-  impl_->run_async(&to_grant, std::move(on_done), [&](Request& r) {
-    fill_escrow(r, key, now_ms, "t", want, 0, 0, impl_->options().ttl_slack_ms);
-  });
-}
-
-absl::StatusOr<int64_t> RedisCoordinator::do_escrow_refill(
-    std::string_view key, int64_t granted, int64_t window_start_ms,
-    int64_t expires_at_ms, int64_t now_ms) {
-  return impl_->run(&to_count, [&](Request& r) {
+void RedisCoordinator::do_escrow_refill(std::string_view key, int64_t granted,
+                                        int64_t window_start_ms,
+                                        int64_t expires_at_ms, int64_t now_ms,
+                                        VerbCompletion<int64_t> done) {
+  impl_->dispatch(&to_count, std::move(done), [&](Request& r) {
     fill_escrow(r, key, now_ms, "r", granted, window_start_ms, expires_at_ms,
                 impl_->options().ttl_slack_ms);
   });
 }
 
-void RedisCoordinator::do_escrow_refill_async(
-    std::string_view key, int64_t granted, int64_t window_start_ms,
-    int64_t expires_at_ms, int64_t now_ms, Completion<int64_t> on_done) {
-  impl_->run_async(&to_count, std::move(on_done), [&](Request& r) {
-    fill_escrow(r, key, now_ms, "r", granted, window_start_ms, expires_at_ms,
-                impl_->options().ttl_slack_ms);
-  });
-}
-
-absl::StatusOr<int64_t> RedisCoordinator::do_escrow_release(
-    std::string_view key, int64_t window_start_ms, int64_t now_ms) {
-  return impl_->run(&to_count, [&](Request& r) {
+void RedisCoordinator::do_escrow_release(std::string_view key,
+                                         int64_t window_start_ms,
+                                         int64_t now_ms,
+                                         VerbCompletion<int64_t> done) {
+  impl_->dispatch(&to_count, std::move(done), [&](Request& r) {
     fill_escrow(r, key, now_ms, "x", window_start_ms, 0, 0,
                 impl_->options().ttl_slack_ms);
   });
@@ -2622,10 +2599,9 @@ absl::Status RedisCoordinator::do_wait_ready(absl::Time deadline) {
   }
 }
 
-absl::Status RedisCoordinator::do_ping() {
-  auto r = std::make_shared<Request>();
-  r->argv = {"PING"};
-  return impl_->call(r);
+void RedisCoordinator::do_ping(VerbCompletion<Acknowledged> done) {
+  impl_->dispatch(&to_acknowledged, std::move(done),
+                  [](Request& r) { r.argv = {"PING"}; });
 }
 
 namespace {
@@ -2640,13 +2616,9 @@ absl::StatusOr<int64_t> to_now_ms(const Request& r) {
 
 }  // namespace
 
-absl::StatusOr<int64_t> RedisCoordinator::do_now_ms() {
-  return impl_->run(&to_now_ms, [](Request& r) { r.argv = {"TIME"}; });
-}
-
-void RedisCoordinator::do_now_ms_async(Completion<int64_t> on_done) {
-  impl_->run_async(&to_now_ms, std::move(on_done),
-                   [](Request& r) { r.argv = {"TIME"}; });
+void RedisCoordinator::do_now_ms(VerbCompletion<int64_t> done) {
+  impl_->dispatch(&to_now_ms, std::move(done),
+                  [](Request& r) { r.argv = {"TIME"}; });
 }
 
 namespace {
@@ -2688,32 +2660,26 @@ absl::StatusOr<HeartbeatGrant> to_heartbeat_grant(const Request& r) {
 
 }  // namespace
 
-absl::StatusOr<HeartbeatGrant> RedisCoordinator::do_heartbeat(
-    std::string_view key, const HeartbeatReport& report,
-    const HeartbeatOptions& options, int64_t now_ms) {
-  return impl_->run(&to_heartbeat_grant, [&](Request& r) {
+void RedisCoordinator::do_heartbeat(std::string_view key,
+                                    const HeartbeatReport& report,
+                                    const HeartbeatOptions& options,
+                                    int64_t now_ms,
+                                    VerbCompletion<HeartbeatGrant> done) {
+  impl_->dispatch(&to_heartbeat_grant, std::move(done), [&](Request& r) {
     fill_heartbeat(r, key, report, options, now_ms,
                    impl_->options().ttl_slack_ms);
   });
 }
 
-void RedisCoordinator::do_heartbeat_async(std::string_view key,
-                                          const HeartbeatReport& report,
-                                          const HeartbeatOptions& options,
-                                          int64_t now_ms,
-                                          Completion<HeartbeatGrant> on_done) {
-  impl_->run_async(&to_heartbeat_grant, std::move(on_done), [&](Request& r) {
-    fill_heartbeat(r, key, report, options, now_ms,
-                   impl_->options().ttl_slack_ms);
-  });
-}
+namespace {
 
-absl::StatusOr<std::vector<HeartbeatNode>> RedisCoordinator::do_heartbeat_nodes(
-    std::string_view key) {
+// `key`'s node table, read on the calling thread.
+absl::StatusOr<std::vector<HeartbeatNode>> heartbeat_nodes_now(
+    RedisCoordinator::Impl& impl, std::string_view key) {
   auto r = std::make_shared<Request>();
   r->script = kStateScript;
   r->argv = {std::string(key), "0", "h"};
-  if (absl::Status s = impl_->call(r); !s.ok()) return s;
+  if (absl::Status s = impl.call(r); !s.ok()) return s;
   // r->text: the field/value pairs (heartbeat.lua's layout); `now`, an
   // integer, is only in r->reply.
   std::vector<HeartbeatNode> nodes;
@@ -2744,6 +2710,14 @@ absl::StatusOr<std::vector<HeartbeatNode>> RedisCoordinator::do_heartbeat_nodes(
               return a.id < b.id;
             });
   return nodes;
+}
+
+}  // namespace
+
+// Only ever waited for (no asynchronous form): runs on the calling thread.
+void RedisCoordinator::do_heartbeat_nodes(
+    std::string_view key, VerbCompletion<std::vector<HeartbeatNode>> done) {
+  std::move(done)(heartbeat_nodes_now(*impl_, key));
 }
 
 absl::StatusOr<std::vector<int64_t>> RedisCoordinator::region_pool_step(

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "support/forwarding_coordinator.h"
 #include "throttlekit/concurrency/nano_clock_ref.h"
 #include "throttlekit/coordinator/memory_coordinator.h"
 #include "throttlekit/core/clock.h"
@@ -40,63 +41,35 @@ class MsOfNs final : public throttlekit::Clock {
 
 // The real MemoryCoordinator behind a switch that fails heartbeats (a
 // partition) or answers one recorded grant again (a delayed reply).
-class SwitchedCoordinator final : public Coordinator {
+class SwitchedCoordinator final : public testing::ForwardingCoordinator {
  public:
   explicit SwitchedCoordinator(std::shared_ptr<MemoryCoordinator> inner)
-      : inner_(std::move(inner)) {}
+      : ForwardingCoordinator(std::move(inner)) {}
 
   std::atomic<bool> fail{false};
   std::atomic<int> calls{0};
   bool replay_first = false;  // answer the first grant ever issued
   std::vector<HeartbeatGrant> grants;
 
-  std::string_view backend() const noexcept override { return "memory"; }
-
  protected:
-  absl::StatusOr<Decision> do_check(const AnyStrategy& s, std::string_view k,
-                                    int64_t now, double cost) override {
-    return inner_->check(s, k, now, cost);
-  }
-  absl::StatusOr<Decision> do_peek(const AnyStrategy& s, std::string_view k,
-                                   int64_t now) override {
-    return inner_->peek(s, k, now);
-  }
-  absl::StatusOr<Forecast> do_forecast(const AnyStrategy& s, std::string_view k,
-                                       int64_t now, double cost) override {
-    return inner_->forecast(s, k, now, cost);
-  }
-  absl::Status do_reset(const AnyStrategy& s, std::string_view k) override {
-    return inner_->reset(s, k);
-  }
-  absl::StatusOr<LeaseGrant> do_lease(const LeaseBudget& b, std::string_view k,
-                                      int64_t want) override {
-    return inner_->lease(b, k, want);
-  }
-  absl::StatusOr<int64_t> do_give_back(const LeaseBudget& b, std::string_view k,
-                                       int64_t start, int64_t credits,
-                                       std::string_view token) override {
-    return inner_->give_back(b, k, start, credits, token);
-  }
-  absl::StatusOr<int64_t> do_now_ms() override { return inner_->now_ms(); }
-  absl::StatusOr<HeartbeatGrant> do_heartbeat(std::string_view key,
-                                              const HeartbeatReport& report,
-                                              const HeartbeatOptions& options,
-                                              int64_t now_ms) override {
+  // Every beat is answered on the calling thread, waited for or not.
+  void do_heartbeat(std::string_view key, const HeartbeatReport& report,
+                    const HeartbeatOptions& options, int64_t now_ms,
+                    VerbCompletion<HeartbeatGrant> done) override {
     calls.fetch_add(1);
-    if (fail.load()) return absl::UnavailableError("partitioned");
+    if (fail.load()) {
+      std::move(done)(absl::UnavailableError("partitioned"));
+      return;
+    }
     absl::StatusOr<HeartbeatGrant> g =
-        inner_->heartbeat(key, report, options, now_ms);
+        inner().heartbeat(key, report, options, now_ms);
     if (g.ok()) grants.push_back(*g);
-    if (replay_first && !grants.empty()) return grants.front();
-    return g;
+    if (replay_first && !grants.empty()) {
+      std::move(done)(grants.front());
+      return;
+    }
+    std::move(done)(std::move(g));
   }
-  absl::StatusOr<std::vector<HeartbeatNode>> do_heartbeat_nodes(
-      std::string_view key) override {
-    return inner_->heartbeat_nodes(key);
-  }
-
- private:
-  std::shared_ptr<MemoryCoordinator> inner_;
 };
 
 class DistributedConcurrencyTest : public ::testing::Test {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "throttlekit/coordinator/memory_coordinator.h"
+#include "throttlekit/coordinator/verb_completion.h"
 
 namespace throttlekit {
 namespace strict_rate_limiter_test {
@@ -24,31 +25,33 @@ class OutCoordinator final : public Coordinator {
   std::string_view backend() const noexcept override { return "out"; }
 
  protected:
-  absl::StatusOr<Decision> do_check(const AnyStrategy&, std::string_view,
-                                    int64_t, double) override {
-    return status_;
+  void do_check(const AnyStrategy&, std::string_view, int64_t, double,
+                VerbCompletion<Decision> done) override {
+    std::move(done)(status_);
   }
-  absl::StatusOr<Decision> do_peek(const AnyStrategy&, std::string_view,
-                                   int64_t) override {
-    return status_;
+  void do_peek(const AnyStrategy&, std::string_view, int64_t,
+               VerbCompletion<Decision> done) override {
+    std::move(done)(status_);
   }
-  absl::StatusOr<Forecast> do_forecast(const AnyStrategy&, std::string_view,
-                                       int64_t, double) override {
-    return status_;
+  void do_forecast(const AnyStrategy&, std::string_view, int64_t, double,
+                   VerbCompletion<Forecast> done) override {
+    std::move(done)(status_);
   }
-  absl::Status do_reset(const AnyStrategy&, std::string_view) override {
-    return status_;
+  void do_reset(const AnyStrategy&, std::string_view,
+                VerbCompletion<Acknowledged> done) override {
+    std::move(done)(status_);
   }
-  absl::StatusOr<LeaseGrant> do_lease(const LeaseBudget&, std::string_view,
-                                      int64_t) override {
-    return status_;
+  void do_lease(const LeaseBudget&, std::string_view, int64_t,
+                VerbCompletion<LeaseGrant> done) override {
+    std::move(done)(status_);
   }
-  absl::StatusOr<int64_t> do_give_back(const LeaseBudget&, std::string_view,
-                                       int64_t, int64_t,
-                                       std::string_view) override {
-    return status_;
+  void do_give_back(const LeaseBudget&, std::string_view, int64_t, int64_t,
+                    std::string_view, VerbCompletion<int64_t> done) override {
+    std::move(done)(status_);
   }
-  absl::StatusOr<int64_t> do_now_ms() override { return status_; }
+  void do_now_ms(VerbCompletion<int64_t> done) override {
+    std::move(done)(status_);
+  }
 
  private:
   absl::Status status_;

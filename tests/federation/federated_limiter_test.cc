@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "support/forwarding_coordinator.h"
 #include "support/manual_store.h"
 #include "throttlekit/coordinator/memory_coordinator.h"
 
@@ -36,70 +37,20 @@ AnyStrategy fixed(int64_t limit, int64_t window_ms = 1000) {
 // A Coordinator that forwards to a real one unless switched off, when every
 // call fails as a store outage does (kUnavailable), and counts the calls
 // that reached it. Fault injection over the real memory coordinator.
-class Switchable final : public Coordinator {
+class Switchable final : public testing::ForwardingCoordinator {
  public:
   explicit Switchable(std::shared_ptr<Coordinator> inner)
-      : inner_(std::move(inner)) {}
+      : ForwardingCoordinator(std::move(inner)) {}
   std::atomic<bool> down{false};
   std::atomic<int> calls{0};
   std::string_view backend() const noexcept override { return "switchable"; }
 
  protected:
-  absl::Status gate() {
+  absl::Status admit(std::string_view) override {
     calls.fetch_add(1);
     return down.load() ? absl::UnavailableError("switchable: down")
                        : absl::OkStatus();
   }
-  absl::StatusOr<Decision> do_check(const AnyStrategy& s, std::string_view k,
-                                    int64_t now, double cost) override {
-    if (absl::Status g = gate(); !g.ok()) return g;
-    return inner_->check(s, k, now, cost);
-  }
-  absl::StatusOr<Decision> do_peek(const AnyStrategy& s, std::string_view k,
-                                   int64_t now) override {
-    if (absl::Status g = gate(); !g.ok()) return g;
-    return inner_->peek(s, k, now);
-  }
-  absl::StatusOr<Forecast> do_forecast(const AnyStrategy& s, std::string_view k,
-                                       int64_t now, double cost) override {
-    if (absl::Status g = gate(); !g.ok()) return g;
-    return inner_->forecast(s, k, now, cost);
-  }
-  absl::Status do_reset(const AnyStrategy& s, std::string_view k) override {
-    if (absl::Status g = gate(); !g.ok()) return g;
-    return inner_->reset(s, k);
-  }
-  absl::StatusOr<LeaseGrant> do_lease(const LeaseBudget& b, std::string_view k,
-                                      int64_t want) override {
-    if (absl::Status g = gate(); !g.ok()) return g;
-    return inner_->lease(b, k, want);
-  }
-  absl::StatusOr<int64_t> do_give_back(const LeaseBudget& b, std::string_view k,
-                                       int64_t ws, int64_t credits,
-                                       std::string_view token) override {
-    if (absl::Status g = gate(); !g.ok()) return g;
-    return inner_->give_back(b, k, ws, credits, token);
-  }
-  absl::StatusOr<int64_t> do_now_ms() override {
-    if (absl::Status g = gate(); !g.ok()) return g;
-    return inner_->now_ms();
-  }
-  absl::StatusOr<LeaseGrant> do_lease_windowed(const LeaseBudget& b,
-                                               std::string_view k, int64_t want,
-                                               int64_t now) override {
-    if (absl::Status g = gate(); !g.ok()) return g;
-    return inner_->lease_windowed(b, k, want, now);
-  }
-  absl::StatusOr<int64_t> do_reconcile(const LeaseBudget& b, std::string_view k,
-                                       int64_t ws, int64_t leftover,
-                                       std::string_view t,
-                                       int64_t now) override {
-    if (absl::Status g = gate(); !g.ok()) return g;
-    return inner_->reconcile(b, k, ws, leftover, t, now);
-  }
-
- private:
-  std::shared_ptr<Coordinator> inner_;
 };
 
 struct Fleet : testing::ManualStore {

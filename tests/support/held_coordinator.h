@@ -4,7 +4,8 @@
 // leases wait until the test lets them through, so a test chooses the
 // instant the store runs a lease and the instant its answer arrives (a
 // network it drives). A blocking `lease` is held as well (it waits for its
-// delivery); every other verb goes straight to the inner coordinator.
+// delivery); every other verb goes straight to the inner coordinator
+// (support/forwarding_coordinator.h).
 //
 //     auto held = std::make_shared<HeldCoordinator>(memory);
 //     limiter->check_async("k", 1, done);  // a miss: the lease is held
@@ -29,16 +30,17 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "support/forwarding_coordinator.h"
 #include "throttlekit/coordinator/coordinator.h"
-#include "throttlekit/core/completion_latch.h"
+#include "throttlekit/coordinator/verb_completion.h"
 #include "throttlekit/core/mutex.h"
 
 namespace throttlekit::testing {
 
-class HeldCoordinator final : public Coordinator {
+class HeldCoordinator final : public ForwardingCoordinator {
  public:
   explicit HeldCoordinator(std::shared_ptr<Coordinator> inner)
-      : inner_(std::move(inner)) {}
+      : ForwardingCoordinator(std::move(inner)) {}
 
   // Leases waiting for delivery.
   size_t held() {
@@ -78,7 +80,7 @@ class HeldCoordinator final : public Coordinator {
       std::move(h.done)(fail);
       return true;
     }
-    absl::StatusOr<LeaseGrant> grant = inner_->lease(h.budget, h.key, h.want);
+    absl::StatusOr<LeaseGrant> grant = inner().lease(h.budget, h.key, h.want);
     {
       MutexLock lock(mu_);
       last_ = grant;
@@ -116,7 +118,7 @@ class HeldCoordinator final : public Coordinator {
     if (!status.ok()) {
       std::move(b.done)(std::move(status));
     } else {
-      std::move(b.done)(inner_->heartbeat(b.key, b.report, b.options, b.now));
+      std::move(b.done)(inner().heartbeat(b.key, b.report, b.options, b.now));
     }
     return true;
   }
@@ -127,66 +129,28 @@ class HeldCoordinator final : public Coordinator {
     fail_status_ = std::move(status);
   }
 
-  std::string_view backend() const noexcept override {
-    return inner_->backend();
-  }
-
  protected:
-  void do_lease_async(const LeaseBudget& budget, std::string_view key,
-                      int64_t want, Completion<LeaseGrant> on_done) override {
+  // A lease is held, whether its caller waits (then it blocks until
+  // delivered) or not.
+  void do_lease(const LeaseBudget& budget, std::string_view key, int64_t want,
+                VerbCompletion<LeaseGrant> done) override {
     MutexLock lock(mu_);
-    held_.push_back(Held{budget, std::string(key), want, std::move(on_done)});
+    held_.push_back(
+        Held{budget, std::string(key), want, std::move(done).release()});
   }
-  absl::StatusOr<Decision> do_check(const AnyStrategy& strategy,
-                                    std::string_view key, int64_t now_ms,
-                                    double cost) override {
-    return inner_->check(strategy, key, now_ms, cost);
-  }
-  absl::StatusOr<Decision> do_peek(const AnyStrategy& strategy,
-                                   std::string_view key,
-                                   int64_t now_ms) override {
-    return inner_->peek(strategy, key, now_ms);
-  }
-  absl::StatusOr<Forecast> do_forecast(const AnyStrategy& strategy,
-                                       std::string_view key, int64_t now_ms,
-                                       double cost) override {
-    return inner_->forecast(strategy, key, now_ms, cost);
-  }
-  absl::Status do_reset(const AnyStrategy& strategy,
-                        std::string_view key) override {
-    return inner_->reset(strategy, key);
-  }
-  // A blocking lease is held too: it waits for its delivery.
-  absl::StatusOr<LeaseGrant> do_lease(const LeaseBudget& budget,
-                                      std::string_view key,
-                                      int64_t want) override {
-    CompletionLatch<LeaseGrant> latch;
-    do_lease_async(budget, key, want, latch.completion());
-    return latch.wait();
-  }
-  absl::StatusOr<int64_t> do_give_back(const LeaseBudget& budget,
-                                       std::string_view key,
-                                       int64_t window_start_ms, int64_t credits,
-                                       std::string_view token) override {
-    return inner_->give_back(budget, key, window_start_ms, credits, token);
-  }
-  absl::StatusOr<int64_t> do_now_ms() override { return inner_->now_ms(); }
-  absl::StatusOr<HeartbeatGrant> do_heartbeat(std::string_view key,
-                                              const HeartbeatReport& report,
-                                              const HeartbeatOptions& options,
-                                              int64_t now_ms) override {
-    return inner_->heartbeat(key, report, options, now_ms);
-  }
-  void do_heartbeat_async(std::string_view key, const HeartbeatReport& report,
-                          const HeartbeatOptions& options, int64_t now_ms,
-                          Completion<HeartbeatGrant> on_done) override {
+  // A heartbeat whose caller does not wait is held; a waited one goes
+  // straight through.
+  void do_heartbeat(std::string_view key, const HeartbeatReport& report,
+                    const HeartbeatOptions& options, int64_t now_ms,
+                    VerbCompletion<HeartbeatGrant> done) override {
+    if (done.caller_waits()) {
+      ForwardingCoordinator::do_heartbeat(key, report, options, now_ms,
+                                          std::move(done));
+      return;
+    }
     MutexLock lock(mu_);
     beats_.push_back(HeldBeat{std::string(key), report, options, now_ms,
-                              std::move(on_done)});
-  }
-  absl::StatusOr<std::vector<HeartbeatNode>> do_heartbeat_nodes(
-      std::string_view key) override {
-    return inner_->heartbeat_nodes(key);
+                              std::move(done).release()});
   }
 
  private:
@@ -205,7 +169,6 @@ class HeldCoordinator final : public Coordinator {
     Completion<HeartbeatGrant> done;
   };
 
-  const std::shared_ptr<Coordinator> inner_;
   Mutex mu_;
   std::deque<Held> held_ ABSL_GUARDED_BY(mu_);
   std::deque<HeldBeat> beats_ ABSL_GUARDED_BY(mu_);

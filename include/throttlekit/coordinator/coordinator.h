@@ -39,16 +39,16 @@
 //   (`join_key`). 1 byte .. 1 MiB, any bytes.
 // - `now_ms == 0` means "use the store's clock" (docs/semantics.md, "Redis
 //   representation"); otherwise `now_ms` must be in [1, 2^53-1].
-// - Every call is bounded by the backend's command deadline. The verbs are
-//   synchronous; `check_async`, `lease_async`, `give_back_async`,
-//   `heartbeat_async` and federation's `lease_windowed_async`,
-//   `reconcile_async`, `escrow_take_async` and `escrow_refill_async` are
-//   their forms without waiting (core/completion.h, docs/async.md): Redis
+// - Every call is bounded by the backend's command deadline. Each verb
+//   has a blocking form and, for the verbs a fleet sends in flight
+//   (`check`, `lease`, `give_back`, `now_ms`, `heartbeat`, federation's
+//   `lease_windowed`, `reconcile`, `escrow_take`, `escrow_refill`), a form
+//   without waiting, `*_async` (core/completion.h, docs/async.md): Redis
 //   queues them on its pipelined connections, Postgres on a connection in
 //   libpq's pipeline mode (all but the escrow's, which Postgres does not
-//   have), and each completes them from the reply; a backend without
-//   a non-blocking path for a verb (memory, whose steps need no I/O) runs
-//   the blocking verb and completes inline.
+//   have), and each completes them from the reply; memory, whose steps
+//   need no I/O, completes inline. Both forms come from one hook per verb
+//   (the protected hooks below).
 //   Errors are statuses, never exceptions and never a decision:
 //   kInvalidArgument (bad argument, checked here before any I/O),
 //   kUnavailable (store unreachable or failed), kDeadlineExceeded (the store
@@ -76,7 +76,9 @@
 #include "throttlekit/coordinator/federation_core.h"
 #include "throttlekit/coordinator/heartbeat_core.h"
 #include "throttlekit/coordinator/lease.h"
+#include "throttlekit/coordinator/verb_completion.h"
 #include "throttlekit/core/completion.h"
+#include "throttlekit/core/completion_latch.h"
 #include "throttlekit/core/cost.h"
 #include "throttlekit/core/decision.h"
 #include "throttlekit/core/key.h"
@@ -98,7 +100,9 @@ class Coordinator {
     if (!valid_step(key, now_ms, cost)) [[unlikely]] {
       return invalid_step(key, now_ms, cost);
     }
-    return do_check(strategy, key, now_ms, cost);
+    return wait_for<Decision>([&](VerbCompletion<Decision> done) {
+      do_check(strategy, key, now_ms, cost, std::move(done));
+    });
   }
 
   // As `check`, without waiting for the store: `on_done` runs exactly once
@@ -111,7 +115,8 @@ class Coordinator {
       std::move(on_done)(invalid_step(key, now_ms, cost));
       return;
     }
-    do_check_async(strategy, key, now_ms, cost, std::move(on_done));
+    do_check(strategy, key, now_ms, cost,
+             VerbCompletion<Decision>(std::move(on_done)));
   }
 
   // The decision a cost-1 request would get, without writing anything (not
@@ -120,7 +125,9 @@ class Coordinator {
                                 std::string_view key, int64_t now_ms) {
     if (absl::Status s = validate_key(key); !s.ok()) return s;
     if (!valid_now(now_ms)) return invalid_now(now_ms);
-    return do_peek(strategy, key, now_ms);
+    return wait_for<Decision>([&](VerbCompletion<Decision> done) {
+      do_peek(strategy, key, now_ms, std::move(done));
+    });
   }
 
   // What `key` could spend at `now_ms` (0: store clock) for requests of
@@ -132,13 +139,18 @@ class Coordinator {
     if (!valid_step(key, now_ms, cost)) [[unlikely]] {
       return invalid_step(key, now_ms, cost);
     }
-    return do_forecast(strategy, key, now_ms, cost);
+    return wait_for<Forecast>([&](VerbCompletion<Forecast> done) {
+      do_forecast(strategy, key, now_ms, cost, std::move(done));
+    });
   }
 
   // Forgets `key`: its next check sees a cold key.
   absl::Status reset(const AnyStrategy& strategy, std::string_view key) {
     if (absl::Status s = validate_key(key); !s.ok()) return s;
-    return do_reset(strategy, key);
+    return wait_for<Acknowledged>([&](VerbCompletion<Acknowledged> done) {
+             do_reset(strategy, key, std::move(done));
+           })
+        .status();
   }
 
   // Takes min(want, credits left) from the current window of `budget` on
@@ -146,7 +158,9 @@ class Coordinator {
   absl::StatusOr<LeaseGrant> lease(const LeaseBudget& budget,
                                    std::string_view key, int64_t want) {
     if (absl::Status s = validate_lease(key, want); !s.ok()) return s;
-    return do_lease(budget, key, want);
+    return wait_for<LeaseGrant>([&](VerbCompletion<LeaseGrant> done) {
+      do_lease(budget, key, want, std::move(done));
+    });
   }
 
   // As `lease`, without waiting for the store: `on_done` runs exactly once
@@ -159,7 +173,7 @@ class Coordinator {
       std::move(on_done)(std::move(s));
       return;
     }
-    do_lease_async(budget, key, want, std::move(on_done));
+    do_lease(budget, key, want, VerbCompletion<LeaseGrant>(std::move(on_done)));
   }
 
   // Gives `credits` back to the window that started at `window_start_ms`
@@ -175,7 +189,10 @@ class Coordinator {
     if (absl::Status s = validate_give_back(key, credits, token); !s.ok()) {
       return s;
     }
-    return do_give_back(budget, key, window_start_ms, credits, token);
+    return wait_for<int64_t>([&](VerbCompletion<int64_t> done) {
+      do_give_back(budget, key, window_start_ms, credits, token,
+                   std::move(done));
+    });
   }
 
   // As `give_back`, without waiting for the store (as `lease_async`). The
@@ -188,8 +205,8 @@ class Coordinator {
       std::move(on_done)(std::move(s));
       return;
     }
-    do_give_back_async(budget, key, window_start_ms, credits, token,
-                       std::move(on_done));
+    do_give_back(budget, key, window_start_ms, credits, token,
+                 VerbCompletion<int64_t>(std::move(on_done)));
   }
 
   // Federation's lease (federation_core.h): takes min(want, credits left)
@@ -205,7 +222,9 @@ class Coordinator {
         !s.ok()) {
       return s;
     }
-    return do_lease_windowed(budget, key, want, now_ms);
+    return wait_for<LeaseGrant>([&](VerbCompletion<LeaseGrant> done) {
+      do_lease_windowed(budget, key, want, now_ms, std::move(done));
+    });
   }
 
   // As `lease_windowed`, without waiting for the store (as `lease_async`).
@@ -218,7 +237,8 @@ class Coordinator {
       std::move(on_done)(std::move(s));
       return;
     }
-    do_lease_windowed_async(budget, key, want, now_ms, std::move(on_done));
+    do_lease_windowed(budget, key, want, now_ms,
+                      VerbCompletion<LeaseGrant>(std::move(on_done)));
   }
 
   // Gives `leftover` credits of the window that started at
@@ -237,7 +257,10 @@ class Coordinator {
         !s.ok()) {
       return s;
     }
-    return do_reconcile(budget, key, window_start_ms, leftover, token, now_ms);
+    return wait_for<int64_t>([&](VerbCompletion<int64_t> done) {
+      do_reconcile(budget, key, window_start_ms, leftover, token, now_ms,
+                   std::move(done));
+    });
   }
 
   // As `reconcile`, without waiting for the store (as `lease_async`). The
@@ -251,8 +274,8 @@ class Coordinator {
       std::move(on_done)(std::move(s));
       return;
     }
-    do_reconcile_async(budget, key, window_start_ms, leftover, token, now_ms,
-                       std::move(on_done));
+    do_reconcile(budget, key, window_start_ms, leftover, token, now_ms,
+                 VerbCompletion<int64_t>(std::move(on_done)));
   }
 
   // Regional escrow (escrow_core.h): takes min(want, balance) of `key`'s
@@ -265,7 +288,9 @@ class Coordinator {
         !s.ok()) {
       return s;
     }
-    return do_escrow_take(key, want, now_ms);
+    return wait_for<LeaseGrant>([&](VerbCompletion<LeaseGrant> done) {
+      do_escrow_take(key, want, now_ms, std::move(done));
+    });
   }
 
   // As `escrow_take`, without waiting for the store (as `lease_async`). The
@@ -277,7 +302,8 @@ class Coordinator {
       std::move(on_done)(std::move(s));
       return;
     }
-    do_escrow_take_async(key, want, now_ms, std::move(on_done));
+    do_escrow_take(key, want, now_ms,
+                   VerbCompletion<LeaseGrant>(std::move(on_done)));
   }
 
   // Deposits `granted` credits of the coordinator window
@@ -295,8 +321,10 @@ class Coordinator {
         !s.ok()) {
       return s;
     }
-    return do_escrow_refill(key, granted, window_start_ms, expires_at_ms,
-                            now_ms);
+    return wait_for<int64_t>([&](VerbCompletion<int64_t> done) {
+      do_escrow_refill(key, granted, window_start_ms, expires_at_ms, now_ms,
+                       std::move(done));
+    });
   }
 
   // As `escrow_refill`, without waiting for the store (as `lease_async`).
@@ -310,8 +338,8 @@ class Coordinator {
       std::move(on_done)(std::move(s));
       return;
     }
-    do_escrow_refill_async(key, granted, window_start_ms, expires_at_ms, now_ms,
-                           std::move(on_done));
+    do_escrow_refill(key, granted, window_start_ms, expires_at_ms, now_ms,
+                     VerbCompletion<int64_t>(std::move(on_done)));
   }
 
   // Takes the whole live balance of `key` if it belongs to the window
@@ -322,20 +350,30 @@ class Coordinator {
                                          int64_t now_ms = 0) {
     if (absl::Status s = validate_key(key); !s.ok()) return s;
     if (!valid_now(now_ms)) return invalid_now(now_ms);
-    return do_escrow_release(key, window_start_ms, now_ms);
+    return wait_for<int64_t>([&](VerbCompletion<int64_t> done) {
+      do_escrow_release(key, window_start_ms, now_ms, std::move(done));
+    });
   }
 
   // The store's clock, epoch ms.
-  absl::StatusOr<int64_t> now_ms() { return do_now_ms(); }
+  absl::StatusOr<int64_t> now_ms() {
+    return wait_for<int64_t>(
+        [&](VerbCompletion<int64_t> done) { do_now_ms(std::move(done)); });
+  }
   // As `now_ms`, without waiting: `on_done` runs once with what `now_ms`
   // would return (inline on a backend without an asynchronous path).
   void now_ms_async(Completion<int64_t> on_done) {
-    do_now_ms_async(std::move(on_done));
+    do_now_ms(VerbCompletion<int64_t>(std::move(on_done)));
   }
 
   // One cheap round trip (Redis PING, Postgres SELECT 1): OK, or why the
   // store cannot be reached, within the backend's command deadline.
-  absl::Status ping() { return do_ping(); }
+  absl::Status ping() {
+    return wait_for<Acknowledged>([&](VerbCompletion<Acknowledged> done) {
+             do_ping(std::move(done));
+           })
+        .status();
+  }
   bool is_healthy() { return ping().ok(); }
 
   // Waits until the store is ready for calls, its connections open and set
@@ -366,7 +404,9 @@ class Coordinator {
     if (absl::Status s = validate_beat(key, report, options, now_ms); !s.ok()) {
       return s;
     }
-    return do_heartbeat(key, report, options, now_ms);
+    return wait_for<HeartbeatGrant>([&](VerbCompletion<HeartbeatGrant> done) {
+      do_heartbeat(key, report, options, now_ms, std::move(done));
+    });
   }
 
   // As `heartbeat`, without waiting for the store (as `lease_async`). The
@@ -379,7 +419,8 @@ class Coordinator {
       std::move(on_done)(std::move(s));
       return;
     }
-    do_heartbeat_async(key, report, options, now_ms, std::move(on_done));
+    do_heartbeat(key, report, options, now_ms,
+                 VerbCompletion<HeartbeatGrant>(std::move(on_done)));
   }
 
   // `key`'s node table as stored, sorted by id (empty for a cold key),
@@ -390,139 +431,108 @@ class Coordinator {
   absl::StatusOr<std::vector<HeartbeatNode>> heartbeat_nodes(
       std::string_view key) {
     if (absl::Status s = validate_key(key); !s.ok()) return s;
-    return do_heartbeat_nodes(key);
+    using Nodes = std::vector<HeartbeatNode>;
+    return wait_for<Nodes>([&](VerbCompletion<Nodes> done) {
+      do_heartbeat_nodes(key, std::move(done));
+    });
   }
 
   // "memory", "redis" or "postgres".
   virtual std::string_view backend() const noexcept = 0;
 
+  // Backends implement one hook per verb, asynchronous: it completes
+  // `done` exactly once, with what the verb answers, under the contract of
+  // core/completion.h (within the command deadline, never under a lock of
+  // the library, inline when no I/O is needed). The arguments are valid
+  // when a hook is called (the verbs above checked them). The blocking
+  // verb is the hook waited on (`wait_for`): `done.caller_waits()` tells a
+  // backend with an I/O thread that it may run the call on the calling
+  // thread instead (verb_completion.h). The verbs with no asynchronous
+  // form (`peek`, `forecast`, `reset`, `escrow_release`, `ping`,
+  // `heartbeat_nodes`) only ever reach their hook waited for.
  protected:
-  // Arguments are valid when these are called.
-  virtual absl::StatusOr<Decision> do_check(const AnyStrategy& strategy,
-                                            std::string_view key,
-                                            int64_t now_ms, double cost) = 0;
-  // By default the blocking step, completed inline: right for a backend
-  // whose step needs no I/O (memory).
-  virtual void do_check_async(const AnyStrategy& strategy, std::string_view key,
-                              int64_t now_ms, double cost,
-                              DecisionCompletion on_done) {
-    std::move(on_done)(do_check(strategy, key, now_ms, cost));
+  virtual void do_check(const AnyStrategy& strategy, std::string_view key,
+                        int64_t now_ms, double cost,
+                        VerbCompletion<Decision> done) = 0;
+  virtual void do_peek(const AnyStrategy& strategy, std::string_view key,
+                       int64_t now_ms, VerbCompletion<Decision> done) = 0;
+  virtual void do_forecast(const AnyStrategy& strategy, std::string_view key,
+                           int64_t now_ms, double cost,
+                           VerbCompletion<Forecast> done) = 0;
+  virtual void do_reset(const AnyStrategy& strategy, std::string_view key,
+                        VerbCompletion<Acknowledged> done) = 0;
+  virtual void do_lease(const LeaseBudget& budget, std::string_view key,
+                        int64_t want, VerbCompletion<LeaseGrant> done) = 0;
+  virtual void do_give_back(const LeaseBudget& budget, std::string_view key,
+                            int64_t window_start_ms, int64_t credits,
+                            std::string_view token,
+                            VerbCompletion<int64_t> done) = 0;
+  virtual void do_now_ms(VerbCompletion<int64_t> done) = 0;
+  // The hooks below have a default: a backend without the verb's path (a
+  // Coordinator written outside this library) answers kUnimplemented
+  // naming itself and the verb; `ping` reads the store's clock.
+  virtual void do_lease_windowed(const LeaseBudget& /*budget*/,
+                                 std::string_view /*key*/, int64_t /*want*/,
+                                 int64_t /*now_ms*/,
+                                 VerbCompletion<LeaseGrant> done) {
+    std::move(done)(unimplemented("lease_windowed"));
   }
-  virtual absl::StatusOr<Decision> do_peek(const AnyStrategy& strategy,
-                                           std::string_view key,
-                                           int64_t now_ms) = 0;
-  virtual absl::StatusOr<Forecast> do_forecast(const AnyStrategy& strategy,
-                                               std::string_view key,
-                                               int64_t now_ms, double cost) = 0;
-  virtual absl::Status do_reset(const AnyStrategy& strategy,
-                                std::string_view key) = 0;
-  virtual absl::StatusOr<LeaseGrant> do_lease(const LeaseBudget& budget,
-                                              std::string_view key,
-                                              int64_t want) = 0;
-  virtual absl::StatusOr<int64_t> do_give_back(const LeaseBudget& budget,
-                                               std::string_view key,
-                                               int64_t window_start_ms,
-                                               int64_t credits,
-                                               std::string_view token) = 0;
-  // By default the blocking verb, completed inline (memory's needs no I/O).
-  virtual void do_lease_async(const LeaseBudget& budget, std::string_view key,
-                              int64_t want, Completion<LeaseGrant> on_done) {
-    std::move(on_done)(do_lease(budget, key, want));
+  virtual void do_reconcile(const LeaseBudget& /*budget*/,
+                            std::string_view /*key*/,
+                            int64_t /*window_start_ms*/, int64_t /*leftover*/,
+                            std::string_view /*token*/, int64_t /*now_ms*/,
+                            VerbCompletion<int64_t> done) {
+    std::move(done)(unimplemented("reconcile"));
   }
-  virtual void do_give_back_async(const LeaseBudget& budget,
-                                  std::string_view key, int64_t window_start_ms,
-                                  int64_t credits, std::string_view token,
-                                  Completion<int64_t> on_done) {
-    std::move(on_done)(
-        do_give_back(budget, key, window_start_ms, credits, token));
+  virtual void do_escrow_take(std::string_view /*key*/, int64_t /*want*/,
+                              int64_t /*now_ms*/,
+                              VerbCompletion<LeaseGrant> done) {
+    std::move(done)(unimplemented("escrow_take"));
   }
-  virtual absl::StatusOr<int64_t> do_now_ms() = 0;
-  virtual void do_now_ms_async(Completion<int64_t> on_done) {
-    std::move(on_done)(do_now_ms());
+  virtual void do_escrow_refill(std::string_view /*key*/, int64_t /*granted*/,
+                                int64_t /*window_start_ms*/,
+                                int64_t /*expires_at_ms*/, int64_t /*now_ms*/,
+                                VerbCompletion<int64_t> done) {
+    std::move(done)(unimplemented("escrow_refill"));
   }
-  // A backend without a federation path answers kUnimplemented.
-  virtual absl::StatusOr<LeaseGrant> do_lease_windowed(
-      const LeaseBudget& /*budget*/, std::string_view /*key*/, int64_t /*want*/,
-      int64_t /*now_ms*/) {
-    return unimplemented("lease_windowed");
+  virtual void do_escrow_release(std::string_view /*key*/,
+                                 int64_t /*window_start_ms*/,
+                                 int64_t /*now_ms*/,
+                                 VerbCompletion<int64_t> done) {
+    std::move(done)(unimplemented("escrow_release"));
   }
-  virtual absl::StatusOr<int64_t> do_reconcile(const LeaseBudget& /*budget*/,
-                                               std::string_view /*key*/,
-                                               int64_t /*window_start_ms*/,
-                                               int64_t /*leftover*/,
-                                               std::string_view /*token*/,
-                                               int64_t /*now_ms*/) {
-    return unimplemented("reconcile");
+  virtual void do_ping(VerbCompletion<Acknowledged> done) {
+    do_now_ms(std::move(done).template then<int64_t>(
+        [](absl::StatusOr<int64_t> now) -> absl::StatusOr<Acknowledged> {
+          if (!now.ok()) return now.status();
+          return Acknowledged{};
+        }));
   }
-  // By default the blocking verbs, completed inline (memory's need no I/O;
-  // a backend without federation answers kUnimplemented inline).
-  virtual void do_lease_windowed_async(const LeaseBudget& budget,
-                                       std::string_view key, int64_t want,
-                                       int64_t now_ms,
-                                       Completion<LeaseGrant> on_done) {
-    std::move(on_done)(do_lease_windowed(budget, key, want, now_ms));
+  virtual void do_heartbeat(std::string_view /*key*/,
+                            const HeartbeatReport& /*report*/,
+                            const HeartbeatOptions& /*options*/,
+                            int64_t /*now_ms*/,
+                            VerbCompletion<HeartbeatGrant> done) {
+    std::move(done)(unimplemented("heartbeat"));
   }
-  virtual void do_reconcile_async(const LeaseBudget& budget,
-                                  std::string_view key, int64_t window_start_ms,
-                                  int64_t leftover, std::string_view token,
-                                  int64_t now_ms, Completion<int64_t> on_done) {
-    std::move(on_done)(
-        do_reconcile(budget, key, window_start_ms, leftover, token, now_ms));
+  virtual void do_heartbeat_nodes(
+      std::string_view /*key*/,
+      VerbCompletion<std::vector<HeartbeatNode>> done) {
+    std::move(done)(unimplemented("heartbeat_nodes"));
   }
-  // A backend without a regional escrow answers kUnimplemented.
-  virtual absl::StatusOr<LeaseGrant> do_escrow_take(std::string_view /*key*/,
-                                                    int64_t /*want*/,
-                                                    int64_t /*now_ms*/) {
-    return unimplemented("escrow_take");
-  }
-  virtual absl::StatusOr<int64_t> do_escrow_refill(std::string_view /*key*/,
-                                                   int64_t /*granted*/,
-                                                   int64_t /*window_start_ms*/,
-                                                   int64_t /*expires_at_ms*/,
-                                                   int64_t /*now_ms*/) {
-    return unimplemented("escrow_refill");
-  }
-  // By default the blocking verbs, completed inline.
-  virtual void do_escrow_take_async(std::string_view key, int64_t want,
-                                    int64_t now_ms,
-                                    Completion<LeaseGrant> on_done) {
-    std::move(on_done)(do_escrow_take(key, want, now_ms));
-  }
-  virtual void do_escrow_refill_async(std::string_view key, int64_t granted,
-                                      int64_t window_start_ms,
-                                      int64_t expires_at_ms, int64_t now_ms,
-                                      Completion<int64_t> on_done) {
-    std::move(on_done)(
-        do_escrow_refill(key, granted, window_start_ms, expires_at_ms, now_ms));
-  }
-  virtual absl::StatusOr<int64_t> do_escrow_release(std::string_view /*key*/,
-                                                    int64_t /*window_start_ms*/,
-                                                    int64_t /*now_ms*/) {
-    return unimplemented("escrow_release");
-  }
-  // By default the store's clock is the probe.
-  virtual absl::Status do_ping() { return do_now_ms().status(); }
-  // Nothing to open: always ready.
+  // Not a verb but a wait (`wait_ready`): nothing to open, always ready.
   virtual absl::Status do_wait_ready(absl::Time /*deadline*/) {
     return absl::OkStatus();
   }
-  // A backend without a heartbeat path (a Coordinator written outside this
-  // library) answers kUnimplemented naming itself and the verb.
-  virtual absl::StatusOr<HeartbeatGrant> do_heartbeat(
-      std::string_view /*key*/, const HeartbeatReport& /*report*/,
-      const HeartbeatOptions& /*options*/, int64_t /*now_ms*/) {
-    return unimplemented("heartbeat");
-  }
-  virtual void do_heartbeat_async(std::string_view key,
-                                  const HeartbeatReport& report,
-                                  const HeartbeatOptions& options,
-                                  int64_t now_ms,
-                                  Completion<HeartbeatGrant> on_done) {
-    std::move(on_done)(do_heartbeat(key, report, options, now_ms));
-  }
-  virtual absl::StatusOr<std::vector<HeartbeatNode>> do_heartbeat_nodes(
-      std::string_view /*key*/) {
-    return unimplemented("heartbeat_nodes");
+
+  // The blocking form of a verb: runs `start` with a completion its caller
+  // waits for, and returns what it completes with (at once when it ran
+  // inline: no lock, no allocation; core/completion_latch.h).
+  template <class T, class Start>
+  static absl::StatusOr<T> wait_for(Start&& start) {
+    CompletionLatch<T> latch;
+    start(VerbCompletion<T>::waited(latch.completion()));
+    return latch.wait();
   }
 
  private:

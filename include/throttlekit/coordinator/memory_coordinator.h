@@ -56,6 +56,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "throttlekit/coordinator/coordinator.h"
+#include "throttlekit/coordinator/verb_completion.h"
 #include "throttlekit/core/clock.h"
 #include "throttlekit/core/mutex.h"
 #include "throttlekit/core/ttl_slack.h"
@@ -128,9 +129,87 @@ class MemoryCoordinator final : public Coordinator {
   }
 
  protected:
-  absl::StatusOr<Decision> do_check(const AnyStrategy& strategy,
-                                    std::string_view key, int64_t now_ms,
-                                    double cost) override {
+  // Every hook completes inline, on the calling thread: a step here is a
+  // lookup and a strategy's arithmetic under one shard's lock, no I/O.
+  void do_check(const AnyStrategy& strategy, std::string_view key,
+                int64_t now_ms, double cost,
+                VerbCompletion<Decision> done) override {
+    std::move(done)(step_check(strategy, key, now_ms, cost));
+  }
+  void do_peek(const AnyStrategy& strategy, std::string_view key,
+               int64_t now_ms, VerbCompletion<Decision> done) override {
+    std::move(done)(step_peek(strategy, key, now_ms));
+  }
+  void do_forecast(const AnyStrategy& strategy, std::string_view key,
+                   int64_t now_ms, double cost,
+                   VerbCompletion<Forecast> done) override {
+    std::move(done)(step_forecast(strategy, key, now_ms, cost));
+  }
+  void do_reset(const AnyStrategy&, std::string_view key,
+                VerbCompletion<Acknowledged> done) override {
+    step_reset(key);
+    std::move(done)(Acknowledged{});
+  }
+  void do_lease(const LeaseBudget& budget, std::string_view key, int64_t want,
+                VerbCompletion<LeaseGrant> done) override {
+    std::move(done)(step_lease(budget, key, want));
+  }
+  void do_give_back(const LeaseBudget& budget, std::string_view key,
+                    int64_t window_start_ms, int64_t credits,
+                    std::string_view token,
+                    VerbCompletion<int64_t> done) override {
+    std::move(done)(
+        step_give_back(budget, key, window_start_ms, credits, token));
+  }
+  void do_now_ms(VerbCompletion<int64_t> done) override {
+    std::move(done)(clock_->now_ms());
+  }
+  void do_ping(VerbCompletion<Acknowledged> done) override {
+    std::move(done)(Acknowledged{});
+  }
+  void do_lease_windowed(const LeaseBudget& budget, std::string_view key,
+                         int64_t want, int64_t now_ms,
+                         VerbCompletion<LeaseGrant> done) override {
+    std::move(done)(step_lease_windowed(budget, key, want, now_ms));
+  }
+  void do_reconcile(const LeaseBudget& budget, std::string_view key,
+                    int64_t window_start_ms, int64_t leftover,
+                    std::string_view token, int64_t now_ms,
+                    VerbCompletion<int64_t> done) override {
+    std::move(done)(
+        step_reconcile(budget, key, window_start_ms, leftover, token, now_ms));
+  }
+  void do_escrow_take(std::string_view key, int64_t want, int64_t now_ms,
+                      VerbCompletion<LeaseGrant> done) override {
+    std::move(done)(step_escrow_take(key, want, now_ms));
+  }
+  void do_escrow_refill(std::string_view key, int64_t granted,
+                        int64_t window_start_ms, int64_t expires_at_ms,
+                        int64_t now_ms, VerbCompletion<int64_t> done) override {
+    std::move(done)(step_escrow_refill(key, granted, window_start_ms,
+                                       expires_at_ms, now_ms));
+  }
+  void do_escrow_release(std::string_view key, int64_t window_start_ms,
+                         int64_t now_ms,
+                         VerbCompletion<int64_t> done) override {
+    std::move(done)(step_escrow_release(key, window_start_ms, now_ms));
+  }
+  void do_heartbeat(std::string_view key, const HeartbeatReport& report,
+                    const HeartbeatOptions& options, int64_t now_ms,
+                    VerbCompletion<HeartbeatGrant> done) override {
+    std::move(done)(step_heartbeat(key, report, options, now_ms));
+  }
+  void do_heartbeat_nodes(
+      std::string_view key,
+      VerbCompletion<std::vector<HeartbeatNode>> done) override {
+    std::move(done)(step_heartbeat_nodes(key));
+  }
+
+ private:
+  // The steps, one per verb.
+  absl::StatusOr<Decision> step_check(const AnyStrategy& strategy,
+                                      std::string_view key, int64_t now_ms,
+                                      double cost) {
     return std::visit(
         [&](const auto& s) -> absl::StatusOr<Decision> {
           using S = std::decay_t<decltype(s)>;
@@ -157,34 +236,31 @@ class MemoryCoordinator final : public Coordinator {
         strategy);
   }
 
-  absl::StatusOr<Decision> do_peek(const AnyStrategy& strategy,
-                                   std::string_view key,
-                                   int64_t now_ms) override {
+  absl::StatusOr<Decision> step_peek(const AnyStrategy& strategy,
+                                     std::string_view key, int64_t now_ms) {
     return read<Decision>(
         strategy, key, now_ms,
         [&](const auto& s, auto& st, int64_t now) { return s.peek(st, now); });
   }
 
-  absl::StatusOr<Forecast> do_forecast(const AnyStrategy& strategy,
-                                       std::string_view key, int64_t now_ms,
-                                       double cost) override {
+  absl::StatusOr<Forecast> step_forecast(const AnyStrategy& strategy,
+                                         std::string_view key, int64_t now_ms,
+                                         double cost) {
     return read<Forecast>(strategy, key, now_ms,
                           [&](const auto& s, auto& st, int64_t now) {
                             return s.forecast(st, now, cost);
                           });
   }
 
-  absl::Status do_reset(const AnyStrategy&, std::string_view key) override {
+  void step_reset(std::string_view key) {
     Shard& shard = shard_for(key);
     MutexLock lock(shard.mu);
     auto it = shard.map.find(av(key));
     if (it != shard.map.end()) shard.map.erase(it);
-    return absl::OkStatus();
   }
 
-  absl::StatusOr<LeaseGrant> do_lease(const LeaseBudget& budget,
-                                      std::string_view key,
-                                      int64_t want) override {
+  absl::StatusOr<LeaseGrant> step_lease(const LeaseBudget& budget,
+                                        std::string_view key, int64_t want) {
     Shard& shard = shard_for(key);
     MutexLock lock(shard.mu);
     const int64_t now = clock_->now_ms();
@@ -219,10 +295,11 @@ class MemoryCoordinator final : public Coordinator {
                       start, end, now};
   }
 
-  absl::StatusOr<int64_t> do_give_back(const LeaseBudget& budget,
-                                       std::string_view key,
-                                       int64_t window_start_ms, int64_t credits,
-                                       std::string_view token) override {
+  absl::StatusOr<int64_t> step_give_back(const LeaseBudget& budget,
+                                         std::string_view key,
+                                         int64_t window_start_ms,
+                                         int64_t credits,
+                                         std::string_view token) {
     Shard& shard = shard_for(key);
     MutexLock lock(shard.mu);
     const int64_t now = clock_->now_ms();
@@ -245,14 +322,10 @@ class MemoryCoordinator final : public Coordinator {
     return back;
   }
 
-  absl::StatusOr<int64_t> do_now_ms() override { return clock_->now_ms(); }
-  absl::Status do_ping() override { return absl::OkStatus(); }
-
   // Federation (federation_core.h): the state expires with its window.
-  absl::StatusOr<LeaseGrant> do_lease_windowed(const LeaseBudget& budget,
-                                               std::string_view key,
-                                               int64_t want,
-                                               int64_t now_ms) override {
+  absl::StatusOr<LeaseGrant> step_lease_windowed(const LeaseBudget& budget,
+                                                 std::string_view key,
+                                                 int64_t want, int64_t now_ms) {
     return window_step<FederationState, LeaseGrant>(
         key, now_ms, "federation", [&](FederationState& s, int64_t now) {
           return federation_lease(s, budget, want, now);
@@ -260,38 +333,36 @@ class MemoryCoordinator final : public Coordinator {
   }
 
   // Regional escrow (escrow_core.h): the state expires with its window.
-  absl::StatusOr<LeaseGrant> do_escrow_take(std::string_view key, int64_t want,
-                                            int64_t now_ms) override {
+  absl::StatusOr<LeaseGrant> step_escrow_take(std::string_view key,
+                                              int64_t want, int64_t now_ms) {
     return window_step<EscrowState, LeaseGrant>(
         key, now_ms, "escrow", [&](EscrowState& s, int64_t now) {
           return ::throttlekit::escrow_take(s, want, now);
         });
   }
-  absl::StatusOr<int64_t> do_escrow_refill(std::string_view key,
-                                           int64_t granted,
-                                           int64_t window_start_ms,
-                                           int64_t expires_at_ms,
-                                           int64_t now_ms) override {
+  absl::StatusOr<int64_t> step_escrow_refill(std::string_view key,
+                                             int64_t granted,
+                                             int64_t window_start_ms,
+                                             int64_t expires_at_ms,
+                                             int64_t now_ms) {
     return window_step<EscrowState, int64_t>(
         key, now_ms, "escrow", [&](EscrowState& s, int64_t now) {
           return ::throttlekit::escrow_refill(s, granted, window_start_ms,
                                               expires_at_ms, now);
         });
   }
-  absl::StatusOr<int64_t> do_escrow_release(std::string_view key,
-                                            int64_t window_start_ms,
-                                            int64_t now_ms) override {
+  absl::StatusOr<int64_t> step_escrow_release(std::string_view key,
+                                              int64_t window_start_ms,
+                                              int64_t now_ms) {
     return window_step<EscrowState, int64_t>(
         key, now_ms, "escrow", [&](EscrowState& s, int64_t now) {
           return ::throttlekit::escrow_release(s, window_start_ms, now);
         });
   }
 
-  absl::StatusOr<int64_t> do_reconcile(const LeaseBudget& budget,
-                                       std::string_view key,
-                                       int64_t window_start_ms,
-                                       int64_t leftover, std::string_view token,
-                                       int64_t now_ms) override {
+  absl::StatusOr<int64_t> step_reconcile(
+      const LeaseBudget& budget, std::string_view key, int64_t window_start_ms,
+      int64_t leftover, std::string_view token, int64_t now_ms) {
     return window_step<FederationState, int64_t>(
         key, now_ms, "federation", [&](FederationState& s, int64_t now) {
           return federation_reconcile(s, budget, window_start_ms, leftover,
@@ -301,10 +372,10 @@ class MemoryCoordinator final : public Coordinator {
 
   // The node table lives as the key's state; it expires when the last
   // node's lease does (then a beat starts a fresh table).
-  absl::StatusOr<HeartbeatGrant> do_heartbeat(std::string_view key,
-                                              const HeartbeatReport& report,
-                                              const HeartbeatOptions& options,
-                                              int64_t now_ms) override {
+  absl::StatusOr<HeartbeatGrant> step_heartbeat(std::string_view key,
+                                                const HeartbeatReport& report,
+                                                const HeartbeatOptions& options,
+                                                int64_t now_ms) {
     Shard& shard = shard_for(key);
     MutexLock lock(shard.mu);
     const int64_t now = now_ms != 0 ? now_ms : clock_->now_ms();
@@ -324,8 +395,8 @@ class MemoryCoordinator final : public Coordinator {
     return grant;
   }
 
-  absl::StatusOr<std::vector<HeartbeatNode>> do_heartbeat_nodes(
-      std::string_view key) override {
+  absl::StatusOr<std::vector<HeartbeatNode>> step_heartbeat_nodes(
+      std::string_view key) {
     Shard& shard = shard_for(key);
     MutexLock lock(shard.mu);
     Entry* e = live(shard, key, clock_->now_ms());
@@ -335,7 +406,6 @@ class MemoryCoordinator final : public Coordinator {
     return table->nodes;
   }
 
- private:
   struct LeaseState {
     int64_t start_ms = 0;
     int64_t count = 0;

@@ -63,6 +63,7 @@
 #include "absl/time/time.h"
 #include "throttlekit/coordinator/backend_stats.h"
 #include "throttlekit/coordinator/coordinator.h"
+#include "throttlekit/coordinator/verb_completion.h"
 #include "throttlekit/core/ttl_slack.h"
 
 namespace throttlekit {
@@ -128,71 +129,49 @@ class PostgresCoordinator final : public Coordinator {
   BackendStats stats() const;
 
  protected:
-  absl::StatusOr<Decision> do_check(const AnyStrategy& strategy,
-                                    std::string_view key, int64_t now_ms,
-                                    double cost) override;
-  void do_check_async(const AnyStrategy& strategy, std::string_view key,
-                      int64_t now_ms, double cost,
-                      DecisionCompletion on_done) override;
-  absl::StatusOr<Decision> do_peek(const AnyStrategy& strategy,
-                                   std::string_view key,
-                                   int64_t now_ms) override;
-  absl::StatusOr<Forecast> do_forecast(const AnyStrategy& strategy,
-                                       std::string_view key, int64_t now_ms,
-                                       double cost) override;
-  absl::Status do_reset(const AnyStrategy& strategy,
-                        std::string_view key) override;
-  absl::StatusOr<LeaseGrant> do_lease(const LeaseBudget& budget,
-                                      std::string_view key,
-                                      int64_t want) override;
-  absl::StatusOr<int64_t> do_give_back(const LeaseBudget& budget,
-                                       std::string_view key,
-                                       int64_t window_start_ms, int64_t credits,
-                                       std::string_view token) override;
-  void do_lease_async(const LeaseBudget& budget, std::string_view key,
-                      int64_t want, Completion<LeaseGrant> on_done) override;
-  void do_give_back_async(const LeaseBudget& budget, std::string_view key,
-                          int64_t window_start_ms, int64_t credits,
-                          std::string_view token,
-                          Completion<int64_t> on_done) override;
-  absl::StatusOr<int64_t> do_now_ms() override;
-  void do_now_ms_async(Completion<int64_t> on_done) override;
-  absl::StatusOr<LeaseGrant> do_lease_windowed(const LeaseBudget& budget,
-                                               std::string_view key,
-                                               int64_t want,
-                                               int64_t now_ms) override;
-  absl::StatusOr<int64_t> do_reconcile(const LeaseBudget& budget,
-                                       std::string_view key,
-                                       int64_t window_start_ms,
-                                       int64_t leftover, std::string_view token,
-                                       int64_t now_ms) override;
-  void do_lease_windowed_async(const LeaseBudget& budget, std::string_view key,
-                               int64_t want, int64_t now_ms,
-                               Completion<LeaseGrant> on_done) override;
-  void do_reconcile_async(const LeaseBudget& budget, std::string_view key,
-                          int64_t window_start_ms, int64_t leftover,
-                          std::string_view token, int64_t now_ms,
-                          Completion<int64_t> on_done) override;
-  absl::Status do_ping() override;
+  // The Coordinator's hooks (coordinator.h): a call whose caller waits
+  // runs on the calling thread, which leads a connection itself; the
+  // others are queued on the pipelined connection(s) and completed by the
+  // I/O thread from the reply.
+  void do_check(const AnyStrategy& strategy, std::string_view key,
+                int64_t now_ms, double cost,
+                VerbCompletion<Decision> done) override;
+  void do_peek(const AnyStrategy& strategy, std::string_view key,
+               int64_t now_ms, VerbCompletion<Decision> done) override;
+  void do_forecast(const AnyStrategy& strategy, std::string_view key,
+                   int64_t now_ms, double cost,
+                   VerbCompletion<Forecast> done) override;
+  void do_reset(const AnyStrategy& strategy, std::string_view key,
+                VerbCompletion<Acknowledged> done) override;
+  void do_lease(const LeaseBudget& budget, std::string_view key, int64_t want,
+                VerbCompletion<LeaseGrant> done) override;
+  void do_give_back(const LeaseBudget& budget, std::string_view key,
+                    int64_t window_start_ms, int64_t credits,
+                    std::string_view token,
+                    VerbCompletion<int64_t> done) override;
+  void do_now_ms(VerbCompletion<int64_t> done) override;
+  void do_ping(VerbCompletion<Acknowledged> done) override;
   absl::Status do_wait_ready(absl::Time deadline) override;
-  // One round trip: the prepared {{t}}_heartbeat, a PL/pgSQL transcription
-  // of heartbeat_step held equal to it by tests/postgres/heartbeat_test.cc,
-  // steps the key's node table under its row lock
-  // (docs/distributed_concurrency.md, "Postgres"); the asynchronous form
-  // runs it on the pipelined connection.
-  absl::StatusOr<HeartbeatGrant> do_heartbeat(std::string_view key,
-                                              const HeartbeatReport& report,
-                                              const HeartbeatOptions& options,
-                                              int64_t now_ms) override;
-  void do_heartbeat_async(std::string_view key, const HeartbeatReport& report,
-                          const HeartbeatOptions& options, int64_t now_ms,
-                          Completion<HeartbeatGrant> on_done) override;
-  absl::StatusOr<std::vector<HeartbeatNode>> do_heartbeat_nodes(
-      std::string_view key) override;
+  void do_lease_windowed(const LeaseBudget& budget, std::string_view key,
+                         int64_t want, int64_t now_ms,
+                         VerbCompletion<LeaseGrant> done) override;
+  void do_reconcile(const LeaseBudget& budget, std::string_view key,
+                    int64_t window_start_ms, int64_t leftover,
+                    std::string_view token, int64_t now_ms,
+                    VerbCompletion<int64_t> done) override;
+  void do_heartbeat(std::string_view key, const HeartbeatReport& report,
+                    const HeartbeatOptions& options, int64_t now_ms,
+                    VerbCompletion<HeartbeatGrant> done) override;
+  void do_heartbeat_nodes(
+      std::string_view key,
+      VerbCompletion<std::vector<HeartbeatNode>> done) override;
 
  private:
   class Impl;
   explicit PostgresCoordinator(std::unique_ptr<Impl> impl);
+  // A strategy's step (`peek` true: its peek), through Impl::dispatch.
+  void step(const AnyStrategy& strategy, std::string_view key, int64_t now_ms,
+            double cost, bool peek, VerbCompletion<Decision> done);
   std::unique_ptr<Impl> impl_;
 };
 

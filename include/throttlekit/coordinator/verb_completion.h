@@ -1,0 +1,80 @@
+// throttlekit/coordinator/verb_completion.h
+//
+// Provides `VerbCompletion<T>`: what a Coordinator backend's hook
+// completes (coordinator.h, "Backends"). It carries the caller's
+// `Completion<T>` and one fact about the caller: whether it is blocked on
+// the calling thread until the completion runs (the blocking verb, which
+// the base derives from the hook by waiting on it) or went on with its work
+// (the `*_async` verb).
+//
+// A backend reads `caller_waits()` to choose where the work runs, never
+// what it computes: a store with an I/O thread (Redis, Postgres) runs a
+// waited-for call on the calling thread, which then leads a connection
+// itself, instead of handing it to the I/O thread and waking the caller
+// from there; the simulator answers a waited-for call at the instant of
+// the call (its loop cannot block). A backend that needs no I/O (memory)
+// completes inline either way, and ignores it.
+//
+// Thread-safety: a value type; complete it once, from any thread.
+
+#ifndef THROTTLEKIT_COORDINATOR_VERB_COMPLETION_H_
+#define THROTTLEKIT_COORDINATOR_VERB_COMPLETION_H_
+
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "throttlekit/core/completion.h"
+
+namespace throttlekit {
+
+// The answer of a verb that answers only a status (`reset`, `ping`).
+struct Acknowledged {};
+
+template <class T>
+class VerbCompletion {
+ public:
+  // The completion of an asynchronous caller, who does not wait for it.
+  explicit VerbCompletion(Completion<T> done) noexcept
+      : done_(std::move(done)) {}
+
+  // The completion of a caller blocked on this thread until it runs.
+  static VerbCompletion waited(Completion<T> done) noexcept {
+    return VerbCompletion(std::move(done), true);
+  }
+
+  // Whether the caller is blocked on the calling thread until this runs.
+  bool caller_waits() const noexcept { return caller_waits_; }
+
+  // Runs the caller's completion with `v`; call once.
+  void operator()(absl::StatusOr<T> v) && { std::move(done_)(std::move(v)); }
+
+  // The caller's completion itself, to hand to a queue or to another
+  // coordinator's `*_async` verb (which then owes it the same contract).
+  Completion<T> release() && { return std::move(done_); }
+
+  // A completion of a `U`, for the same caller, that completes this one
+  // with `f(u)` (`f` maps an `absl::StatusOr<U>` to an `absl::StatusOr<T>`):
+  // one verb answered by another. It holds this completion, so it may
+  // allocate; for verbs off the hot path.
+  template <class U, class F>
+  VerbCompletion<U> then(F f) && {
+    const bool waits = caller_waits_;
+    return VerbCompletion<U>(
+        [done = std::move(done_), f = std::move(f)](
+            absl::StatusOr<U> u) mutable { std::move(done)(f(std::move(u))); },
+        waits);
+  }
+
+ private:
+  template <class>
+  friend class VerbCompletion;
+  VerbCompletion(Completion<T> done, bool caller_waits) noexcept
+      : done_(std::move(done)), caller_waits_(caller_waits) {}
+
+  Completion<T> done_;
+  bool caller_waits_ = false;
+};
+
+}  // namespace throttlekit
+
+#endif  // THROTTLEKIT_COORDINATOR_VERB_COMPLETION_H_
