@@ -531,7 +531,7 @@ class Coordinator {
   template <class T, class Start>
   static absl::StatusOr<T> wait_for(Start&& start) {
     CompletionLatch<T> latch;
-    start(VerbCompletion<T>::waited(latch.completion()));
+    start(VerbCompletion<T>::waited(latch));
     return latch.wait();
   }
 

@@ -24,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "throttlekit/core/completion.h"
+#include "throttlekit/core/completion_latch.h"
 
 namespace throttlekit {
 
@@ -41,16 +42,33 @@ class VerbCompletion {
   static VerbCompletion waited(Completion<T> done) noexcept {
     return VerbCompletion(std::move(done), true);
   }
+  // The same, the caller waiting on `latch` (made by this thread): the
+  // value goes straight into it, with no type-erased call (the blocking
+  // verb, `Coordinator::wait_for`).
+  static VerbCompletion waited(CompletionLatch<T>& latch) noexcept {
+    VerbCompletion c(Completion<T>(), true);
+    c.latch_ = &latch;
+    return c;
+  }
 
   // Whether the caller is blocked on the calling thread until this runs.
   bool caller_waits() const noexcept { return caller_waits_; }
 
   // Runs the caller's completion with `v`; call once.
-  void operator()(absl::StatusOr<T> v) && { std::move(done_)(std::move(v)); }
+  void operator()(absl::StatusOr<T> v) && {
+    if (latch_ != nullptr) {
+      latch_->complete(std::move(v));
+    } else {
+      std::move(done_)(std::move(v));
+    }
+  }
 
   // The caller's completion itself, to hand to a queue or to another
   // coordinator's `*_async` verb (which then owes it the same contract).
-  Completion<T> release() && { return std::move(done_); }
+  Completion<T> release() && {
+    if (latch_ != nullptr) return latch_->completion();
+    return std::move(done_);
+  }
 
   // A completion of a `U`, for the same caller, that completes this one
   // with `f(u)` (`f` maps an `absl::StatusOr<U>` to an `absl::StatusOr<T>`):
@@ -60,7 +78,7 @@ class VerbCompletion {
   VerbCompletion<U> then(F f) && {
     const bool waits = caller_waits_;
     return VerbCompletion<U>(
-        [done = std::move(done_), f = std::move(f)](
+        [done = std::move(*this).release(), f = std::move(f)](
             absl::StatusOr<U> u) mutable { std::move(done)(f(std::move(u))); },
         waits);
   }
@@ -72,6 +90,7 @@ class VerbCompletion {
       : done_(std::move(done)), caller_waits_(caller_waits) {}
 
   Completion<T> done_;
+  CompletionLatch<T>* latch_ = nullptr;  // set: the waiter's latch instead
   bool caller_waits_ = false;
 };
 

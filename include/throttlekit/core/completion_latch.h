@@ -13,10 +13,11 @@
 // `Completion`'s inline storage: no allocation), so the latch must outlive
 // it: `wait()` before the latch goes out of scope, always. A completion
 // that runs on the waiting thread (inline, before `wait()`) stores its
-// value and returns: no lock, no signal, so a blocking verb built on an
-// inline answer costs one indirect call and a move. Another thread signals
-// under the latch's mutex, so the waiter cannot return (and destroy the
-// latch) before the completing thread is done with it.
+// value and returns: no lock, no signal, no system call (`complete`, for a
+// caller that holds the latch itself, skips the type-erased call too).
+// Another thread publishes the value through one atomic word and wakes
+// the waiter (C++20 atomic wait), then says it is done with the latch; the
+// waiter returns (and destroys the latch) only after that.
 //
 // Thread-safety: one completion, on any thread, and one waiter: the thread
 // that made the latch.
@@ -24,15 +25,13 @@
 #ifndef THROTTLEKIT_CORE_COMPLETION_LATCH_H_
 #define THROTTLEKIT_CORE_COMPLETION_LATCH_H_
 
-#include <condition_variable>
+#include <atomic>
 #include <optional>
 #include <thread>
 #include <utility>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "throttlekit/core/completion.h"
-#include "throttlekit/core/mutex.h"
 
 namespace throttlekit {
 
@@ -45,39 +44,51 @@ class CompletionLatch {
 
   // The completion to hand to the asynchronous call; call once.
   Completion<T> completion() {
-    return [this](absl::StatusOr<T> v) { set(std::move(v)); };
+    return [this](absl::StatusOr<T> v) { complete(std::move(v)); };
+  }
+
+  // What the completion does, for a caller that holds the latch itself
+  // (coordinator/verb_completion.h): once, instead of the completion.
+  void complete(absl::StatusOr<T>&& v) {
+    value_.emplace(std::move(v));
+    if (std::this_thread::get_id() == waiter_) {
+      // The waiter itself, before wait(): sequenced before its read.
+      state_.store(kInline, std::memory_order_relaxed);
+      return;
+    }
+    state_.store(kDone, std::memory_order_release);
+    state_.notify_one();
+    notified_.store(true, std::memory_order_release);
   }
 
   // Blocks until the completion has run; returns its value. Called by the
   // thread that made the latch.
   absl::StatusOr<T> wait() {
-    if (inline_.has_value()) return *std::move(inline_);
-    MutexLock lock(mu_);
-    NativeWait native(mu_);
-    cv_.wait(native.lock(), [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      return value_.has_value();
-    });
+    int s = state_.load(std::memory_order_acquire);
+    if (s == kInline) return *std::move(value_);
+    while (s == kPending) {
+      state_.wait(kPending, std::memory_order_acquire);
+      s = state_.load(std::memory_order_acquire);
+    }
+    // The completing thread may still be inside notify_one: the latch
+    // lives until it is out.
+    while (!notified_.load(std::memory_order_acquire)) {
+      std::this_thread::yield();
+    }
     return *std::move(value_);
   }
 
  private:
-  void set(absl::StatusOr<T> v) {
-    if (std::this_thread::get_id() == waiter_) {
-      // The waiter itself, before wait(): nobody else reads `inline_`.
-      inline_.emplace(std::move(v));
-      return;
-    }
-    MutexLock lock(mu_);
-    value_ = std::move(v);
-    cv_.notify_one();
-  }
+  static constexpr int kPending = 0;
+  static constexpr int kInline = 1;  // completed by the waiting thread
+  static constexpr int kDone = 2;    // completed by another thread
 
   const std::thread::id waiter_ = std::this_thread::get_id();
-  // Written and read by the waiting thread only.
-  std::optional<absl::StatusOr<T>> inline_;
-  Mutex mu_;
-  std::condition_variable cv_;
-  std::optional<absl::StatusOr<T>> value_ ABSL_GUARDED_BY(mu_);
+  // Written once by the completion, read by the waiter after `state_`
+  // says it was (release/acquire), or by the waiting thread itself.
+  std::optional<absl::StatusOr<T>> value_;
+  std::atomic<int> state_{kPending};
+  std::atomic<bool> notified_{false};
 };
 
 }  // namespace throttlekit
