@@ -156,17 +156,11 @@ class SimCoordinator final : public Coordinator {
   }
   void do_lease(const LeaseBudget& budget, std::string_view key, int64_t want,
                 VerbCompletion<LeaseGrant> done) override {
-    auto step = [budget, key = std::string(key), want](MemoryCoordinator& s,
-                                                       int64_t) {
-      return s.lease(budget, key, want);
-    };
-    if (done.caller_waits()) {
-      std::move(done)(write<LeaseGrant>(std::move(step)));
-      return;
-    }
-    exchange<LeaseGrant>(
-        std::move(done).release(),
-        [this, step = std::move(step)] { return write<LeaseGrant>(step); });
+    write_or_exchange<LeaseGrant>(
+        std::move(done),
+        [budget, key = std::string(key), want](MemoryCoordinator& s, int64_t) {
+          return s.lease(budget, key, want);
+        });
   }
   void do_give_back(const LeaseBudget& budget, std::string_view key,
                     int64_t window_start_ms, int64_t credits,
@@ -186,34 +180,23 @@ class SimCoordinator final : public Coordinator {
   void do_lease_windowed(const LeaseBudget& budget, std::string_view key,
                          int64_t want, int64_t now_ms,
                          VerbCompletion<LeaseGrant> done) override {
-    auto step = [budget, key = std::string(key), want, now_ms](
-                    MemoryCoordinator& s, int64_t) {
-      return s.lease_windowed(budget, key, want, now_ms);
-    };
-    if (done.caller_waits()) {
-      std::move(done)(write<LeaseGrant>(std::move(step)));
-      return;
-    }
-    exchange<LeaseGrant>(
-        std::move(done).release(),
-        [this, step = std::move(step)] { return write<LeaseGrant>(step); });
+    write_or_exchange<LeaseGrant>(
+        std::move(done), [budget, key = std::string(key), want, now_ms](
+                             MemoryCoordinator& s, int64_t) {
+          return s.lease_windowed(budget, key, want, now_ms);
+        });
   }
   void do_reconcile(const LeaseBudget& budget, std::string_view key,
                     int64_t window_start_ms, int64_t leftover,
                     std::string_view token, int64_t now_ms,
                     VerbCompletion<int64_t> done) override {
-    auto step = [budget, key = std::string(key), window_start_ms, leftover,
-                 token = std::string(token),
-                 now_ms](MemoryCoordinator& s, int64_t) {
-      return s.reconcile(budget, key, window_start_ms, leftover, token, now_ms);
-    };
-    if (done.caller_waits()) {
-      std::move(done)(write<int64_t>(std::move(step)));
-      return;
-    }
-    exchange<int64_t>(
-        std::move(done).release(),
-        [this, step = std::move(step)] { return write<int64_t>(step); });
+    write_or_exchange<int64_t>(
+        std::move(done),
+        [budget, key = std::string(key), window_start_ms, leftover,
+         token = std::string(token), now_ms](MemoryCoordinator& s, int64_t) {
+          return s.reconcile(budget, key, window_start_ms, leftover, token,
+                             now_ms);
+        });
   }
   // A waited beat: atomic at the coordinator at the instant of the call,
   // failing at once (kUnavailable) when the node is cut off or the
@@ -248,6 +231,18 @@ class SimCoordinator final : public Coordinator {
       s.drop_if_expired(key, at_ms);
       return s.check(strategy, key, now_ms, cost);
     });
+  }
+
+  // The write `step` for a caller that waits, at the instant of the call;
+  // through the network (`exchange`) for one that does not.
+  template <class T, class Step>
+  void write_or_exchange(VerbCompletion<T> done, Step step) {
+    if (done.caller_waits()) {
+      std::move(done)(write<T>(std::move(step)));
+      return;
+    }
+    exchange<T>(std::move(done).release(),
+                [this, step = std::move(step)] { return write<T>(step); });
   }
 
   // Applies the write `step(store, now)` at the primary now and, while a
