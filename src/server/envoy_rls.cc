@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl_view.h"
+#include "envoy_rls_tree.h"
 #include "metrics.h"
 #include "throttlekit/core/decision.h"
 
@@ -20,75 +21,6 @@ namespace throttlekit::server {
 
 namespace rls = ::envoy::service::ratelimit::v3;
 namespace rlc = ::envoy::extensions::common::ratelimit::v3;
-
-// The children of a node (or a domain's top level), by entry key.
-struct EnvoyLimits::Level {
-  struct ByKey {
-    absl::flat_hash_map<std::string, const Node*> exact;  // by value
-    std::vector<const Node*> patterns;  // values with `*`, in config order
-    const Node* any = nullptr;          // the value-less node
-  };
-  absl::flat_hash_map<std::string, ByKey> by_key;
-  std::vector<std::unique_ptr<Node>> owned;
-};
-
-// One configured descriptor.
-struct EnvoyLimits::Node {
-  // The value as configured, and split on `*` when it is a pattern (empty
-  // otherwise).
-  std::string value;
-  std::vector<std::string> pattern;
-  // A pattern whose matching values share one count: the counter key holds
-  // the pattern in place of the value.
-  bool share_threshold = false;
-  // `key[_value]` joined by `.` from the domain down: the store prefix's
-  // tail and the default name in the headers.
-  std::string path;
-  bool has_limit = false;
-  bool unlimited = false;
-  bool shadow = false;
-  int64_t requests_per_unit = 0;
-  EnvoyUnit unit = EnvoyUnit::kSecond;
-  std::string name;
-  std::vector<std::string> replaces;
-  // Counts the limit; null when unlimited or requests_per_unit is 0.
-  std::shared_ptr<Engine> engine;
-  // What the engine counts (envoy_signature): a reload keeps the engine of
-  // a node whose signature is unchanged.
-  std::string signature;
-  // Leased or federated: its remaining is this server's credits.
-  bool leased = false;
-  std::shared_ptr<BasicLeasedLimiter<ServerClock>> leased_limiter;
-  std::shared_ptr<ServerFederatedLimiter> federated_limiter;
-  // What was decided against it (the reference's statistics).
-  std::shared_ptr<LimitCounters> counters = std::make_shared<LimitCounters>();
-  // The limit's name in structured headers (its name, else its path).
-  std::optional<RateLimitPolicyName> header_name;
-  Level children;
-};
-
-struct EnvoyLimits::Domain {
-  std::string name;
-  Level top;
-  std::optional<RateLimitPolicyName> header_name;  // for limit overrides
-  // Descriptors counted against a request's own `limit`, together.
-  std::shared_ptr<LimitCounters> overrides = std::make_shared<LimitCounters>();
-  // Requests answered OK, OVER_LIMIT, and refused with a status.
-  std::shared_ptr<RequestCounters> requests =
-      std::make_shared<RequestCounters>();
-};
-
-// What one descriptor of a request is decided against.
-struct EnvoyLimits::Plan {
-  const Node* node = nullptr;  // the matched limit, if any
-  bool from_override = false;  // the descriptor's own limit
-  int64_t requests_per_unit = 0;
-  EnvoyUnit unit = EnvoyUnit::kSecond;
-  Engine* engine = nullptr;  // null: requests_per_unit is 0, or unlimited
-  std::string key;           // the counter key within the engine
-  double hits = 1;
-  bool peek = false;  // a descriptor hits_addend of 0: check, count nothing
-};
 
 namespace {
 
@@ -165,6 +97,31 @@ void count(EnvoyLimits::LimitCounters& c, int64_t hits,
 rls::RateLimitResponse::RateLimit::Unit wire_unit(EnvoyUnit unit) {
   return static_cast<rls::RateLimitResponse::RateLimit::Unit>(
       static_cast<int>(unit));
+}
+
+// The request's own fields checked (its domain, the number of its
+// descriptors, its hits_addend), before any descriptor is looked at.
+absl::Status check_request(const rls::RateLimitRequest& req,
+                           int64_t max_descriptors) {
+  if (req.domain().empty()) {
+    return absl::InvalidArgumentError("ShouldRateLimit: the domain is empty");
+  }
+  const int n = req.descriptors_size();
+  if (n == 0) {
+    return absl::InvalidArgumentError(
+        "ShouldRateLimit: no descriptors (a request needs at least one)");
+  }
+  if (n > max_descriptors) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ShouldRateLimit: ", n, " descriptors; the server's limit is ",
+        max_descriptors, " (maxBatch)"));
+  }
+  if (req.hits_addend() > kMaxHitsAddend) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ShouldRateLimit: hits_addend is ", req.hits_addend(),
+                     "; at most ", kMaxHitsAddend));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -549,140 +506,14 @@ absl::StatusOr<Decision> EnvoyLimits::answer(const Plan& p, int64_t now_ms) {
   return p.engine->check_at(p.key, now_ms, p.hits);
 }
 
-void EnvoyLimits::append_prometheus(std::string& out) const {
-  // Domains and each domain's limits in a stable order (by name, then by
-  // path), so scrapes diff cleanly.
-  std::vector<const Domain*> domains;
-  for (const auto& [name, d] : domains_) domains.push_back(d.get());
-  std::sort(domains.begin(), domains.end(),
-            [](const Domain* a, const Domain* b) { return a->name < b->name; });
-  struct Row {
-    std::string domain, key;
-    const LimitCounters* c;
-  };
-  std::vector<Row> rows;
-  for (const Domain* d : domains) {
-    const std::string label = prometheus_label(d->name);
-    const size_t first = rows.size();
-    const auto walk = [&](const auto& self, const Level& level) -> void {
-      for (const std::unique_ptr<Node>& n : level.owned) {
-        if (n->has_limit && !n->unlimited) {
-          rows.push_back({label, prometheus_label(n->path), n->counters.get()});
-        }
-        self(self, n->children);
-      }
-    };
-    walk(walk, d->top);
-    std::sort(rows.begin() + static_cast<std::ptrdiff_t>(first), rows.end(),
-              [](const Row& a, const Row& b) { return a.key < b.key; });
-    rows.push_back({label, "(override)", d->overrides.get()});
-  }
-  const auto family = [&](std::string_view name, std::string_view help,
-                          std::atomic<int64_t> LimitCounters::*field) {
-    absl::StrAppend(&out, "# HELP ", sv(name), " ", sv(help), "\n# TYPE ",
-                    sv(name), " counter\n");
-    for (const Row& r : rows) {
-      absl::StrAppend(&out, sv(name), "{domain=\"", r.domain, "\",key1=\"",
-                      r.key, "\"} ",
-                      (r.c->*field).load(std::memory_order_relaxed), "\n");
-    }
-  };
-  family("ratelimit_service_rate_limit_total_hits",
-         "Envoy door: hits counted against the limit.",
-         &LimitCounters::total_hits);
-  family("ratelimit_service_rate_limit_over_limit",
-         "Envoy door: hits refused by the limit (counted in shadow mode too).",
-         &LimitCounters::over_limit);
-  family("ratelimit_service_rate_limit_near_limit",
-         "Envoy door: hits admitted with over 80% of the limit used.",
-         &LimitCounters::near_limit);
-  family("ratelimit_service_rate_limit_within_limit",
-         "Envoy door: hits admitted by the limit.",
-         &LimitCounters::within_limit);
-  family("ratelimit_service_rate_limit_shadow_mode",
-         "Envoy door: hits over the limit answered OK in shadow mode.",
-         &LimitCounters::shadow_mode);
-  absl::StrAppend(&out,
-                  "# HELP throttlekit_envoy_requests_total Envoy door: "
-                  "ShouldRateLimit requests by domain and answer.\n"
-                  "# TYPE throttlekit_envoy_requests_total counter\n");
-  for (const Domain* d : domains) {
-    const std::string label = prometheus_label(d->name);
-    const auto line = [&](std::string_view code,
-                          const std::atomic<int64_t>& v) {
-      absl::StrAppend(&out, "throttlekit_envoy_requests_total{domain=\"", label,
-                      "\",code=\"", sv(code), "\"} ",
-                      v.load(std::memory_order_relaxed), "\n");
-    };
-    line("OK", d->requests->ok);
-    line("OVER_LIMIT", d->requests->over_limit);
-    line("ERROR", d->requests->error);
-  }
-  {
-    absl::StrAppend(&out,
-                    "# HELP ratelimit_service_rate_limit_domain_not_found "
-                    "Envoy door: requests naming a domain the configuration "
-                    "does not have (answered OK with no limit unless "
-                    "unknownDomain is notFound).\n"
-                    "# TYPE ratelimit_service_rate_limit_domain_not_found "
-                    "counter\n");
-    std::vector<std::pair<std::string, int64_t>> rows;
-    {
-      MutexLock lock(not_found_mu_);
-      rows.assign(not_found_.begin(), not_found_.end());
-    }
-    std::sort(rows.begin(), rows.end());
-    for (const auto& [name, n] : rows) {
-      absl::StrAppend(&out,
-                      "ratelimit_service_rate_limit_domain_not_found{domain=\"",
-                      prometheus_label(name), "\"} ", n, "\n");
-    }
-  }
-  absl::StrAppend(
-      &out,
-      "# HELP throttlekit_envoy_unrouted_requests_total Envoy door: requests "
-      "refused before a configured domain was found (bad or unknown "
-      "domain).\n"
-      "# TYPE throttlekit_envoy_unrouted_requests_total counter\n"
-      "throttlekit_envoy_unrouted_requests_total ",
-      unrouted_.load(std::memory_order_relaxed), "\n");
-}
-
-void EnvoyLimits::count_not_found(std::string_view name) {
-  MutexLock lock(not_found_mu_);
-  auto it = not_found_.find(absl::string_view(name.data(), name.size()));
-  if (it == not_found_.end()) {
-    it = not_found_
-             .emplace(not_found_.size() < kMaxNotFoundNames ? std::string(name)
-                                                            : "(other)",
-                      0)
-             .first;
-  }
-  ++it->second;
-}
-
 absl::Status EnvoyLimits::plan(const rls::RateLimitRequest& req,
                                const Domain*& domain_out,
                                std::vector<Plan>& plans) {
   // Everything is checked before anything is counted.
-  if (req.domain().empty()) {
-    return absl::InvalidArgumentError("ShouldRateLimit: the domain is empty");
+  if (absl::Status s = check_request(req, options_.max_descriptors); !s.ok()) {
+    return s;
   }
   const int n = req.descriptors_size();
-  if (n == 0) {
-    return absl::InvalidArgumentError(
-        "ShouldRateLimit: no descriptors (a request needs at least one)");
-  }
-  if (n > options_.max_descriptors) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ShouldRateLimit: ", n, " descriptors; the server's limit is ",
-        options_.max_descriptors, " (maxBatch)"));
-  }
-  if (req.hits_addend() > kMaxHitsAddend) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ShouldRateLimit: hits_addend is ", req.hits_addend(),
-                     "; at most ", kMaxHitsAddend));
-  }
   const auto found = domains_.find(req.domain());
   const bool known = found != domains_.end();
   if (!known && unknown_domain_ == EnvoyUnknownDomain::kNotFound) {

@@ -52,6 +52,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -125,19 +126,9 @@ bool host_port(const std::string& s, std::string& host, int& port) {
          port < 65536;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  // SIGINT and SIGTERM are blocked before any thread exists (gRPC's, the
-  // store's, the server's workers all inherit the mask) and taken by one
-  // thread with sigwait, which stops the server; one sent during start-up
-  // waits for it.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  Args args;
+// Reads the flags into `args`; an exit status when the process must stop
+// (--help, or a flag without its value, unknown or out of range).
+std::optional<int> parse_flags(int argc, char** argv, Args& args) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view flag = argv[i];
     if (flag == "--help" || flag == "-h") {
@@ -190,6 +181,21 @@ int main(int argc, char** argv) {
       return usage("unknown flag " + std::string(flag));
     }
   }
+  return std::nullopt;
+}
+
+// What the flags name, read and checked: the TLS files' contents and the
+// HTTP door's address (port -1: no door).
+struct Checked {
+  std::string tls_cert, tls_key, tls_client_ca;
+  std::string metrics_host;
+  int metrics_port = -1;
+};
+
+// Checks the flags together, reads the files they name and takes the
+// secrets the environment gives; an exit status when the process must
+// stop.
+std::optional<int> check_flags(Args& args, Checked& ready) {
   if (args.config.empty()) return usage("--config is required");
   if (args.tls_cert.empty() != args.tls_key.empty()) {
     return usage("--tls-cert and --tls-key go together");
@@ -197,10 +203,10 @@ int main(int argc, char** argv) {
   if (!args.tls_client_ca.empty() && args.tls_cert.empty()) {
     return usage("--tls-client-ca needs --tls-cert and --tls-key");
   }
-  std::string tls_cert, tls_key, tls_client_ca;
-  for (auto [path, into] : {std::pair{&args.tls_cert, &tls_cert},
-                            std::pair{&args.tls_key, &tls_key},
-                            std::pair{&args.tls_client_ca, &tls_client_ca}}) {
+  for (auto [path, into] :
+       {std::pair{&args.tls_cert, &ready.tls_cert},
+        std::pair{&args.tls_key, &ready.tls_key},
+        std::pair{&args.tls_client_ca, &ready.tls_client_ca}}) {
     if (path->empty()) continue;
     std::optional<std::string> text =
         throttlekit::server::read_file_text(*path);
@@ -219,8 +225,6 @@ int main(int argc, char** argv) {
       args.monitor_secret.empty() && env != nullptr) {
     args.monitor_secret = env;
   }
-  std::string metrics_host;
-  int metrics_port = -1;
   if (!args.metrics_listen.empty()) {
 #ifndef THROTTLEKIT_SERVER_HTTP
     return usage("this build has no HTTP door (cpp-httplib was not found)");
@@ -228,12 +232,12 @@ int main(int argc, char** argv) {
     const size_t colon = args.metrics_listen.rfind(':');
     if (colon == std::string::npos ||
         !absl::SimpleAtoi(args.metrics_listen.substr(colon + 1),
-                          &metrics_port) ||
-        metrics_port < 0 || metrics_port > 65535) {
+                          &ready.metrics_port) ||
+        ready.metrics_port < 0 || ready.metrics_port > 65535) {
       return usage("--metrics-listen wants HOST:PORT; got " +
                    args.metrics_listen);
     }
-    metrics_host = args.metrics_listen.substr(0, colon);
+    ready.metrics_host = args.metrics_listen.substr(0, colon);
   }
   if (!args.redis.empty() + !args.redis_cluster.empty() +
           !args.redis_sentinel.empty() + !args.postgres.empty() >
@@ -247,17 +251,15 @@ int main(int argc, char** argv) {
         "--redis-sentinel and --redis-master go together (the sentinels and "
         "the name of the primary they watch)");
   }
+  return std::nullopt;
+}
 
-  absl::StatusOr<throttlekit::server::ServerConfig> config =
-      throttlekit::server::load_config(args.config);
-  if (!config.ok()) {
-    std::fprintf(stderr, "throttlekit-server: %s\n",
-                 std::string(config.status().message()).c_str());
-    return 2;
-  }
-
-  std::shared_ptr<throttlekit::Coordinator> store;
-  throttlekit::server::PolicyContext context{.node_id = args.node_id};
+// Opens the store the flags name into `store` (left null for the embedded
+// memory store) and gives `context` what runs beside it; an exit status
+// when the process must stop.
+std::optional<int> open_store(const Args& args,
+                              std::shared_ptr<throttlekit::Coordinator>& store,
+                              throttlekit::server::PolicyContext& context) {
   std::string host;
   int port = 0;
   if (!args.redis.empty() || !args.redis_cluster.empty() ||
@@ -342,6 +344,36 @@ int main(int argc, char** argv) {
     return usage("this build has no Postgres backend (libpqxx was not found)");
 #endif
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // SIGINT and SIGTERM are blocked before any thread exists (gRPC's, the
+  // store's, the server's workers all inherit the mask) and taken by one
+  // thread with sigwait, which stops the server; one sent during start-up
+  // waits for it.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  Args args;
+  if (std::optional<int> rc = parse_flags(argc, argv, args)) return *rc;
+  Checked ready;
+  if (std::optional<int> rc = check_flags(args, ready)) return *rc;
+  absl::StatusOr<throttlekit::server::ServerConfig> config =
+      throttlekit::server::load_config(args.config);
+  if (!config.ok()) {
+    std::fprintf(stderr, "throttlekit-server: %s\n",
+                 std::string(config.status().message()).c_str());
+    return 2;
+  }
+
+  std::shared_ptr<throttlekit::Coordinator> store;
+  throttlekit::server::PolicyContext context{.node_id = args.node_id};
+  if (std::optional<int> rc = open_store(args, store, context)) return *rc;
 
   if (store != nullptr) {
     if (absl::Status s = store->ping(); !s.ok()) {
@@ -364,9 +396,9 @@ int main(int argc, char** argv) {
       *std::move(policies), {.listen = args.listen,
                              .fleet_secret = args.fleet_secret,
                              .monitor_secret = args.monitor_secret,
-                             .tls_cert_chain = std::move(tls_cert),
-                             .tls_private_key = std::move(tls_key),
-                             .tls_client_ca = std::move(tls_client_ca)});
+                             .tls_cert_chain = std::move(ready.tls_cert),
+                             .tls_private_key = std::move(ready.tls_key),
+                             .tls_client_ca = std::move(ready.tls_client_ca)});
   if (!server.ok()) {
     std::fprintf(stderr, "throttlekit-server: %s\n",
                  std::string(server.status().message()).c_str());
@@ -381,9 +413,9 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
 #ifdef THROTTLEKIT_SERVER_HTTP
   std::unique_ptr<throttlekit::server::HttpDoor> http;
-  if (metrics_port >= 0) {
-    auto door = throttlekit::server::HttpDoor::start(metrics_host, metrics_port,
-                                                     **server);
+  if (ready.metrics_port >= 0) {
+    auto door = throttlekit::server::HttpDoor::start(
+        ready.metrics_host, ready.metrics_port, **server);
     if (!door.ok()) {
       std::fprintf(stderr, "throttlekit-server: %s\n",
                    std::string(door.status().message()).c_str());
@@ -391,7 +423,7 @@ int main(int argc, char** argv) {
     }
     http = *std::move(door);
     std::printf("throttlekit-server: metrics on http://%s:%d/metrics\n",
-                metrics_host.c_str(), http->port());
+                ready.metrics_host.c_str(), http->port());
     std::fflush(stdout);
   }
 #endif

@@ -62,6 +62,13 @@ namespace throttlekit::detail {
 // only from vertices within 64 tolerances of the minimum, can miss the one
 // the tie rules would pick: the answer is then another vertex within the
 // tolerance (D within it of the enumerator's), not the enumerator's.
+//
+// Why one function of 200 lines: its steps (the planes through a vertex,
+// the edges out of it, the slope along one, the next vertex) are lambdas
+// over one set of planes, their rows and one tolerance, shared by the
+// walk's two phases (the descent, then the optimal face); as free functions
+// each would take the same five arguments, and the tie rules that make the
+// answer bit-equal to the enumerator's would be spread across them.
 inline std::optional<Duals> solve_fluid_lp_3axis(
     std::span<const LpRow> rows, const std::array<double, 3>& b) {
   const std::vector<LpPlane> planes = fluid_lp_planes(rows, 3);

@@ -97,6 +97,15 @@
 //
 // Thread-safety: every method is safe to call concurrently. The
 // coordinator must outlive the limiter.
+//
+// Why one header of over 800 lines: the class's hit path, miss path, grant
+// handling and maintenance share the one lock discipline above (each
+// key's lease lock around its waiters, the credit table's shard locks
+// inside it), which a reader checks in one place. What stands alone lives
+// apart: the options and their validation (leased_limiter_options.h), a
+// key's lease state (internal/lease_entry.h), the credit table
+// (internal/local_credits.h), the spent-window gate (internal/spent_mark.h)
+// and where credits come from (internal/credit_source.h).
 
 #ifndef THROTTLEKIT_TWOTIER_LEASED_LIMITER_H_
 #define THROTTLEKIT_TWOTIER_LEASED_LIMITER_H_
@@ -145,70 +154,18 @@
 #include "throttlekit/strategy/fixed_window.h"
 #include "throttlekit/twotier/internal/credit_source.h"
 #include "throttlekit/twotier/internal/give_back_tokens.h"
+#include "throttlekit/twotier/internal/lease_entry.h"
 #include "throttlekit/twotier/internal/local_credits.h"
 #include "throttlekit/twotier/internal/spent_mark.h"
 #include "throttlekit/twotier/lease_sizer.h"
 #include "throttlekit/twotier/lease_spender.h"
+#include "throttlekit/twotier/leased_limiter_options.h"
 #include "throttlekit/twotier/predictive_lease_sizer.h"
 
 namespace throttlekit {
 
 template <EpochClock C>
 class BasicFederatedLimiter;
-
-// How a leased limiter picks the batch of each lease.
-enum class LeaseSizing {
-  kFixed,       // always `batch`
-  kEoq,         // LeaseSizer per key, learning the EOQ online
-  kPredictive,  // PredictiveLeaseSizer per key, given `demand_forecast`
-};
-
-struct LeasedLimiterOptions {
-  // Names the keyspace: store keys are `prefix:key`.
-  std::string prefix;
-  // The global budget: `limit` credits per `window_ms` (1 .. 2^53-1 each).
-  int64_t limit = 0;
-  int64_t window_ms = 0;
-  // Credits per lease; 1 .. limit.
-  int64_t batch = 100;
-  // Credits die at their window's end (the `<= limit` bound).
-  bool window_coupled = true;
-  // Background refill once a key holds <= low_water credits; 0 (off) ..
-  // batch - 1.
-  int64_t low_water = 0;
-  // Give back a key's credits after this long unspent; 0 (off) or
-  // 1 .. 2^53-1.
-  int64_t return_idle_after_ms = 0;
-  // How the batch is chosen (`batch` is the first one under a learner).
-  LeaseSizing sizing = LeaseSizing::kFixed;
-  // The learner's options (kEoq, kPredictive); `max_batch` is capped at
-  // `limit`.
-  LeaseSizer::Options sizer = {};
-  // kPredictive: the demand expected for `key` in the window starting at
-  // `window_start_ms` (NaN or negative: no forecast). Called under the
-  // key's lease lock, once per window; must be thread-safe.
-  std::function<double(std::string_view key, int64_t window_start_ms)>
-      demand_forecast;
-  // Run refills and idle returns on a thread the limiter owns; false leaves
-  // them to `run_maintenance()`.
-  bool background_worker = true;
-  // Keys held per node; 16 .. 2^32.
-  int64_t max_keys = int64_t{1} << 16;
-  // What an outage becomes (fail_policy.h).
-  FailPolicy fail_policy = FailPolicy::kPropagate;
-  // A lease asks only for what the key's pace will spend before its
-  // window ends (window-coupled credits left at the end are stranded): its
-  // pace in the window, or at the window's first lease what it spent in the
-  // window before. Off by default (federation turns it on).
-  bool size_to_window_end = false;
-  // Once the store says a key's window is spent, shortfalls are denied
-  // without a round trip, but one per `spent_recheck_ms` leases again (a
-  // normal lease, bounded by the store) to see credits given back to the
-  // window since. Unset: `window_ms / 8` (at least 1), so at most 8 extra
-  // round trips per spent window, key and node; 0: never (deny until the
-  // window ends); else 1 .. 2^53-1.
-  std::optional<int64_t> spent_recheck_ms;
-};
 
 template <EpochClock C = SystemClock>
 class BasicLeasedLimiter {
@@ -262,65 +219,8 @@ class BasicLeasedLimiter {
   static absl::StatusOr<std::unique_ptr<BasicLeasedLimiter>> create_on(
       LeasedLimiterOptions options,
       std::shared_ptr<detail::CreditSource> source, C clock) {
-    absl::StatusOr<LeaseBudget> budget =
-        LeaseBudget::create({options.limit, options.window_ms});
+    absl::StatusOr<LeaseBudget> budget = resolve(options);
     if (!budget.ok()) return budget.status();
-    if (options.batch < 1 || options.batch > options.limit) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "leased_limiter.batch must be in [1, limit = ", options.limit,
-          "]; got ", options.batch));
-    }
-    if (options.max_keys < 16 || options.max_keys > (int64_t{1} << 32)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("leased_limiter.max_keys must be in [16, 2^32]; got ",
-                       options.max_keys));
-    }
-    if (absl::Status s = options.fail_policy.validate("leased_limiter");
-        !s.ok()) {
-      return s;
-    }
-    if (options.low_water < 0 || options.low_water >= options.batch) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("leased_limiter.low_water must be in [0, batch - 1 = ",
-                       options.batch - 1, "]; got ", options.low_water));
-    }
-    if (options.return_idle_after_ms < 0 ||
-        options.return_idle_after_ms > kMaxSafeInteger) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "leased_limiter.return_idle_after_ms must be 0 (off) or in "
-          "[1, 2^53-1]; got ",
-          options.return_idle_after_ms));
-    }
-    if (options.spent_recheck_ms.has_value() &&
-        (*options.spent_recheck_ms < 0 ||
-         *options.spent_recheck_ms > kMaxSafeInteger)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "leased_limiter.spent_recheck_ms must be 0 (never) or in "
-          "[1, 2^53-1]; got ",
-          *options.spent_recheck_ms));
-    }
-    if (options.sizing != LeaseSizing::kFixed) {
-      if (options.sizing != LeaseSizing::kEoq &&
-          options.sizing != LeaseSizing::kPredictive) {
-        return absl::InvalidArgumentError(
-            "leased_limiter.sizing is not a LeaseSizing");
-      }
-      options.sizer.initial_batch = options.batch;
-      options.sizer.max_batch =
-          std::min(options.sizer.max_batch, options.limit);
-      options.sizer.min_batch =
-          std::min(options.sizer.min_batch, options.sizer.max_batch);
-      if (absl::StatusOr<LeaseSizer> s = LeaseSizer::create(options.sizer);
-          !s.ok()) {
-        return s.status();
-      }
-      if (options.sizing == LeaseSizing::kPredictive &&
-          !options.demand_forecast) {
-        return absl::InvalidArgumentError(
-            "leased_limiter.demand_forecast is required with "
-            "LeaseSizing::kPredictive");
-      }
-    }
     return std::unique_ptr<BasicLeasedLimiter>(new BasicLeasedLimiter(
         std::move(options), *budget, std::move(source), std::move(clock)));
   }
@@ -519,55 +419,8 @@ class BasicLeasedLimiter {
   using Credits = MemoryStore<detail::LocalCredits>;
   using CreditState = detail::LocalCredits::State;
 
-  // A request waiting for its key's lease in flight.
-  struct Waiter {
-    int64_t now_ms;
-    double cost;
-    DecisionCompletion done;
-  };
-
-  // A key's lease coordination (its credits live in `credits_`): the lease
-  // in flight and its waiters, and the sizer. Everything is guarded by
-  // `lease_mu`.
-  struct Entry {
-    // The sizer `options` asks for (none for kFixed).
-    explicit Entry(const LeasedLimiterOptions& options) {
-      if (options.sizing == LeaseSizing::kEoq) {
-        eoq.emplace(*LeaseSizer::create(options.sizer));
-      } else if (options.sizing == LeaseSizing::kPredictive) {
-        predictive.emplace(*PredictiveLeaseSizer::create(options.sizer));
-        predictive_batch = options.batch;
-      }
-    }
-
-    int64_t next_batch(int64_t fixed) const
-        ABSL_EXCLUSIVE_LOCKS_REQUIRED(lease_mu) {
-      if (eoq) return eoq->batch();
-      if (predictive) return predictive_batch;
-      return fixed;
-    }
-
-    Mutex lease_mu;
-    // A lease of this key is in flight (at most one per key on this node);
-    // its grant serves `waiters`, in order.
-    bool in_flight ABSL_GUARDED_BY(lease_mu) = false;
-    std::vector<Waiter> waiters ABSL_GUARDED_BY(lease_mu);
-    // The window being accounted for the sizer: its end and the credits
-    // granted in it.
-    int64_t window_end_ms ABSL_GUARDED_BY(lease_mu) =
-        std::numeric_limits<int64_t>::min();
-    int64_t window_granted ABSL_GUARDED_BY(lease_mu) = 0;
-    std::optional<LeaseSizer> eoq ABSL_GUARDED_BY(lease_mu);
-    std::optional<PredictiveLeaseSizer> predictive ABSL_GUARDED_BY(lease_mu);
-    int64_t predictive_batch ABSL_GUARDED_BY(lease_mu) = 0;
-    // Dropped from the map (idle or evicted): a caller holding it starts
-    // over on the key's current entry.
-    bool retired ABSL_GUARDED_BY(lease_mu) = false;
-    // The store said the key's window is spent: gated without the lease
-    // lock (atomics); marked and cleared under it. Lost with the entry
-    // (eviction, idle return): the next shortfall then just asks.
-    detail::SpentMark spent;
-  };
+  using Waiter = detail::LeaseWaiter;
+  using Entry = detail::LeaseEntry;
   // A SpinLock (atomics, so ThreadSanitizer sees it; Debian's abseil is not
   // built for it): held for one probe, an insert or an eviction.
   using EntryMap = detail::ShardedMap<std::shared_ptr<Entry>, SpinLock>;
@@ -908,23 +761,7 @@ class BasicLeasedLimiter {
     } else {
       e.spent.clear();
     }
-    if (grant.expires_at_ms != e.window_end_ms) {
-      // The previous window is over: what it served is what was granted in
-      // it less what was left (forfeited or carried).
-      if (e.window_end_ms != std::numeric_limits<int64_t>::min()) {
-        const double served_credits =
-            std::max(0.0, static_cast<double>(e.window_granted) - before);
-        if (e.eoq) e.eoq->observe(served_credits);
-        if (e.predictive) e.predictive->observe(served_credits);
-      }
-      if (e.predictive) {
-        e.predictive_batch = e.predictive->batch(
-            options_.demand_forecast(key, grant.window_start_ms));
-      }
-      e.window_end_ms = grant.expires_at_ms;
-      e.window_granted = 0;
-    }
-    e.window_granted += grant.granted;
+    e.account_grant(grant, before, options_, key);
   }
 
   // `want` capped at what the key's pace in this window will spend before
