@@ -815,12 +815,91 @@ AdaptiveConcurrencyOptions with_tolerance(AdaptiveConcurrencyOptions o,
 std::string verdict(bool ok) { return ok ? "**PASS**" : "**MISS**"; }
 
 // ---------------------------------------------------------------------------
+// The report: one markdown page, built section by section. Later sections
+// read what earlier ones measured (the sweeps, the scenario runs, the
+// tolerance runs, the 10-minute runs), so the sections run in page order.
 
-int run_main(Outputs* out) {
-  std::string& md = out->md;
-  const Scenario s1 = scenario("overload_2x");
-  const double cap = s1.capacity_per_s();
-  const ServiceModel svc = lognormal_service();
+// Scenarios 1, 2 and 4 for one configuration of the law.
+struct TolRun {
+  double tolerance;
+  bool recal;
+  Summary s1;
+  Settling strict, smooth;
+  double s2_mean;
+  double s4_slope, s4_rtt_early, s4_rtt_late, s4_limit_early, s4_limit_late;
+  Summary s4;
+};
+
+// One configuration of the trade-off over the 10-minute scenarios.
+struct LongRun {
+  double interval_s = 0;
+  int64_t pin_samples = 0;
+  bool is_default = false;
+  Summary steady;  // l_steady, 5-600 s
+  PinStats pins;   // l_steady, 5-600 s
+  Summary over;    // l_over, 5-600 s
+  // l_over_exp: goodput / capacity, mean and range over the seeds.
+  double exp_mean = 0, exp_min = 1e300, exp_max = 0;
+  // l_half: one trial per halving and seed.
+  int trials = 0, strict_ok = 0, smooth_ok = 0;
+  int pinned_trials = 0, pinned_strict_ok = 0;    // a pin inside the phase
+  double worst_strict_s = 0, worst_smooth_s = 0;  // -1: some never settle
+  double halved_limit = 0;      // mean limit 5-20 s after, mean of trials
+  double halved_worst_p99 = 0;  // the worst halved phase's p99 (ms)
+  // l_slow, per seed.
+  double mean_adapt_s = 0, max_adapt_s = 0;
+  double until_goodput = 0, after_goodput = 0;  // means over seeds
+};
+
+// The page being built (in `out`) and the results its sections share. Not
+// copyable: `dflt` points into `by_interval`.
+struct SimReport {
+  SimReport() = default;
+  SimReport(const SimReport&) = delete;
+  SimReport& operator=(const SimReport&) = delete;
+
+  Outputs* out = nullptr;
+  // Setup.
+  ServiceModel svc;  // the lognormal service
+  Scenario s1;       // Scenario 1, steady 2x overload
+  double cap = 0;    // full capacity, requests/s
+  // The optimal static limit.
+  std::vector<int64_t> limits;  // the static limits swept
+  SweepResult sw;               // at 2x overload
+  SweepResult sw_half;          // half the servers at Scenario 2's load
+  int64_t opt = 0;              // sw.optimum
+  std::vector<Variant> vs;      // the variants of Scenarios 1-5
+  double limit_y_max = 0;       // limit plots stop at about 3x opt
+  // Scenarios 1-5 and their runs of every variant.
+  Scenario s2, s3, s4, s5;
+  ScenarioRun r1, r2, r3, r4, r5;
+  // The tolerance sweep: per-sample for each tolerance, then with recal.
+  std::vector<double> tolerances;
+  std::vector<TolRun> tol_runs;
+  // The 10-minute runs.
+  Scenario l_over, l_steady, l_half, l_over_exp, l_slow;
+  SweepResult sw_slow;              // the optimum with every service 3x
+  double cap_slow = 0;              // capacity with every service 3x
+  double opt_half = 0;              // sw_half.optimum
+  std::vector<double> intervals_s;  // the trade-off's intervals
+  std::vector<LongRun> by_interval, by_pin;
+  const LongRun* dflt = nullptr;  // the defaults' row of by_interval
+  RunResult d_over, d_steady, d_half, d_slow;  // the defaults, seed 0
+  RunResult p_over, p_steady, p_half, p_slow;  // the per-sample law
+  RunResult s_over, s_steady, s_half, s_slow;  // the static optimum
+  std::string opt_name;                        // the static optimum's name
+  // The targets' lines, appended at the end of the page.
+  std::string targets;
+};
+
+// Writes "Simulator results" and "Setup"; produces svc, s1 and cap.
+void write_setup(SimReport* rep) {
+  std::string& md = rep->out->md;
+  rep->s1 = scenario("overload_2x");
+  rep->cap = rep->s1.capacity_per_s();
+  rep->svc = lognormal_service();
+  const double cap = rep->cap;
+  const ServiceModel& svc = rep->svc;
 
   md += "## Simulator results\n\n";
   md +=
@@ -880,17 +959,27 @@ int run_main(Outputs* out) {
       "rolling minimum of round means. The defaults with pins at their "
       "production interval are measured over 10-minute runs in \"The "
       "defaults over 10-minute runs\".\n\n";
+}
 
+// Writes "The optimal static limit" and static_sweep.svg; reads s1 and cap;
+// produces limits, sw, sw_half, opt, vs and limit_y_max.
+void write_static_optimum(SimReport* rep) {
+  Outputs* out = rep->out;
+  std::string& md = out->md;
+  const double cap = rep->cap;
   // The optimal static limit at full capacity, by sweep.
-  const std::vector<int64_t> limits = {8,  16, 24, 28, 30, 32, 33,  34,  36,
-                                       40, 44, 48, 56, 64, 96, 128, 192, 256};
-  const SweepResult sw = sweep(s1, limits, kWarmupS);
+  rep->limits = {8,  16, 24, 28, 30, 32, 33,  34,  36,
+                 40, 44, 48, 56, 64, 96, 128, 192, 256};
+  const std::vector<int64_t>& limits = rep->limits;
+  rep->sw = sweep(rep->s1, limits, kWarmupS);
+  const SweepResult& sw = rep->sw;
   // And at half capacity at the capacity-step scenario's load (0.8x of full
   // = 1.6x of half), for its settling target.
   const Scenario half = scenario("half");
   const std::vector<int64_t> half_limits = {4,  8,  12, 14, 15, 16, 17,
                                             18, 20, 22, 24, 28, 32, 48};
-  const SweepResult sw_half = sweep(half, half_limits, kWarmupS);
+  rep->sw_half = sweep(half, half_limits, kWarmupS);
+  const SweepResult& sw_half = rep->sw_half;
 
   md += "### The optimal static limit\n\n";
   md +=
@@ -936,12 +1025,20 @@ int run_main(Outputs* out) {
     out->write_svg("static_sweep", g);
   }
 
-  const int64_t opt = sw.optimum;
-  const std::vector<Variant> vs = variants(opt / 2, opt, 4 * opt);
+  rep->opt = sw.optimum;
+  const int64_t opt = rep->opt;
+  rep->vs = variants(opt / 2, opt, 4 * opt);
   // Limit plots stop at about 3x the optimum; AIMD's excursions are clipped.
-  const double limit_y_max = std::ceil(3 * static_cast<double>(opt) / 10) * 10;
+  rep->limit_y_max = std::ceil(3 * static_cast<double>(opt) / 10) * 10;
+}
 
-  // (1) Steady 2x overload.
+// Writes the limit plots' note and "Scenario 1: steady 2x overload" with its
+// plots; reads s1, cap, opt, vs and limit_y_max; produces r1.
+void write_scenario_1(SimReport* rep) {
+  Outputs* out = rep->out;
+  std::string& md = out->md;
+  const Scenario& s1 = rep->s1;
+  const int64_t opt = rep->opt;
   md +=
       "Limit plots show the *effective* limit (what `acquire` enforces: "
       "the pins of gradient2+recal and of `default, 5 s pins` show as "
@@ -950,25 +1047,37 @@ int run_main(Outputs* out) {
   md += "### Scenario 1: steady 2x overload\n\n";
   md += "Arrivals at 2x capacity (" + fmt("%.0f", s1.arrival_rate_per_s) +
         "/s) for 30 s.\n\n";
-  const ScenarioRun r1 = run_all(s1, vs);
-  md += scenario_tables(r1, {{"steady state", kWarmupS, s1.duration_s}}, {cap});
+  rep->r1 = run_all(s1, rep->vs);
+  const ScenarioRun& r1 = rep->r1;
+  md += scenario_tables(r1, {{"steady state", kWarmupS, s1.duration_s}},
+                        {rep->cap});
   scenario_plots(out, r1, {},
                  reference_series("optimum " + std::to_string(opt),
                                   {{0, static_cast<double>(opt)},
                                    {s1.duration_s, static_cast<double>(opt)}}),
-                 limit_y_max);
+                 rep->limit_y_max);
   md += out->image("overload_2x_limit", "limit at 2x overload");
   md += out->image("overload_2x_p99", "p99 at 2x overload");
+}
 
-  // (2) Capacity halves at 20 s and recovers at 40 s, at 0.8x load.
-  const Scenario s2 = scenario("capacity_step");
+// Writes "Scenario 2: capacity halves, then recovers" with its plots; reads
+// cap, sw_half, vs and limit_y_max; produces s2 and r2.
+void write_scenario_2(SimReport* rep) {
+  Outputs* out = rep->out;
+  std::string& md = out->md;
+  const double cap = rep->cap;
+  const SweepResult& sw_half = rep->sw_half;
+  // Capacity halves at 20 s and recovers at 40 s, at 0.8x load.
+  rep->s2 = scenario("capacity_step");
+  const Scenario& s2 = rep->s2;
   md += "### Scenario 2: capacity halves, then recovers\n\n";
   md += "Arrivals at 0.8x full capacity (" +
         fmt("%.0f", s2.arrival_rate_per_s) +
         "/s); the backend loses half "
         "its servers at 20 s (load becomes 1.6x) and gets them back at "
         "40 s.\n\n";
-  const ScenarioRun r2 = run_all(s2, vs);
+  rep->r2 = run_all(s2, rep->vs);
+  const ScenarioRun& r2 = rep->r2;
   md += scenario_tables(r2,
                         {{"before", kWarmupS, 20},
                          {"halved", 20, 40},
@@ -980,19 +1089,28 @@ int run_main(Outputs* out) {
                                       std::to_string(sw_half.optimum) + ")",
                                   {{20, static_cast<double>(sw_half.optimum)},
                                    {40, static_cast<double>(sw_half.optimum)}}),
-                 limit_y_max);
+                 rep->limit_y_max);
   md += out->image("capacity_step_limit", "limit when capacity halves");
   md += out->image("capacity_step_p99", "p99 when capacity halves");
   md += out->image("capacity_step_goodput", "goodput when capacity halves");
+}
 
-  // (3) Slow dependency: service x3 from 20 s to 40 s, at 0.6x load.
-  const Scenario s3 = scenario("slow_dependency");
+// Writes "Scenario 3: slow dependency" with its plots; reads cap, vs and
+// limit_y_max; produces s3 and r3.
+void write_scenario_3(SimReport* rep) {
+  Outputs* out = rep->out;
+  std::string& md = out->md;
+  const double cap = rep->cap;
+  // Slow dependency: service x3 from 20 s to 40 s, at 0.6x load.
+  rep->s3 = scenario("slow_dependency");
+  const Scenario& s3 = rep->s3;
   md += "### Scenario 3: slow dependency\n\n";
   md += "Arrivals at 0.6x capacity (" + fmt("%.0f", s3.arrival_rate_per_s) +
         "/s); from 20 s to 40 s every service takes 3x its work (capacity "
         "falls to a third: load 1.8x). The concurrency the backend can use "
         "is still c = 32: only latency changed.\n\n";
-  const ScenarioRun r3 = run_all(s3, vs);
+  rep->r3 = run_all(s3, rep->vs);
+  const ScenarioRun& r3 = rep->r3;
   md += scenario_tables(
       r3, {{"before", kWarmupS, 20}, {"slow", 20, 40}, {"recovered", 40, 60}},
       {cap, cap / 3, cap});
@@ -1000,20 +1118,32 @@ int run_main(Outputs* out) {
                  reference_series("c = 32", {{0, static_cast<double>(kServers)},
                                              {s3.duration_s,
                                               static_cast<double>(kServers)}}),
-                 limit_y_max);
+                 rep->limit_y_max);
   md += out->image("slow_dependency_limit", "limit with a slow dependency");
   md += out->image("slow_dependency_goodput", "goodput with a slow dependency");
+}
 
-  // (4) Modest overload: the upward creep bRPC describes.
-  const Scenario s4 = scenario("overload_1_2x");
+// Writes "Scenario 4: modest (1.2x) overload" with its plots (the limit and
+// rtt_noload) and the limit drift table; reads svc, cap, opt, vs and
+// limit_y_max; produces s4 and r4.
+void write_scenario_4(SimReport* rep) {
+  Outputs* out = rep->out;
+  std::string& md = out->md;
+  const ServiceModel& svc = rep->svc;
+  const int64_t opt = rep->opt;
+  // Modest overload: the upward creep bRPC describes.
+  rep->s4 = scenario("overload_1_2x");
+  const Scenario& s4 = rep->s4;
   md += "### Scenario 4: modest (1.2x) overload, 60 s\n\n";
-  const ScenarioRun r4 = run_all(s4, vs);
-  md += scenario_tables(r4, {{"steady state", kWarmupS, s4.duration_s}}, {cap});
+  rep->r4 = run_all(s4, rep->vs);
+  const ScenarioRun& r4 = rep->r4;
+  md += scenario_tables(r4, {{"steady state", kWarmupS, s4.duration_s}},
+                        {rep->cap});
   scenario_plots(out, r4, {},
                  reference_series("optimum " + std::to_string(opt),
                                   {{0, static_cast<double>(opt)},
                                    {s4.duration_s, static_cast<double>(opt)}}),
-                 limit_y_max);
+                 rep->limit_y_max);
   {
     Plot p;
     p.title = "1.2x overload: rtt_noload (each limiter's baseline)";
@@ -1048,9 +1178,57 @@ int run_main(Outputs* out) {
           fmt("%.2f ms", mean_rtt_noload(r4.results[i], 50, 60)) + " |\n";
   }
   md += "\n";
+}
 
-  // (5) Sensitivity: 2x overload with exponential service (no latency floor).
-  const Scenario s5 = scenario("overload_2x_exponential");
+// The rows of the first-minute table: the defaults with and without
+// `recalibrate_at_create` over 20 seeds of the "first_minute" scenario, for
+// each service shape and load.
+std::string first_minute_rows() {
+  std::string md;
+  constexpr int kFirstMinuteSeeds = 20;
+  for (const bool exponential : {true, false}) {
+    for (const double load : {2.0, 1.2}) {
+      double sum[2] = {0, 0}, lo[2] = {1e9, 1e9}, hi[2] = {0, 0};
+      double p99[2] = {0, 0};
+      for (int k = 1; k <= kFirstMinuteSeeds; ++k) {
+        ScenarioSpec spec = scenario_spec("first_minute");
+        spec.load = load;
+        spec.seed = 1000 + static_cast<uint64_t>(k);
+        spec.exponential = exponential;
+        const Scenario sc = make_scenario(spec);
+        for (int on = 0; on < 2; ++on) {
+          AdaptiveConcurrencyOptions o = default_options();
+          o.recalibrate_at_create = on == 1;
+          o.recalibration_seed = static_cast<uint64_t>(k);
+          const Summary x =
+              summarize(run_scenario(sc, adaptive(o)), kWarmupS, 60);
+          const double g = x.goodput_per_s / sc.capacity_per_s();
+          sum[on] += g;
+          lo[on] = std::min(lo[on], g);
+          hi[on] = std::max(hi[on], g);
+          p99[on] = std::max(p99[on], x.p99_ms);
+        }
+      }
+      const auto cell = [&](int on) {
+        return pct(sum[on] / kFirstMinuteSeeds) + " (" + pct(lo[on]) + "-" +
+               pct(hi[on]) + ")";
+      };
+      md += std::string("| ") + (exponential ? "exponential" : "lognormal") +
+            " | " + fmt("%.1fx", load) + " | " + cell(0) + " | " + cell(1) +
+            " | " + fmt("%.1f", p99[0]) + " / " + fmt("%.1f", p99[1]) + " |\n";
+    }
+  }
+  return md;
+}
+
+// Writes "Sensitivity: 2x overload with exponential service times" and "A
+// pin at creation"; reads svc and vs; produces s5 and r5.
+void write_scenario_5(SimReport* rep) {
+  std::string& md = rep->out->md;
+  const ServiceModel& svc = rep->svc;
+  // Sensitivity: 2x overload with exponential service (no latency floor).
+  rep->s5 = scenario("overload_2x_exponential");
+  const Scenario& s5 = rep->s5;
   md += "### Sensitivity: 2x overload with exponential service times\n\n";
   md += "Same capacity, but service ~ exponential(mean " +
         fmt("%.2f", svc.mean_ms()) +
@@ -1059,124 +1237,90 @@ int run_main(Outputs* out) {
         "service is already " +
         fmt("%.1f", s5.service.quantile_ms(0.99)) +
         " ms, so the p99 target cannot be met by any limiter here.)\n\n";
-  const ScenarioRun r5 = run_all(s5, vs);
-  md += scenario_tables(r5, {{"steady state", kWarmupS, s5.duration_s}},
+  rep->r5 = run_all(s5, rep->vs);
+  md += scenario_tables(rep->r5, {{"steady state", kWarmupS, s5.duration_s}},
                         {s5.capacity_per_s()});
-  {
-    // The defaults with their first pin at `create` (issue 29 section 3),
-    // on this run and then over 20 seeds of a first minute, since one
-    // seed's pin is one draw of a widely spread measurement.
-    AdaptiveConcurrencyOptions at_create = default_options();
-    at_create.recalibrate_at_create = true;
-    const Summary f = summarize(run_scenario(s5, adaptive(at_create)), kWarmupS,
-                                s5.duration_s);
-    md +=
-        "#### A pin at creation\n\n"
-        "With `recalibrate_at_create` (the first pin at `create`, as "
-        "Envoy's controller starts in a minRTT window) the same 5-30 s "
-        "read: goodput " +
-        fmt("%.0f", f.goodput_per_s) +
-        "/s = " + pct(f.goodput_per_s / s5.capacity_per_s()) +
-        " of capacity, p99 " + fmt("%.1f", f.p99_ms) + " ms, mean limit " +
-        fmt("%.1f", f.mean_limit) +
-        ". Over 20 seeds (arrivals and work seeded 1001-1020, "
-        "recalibration seed 1-20), 60 s each, measured 5-60 s, goodput as "
-        "a share of capacity, mean (range):\n\n"
-        "| service | load | defaults | with `recalibrate_at_create` | "
-        "worst p99 ms, defaults / with it |\n"
-        "|---|---:|---:|---:|---:|\n";
-    constexpr int kFirstMinuteSeeds = 20;
-    for (const bool exponential : {true, false}) {
-      for (const double load : {2.0, 1.2}) {
-        double sum[2] = {0, 0}, lo[2] = {1e9, 1e9}, hi[2] = {0, 0};
-        double p99[2] = {0, 0};
-        for (int k = 1; k <= kFirstMinuteSeeds; ++k) {
-          ScenarioSpec spec = scenario_spec("first_minute");
-          spec.load = load;
-          spec.seed = 1000 + static_cast<uint64_t>(k);
-          spec.exponential = exponential;
-          const Scenario sc = make_scenario(spec);
-          for (int on = 0; on < 2; ++on) {
-            AdaptiveConcurrencyOptions o = default_options();
-            o.recalibrate_at_create = on == 1;
-            o.recalibration_seed = static_cast<uint64_t>(k);
-            const Summary x =
-                summarize(run_scenario(sc, adaptive(o)), kWarmupS, 60);
-            const double g = x.goodput_per_s / sc.capacity_per_s();
-            sum[on] += g;
-            lo[on] = std::min(lo[on], g);
-            hi[on] = std::max(hi[on], g);
-            p99[on] = std::max(p99[on], x.p99_ms);
-          }
-        }
-        const auto cell = [&](int on) {
-          return pct(sum[on] / kFirstMinuteSeeds) + " (" + pct(lo[on]) + "-" +
-                 pct(hi[on]) + ")";
-        };
-        md += std::string("| ") + (exponential ? "exponential" : "lognormal") +
-              " | " + fmt("%.1fx", load) + " | " + cell(0) + " | " + cell(1) +
-              " | " + fmt("%.1f", p99[0]) + " / " + fmt("%.1f", p99[1]) +
-              " |\n";
-      }
-    }
-    md += "\n";
-  }
+  // The defaults with their first pin at `create` (issue 29 section 3), on
+  // this run and then over 20 seeds of a first minute, since one seed's pin
+  // is one draw of a widely spread measurement.
+  AdaptiveConcurrencyOptions at_create = default_options();
+  at_create.recalibrate_at_create = true;
+  const Summary f =
+      summarize(run_scenario(s5, adaptive(at_create)), kWarmupS, s5.duration_s);
+  md +=
+      "#### A pin at creation\n\n"
+      "With `recalibrate_at_create` (the first pin at `create`, as "
+      "Envoy's controller starts in a minRTT window) the same 5-30 s "
+      "read: goodput " +
+      fmt("%.0f", f.goodput_per_s) +
+      "/s = " + pct(f.goodput_per_s / s5.capacity_per_s()) +
+      " of capacity, p99 " + fmt("%.1f", f.p99_ms) + " ms, mean limit " +
+      fmt("%.1f", f.mean_limit) +
+      ". Over 20 seeds (arrivals and work seeded 1001-1020, "
+      "recalibration seed 1-20), 60 s each, measured 5-60 s, goodput as "
+      "a share of capacity, mean (range):\n\n"
+      "| service | load | defaults | with `recalibrate_at_create` | "
+      "worst p99 ms, defaults / with it |\n"
+      "|---|---:|---:|---:|---:|\n";
+  md += first_minute_rows();
+  md += "\n";
+}
 
-  // ---- Why gradient2 stalls, and a sensitivity sweep over tolerance ------
+// Scenarios 1, 2 and 4 with the law `o` (for the tolerance sweep and the
+// grid of "Rounds and a frozen baseline"); reads s1, s2, s4 and sw_half.
+TolRun measure_short_runs(const SimReport& rep,
+                          const AdaptiveConcurrencyOptions& o) {
+  const Scenario& s1 = rep.s1;
+  const Scenario& s2 = rep.s2;
+  const Scenario& s4 = rep.s4;
+  const SweepResult& sw_half = rep.sw_half;
+  TolRun t{};
+  t.tolerance = o.tolerance;
+  const RunResult a = run_scenario(s1, adaptive(o));
+  t.s1 = summarize(a, kWarmupS, s1.duration_s);
+  const RunResult b = run_scenario(s2, adaptive(o));
+  t.strict = settling(b, 20, 40, static_cast<double>(sw_half.optimum));
+  t.smooth = settling(b, 20, 40, static_cast<double>(sw_half.optimum), 1.0);
+  t.s2_mean = summarize(b, 25, 40).mean_limit;
+  const RunResult c = run_scenario(s4, adaptive(o));
+  t.s4 = summarize(c, kWarmupS, s4.duration_s);
+  t.s4_slope = limit_slope(c, kWarmupS, s4.duration_s);
+  t.s4_rtt_early = mean_rtt_noload(c, 5, 15);
+  t.s4_rtt_late = mean_rtt_noload(c, 50, 60);
+  t.s4_limit_early = summarize(c, 5, 15).mean_limit;
+  t.s4_limit_late = summarize(c, 50, 60).mean_limit;
+  return t;
+}
+
+// Writes "Why per-sample gradient2 stalls below capacity" (the E[g] table
+// and its reading); reads svc and the short scenarios; produces tolerances
+// and tol_runs.
+void write_why_stalls(SimReport* rep) {
+  std::string& md = rep->out->md;
+  const ServiceModel& svc = rep->svc;
   md += "### Why per-sample gradient2 stalls below capacity\n\n";
-  {
-    md +=
-        "gradient2 compares each sample's latency with the rolling "
-        "minimum of the last 100 samples. With no queue at all, that "
-        "minimum is a low quantile of the service time, so a typical "
-        "sample already looks like a queue: the gradient averages E[g] < "
-        "1. The law's fixed point is estimate * (1 - E[g]) = "
-        "sqrt(estimate), i.e. L = 1 / (1 - E[g])^2, *independent of the "
-        "number of servers*. Predicted from the no-load latency "
-        "distribution alone (library `WindowedMin` and "
-        "`gradient2_gradient` over 200k draws, no simulation) versus the "
-        "mean limit measured at 2x overload:\n\n"
-        "| tolerance | rtt_noload (mean) | E[g] with no queue | predicted "
-        "L | measured mean limit (2x overload) |\n"
-        "|---:|---:|---:|---:|---:|\n";
-  }
-  const std::vector<double> tolerances = {1.5, 2.0, 2.5, 3.0, 4.0};
-  struct TolRun {
-    double tolerance;
-    bool recal;
-    Summary s1;
-    Settling strict, smooth;
-    double s2_mean;
-    double s4_slope, s4_rtt_early, s4_rtt_late, s4_limit_early, s4_limit_late;
-    Summary s4;
-  };
-  // Scenarios 1, 2 and 4 for one configuration (also used by the grid of
-  // "Rounds and a frozen baseline").
-  const auto measure = [&](const AdaptiveConcurrencyOptions& o) {
-    TolRun t{};
-    t.tolerance = o.tolerance;
-    const RunResult a = run_scenario(s1, adaptive(o));
-    t.s1 = summarize(a, kWarmupS, s1.duration_s);
-    const RunResult b = run_scenario(s2, adaptive(o));
-    t.strict = settling(b, 20, 40, static_cast<double>(sw_half.optimum));
-    t.smooth = settling(b, 20, 40, static_cast<double>(sw_half.optimum), 1.0);
-    t.s2_mean = summarize(b, 25, 40).mean_limit;
-    const RunResult c = run_scenario(s4, adaptive(o));
-    t.s4 = summarize(c, kWarmupS, s4.duration_s);
-    t.s4_slope = limit_slope(c, kWarmupS, s4.duration_s);
-    t.s4_rtt_early = mean_rtt_noload(c, 5, 15);
-    t.s4_rtt_late = mean_rtt_noload(c, 50, 60);
-    t.s4_limit_early = summarize(c, 5, 15).mean_limit;
-    t.s4_limit_late = summarize(c, 50, 60).mean_limit;
-    return t;
-  };
-  std::vector<TolRun> tol_runs;
+  md +=
+      "gradient2 compares each sample's latency with the rolling "
+      "minimum of the last 100 samples. With no queue at all, that "
+      "minimum is a low quantile of the service time, so a typical "
+      "sample already looks like a queue: the gradient averages E[g] < "
+      "1. The law's fixed point is estimate * (1 - E[g]) = "
+      "sqrt(estimate), i.e. L = 1 / (1 - E[g])^2, *independent of the "
+      "number of servers*. Predicted from the no-load latency "
+      "distribution alone (library `WindowedMin` and "
+      "`gradient2_gradient` over 200k draws, no simulation) versus the "
+      "mean limit measured at 2x overload:\n\n"
+      "| tolerance | rtt_noload (mean) | E[g] with no queue | predicted "
+      "L | measured mean limit (2x overload) |\n"
+      "|---:|---:|---:|---:|---:|\n";
+  rep->tolerances = {1.5, 2.0, 2.5, 3.0, 4.0};
   for (bool recal : {false, true}) {
-    for (double tol : tolerances) {
-      TolRun t = measure(
+    for (double tol : rep->tolerances) {
+      TolRun t = measure_short_runs(
+          *rep,
           with_tolerance(recal ? recal_options() : per_sample_options(), tol));
       t.recal = recal;
-      tol_runs.push_back(t);
+      rep->tol_runs.push_back(t);
       if (!recal) {
         const Equilibrium e = no_queue_equilibrium(svc, tol, 100);
         md += "| " + fmt("%.1f", tol) + " | " +
@@ -1196,6 +1340,17 @@ int run_main(Outputs* out) {
         "p1 = " +
         fmt("%.2f", svc.median() / svc.quantile_ms(0.01)) +
         ", larger than the per-sample law's tolerance 1.5.\n\n";
+}
+
+// A settling time for a table: "never" or seconds.
+std::string settle_text(const Settling& st) {
+  return st.settle_s < 0 ? std::string("never") : fmt("%.2f s", st.settle_s);
+}
+
+// Writes "Sensitivity to tolerance"; reads tol_runs and sw.
+void write_tolerance_sensitivity(SimReport* rep) {
+  std::string& md = rep->out->md;
+  const SweepResult& sw = rep->sw;
   md += "### Sensitivity to tolerance (non-default configurations)\n\n";
   md +=
       "Only `tolerance` changes; everything else is as above. Settling "
@@ -1207,10 +1362,7 @@ int run_main(Outputs* out) {
       "halved: mean limit 25-40 s | 1.2x: limit 5-15 s -> 50-60 s | 1.2x: "
       "rtt_noload 5-15 s -> 50-60 s | 1.2x: p99 ms |\n"
       "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
-  auto settle_text = [](const Settling& st) {
-    return st.settle_s < 0 ? std::string("never") : fmt("%.2f s", st.settle_s);
-  };
-  for (const TolRun& t : tol_runs) {
+  for (const TolRun& t : rep->tol_runs) {
     md += std::string("| ") +
           (t.recal ? "gradient2+recal" : "gradient2 per-sample") + " | " +
           fmt("%.1f", t.tolerance) + " | " +
@@ -1224,8 +1376,14 @@ int run_main(Outputs* out) {
           fmt("%.1f", t.s4.p99_ms) + " |\n";
   }
   md += "\n";
+}
 
-  // ---- Rounds and a frozen baseline: the grid ----------------------------
+// Writes "Rounds and a frozen baseline" (the grid of tolerance, round and
+// pin lengths); reads the short scenarios, s5 and sw.
+void write_rounds_grid(SimReport* rep) {
+  std::string& md = rep->out->md;
+  const Scenario& s5 = rep->s5;
+  const SweepResult& sw = rep->sw;
   md += "### Rounds and a frozen baseline (non-default configurations)\n\n";
   md +=
       "The defaults with recalibration every 5 s (+ up to 0.5 s, seed 7; "
@@ -1247,7 +1405,7 @@ int run_main(Outputs* out) {
         o.tolerance = tol;
         o.round_samples = n;
         o.recalibration_samples = pin;
-        const TolRun t = measure(o);
+        const TolRun t = measure_short_runs(*rep, o);
         const Summary e =
             summarize(run_scenario(s5, adaptive(o)), kWarmupS, s5.duration_s);
         md += "| " + fmt("%.2f", tol) + " | " + std::to_string(n) + " | " +
@@ -1263,154 +1421,217 @@ int run_main(Outputs* out) {
     }
   }
   md += "\n";
+}
 
-  // ---- The defaults over 10-minute runs ----------------------------------
+// The worse of two settling times; -1 (never) if either is.
+double worse_settling(double worst, double s) {
+  return s < 0 || worst < 0 ? -1.0 : std::max(worst, s);
+}
+
+// Adds to `t` the trials of one l_half run `h`: one per halving, judged
+// against the halved optimum `opt_half`.
+void add_halving_trials(const RunResult& h, double opt_half, LongRun* t) {
+  for (double at : kLongHalvingsS) {
+    const Settling st = settling(h, at, at + kLongHalvedS, opt_half);
+    const Settling sm = settling(h, at, at + kLongHalvedS, opt_half, 1.0);
+    const bool strict = st.settle_s >= 0 && st.settle_s <= 5;
+    const bool pinned = pin_stats(h, at, at + kLongHalvedS).pins > 0;
+    ++t->trials;
+    t->strict_ok += strict ? 1 : 0;
+    t->smooth_ok += sm.settle_s >= 0 && sm.settle_s <= 5 ? 1 : 0;
+    t->pinned_trials += pinned ? 1 : 0;
+    t->pinned_strict_ok += pinned && strict ? 1 : 0;
+    t->worst_strict_s = worse_settling(t->worst_strict_s, st.settle_s);
+    t->worst_smooth_s = worse_settling(t->worst_smooth_s, sm.settle_s);
+    t->halved_limit += summarize(h, at + 5, at + kLongHalvedS).mean_limit /
+                       static_cast<double>(kLongSeeds * kLongHalvingsS.size());
+    t->halved_worst_p99 = std::max(t->halved_worst_p99,
+                                   summarize(h, at, at + kLongHalvedS).p99_ms);
+  }
+}
+
+// The defaults with recalibration every `interval_s` (+ 15%) and pins of
+// `pin_samples` over the four long scenarios (the last three with each
+// recalibration seed); reads the long scenarios, opt_half and cap_slow.
+// For the defaults' configuration, keeps its seed-0 runs in d_steady,
+// d_over, d_half and d_slow.
+LongRun measure_long(SimReport* rep, double interval_s, int64_t pin_samples) {
+  const Scenario& l_steady = rep->l_steady;
+  const Scenario& l_over = rep->l_over;
+  const Scenario& l_half = rep->l_half;
+  const Scenario& l_over_exp = rep->l_over_exp;
+  const Scenario& l_slow = rep->l_slow;
+  const double cap_slow = rep->cap_slow;
+  LongRun t;
+  t.interval_s = interval_s;
+  t.pin_samples = pin_samples;
+  AdaptiveConcurrencyOptions o = interval_options(interval_s);
+  o.recalibration_samples = pin_samples;
+  const AdaptiveConcurrencyOptions d = default_options();
+  t.is_default = o.recalibration_interval_ns == d.recalibration_interval_ns &&
+                 o.recalibration_jitter_ns == d.recalibration_jitter_ns &&
+                 o.recalibration_samples == d.recalibration_samples;
+  {
+    RunResult r = run_scenario(l_steady, adaptive(o));
+    t.steady = summarize(r, kWarmupS, kLongS);
+    t.pins = pin_stats(r, kWarmupS, kLongS);
+    if (t.is_default) rep->d_steady = std::move(r);
+  }
+  {
+    RunResult r = run_scenario(l_over, adaptive(o));
+    t.over = summarize(r, kWarmupS, kLongS);
+    if (t.is_default) rep->d_over = std::move(r);
+  }
+
+  // Exponential service: measured after the first pin (due by interval +
+  // jitter), since before it the baseline is a rolling minimum.
+  const double exp_from_s = 1.15 * interval_s + 5;
+  for (uint64_t seed = 0; seed < kLongSeeds; ++seed) {
+    AdaptiveConcurrencyOptions os = o;
+    os.recalibration_seed = seed;
+    RunResult h = run_scenario(l_half, adaptive(os));
+    add_halving_trials(h, rep->opt_half, &t);
+    const double e = summarize(run_scenario(l_over_exp, adaptive(os)),
+                               exp_from_s, l_over_exp.duration_s)
+                         .goodput_per_s /
+                     l_over_exp.capacity_per_s();
+    t.exp_mean += e / kLongSeeds;
+    t.exp_min = std::min(t.exp_min, e);
+    t.exp_max = std::max(t.exp_max, e);
+    RunResult w = run_scenario(l_slow, adaptive(os));
+    const Adaptation a = adaptation(w, kLongStepS, kLongS);
+    const double adapt_s = a.adapt_s < 0 ? kLongS - kLongStepS : a.adapt_s;
+    t.mean_adapt_s += adapt_s / kLongSeeds;
+    t.max_adapt_s = std::max(t.max_adapt_s, adapt_s);
+    t.until_goodput += a.until.goodput_per_s / cap_slow / kLongSeeds;
+    t.after_goodput += a.after.goodput_per_s / cap_slow / kLongSeeds;
+    if (t.is_default && seed == 0) {
+      rep->d_half = std::move(h);
+      rep->d_slow = std::move(w);
+    }
+  }
+  return t;
+}
+
+// Runs the 10-minute scenarios (writes nothing): every configuration of the
+// trade-off, then the per-sample law and the static optimum on the same
+// scenarios; reads limits, cap, opt and sw_half; produces the long
+// scenarios, sw_slow, cap_slow, opt_half, intervals_s, by_interval, by_pin,
+// dflt, the d_, p_ and s_ runs and opt_name.
+void run_long_runs(SimReport* rep) {
   // Every configuration of the trade-off runs the same four long scenarios;
   // the defaults' row (seed 0 is the default seed) keeps its runs for the
   // tables and plots.
-  const Scenario l_over = scenario("long_overload_2x");
-  const Scenario l_steady = scenario("long_load_0_8x");
-  const Scenario l_half = scenario("long_capacity_step");
+  rep->l_over = scenario("long_overload_2x");
+  rep->l_steady = scenario("long_load_0_8x");
+  rep->l_half = scenario("long_capacity_step");
   // Scenario 5's exponential service for 5 minutes, once per seed: its
   // limit follows each pin's measurement (a minimum of widely spread round
   // means), so one run says little.
-  const Scenario l_over_exp = scenario("long_overload_2x_exponential");
-  const Scenario l_slow = scenario("long_slowdown");
+  rep->l_over_exp = scenario("long_overload_2x_exponential");
+  rep->l_slow = scenario("long_slowdown");
   // The optimum once every service takes 3x: the same static sweep on a
   // backend slowed from the start, at l_slow's load (1.8x of the slowed
   // capacity), with the p99 bound at 3x the slowed no-load latency.
   const Scenario slowed = scenario("slowed");
-  const SweepResult sw_slow = sweep(slowed, limits, kWarmupS, kLongP99Bound);
-  const double cap_slow = cap / 3;
-  const auto opt_half = static_cast<double>(sw_half.optimum);
+  rep->sw_slow = sweep(slowed, rep->limits, kWarmupS, kLongP99Bound);
+  rep->cap_slow = rep->cap / 3;
+  rep->opt_half = static_cast<double>(rep->sw_half.optimum);
 
-  struct LongRun {
-    double interval_s = 0;
-    int64_t pin_samples = 0;
-    bool is_default = false;
-    Summary steady;  // l_steady, 5-600 s
-    PinStats pins;   // l_steady, 5-600 s
-    Summary over;    // l_over, 5-600 s
-    // l_over_exp: goodput / capacity, mean and range over the seeds.
-    double exp_mean = 0, exp_min = 1e300, exp_max = 0;
-    // l_half: one trial per halving and seed.
-    int trials = 0, strict_ok = 0, smooth_ok = 0;
-    int pinned_trials = 0, pinned_strict_ok = 0;    // a pin inside the phase
-    double worst_strict_s = 0, worst_smooth_s = 0;  // -1: some never settle
-    double halved_limit = 0;      // mean limit 5-20 s after, mean of trials
-    double halved_worst_p99 = 0;  // the worst halved phase's p99 (ms)
-    // l_slow, per seed.
-    double mean_adapt_s = 0, max_adapt_s = 0;
-    double until_goodput = 0, after_goodput = 0;  // means over seeds
-  };
-  RunResult d_over, d_steady, d_half, d_slow;  // the defaults, seed 0
-  const auto worse = [](double worst, double s) {
-    return s < 0 || worst < 0 ? -1.0 : std::max(worst, s);
-  };
-  const auto measure_long = [&](double interval_s, int64_t pin_samples) {
-    LongRun t;
-    t.interval_s = interval_s;
-    t.pin_samples = pin_samples;
-    AdaptiveConcurrencyOptions o = interval_options(interval_s);
-    o.recalibration_samples = pin_samples;
-    const AdaptiveConcurrencyOptions d = default_options();
-    t.is_default = o.recalibration_interval_ns == d.recalibration_interval_ns &&
-                   o.recalibration_jitter_ns == d.recalibration_jitter_ns &&
-                   o.recalibration_samples == d.recalibration_samples;
-    {
-      RunResult r = run_scenario(l_steady, adaptive(o));
-      t.steady = summarize(r, kWarmupS, kLongS);
-      t.pins = pin_stats(r, kWarmupS, kLongS);
-      if (t.is_default) d_steady = std::move(r);
-    }
-    {
-      RunResult r = run_scenario(l_over, adaptive(o));
-      t.over = summarize(r, kWarmupS, kLongS);
-      if (t.is_default) d_over = std::move(r);
-    }
-
-    // Exponential service: measured after the first pin (due by interval +
-    // jitter), since before it the baseline is a rolling minimum.
-    const double exp_from_s = 1.15 * interval_s + 5;
-    for (uint64_t seed = 0; seed < kLongSeeds; ++seed) {
-      AdaptiveConcurrencyOptions os = o;
-      os.recalibration_seed = seed;
-      RunResult h = run_scenario(l_half, adaptive(os));
-      for (double at : kLongHalvingsS) {
-        const Settling st = settling(h, at, at + kLongHalvedS, opt_half);
-        const Settling sm = settling(h, at, at + kLongHalvedS, opt_half, 1.0);
-        const bool strict = st.settle_s >= 0 && st.settle_s <= 5;
-        const bool pinned = pin_stats(h, at, at + kLongHalvedS).pins > 0;
-        ++t.trials;
-        t.strict_ok += strict ? 1 : 0;
-        t.smooth_ok += sm.settle_s >= 0 && sm.settle_s <= 5 ? 1 : 0;
-        t.pinned_trials += pinned ? 1 : 0;
-        t.pinned_strict_ok += pinned && strict ? 1 : 0;
-        t.worst_strict_s = worse(t.worst_strict_s, st.settle_s);
-        t.worst_smooth_s = worse(t.worst_smooth_s, sm.settle_s);
-        t.halved_limit +=
-            summarize(h, at + 5, at + kLongHalvedS).mean_limit /
-            static_cast<double>(kLongSeeds * kLongHalvingsS.size());
-        t.halved_worst_p99 = std::max(
-            t.halved_worst_p99, summarize(h, at, at + kLongHalvedS).p99_ms);
-      }
-      const double e = summarize(run_scenario(l_over_exp, adaptive(os)),
-                                 exp_from_s, l_over_exp.duration_s)
-                           .goodput_per_s /
-                       l_over_exp.capacity_per_s();
-      t.exp_mean += e / kLongSeeds;
-      t.exp_min = std::min(t.exp_min, e);
-      t.exp_max = std::max(t.exp_max, e);
-      RunResult w = run_scenario(l_slow, adaptive(os));
-      const Adaptation a = adaptation(w, kLongStepS, kLongS);
-      const double adapt_s = a.adapt_s < 0 ? kLongS - kLongStepS : a.adapt_s;
-      t.mean_adapt_s += adapt_s / kLongSeeds;
-      t.max_adapt_s = std::max(t.max_adapt_s, adapt_s);
-      t.until_goodput += a.until.goodput_per_s / cap_slow / kLongSeeds;
-      t.after_goodput += a.after.goodput_per_s / cap_slow / kLongSeeds;
-      if (t.is_default && seed == 0) {
-        d_half = std::move(h);
-        d_slow = std::move(w);
-      }
-    }
-    return t;
-  };
   const AdaptiveConcurrencyOptions dopt = default_options();
   const double default_interval_s =
       static_cast<double>(dopt.recalibration_interval_ns) / 1e9;
   // The trade-off: the interval at the defaults' pin length, then the pin
   // length at the defaults' interval.
-  const std::vector<double> intervals_s = {5, 15, 30, 60, 120};
+  rep->intervals_s = {5, 15, 30, 60, 120};
   const std::vector<int64_t> pin_lengths = {128, 192, 256};
-  std::vector<LongRun> by_interval, by_pin;
-  for (double interval_s : intervals_s) {
-    by_interval.push_back(measure_long(interval_s, dopt.recalibration_samples));
+  for (double interval_s : rep->intervals_s) {
+    rep->by_interval.push_back(
+        measure_long(rep, interval_s, dopt.recalibration_samples));
   }
   for (int64_t pin : pin_lengths) {
     if (pin == dopt.recalibration_samples) {
-      for (const LongRun& t : by_interval) {
-        if (t.is_default) by_pin.push_back(t);
+      for (const LongRun& t : rep->by_interval) {
+        if (t.is_default) rep->by_pin.push_back(t);
       }
     } else {
-      by_pin.push_back(measure_long(default_interval_s, pin));
+      rep->by_pin.push_back(measure_long(rep, default_interval_s, pin));
     }
   }
-  const LongRun* dflt = nullptr;
-  for (const LongRun& t : by_interval) {
-    if (t.is_default) dflt = &t;
+  for (const LongRun& t : rep->by_interval) {
+    if (t.is_default) rep->dflt = &t;
   }
   // The per-sample law and the optimal static limit on the same runs.
-  const RunResult p_over = run_scenario(l_over, adaptive(per_sample_options()));
-  const RunResult p_steady =
-      run_scenario(l_steady, adaptive(per_sample_options()));
-  const RunResult p_half = run_scenario(l_half, adaptive(per_sample_options()));
-  const RunResult p_slow = run_scenario(l_slow, adaptive(per_sample_options()));
-  const RunResult s_over = run_scenario(l_over, fixed(opt));
-  const RunResult s_steady = run_scenario(l_steady, fixed(opt));
-  const RunResult s_half = run_scenario(l_half, fixed(opt));
-  const RunResult s_slow = run_scenario(l_slow, fixed(opt));
-  const std::string opt_name = "static " + std::to_string(opt) + " (opt)";
+  rep->p_over = run_scenario(rep->l_over, adaptive(per_sample_options()));
+  rep->p_steady = run_scenario(rep->l_steady, adaptive(per_sample_options()));
+  rep->p_half = run_scenario(rep->l_half, adaptive(per_sample_options()));
+  rep->p_slow = run_scenario(rep->l_slow, adaptive(per_sample_options()));
+  rep->s_over = run_scenario(rep->l_over, fixed(rep->opt));
+  rep->s_steady = run_scenario(rep->l_steady, fixed(rep->opt));
+  rep->s_half = run_scenario(rep->l_half, fixed(rep->opt));
+  rep->s_slow = run_scenario(rep->l_slow, fixed(rep->opt));
+  rep->opt_name = "static " + std::to_string(rep->opt) + " (opt)";
+}
 
+const char* kLongHeader =
+    "| limiter | goodput/s | % of capacity | p50 ms | p99 ms | rejected | "
+    "rejected in pins | dropped | mean limit |\n"
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+
+// One row of a 10-minute table (kLongHeader).
+std::string long_row(const std::string& name, const Summary& x,
+                     double capacity) {
+  return "| " + name + " | " + fmt("%.0f", x.goodput_per_s) + " | " +
+         pct(x.goodput_per_s / capacity) + " | " + fmt("%.1f", x.p50_ms) +
+         " | " + fmt("%.1f", x.p99_ms) + " | " + pct(x.reject_rate) + " | " +
+         pct(x.pin_reject_rate) + " | " + pct(x.drop_rate) + " | " +
+         fmt("%.1f", x.mean_limit) + " |\n";
+}
+
+// A 10-minute table over [from_s, to_s): the defaults' run `d`, the
+// per-sample law's `p` and the static optimum's `st` (named `opt_name`).
+std::string long_table(const std::string& title, double from_s, double to_s,
+                       double capacity, const RunResult& d, const RunResult& p,
+                       const RunResult& st, const std::string& opt_name) {
+  return "**" + title + "** (" + fmt("%.0f", from_s) + "-" + fmt("%.0f", to_s) +
+         " s; capacity " + fmt("%.0f", capacity) + "/s)\n\n" + kLongHeader +
+         long_row("gradient2 (default)", summarize(d, from_s, to_s), capacity) +
+         long_row("gradient2 per-sample", summarize(p, from_s, to_s),
+                  capacity) +
+         long_row(opt_name, summarize(st, from_s, to_s), capacity) + "\n";
+}
+
+// Writes `sc.name`_limit.svg: the effective limit (minimum per 0.5 s) of the
+// defaults' run `d` and the per-sample law's `p`, with `reference`.
+void long_limit_plot(Outputs* out, double limit_y_max, const Scenario& sc,
+                     const RunResult& d, const RunResult& p,
+                     const std::vector<PlotMarker>& markers,
+                     const PlotSeries& reference) {
+  Plot pl;
+  pl.title = sc.title + ": effective limit (minimum per 0.5 s)";
+  pl.x_label = "simulated time (s)";
+  pl.y_label = "limit (requests in flight)";
+  pl.markers = markers;
+  pl.x_min = 0;
+  pl.x_max = sc.duration_s;
+  pl.y_min = 0;
+  pl.y_max = limit_y_max;
+  pl.series = {
+      {"gradient2 (default)", kColorDefault, false, min_limit_series(d, 0.5)},
+      {"gradient2 per-sample", kColorPerSample, false,
+       min_limit_series(p, 0.5)},
+      reference};
+  out->write_svg(sc.name + "_limit", pl);
+}
+
+// Writes "The defaults over 10-minute runs" and its "Steady 2x overload"
+// part with long_overload_2x_limit.svg; reads the long runs, sw, cap, opt
+// and limit_y_max.
+void write_long_overload(SimReport* rep) {
+  Outputs* out = rep->out;
+  std::string& md = out->md;
+  const int64_t opt = rep->opt;
+  const RunResult& d_over = rep->d_over;
   md += "### The defaults over 10-minute runs\n\n";
   md +=
       "The defaults recalibrate every 60 s plus up to 9 s, so the runs "
@@ -1424,59 +1645,14 @@ int run_main(Outputs* out) {
       "recalibration pin was in force, as a share of all arrivals: the "
       "pins' cost. (The limiter never queues a request, so a pin delays "
       "nothing: it refuses.)\n\n";
-  const char* kLongHeader =
-      "| limiter | goodput/s | % of capacity | p50 ms | p99 ms | rejected | "
-      "rejected in pins | dropped | mean limit |\n"
-      "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
-  const auto long_row = [&](const std::string& name, const Summary& x,
-                            double capacity) {
-    return "| " + name + " | " + fmt("%.0f", x.goodput_per_s) + " | " +
-           pct(x.goodput_per_s / capacity) + " | " + fmt("%.1f", x.p50_ms) +
-           " | " + fmt("%.1f", x.p99_ms) + " | " + pct(x.reject_rate) + " | " +
-           pct(x.pin_reject_rate) + " | " + pct(x.drop_rate) + " | " +
-           fmt("%.1f", x.mean_limit) + " |\n";
-  };
-  const auto long_table = [&](const std::string& title, double from_s,
-                              double to_s, double capacity, const RunResult& d,
-                              const RunResult& p, const RunResult& st) {
-    return "**" + title + "** (" + fmt("%.0f", from_s) + "-" +
-           fmt("%.0f", to_s) + " s; capacity " + fmt("%.0f", capacity) +
-           "/s)\n\n" + kLongHeader +
-           long_row("gradient2 (default)", summarize(d, from_s, to_s),
-                    capacity) +
-           long_row("gradient2 per-sample", summarize(p, from_s, to_s),
-                    capacity) +
-           long_row(opt_name, summarize(st, from_s, to_s), capacity) + "\n";
-  };
-  const auto long_limit_plot = [&](const Scenario& sc, const RunResult& d,
-                                   const RunResult& p,
-                                   const std::vector<PlotMarker>& markers,
-                                   const PlotSeries& reference) {
-    Plot pl;
-    pl.title = sc.title + ": effective limit (minimum per 0.5 s)";
-    pl.x_label = "simulated time (s)";
-    pl.y_label = "limit (requests in flight)";
-    pl.markers = markers;
-    pl.x_min = 0;
-    pl.x_max = sc.duration_s;
-    pl.y_min = 0;
-    pl.y_max = limit_y_max;
-    pl.series = {
-        {"gradient2 (default)", kColorDefault, false, min_limit_series(d, 0.5)},
-        {"gradient2 per-sample", kColorPerSample, false,
-         min_limit_series(p, 0.5)},
-        reference};
-    out->write_svg(sc.name + "_limit", pl);
-  };
-
   md += "#### Steady 2x overload, 10 minutes\n\n";
-  md += long_table("first minute, before the first pin", kWarmupS, 60, cap,
-                   d_over, p_over, s_over);
+  md += long_table("first minute, before the first pin", kWarmupS, 60, rep->cap,
+                   d_over, rep->p_over, rep->s_over, rep->opt_name);
   {
     // Why rtt_window is 512: the window rolls until the first pin ends.
     AdaptiveConcurrencyOptions w128 = default_options();
     w128.rtt_window = 128;
-    Scenario first = l_over;
+    Scenario first = rep->l_over;
     first.duration_s = 60;
     const Summary f = summarize(run_scenario(first, adaptive(w128)), kWarmupS,
                                 first.duration_s);
@@ -1486,11 +1662,12 @@ int run_main(Outputs* out) {
         "the defaults' " +
         std::to_string(default_options().rtt_window) +
         ", the same first minute reads: goodput " +
-        pct(f.goodput_per_s / sw.best_goodput) + " of G*, p99 " +
+        pct(f.goodput_per_s / rep->sw.best_goodput) + " of G*, p99 " +
         fmt("%.1f", f.p99_ms) + " ms, mean limit " + fmt("%.1f", f.mean_limit) +
         " (the window's minimum creeps up with the queue).\n\n";
   }
-  md += long_table("whole run", kWarmupS, kLongS, cap, d_over, p_over, s_over);
+  md += long_table("whole run", kWarmupS, kLongS, rep->cap, d_over, rep->p_over,
+                   rep->s_over, rep->opt_name);
   {
     const PinStats ps = pin_stats(d_over, kWarmupS, kLongS);
     md += "The defaults pinned " + std::to_string(ps.pins) +
@@ -1499,15 +1676,20 @@ int run_main(Outputs* out) {
           " ms), a pin in force " + pct(ps.pinned_fraction) +
           " of the time.\n\n";
   }
-  long_limit_plot(l_over, d_over, p_over, {},
+  long_limit_plot(out, rep->limit_y_max, rep->l_over, d_over, rep->p_over, {},
                   reference_series("optimum " + std::to_string(opt),
                                    {{0, static_cast<double>(opt)},
                                     {kLongS, static_cast<double>(opt)}}));
   md += out->image("long_overload_2x_limit", "limit at 2x overload, 10 min");
+}
 
+// Writes "The pins' cost at 0.8x load"; reads the long runs, cap and dflt.
+void write_long_pin_cost(SimReport* rep) {
+  std::string& md = rep->out->md;
+  const LongRun* dflt = rep->dflt;
   md += "#### The pins' cost at 0.8x load, 10 minutes\n\n";
-  md += long_table("whole run", kWarmupS, kLongS, cap, d_steady, p_steady,
-                   s_steady);
+  md += long_table("whole run", kWarmupS, kLongS, rep->cap, rep->d_steady,
+                   rep->p_steady, rep->s_steady, rep->opt_name);
   if (dflt != nullptr) {
     md +=
         "Pin cost = arrivals rejected while a pin was in force / all "
@@ -1522,7 +1704,71 @@ int run_main(Outputs* out) {
         pct(dflt->steady.reject_rate - dflt->steady.pin_reject_rate) +
         " of arrivals.\n\n";
   }
+}
 
+// A long_capacity_step run `r` pooled over its halved phases (`halved`) or
+// over the time between them after warm-up: goodput and mean limit
+// weighted by time, rejections by arrivals, the worst window's p99.
+Summary pooled_summary(const RunResult& r, bool halved) {
+  Summary sum;
+  double goodput = 0, seconds = 0, limit = 0;
+  int64_t arrivals = 0;
+  double rejected = 0, pin_rejected = 0, p99 = 0;
+  std::vector<std::pair<double, double>> spans;
+  double from = kWarmupS;
+  for (double at : kLongHalvingsS) {
+    if (halved) {
+      spans.push_back({at, at + kLongHalvedS});
+    } else {
+      spans.push_back({from, at});
+    }
+    from = at + kLongHalvedS;
+  }
+  if (!halved) spans.push_back({from, kLongS});
+  for (const auto& [a, b] : spans) {
+    const Summary x = summarize(r, a, b);
+    goodput += x.goodput_per_s * (b - a);
+    limit += x.mean_limit * (b - a);
+    seconds += b - a;
+    arrivals += x.arrivals;
+    rejected += x.reject_rate * static_cast<double>(x.arrivals);
+    pin_rejected += x.pin_reject_rate * static_cast<double>(x.arrivals);
+    p99 = std::max(p99, x.p99_ms);
+  }
+  sum.goodput_per_s = goodput / seconds;
+  sum.mean_limit = limit / seconds;
+  sum.arrivals = arrivals;
+  sum.reject_rate = rejected / static_cast<double>(arrivals);
+  sum.pin_reject_rate = pin_rejected / static_cast<double>(arrivals);
+  sum.p99_ms = p99;
+  return sum;
+}
+
+const char* kPooledHeader =
+    "| limiter | full capacity: goodput / capacity | full: rejected in "
+    "pins | halved: goodput / capacity | halved: worst phase p99 ms | "
+    "halved: mean limit |\n|---|---:|---:|---:|---:|---:|\n";
+
+// One row of the pooled table for the long_capacity_step run `r`, at full
+// capacity `cap`.
+std::string pooled_row(const std::string& name, const RunResult& r,
+                       double cap) {
+  const Summary full = pooled_summary(r, false),
+                half_s = pooled_summary(r, true);
+  return "| " + name + " | " + pct(full.goodput_per_s / cap) + " | " +
+         pct(full.pin_reject_rate) + " | " +
+         pct(half_s.goodput_per_s / (cap / 2)) + " | " +
+         fmt("%.1f", half_s.p99_ms) + " | " + fmt("%.1f", half_s.mean_limit) +
+         " |\n";
+}
+
+// Writes "Capacity halves four times" with long_capacity_step_limit.svg;
+// reads the long runs, cap, opt_half, sw_half, dflt and limit_y_max.
+void write_long_capacity_step(SimReport* rep) {
+  Outputs* out = rep->out;
+  std::string& md = out->md;
+  const LongRun* dflt = rep->dflt;
+  const double opt_half = rep->opt_half;
   md += "#### Capacity halves four times, 10 minutes\n\n";
   md +=
       "At 0.8x load capacity halves for " + fmt("%.0f", kLongHalvedS) + " s at";
@@ -1532,59 +1778,10 @@ int run_main(Outputs* out) {
   md +=
       " s (each phase as in Scenario 2). The table pools the four "
       "halved phases and the time between them.\n\n";
-  {
-    // Pooled windows: the halved phases, and the rest after warm-up.
-    const auto pooled = [&](const RunResult& r, bool halved) {
-      Summary sum;
-      double goodput = 0, seconds = 0, limit = 0;
-      int64_t arrivals = 0;
-      double rejected = 0, pin_rejected = 0, p99 = 0;
-      std::vector<std::pair<double, double>> spans;
-      double from = kWarmupS;
-      for (double at : kLongHalvingsS) {
-        if (halved) {
-          spans.push_back({at, at + kLongHalvedS});
-        } else {
-          spans.push_back({from, at});
-        }
-        from = at + kLongHalvedS;
-      }
-      if (!halved) spans.push_back({from, kLongS});
-      for (const auto& [a, b] : spans) {
-        const Summary x = summarize(r, a, b);
-        goodput += x.goodput_per_s * (b - a);
-        limit += x.mean_limit * (b - a);
-        seconds += b - a;
-        arrivals += x.arrivals;
-        rejected += x.reject_rate * static_cast<double>(x.arrivals);
-        pin_rejected += x.pin_reject_rate * static_cast<double>(x.arrivals);
-        p99 = std::max(p99, x.p99_ms);
-      }
-      sum.goodput_per_s = goodput / seconds;
-      sum.mean_limit = limit / seconds;
-      sum.arrivals = arrivals;
-      sum.reject_rate = rejected / static_cast<double>(arrivals);
-      sum.pin_reject_rate = pin_rejected / static_cast<double>(arrivals);
-      sum.p99_ms = p99;
-      return sum;
-    };
-    const char* kPooledHeader =
-        "| limiter | full capacity: goodput / capacity | full: rejected in "
-        "pins | halved: goodput / capacity | halved: worst phase p99 ms | "
-        "halved: mean limit |\n|---|---:|---:|---:|---:|---:|\n";
-    const auto pooled_row = [&](const std::string& name, const RunResult& r) {
-      const Summary full = pooled(r, false), half_s = pooled(r, true);
-      return "| " + name + " | " + pct(full.goodput_per_s / cap) + " | " +
-             pct(full.pin_reject_rate) + " | " +
-             pct(half_s.goodput_per_s / (cap / 2)) + " | " +
-             fmt("%.1f", half_s.p99_ms) + " | " +
-             fmt("%.1f", half_s.mean_limit) + " |\n";
-    };
-    md += std::string(kPooledHeader) +
-          pooled_row("gradient2 (default)", d_half) +
-          pooled_row("gradient2 per-sample", p_half) +
-          pooled_row(opt_name, s_half) + "\n";
-  }
+  md += std::string(kPooledHeader) +
+        pooled_row("gradient2 (default)", rep->d_half, rep->cap) +
+        pooled_row("gradient2 per-sample", rep->p_half, rep->cap) +
+        pooled_row(rep->opt_name, rep->s_half, rep->cap) + "\n";
   if (dflt != nullptr) {
     md += "Settling within 10% of the halved optimum (" +
           fmt("%.0f", opt_half) + ", band " + fmt("%.1f", 0.9 * opt_half) +
@@ -1607,17 +1804,67 @@ int run_main(Outputs* out) {
           std::to_string(dflt->pinned_strict_ok) +
           " settled on the strict reading.\n\n";
   }
-  {
-    std::vector<PlotMarker> markers;
-    for (double at : kLongHalvingsS) markers.push_back({at, "c = 16"});
-    long_limit_plot(l_half, d_half, p_half, markers,
-                    reference_series("optimum when halved (" +
-                                         std::to_string(sw_half.optimum) + ")",
-                                     {{0, opt_half}, {kLongS, opt_half}}));
-  }
+  std::vector<PlotMarker> markers;
+  for (double at : kLongHalvingsS) markers.push_back({at, "c = 16"});
+  long_limit_plot(
+      out, rep->limit_y_max, rep->l_half, rep->d_half, rep->p_half, markers,
+      reference_series(
+          "optimum when halved (" + std::to_string(rep->sw_half.optimum) + ")",
+          {{0, opt_half}, {kLongS, opt_half}}));
   md += out->image("long_capacity_step_limit",
                    "limit when capacity halves, 10 min");
+}
 
+// One line of the adaptation list: how `a` (of the limiter `name`) adapted
+// to the lasting change, goodput as a share of `cap_slow`.
+std::string adaptation_text(const char* name, const Adaptation& a,
+                            double cap_slow) {
+  return std::string("- ") + name + ": " +
+         (a.adapt_s < 0 ? std::string("never adapts within the run")
+                        : "adapts after " + fmt("%.2f s", a.adapt_s)) +
+         "; until then goodput " + pct(a.until.goodput_per_s / cap_slow) +
+         " of the slowed capacity (mean limit " +
+         fmt("%.1f", a.until.mean_limit) + "), from 5 s after it " +
+         pct(a.after.goodput_per_s / cap_slow) + " (mean limit " +
+         fmt("%.1f", a.after.mean_limit) + ", p99 " +
+         fmt("%.1f", a.after.p99_ms) + " ms).\n";
+}
+
+// Writes long_slowdown_goodput.svg: goodput in 1 s buckets of the long_slowdown
+// runs of the defaults, the per-sample law and the static optimum.
+void long_slowdown_goodput_plot(const SimReport& rep,
+                                const std::vector<PlotMarker>& markers) {
+  const double cap = rep.cap;
+  Plot good;
+  good.title = rep.l_slow.title + ": goodput (1 s buckets)";
+  good.x_label = "simulated time (s)";
+  good.y_label = "successful completions / s";
+  good.markers = markers;
+  good.x_min = 0;
+  good.x_max = kLongS;
+  good.y_min = 0;
+  good.y_max = std::ceil(cap * 0.6 * 1.25 / 500) * 500;
+  std::vector<std::pair<double, double>> unused;
+  PlotSeries gd{"gradient2 (default)", kColorDefault, false, {}};
+  PlotSeries gp{"gradient2 per-sample", kColorPerSample, false, {}};
+  PlotSeries gs{rep.opt_name, kColorOpt, true, {}};
+  bucket_series(rep.d_slow, kLongS, 1.0, &gd.points, &unused);
+  bucket_series(rep.p_slow, kLongS, 1.0, &gp.points, &unused);
+  bucket_series(rep.s_slow, kLongS, 1.0, &gs.points, &unused);
+  good.series = {gd, gp, gs};
+  rep.out->write_svg("long_slowdown_goodput", good);
+}
+
+// Writes "A lasting 3x latency change at 300 s" with its limit and goodput
+// plots; reads the long runs, cap, cap_slow, sw_slow and limit_y_max.
+void write_long_slowdown(SimReport* rep) {
+  Outputs* out = rep->out;
+  std::string& md = out->md;
+  const double cap_slow = rep->cap_slow;
+  const SweepResult& sw_slow = rep->sw_slow;
+  const RunResult& d_slow = rep->d_slow;
+  const RunResult& p_slow = rep->p_slow;
+  const RunResult& s_slow = rep->s_slow;
   md += "#### A lasting 3x latency change at 300 s, 10 minutes\n\n";
   md += "Every service takes 3x its work from " + fmt("%.0f", kLongStepS) +
         " s to the end (0.6x load becomes 1.8x of the slowed capacity, " +
@@ -1631,61 +1878,65 @@ int run_main(Outputs* out) {
         "rtt_noload first reads at least twice its mean over the 10 s "
         "before the change (with the frozen baseline: the first pin after "
         "the change).\n\n";
-  {
-    const Adaptation ad = adaptation(d_slow, kLongStepS, kLongS);
-    const Adaptation ap = adaptation(p_slow, kLongStepS, kLongS);
-    md +=
-        long_table("before", kWarmupS, kLongStepS, cap, d_slow, p_slow, s_slow);
-    md += long_table("slow", kLongStepS, kLongS, cap_slow, d_slow, p_slow,
-                     s_slow);
-    const auto adapt_text = [&](const char* name, const Adaptation& a) {
-      return std::string("- ") + name + ": " +
-             (a.adapt_s < 0 ? std::string("never adapts within the run")
-                            : "adapts after " + fmt("%.2f s", a.adapt_s)) +
-             "; until then goodput " + pct(a.until.goodput_per_s / cap_slow) +
-             " of the slowed capacity (mean limit " +
-             fmt("%.1f", a.until.mean_limit) + "), from 5 s after it " +
-             pct(a.after.goodput_per_s / cap_slow) + " (mean limit " +
-             fmt("%.1f", a.after.mean_limit) + ", p99 " +
-             fmt("%.1f", a.after.p99_ms) + " ms).\n";
-    };
-    md += adapt_text("gradient2 (default), seed 0", ad);
-    md += adapt_text("gradient2 per-sample", ap);
-    md += "\n";
-    std::vector<PlotMarker> markers = {{kLongStepS, "x3 slower"}};
-    if (ad.adapt_s >= 0) {
-      markers.push_back({kLongStepS + ad.adapt_s, "re-measured"});
-    }
-    long_limit_plot(
-        l_slow, d_slow, p_slow, markers,
-        reference_series(
-            "optimum (slowed: " + std::to_string(sw_slow.optimum) + ")",
-            {{kLongStepS, static_cast<double>(sw_slow.optimum)},
-             {kLongS, static_cast<double>(sw_slow.optimum)}}));
-    Plot good;
-    good.title = l_slow.title + ": goodput (1 s buckets)";
-    good.x_label = "simulated time (s)";
-    good.y_label = "successful completions / s";
-    good.markers = markers;
-    good.x_min = 0;
-    good.x_max = kLongS;
-    good.y_min = 0;
-    good.y_max = std::ceil(cap * 0.6 * 1.25 / 500) * 500;
-    std::vector<std::pair<double, double>> unused;
-    PlotSeries gd{"gradient2 (default)", kColorDefault, false, {}};
-    PlotSeries gp{"gradient2 per-sample", kColorPerSample, false, {}};
-    PlotSeries gs{opt_name, kColorOpt, true, {}};
-    bucket_series(d_slow, kLongS, 1.0, &gd.points, &unused);
-    bucket_series(p_slow, kLongS, 1.0, &gp.points, &unused);
-    bucket_series(s_slow, kLongS, 1.0, &gs.points, &unused);
-    good.series = {gd, gp, gs};
-    out->write_svg("long_slowdown_goodput", good);
+  const Adaptation ad = adaptation(d_slow, kLongStepS, kLongS);
+  const Adaptation ap = adaptation(p_slow, kLongStepS, kLongS);
+  md += long_table("before", kWarmupS, kLongStepS, rep->cap, d_slow, p_slow,
+                   s_slow, rep->opt_name);
+  md += long_table("slow", kLongStepS, kLongS, cap_slow, d_slow, p_slow, s_slow,
+                   rep->opt_name);
+  md += adaptation_text("gradient2 (default), seed 0", ad, cap_slow);
+  md += adaptation_text("gradient2 per-sample", ap, cap_slow);
+  md += "\n";
+  std::vector<PlotMarker> markers = {{kLongStepS, "x3 slower"}};
+  if (ad.adapt_s >= 0) {
+    markers.push_back({kLongStepS + ad.adapt_s, "re-measured"});
   }
+  long_limit_plot(
+      out, rep->limit_y_max, rep->l_slow, d_slow, p_slow, markers,
+      reference_series(
+          "optimum (slowed: " + std::to_string(sw_slow.optimum) + ")",
+          {{kLongStepS, static_cast<double>(sw_slow.optimum)},
+           {kLongS, static_cast<double>(sw_slow.optimum)}}));
+  long_slowdown_goodput_plot(*rep, markers);
   md += out->image("long_slowdown_limit", "limit after a lasting 3x change");
   md +=
       out->image("long_slowdown_goodput", "goodput after a lasting 3x change");
+}
 
-  // The trade-off.
+const char* kTradeHeader =
+    "| interval + jitter | pin | pins at 0.8x | pinned | pin cost at 0.8x "
+    "| 2x: goodput / G* | 2x: p99 ms | halved: settle strict / 1 s mean | "
+    "halved: mean limit / worst p99 ms | "
+    "3x: time to adapt, mean / worst | 3x: goodput until adapted | 3x: "
+    "goodput after | exp 2x: goodput / capacity, mean (range) |\n"
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+
+// One row of a trade-off table (kTradeHeader); goodput at 2x overload as a
+// share of `best_goodput` (G*).
+std::string trade_row(const LongRun& t, double best_goodput) {
+  return "| " + fmt("%.0f s", t.interval_s) + " + " +
+         fmt("%.2g s", 0.15 * t.interval_s) + " | " +
+         std::to_string(t.pin_samples) + (t.is_default ? " (default)" : "") +
+         " | " + std::to_string(t.pins.pins) + " | " +
+         pct(t.pins.pinned_fraction) + " | " + pct2(t.steady.pin_reject_rate) +
+         " | " + pct(t.over.goodput_per_s / best_goodput) + " | " +
+         fmt("%.1f", t.over.p99_ms) + " | " + std::to_string(t.strict_ok) +
+         " / " + std::to_string(t.smooth_ok) + " of " +
+         std::to_string(t.trials) + " | " + fmt("%.1f", t.halved_limit) +
+         " / " + fmt("%.1f", t.halved_worst_p99) + " | " +
+         fmt("%.1f", t.mean_adapt_s) + " / " + fmt("%.1f s", t.max_adapt_s) +
+         " | " + pct(t.until_goodput) + " | " + pct(t.after_goodput) + " | " +
+         pct(t.exp_mean) + " (" + pct(t.exp_min) + "-" + pct(t.exp_max) +
+         ") |\n";
+}
+
+// Writes the trade-off's introduction and its two tables (by interval, by
+// pin length); reads by_interval, by_pin, sw and sw_half.
+void write_tradeoff_tables(SimReport* rep) {
+  std::string& md = rep->out->md;
+  const AdaptiveConcurrencyOptions dopt = default_options();
+  const double default_interval_s =
+      static_cast<double>(dopt.recalibration_interval_ns) / 1e9;
   md +=
       "#### The trade-off: interval, pin length, pin cost, time to "
       "adapt\n\n";
@@ -1700,7 +1951,7 @@ int run_main(Outputs* out) {
       std::to_string(kLongSeeds) +
       " seeds) that settle within 5 s, strictly and on the 1 s mean, then "
       "the limit's mean 5-20 s after a halving (optimum " +
-      std::to_string(sw_half.optimum) +
+      std::to_string(rep->sw_half.optimum) +
       ") and the worst p99 of a halved phase (bound " + fmt("%.0f", kP99Bound) +
       " ms); time "
       "to adapt is the mean and the worst of the seeds; the 3x goodput "
@@ -1709,306 +1960,326 @@ int run_main(Outputs* out) {
       "with Scenario 5's exponential service, 5 minutes per seed measured "
       "from 5 s after the latest first pin (interval + jitter), as a share "
       "of capacity (mean and range over the seeds).\n\n";
-  const std::string trade_header =
-      "| interval + jitter | pin | pins at 0.8x | pinned | pin cost at 0.8x "
-      "| 2x: goodput / G* | 2x: p99 ms | halved: settle strict / 1 s mean | "
-      "halved: mean limit / worst p99 ms | "
-      "3x: time to adapt, mean / worst | 3x: goodput until adapted | 3x: "
-      "goodput after | exp 2x: goodput / capacity, mean (range) |\n"
-      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
-  const auto trade_row = [&](const LongRun& t) {
-    return "| " + fmt("%.0f s", t.interval_s) + " + " +
-           fmt("%.2g s", 0.15 * t.interval_s) + " | " +
-           std::to_string(t.pin_samples) + (t.is_default ? " (default)" : "") +
-           " | " + std::to_string(t.pins.pins) + " | " +
-           pct(t.pins.pinned_fraction) + " | " +
-           pct2(t.steady.pin_reject_rate) + " | " +
-           pct(t.over.goodput_per_s / sw.best_goodput) + " | " +
-           fmt("%.1f", t.over.p99_ms) + " | " + std::to_string(t.strict_ok) +
-           " / " + std::to_string(t.smooth_ok) + " of " +
-           std::to_string(t.trials) + " | " + fmt("%.1f", t.halved_limit) +
-           " / " + fmt("%.1f", t.halved_worst_p99) + " | " +
-           fmt("%.1f", t.mean_adapt_s) + " / " + fmt("%.1f s", t.max_adapt_s) +
-           " | " + pct(t.until_goodput) + " | " + pct(t.after_goodput) + " | " +
-           pct(t.exp_mean) + " (" + pct(t.exp_min) + "-" + pct(t.exp_max) +
-           ") |\n";
-  };
   md += "**The interval**, pins of " +
         std::to_string(dopt.recalibration_samples) + " successes:\n\n" +
-        trade_header;
-  for (const LongRun& t : by_interval) md += trade_row(t);
+        kTradeHeader;
+  for (const LongRun& t : rep->by_interval) {
+    md += trade_row(t, rep->sw.best_goodput);
+  }
   md += "\n**The pin's length**, every " + fmt("%.0f s", default_interval_s) +
         " + up to " + fmt("%.0f s", 0.15 * default_interval_s) + ":\n\n" +
-        trade_header;
-  for (const LongRun& t : by_pin) md += trade_row(t);
+        kTradeHeader;
+  for (const LongRun& t : rep->by_pin) md += trade_row(t, rep->sw.best_goodput);
   md += "\n";
-  {
-    // The choice, checked. The time to adapt grows with the interval, so
-    // the shortest interval whose pins cost at most 1% of arrivals at 0.8x
-    // load. Then, at that interval and within the same bound, the pin
-    // length that keeps the most goodput at 2x overload in the worse of the
-    // two service shapes (lognormal: share of G*; exponential: share of
-    // capacity): a longer pin measures a steadier baseline, but the minimum
-    // of more round means is lower when they spread widely.
-    const LongRun* by_i = nullptr;
-    for (const LongRun& t : by_interval) {
-      if (by_i == nullptr && t.steady.pin_reject_rate <= 0.01) by_i = &t;
-    }
-    const auto worst_goodput = [&](const LongRun& t) {
-      return std::min(t.over.goodput_per_s / sw.best_goodput, t.exp_mean);
-    };
-    const LongRun* by_p = nullptr;
-    for (const LongRun& t : by_pin) {
-      if (t.steady.pin_reject_rate <= 0.01 &&
-          (by_p == nullptr || worst_goodput(t) > worst_goodput(*by_p))) {
-        by_p = &t;
-      }
-    }
-    md +=
-        "The rule: the time to adapt grows with the interval, so the "
-        "shortest interval whose pins cost at most 1% of arrivals at 0.8x "
-        "load (" +
-        (by_i == nullptr ? std::string("none")
-                         : fmt("%.0f s", by_i->interval_s)) +
-        "); then, at that interval and within the same bound, the pin "
-        "that keeps the most goodput at 2x overload with the worse of the "
-        "two service shapes (" +
-        (by_p == nullptr ? std::string("none")
-                         : std::to_string(by_p->pin_samples) + ": " +
-                               pct(worst_goodput(*by_p))) +
-        "). A longer pin settles more steadily after a halving, but the "
-        "minimum of more round means is lower when they spread widely "
-        "(the exponential column). The defaults are " +
-        fmt("%.0f s", default_interval_s) + " and " +
-        std::to_string(dopt.recalibration_samples) + " " +
-        verdict(by_i != nullptr && by_p != nullptr &&
-                by_i->interval_s == default_interval_s &&
-                by_p->pin_samples == dopt.recalibration_samples) +
-        ".\n\n";
-    Plot cost;
-    cost.title = "Pin cost at 0.8x load against the recalibration interval";
-    cost.x_label = "recalibration interval (s, log scale; + 15% jitter)";
-    cost.y_label = "% of arrivals rejected in pins";
-    cost.log_x = true;
-    cost.x_min = intervals_s.front();
-    cost.x_max = intervals_s.back();
-    cost.y_min = 0;
-    cost.y_max = 12;
-    Plot adapt = cost;
-    adapt.title = "Time to adapt to a lasting 3x latency change";
-    adapt.y_label = "seconds until rtt_noload is re-measured";
-    adapt.y_max = 160;
-    PlotSeries pc{"pins of " + std::to_string(dopt.recalibration_samples),
-                  kColorDefault,
-                  false,
-                  {}};
-    PlotSeries am{"mean of " + std::to_string(kLongSeeds) + " seeds",
-                  kColorDefault,
-                  false,
-                  {}};
-    PlotSeries aw{"worst of " + std::to_string(kLongSeeds) + " seeds",
-                  kColorOpt,
-                  true,
-                  {}};
-    for (const LongRun& t : by_interval) {
-      pc.points.push_back({t.interval_s, 100 * t.steady.pin_reject_rate});
-      am.points.push_back({t.interval_s, t.mean_adapt_s});
-      aw.points.push_back({t.interval_s, t.max_adapt_s});
-    }
-    cost.series = {
-        pc, reference_series("1% bound", {{cost.x_min, 1}, {cost.x_max, 1}})};
-    cost.markers = {{default_interval_s, "default"}};
-    adapt.series = {am, aw};
-    adapt.markers = cost.markers;
-    out->write_svg("tradeoff_pin_cost", cost);
-    out->write_svg("tradeoff_time_to_adapt", adapt);
+}
+
+// Writes the trade-off's choice, checked against the defaults, and
+// tradeoff_pin_cost.svg and tradeoff_time_to_adapt.svg; reads by_interval,
+// by_pin, intervals_s and sw.
+void write_tradeoff_choice(SimReport* rep) {
+  Outputs* out = rep->out;
+  std::string& md = out->md;
+  const SweepResult& sw = rep->sw;
+  const AdaptiveConcurrencyOptions dopt = default_options();
+  const double default_interval_s =
+      static_cast<double>(dopt.recalibration_interval_ns) / 1e9;
+  // The choice, checked. The time to adapt grows with the interval, so the
+  // shortest interval whose pins cost at most 1% of arrivals at 0.8x load.
+  // Then, at that interval and within the same bound, the pin length that
+  // keeps the most goodput at 2x overload in the worse of the two service
+  // shapes (lognormal: share of G*; exponential: share of capacity): a
+  // longer pin measures a steadier baseline, but the minimum of more round
+  // means is lower when they spread widely.
+  const LongRun* by_i = nullptr;
+  for (const LongRun& t : rep->by_interval) {
+    if (by_i == nullptr && t.steady.pin_reject_rate <= 0.01) by_i = &t;
   }
+  const auto worst_goodput = [&](const LongRun& t) {
+    return std::min(t.over.goodput_per_s / sw.best_goodput, t.exp_mean);
+  };
+  const LongRun* by_p = nullptr;
+  for (const LongRun& t : rep->by_pin) {
+    if (t.steady.pin_reject_rate <= 0.01 &&
+        (by_p == nullptr || worst_goodput(t) > worst_goodput(*by_p))) {
+      by_p = &t;
+    }
+  }
+  md +=
+      "The rule: the time to adapt grows with the interval, so the "
+      "shortest interval whose pins cost at most 1% of arrivals at 0.8x "
+      "load (" +
+      (by_i == nullptr ? std::string("none")
+                       : fmt("%.0f s", by_i->interval_s)) +
+      "); then, at that interval and within the same bound, the pin "
+      "that keeps the most goodput at 2x overload with the worse of the "
+      "two service shapes (" +
+      (by_p == nullptr ? std::string("none")
+                       : std::to_string(by_p->pin_samples) + ": " +
+                             pct(worst_goodput(*by_p))) +
+      "). A longer pin settles more steadily after a halving, but the "
+      "minimum of more round means is lower when they spread widely "
+      "(the exponential column). The defaults are " +
+      fmt("%.0f s", default_interval_s) + " and " +
+      std::to_string(dopt.recalibration_samples) + " " +
+      verdict(by_i != nullptr && by_p != nullptr &&
+              by_i->interval_s == default_interval_s &&
+              by_p->pin_samples == dopt.recalibration_samples) +
+      ".\n\n";
+  Plot cost;
+  cost.title = "Pin cost at 0.8x load against the recalibration interval";
+  cost.x_label = "recalibration interval (s, log scale; + 15% jitter)";
+  cost.y_label = "% of arrivals rejected in pins";
+  cost.log_x = true;
+  cost.x_min = rep->intervals_s.front();
+  cost.x_max = rep->intervals_s.back();
+  cost.y_min = 0;
+  cost.y_max = 12;
+  Plot adapt = cost;
+  adapt.title = "Time to adapt to a lasting 3x latency change";
+  adapt.y_label = "seconds until rtt_noload is re-measured";
+  adapt.y_max = 160;
+  PlotSeries pc{"pins of " + std::to_string(dopt.recalibration_samples),
+                kColorDefault,
+                false,
+                {}};
+  PlotSeries am{"mean of " + std::to_string(kLongSeeds) + " seeds",
+                kColorDefault,
+                false,
+                {}};
+  PlotSeries aw{
+      "worst of " + std::to_string(kLongSeeds) + " seeds", kColorOpt, true, {}};
+  for (const LongRun& t : rep->by_interval) {
+    pc.points.push_back({t.interval_s, 100 * t.steady.pin_reject_rate});
+    am.points.push_back({t.interval_s, t.mean_adapt_s});
+    aw.points.push_back({t.interval_s, t.max_adapt_s});
+  }
+  cost.series = {
+      pc, reference_series("1% bound", {{cost.x_min, 1}, {cost.x_max, 1}})};
+  cost.markers = {{default_interval_s, "default"}};
+  adapt.series = {am, aw};
+  adapt.markers = cost.markers;
+  out->write_svg("tradeoff_pin_cost", cost);
+  out->write_svg("tradeoff_time_to_adapt", adapt);
   md += out->image("tradeoff_pin_cost", "pin cost against the interval");
   md += out->image("tradeoff_time_to_adapt",
                    "time to adapt against the interval");
+}
 
-  // ---- Targets -----------------------------------------------------------
-  md += "### The issue's targets\n\n";
+// The targets judged on the defaults over the 10-minute runs (pins at
+// their own interval); reads d_over, sw, dflt and opt_half.
+std::string default_targets(const SimReport& rep) {
+  const SweepResult& sw = rep.sw;
+  const LongRun* dflt = rep.dflt;
+  const double opt_half = rep.opt_half;
+  std::string targets;
+  const Summary g = summarize(rep.d_over, kWarmupS, kLongS);
+  const double ratio = g.goodput_per_s / sw.best_goodput;
+  targets +=
+      "- 2x overload for 10 min, the defaults' goodput >= 90% of the best "
+      "static limit's (G* = " +
+      fmt("%.0f", sw.best_goodput) + "/s): " + fmt("%.0f", g.goodput_per_s) +
+      "/s = " + pct(ratio) + " " + verdict(ratio >= 0.9) + "\n";
+  targets +=
+      "- 2x overload for 10 min, the defaults' p99 <= 3x no-load "
+      "latency (" +
+      fmt("%.0f", kP99Bound) + " ms): " + fmt("%.1f", g.p99_ms) + " ms " +
+      verdict(g.p99_ms <= kP99Bound) + "\n";
+  if (dflt != nullptr) {
+    targets +=
+        "- capacity halves for 20 s, four times in a 10-min run, with " +
+        std::to_string(kLongSeeds) +
+        " recalibration seeds: the defaults settle within 10% of the new "
+        "optimum (" +
+        fmt("%.0f", opt_half) + ", band " + fmt("%.1f", 0.9 * opt_half) + "-" +
+        fmt("%.1f", 1.1 * opt_half) + ") within 5 s in " +
+        std::to_string(dflt->strict_ok) + " of " +
+        std::to_string(dflt->trials) + " trials on the strict reading (worst " +
+        (dflt->worst_strict_s < 0 ? std::string("never")
+                                  : fmt("%.2f s", dflt->worst_strict_s)) +
+        ") " + verdict(dflt->strict_ok == dflt->trials) +
+        "; on the 1 s trailing mean in " + std::to_string(dflt->smooth_ok) +
+        " of " + std::to_string(dflt->trials) + " (worst " +
+        (dflt->worst_smooth_s < 0 ? std::string("never")
+                                  : fmt("%.2f s", dflt->worst_smooth_s)) +
+        ") " + verdict(dflt->smooth_ok == dflt->trials) + "\n";
+    targets +=
+        "- 0.8x load for 10 min, the defaults' pins cost <= 1% of "
+        "arrivals: " +
+        pct2(dflt->steady.pin_reject_rate) + " " +
+        verdict(dflt->steady.pin_reject_rate <= 0.01) + "\n";
+  }
+  return targets;
+}
+
+// For comparison with the targets: the per-sample law on the same 10-minute
+// runs, and every adaptive variant on the short runs (where the defaults
+// have not pinned yet); reads p_over, p_half, r1, r2, vs, s1, sw and
+// opt_half.
+std::string comparison_targets(const SimReport& rep) {
+  const SweepResult& sw = rep.sw;
+  const double opt_half = rep.opt_half;
   std::string targets;
   {
-    // The defaults, judged over the 10-minute runs (pins at their own
-    // interval).
-    const Summary g = summarize(d_over, kWarmupS, kLongS);
-    const double ratio = g.goodput_per_s / sw.best_goodput;
+    const Summary p = summarize(rep.p_over, kWarmupS, kLongS);
+    const Settling ph = settling(rep.p_half, kLongHalvingsS[0],
+                                 kLongHalvingsS[0] + kLongHalvedS, opt_half);
     targets +=
-        "- 2x overload for 10 min, the defaults' goodput >= 90% of the best "
-        "static limit's (G* = " +
-        fmt("%.0f", sw.best_goodput) + "/s): " + fmt("%.0f", g.goodput_per_s) +
-        "/s = " + pct(ratio) + " " + verdict(ratio >= 0.9) + "\n";
+        "  - gradient2 per-sample, same 10-min runs: goodput " +
+        pct(p.goodput_per_s / sw.best_goodput) + " of G*, p99 " +
+        fmt("%.1f", p.p99_ms) + " ms; after the first halving " +
+        (ph.settle_s < 0 ? std::string("never settles")
+                         : "settles after " + fmt("%.2f s", ph.settle_s)) +
+        " (limit " + fmt("%.1f", ph.mean) + ") " +
+        verdict(p.goodput_per_s >= 0.9 * sw.best_goodput &&
+                p.p99_ms <= kP99Bound && ph.settle_s >= 0 && ph.settle_s <= 5) +
+        "\n";
+  }
+  for (size_t i = 0; i < kAdaptiveVariants; ++i) {
+    const Summary v = summarize(rep.r1.results[i], kWarmupS, rep.s1.duration_s);
+    const Settling st = settling(rep.r2.results[i], 20, 40, opt_half);
+    const Settling sm = settling(rep.r2.results[i], 20, 40, opt_half, 1.0);
     targets +=
-        "- 2x overload for 10 min, the defaults' p99 <= 3x no-load "
-        "latency (" +
-        fmt("%.0f", kP99Bound) + " ms): " + fmt("%.1f", g.p99_ms) + " ms " +
-        verdict(g.p99_ms <= kP99Bound) + "\n";
-    if (dflt != nullptr) {
-      targets +=
-          "- capacity halves for 20 s, four times in a 10-min run, with " +
-          std::to_string(kLongSeeds) +
-          " recalibration seeds: the defaults settle within 10% of the new "
-          "optimum (" +
-          fmt("%.0f", opt_half) + ", band " + fmt("%.1f", 0.9 * opt_half) +
-          "-" + fmt("%.1f", 1.1 * opt_half) + ") within 5 s in " +
-          std::to_string(dflt->strict_ok) + " of " +
-          std::to_string(dflt->trials) +
-          " trials on the strict reading (worst " +
-          (dflt->worst_strict_s < 0 ? std::string("never")
-                                    : fmt("%.2f s", dflt->worst_strict_s)) +
-          ") " + verdict(dflt->strict_ok == dflt->trials) +
-          "; on the 1 s trailing mean in " + std::to_string(dflt->smooth_ok) +
-          " of " + std::to_string(dflt->trials) + " (worst " +
-          (dflt->worst_smooth_s < 0 ? std::string("never")
-                                    : fmt("%.2f s", dflt->worst_smooth_s)) +
-          ") " + verdict(dflt->smooth_ok == dflt->trials) + "\n";
-      targets +=
-          "- 0.8x load for 10 min, the defaults' pins cost <= 1% of "
-          "arrivals: " +
-          pct2(dflt->steady.pin_reject_rate) + " " +
-          verdict(dflt->steady.pin_reject_rate <= 0.01) + "\n";
-    }
-    // For comparison: the per-sample law on the same long runs, and every
-    // variant on the short runs (where the defaults have not pinned yet).
-    {
-      const Summary p = summarize(p_over, kWarmupS, kLongS);
-      const Settling ph = settling(p_half, kLongHalvingsS[0],
-                                   kLongHalvingsS[0] + kLongHalvedS, opt_half);
-      targets +=
-          "  - gradient2 per-sample, same 10-min runs: goodput " +
-          pct(p.goodput_per_s / sw.best_goodput) + " of G*, p99 " +
-          fmt("%.1f", p.p99_ms) + " ms; after the first halving " +
-          (ph.settle_s < 0 ? std::string("never settles")
-                           : "settles after " + fmt("%.2f s", ph.settle_s)) +
-          " (limit " + fmt("%.1f", ph.mean) + ") " +
-          verdict(p.goodput_per_s >= 0.9 * sw.best_goodput &&
-                  p.p99_ms <= kP99Bound && ph.settle_s >= 0 &&
-                  ph.settle_s <= 5) +
-          "\n";
-    }
-    for (size_t i = 0; i < kAdaptiveVariants; ++i) {
-      const Summary v = summarize(r1.results[i], kWarmupS, s1.duration_s);
-      const Settling st = settling(r2.results[i], 20, 40, opt_half);
-      const Settling sm = settling(r2.results[i], 20, 40, opt_half, 1.0);
-      targets +=
-          "  - " + vs[i].name + (i == 0 ? " in its first minute" : "") +
-          ", short runs: 2x goodput " + pct(v.goodput_per_s / sw.best_goodput) +
-          " of G*, p99 " + fmt("%.1f", v.p99_ms) +
-          " ms; capacity halves at 20 s: " +
-          (st.settle_s < 0 ? std::string("never settles")
-                           : "settles after " + fmt("%.2f s", st.settle_s)) +
-          ", 1 s mean " +
-          (sm.settle_s < 0 ? std::string("never settles")
-                           : "settles after " + fmt("%.2f s", sm.settle_s)) +
-          " (in band " + pct(st.in_band) + " of the phase; 25-40 s limit " +
-          fmt("%.1f", st.mean) + ", range " + fmt("%.0f", st.min) + "-" +
-          fmt("%.0f", st.max) + ") " +
-          verdict(v.goodput_per_s >= 0.9 * sw.best_goodput &&
-                  v.p99_ms <= kP99Bound && st.settle_s >= 0 &&
-                  st.settle_s <= 5) +
-          "\n";
-    }
+        "  - " + rep.vs[i].name + (i == 0 ? " in its first minute" : "") +
+        ", short runs: 2x goodput " + pct(v.goodput_per_s / sw.best_goodput) +
+        " of G*, p99 " + fmt("%.1f", v.p99_ms) +
+        " ms; capacity halves at 20 s: " +
+        (st.settle_s < 0 ? std::string("never settles")
+                         : "settles after " + fmt("%.2f s", st.settle_s)) +
+        ", 1 s mean " +
+        (sm.settle_s < 0 ? std::string("never settles")
+                         : "settles after " + fmt("%.2f s", sm.settle_s)) +
+        " (in band " + pct(st.in_band) + " of the phase; 25-40 s limit " +
+        fmt("%.1f", st.mean) + ", range " + fmt("%.0f", st.min) + "-" +
+        fmt("%.0f", st.max) + ") " +
+        verdict(v.goodput_per_s >= 0.9 * sw.best_goodput &&
+                v.p99_ms <= kP99Bound && st.settle_s >= 0 && st.settle_s <= 5) +
+        "\n";
   }
-  // ---- Findings -----------------------------------------------------------
-  {
-    const Summary g1 = summarize(r1.results[1], kWarmupS, s1.duration_s);
-    const Summary a1 = summarize(r1.results[2], kWarmupS, s1.duration_s);
-    const Summary d1 = summarize(d_over, kWarmupS, kLongS);
-    const Summary d2 = summarize(d_half, kLongHalvingsS[0] + 5,
-                                 kLongHalvingsS[0] + kLongHalvedS);
-    const Summary e1 = summarize(r5.results[0], kWarmupS, s5.duration_s);
-    const TolRun& creep = tol_runs[1];  // per-sample, tolerance 2.0
-    const TolRun& creep_recal = tol_runs[tolerances.size() + 1];
-    md += "### Findings\n\n";
-    md += "- **The defaults over 10-minute runs**: " +
-          pct(d1.goodput_per_s / sw.best_goodput) + " of G* at p99 " +
-          fmt("%.1f", d1.p99_ms) +
-          " ms at 2x overload; 5-20 s after the first halving their limit "
-          "averages " +
-          fmt("%.1f", d2.mean_limit) + " against an optimum of " +
-          std::to_string(sw_half.optimum) + "; settled within 5 s in " +
-          (dflt ? std::to_string(dflt->strict_ok) + " of " +
-                      std::to_string(dflt->trials) + " halvings (" +
-                      std::to_string(dflt->smooth_ok) + " on the 1 s mean)"
-                : std::string("?")) +
-          ". Averaging rounds removes the dispersion bias, the frozen "
-          "baseline removes the creep, and tolerance 1.0 puts the fixed point "
-          "(L = tolerance * c + sqrt(L)) at the knee. The prices: the pins (" +
-          (dflt ? pct2(dflt->steady.pin_reject_rate) : std::string("?")) +
-          " of arrivals at 0.8x load), a lasting latency change that reads "
-          "as a queue until the next pin (" +
-          (dflt ? fmt("%.0f", dflt->mean_adapt_s) + " s on average, " +
-                      fmt("%.0f", dflt->max_adapt_s) + " s at worst"
-                : std::string("?")) +
-          "), and a first minute with a rolling baseline (2x overload with "
-          "exponential service in the first minute: " +
-          pct(e1.goodput_per_s / s5.capacity_per_s()) +
-          " of capacity; after it, over " + std::to_string(kLongSeeds) +
-          " seeds of 5 minutes: " +
-          (dflt ? pct(dflt->exp_mean) : std::string("?")) + ").\n";
-    md +=
-        "- **The per-sample law is safe but starves the backend.** Its p99 "
-        "stays at the no-load p99 (" +
-        fmt("%.1f", g1.p99_ms) +
-        " ms at 2x overload), but its limit sits near " +
-        fmt("%.1f", g1.mean_limit) + " with c = " + std::to_string(kServers) +
-        " servers, so goodput is " + pct(g1.goodput_per_s / sw.best_goodput) +
-        " of the best static limit. The E[g] table explains it: with a "
-        "rolling-minimum baseline, per-sample gradients and tolerance 1.5, "
-        "service-time dispersion alone (p50 / p1 = " +
-        fmt("%.2f", svc.median() / svc.quantile_ms(0.01)) +
-        ") holds the limit at L = 1 / (1 - E[g])^2, whatever the capacity. "
-        "The same mechanism makes it blind to a capacity halving (the "
-        "limit was already below the new optimum) and to recovery.\n";
-    md +=
-        "- **The upward creep (bRPC's critique) is real, and shows once "
-        "the limit can reach the backend.** At tolerance 2.0 and 1.2x "
-        "overload the 100-sample rolling minimum is " +
-        fmt("%.1f", creep.s4_rtt_early) + " ms (5-15 s) and " +
-        fmt("%.1f", creep.s4_rtt_late) +
-        " ms (50-60 s) against a service "
-        "floor of " +
-        fmt("%.1f", no_queue_equilibrium(svc, 1.5, 100).mean_rtt_noload_ms) +
-        " ms (100 samples are ~40 ms of traffic here: shorter than the "
-        "standing queue lives, so the minimum itself contains queueing "
-        "delay), the gradient returns to 1 and the limit runs to " +
-        fmt("%.0f", creep.s4_limit_late) +
-        ", stopped only by client timeouts (p99 " +
-        fmt("%.0f", creep.s4.p99_ms) +
-        " ms). With tolerance 1.5 the creep cannot start because the limit "
-        "never fills the servers (no standing queue).\n";
-    md +=
-        "- **Recalibration with a rolling window does not stop the creep** "
-        "(tolerance 2.0 with recalibration: rtt_noload " +
-        fmt("%.1f", creep_recal.s4_rtt_early) + " -> " +
-        fmt("%.1f", creep_recal.s4_rtt_late) + " ms, limit " +
-        fmt("%.0f", creep_recal.s4_limit_late) +
-        "): after a pin the law resumes from the pre-pin estimate, the "
-        "queue rebuilds at once, and a 100-sample window is refilled with "
-        "queued samples within tens of ms. Envoy freezes minRTT between "
-        "recalibrations; with `freeze_rtt_noload` (on by default) this "
-        "limiter does too.\n";
-    md +=
-        "- **AIMD reacts only to drops**, and with a 100 ms client timeout "
-        "(10x no-load) the only drop signal is a timeout: it grows the "
-        "queue until requests time out, and the backend keeps serving the "
-        "abandoned ones (wasted work): " +
-        pct(a1.drop_rate) + " dropped, p99 " + fmt("%.0f", a1.p99_ms) +
-        " ms, goodput " + pct(a1.goodput_per_s / sw.best_goodput) +
-        " of G* at 2x overload. It suits backends that signal overload "
-        "early (a 503 from a bounded queue, a tight deadline), not "
-        "latency-only ones.\n";
-    md +=
-        "- **Static limits**: the optimum static limit is best only for the "
-        "capacity it was chosen for; after the halving it runs a standing "
-        "queue, and with a slow dependency the too-high limit collapses "
-        "(" +
-        pct(summarize(r3.results[7], 20, 40).drop_rate) +
-        " dropped): timed-out work the backend still serves crowds out "
-        "live requests.\n\n";
-  }
+  return targets;
+}
+
+// Writes the heading "The issue's targets"; produces targets (its lines,
+// which `write_definitions_and_targets` writes after the findings).
+void write_targets_heading(SimReport* rep) {
+  rep->out->md += "### The issue's targets\n\n";
+  rep->targets = default_targets(*rep) + comparison_targets(*rep);
+}
+
+// Writes "Findings"; reads r1, r3, r5, s1, s5, svc, tol_runs, tolerances,
+// sw, sw_half, dflt, d_over and d_half.
+void write_findings(SimReport* rep) {
+  std::string& md = rep->out->md;
+  const ScenarioRun& r1 = rep->r1;
+  const ScenarioRun& r3 = rep->r3;
+  const ScenarioRun& r5 = rep->r5;
+  const Scenario& s1 = rep->s1;
+  const Scenario& s5 = rep->s5;
+  const ServiceModel& svc = rep->svc;
+  const SweepResult& sw = rep->sw;
+  const SweepResult& sw_half = rep->sw_half;
+  const LongRun* dflt = rep->dflt;
+  const std::vector<TolRun>& tol_runs = rep->tol_runs;
+  const std::vector<double>& tolerances = rep->tolerances;
+  const RunResult& d_over = rep->d_over;
+  const RunResult& d_half = rep->d_half;
+  const Summary g1 = summarize(r1.results[1], kWarmupS, s1.duration_s);
+  const Summary a1 = summarize(r1.results[2], kWarmupS, s1.duration_s);
+  const Summary d1 = summarize(d_over, kWarmupS, kLongS);
+  const Summary d2 = summarize(d_half, kLongHalvingsS[0] + 5,
+                               kLongHalvingsS[0] + kLongHalvedS);
+  const Summary e1 = summarize(r5.results[0], kWarmupS, s5.duration_s);
+  const TolRun& creep = tol_runs[1];  // per-sample, tolerance 2.0
+  const TolRun& creep_recal = tol_runs[tolerances.size() + 1];
+  md += "### Findings\n\n";
+  md += "- **The defaults over 10-minute runs**: " +
+        pct(d1.goodput_per_s / sw.best_goodput) + " of G* at p99 " +
+        fmt("%.1f", d1.p99_ms) +
+        " ms at 2x overload; 5-20 s after the first halving their limit "
+        "averages " +
+        fmt("%.1f", d2.mean_limit) + " against an optimum of " +
+        std::to_string(sw_half.optimum) + "; settled within 5 s in " +
+        (dflt ? std::to_string(dflt->strict_ok) + " of " +
+                    std::to_string(dflt->trials) + " halvings (" +
+                    std::to_string(dflt->smooth_ok) + " on the 1 s mean)"
+              : std::string("?")) +
+        ". Averaging rounds removes the dispersion bias, the frozen "
+        "baseline removes the creep, and tolerance 1.0 puts the fixed point "
+        "(L = tolerance * c + sqrt(L)) at the knee. The prices: the pins (" +
+        (dflt ? pct2(dflt->steady.pin_reject_rate) : std::string("?")) +
+        " of arrivals at 0.8x load), a lasting latency change that reads "
+        "as a queue until the next pin (" +
+        (dflt ? fmt("%.0f", dflt->mean_adapt_s) + " s on average, " +
+                    fmt("%.0f", dflt->max_adapt_s) + " s at worst"
+              : std::string("?")) +
+        "), and a first minute with a rolling baseline (2x overload with "
+        "exponential service in the first minute: " +
+        pct(e1.goodput_per_s / s5.capacity_per_s()) +
+        " of capacity; after it, over " + std::to_string(kLongSeeds) +
+        " seeds of 5 minutes: " +
+        (dflt ? pct(dflt->exp_mean) : std::string("?")) + ").\n";
+  md +=
+      "- **The per-sample law is safe but starves the backend.** Its p99 "
+      "stays at the no-load p99 (" +
+      fmt("%.1f", g1.p99_ms) + " ms at 2x overload), but its limit sits near " +
+      fmt("%.1f", g1.mean_limit) + " with c = " + std::to_string(kServers) +
+      " servers, so goodput is " + pct(g1.goodput_per_s / sw.best_goodput) +
+      " of the best static limit. The E[g] table explains it: with a "
+      "rolling-minimum baseline, per-sample gradients and tolerance 1.5, "
+      "service-time dispersion alone (p50 / p1 = " +
+      fmt("%.2f", svc.median() / svc.quantile_ms(0.01)) +
+      ") holds the limit at L = 1 / (1 - E[g])^2, whatever the capacity. "
+      "The same mechanism makes it blind to a capacity halving (the "
+      "limit was already below the new optimum) and to recovery.\n";
+  md +=
+      "- **The upward creep (bRPC's critique) is real, and shows once "
+      "the limit can reach the backend.** At tolerance 2.0 and 1.2x "
+      "overload the 100-sample rolling minimum is " +
+      fmt("%.1f", creep.s4_rtt_early) + " ms (5-15 s) and " +
+      fmt("%.1f", creep.s4_rtt_late) +
+      " ms (50-60 s) against a service "
+      "floor of " +
+      fmt("%.1f", no_queue_equilibrium(svc, 1.5, 100).mean_rtt_noload_ms) +
+      " ms (100 samples are ~40 ms of traffic here: shorter than the "
+      "standing queue lives, so the minimum itself contains queueing "
+      "delay), the gradient returns to 1 and the limit runs to " +
+      fmt("%.0f", creep.s4_limit_late) +
+      ", stopped only by client timeouts (p99 " + fmt("%.0f", creep.s4.p99_ms) +
+      " ms). With tolerance 1.5 the creep cannot start because the limit "
+      "never fills the servers (no standing queue).\n";
+  md +=
+      "- **Recalibration with a rolling window does not stop the creep** "
+      "(tolerance 2.0 with recalibration: rtt_noload " +
+      fmt("%.1f", creep_recal.s4_rtt_early) + " -> " +
+      fmt("%.1f", creep_recal.s4_rtt_late) + " ms, limit " +
+      fmt("%.0f", creep_recal.s4_limit_late) +
+      "): after a pin the law resumes from the pre-pin estimate, the "
+      "queue rebuilds at once, and a 100-sample window is refilled with "
+      "queued samples within tens of ms. Envoy freezes minRTT between "
+      "recalibrations; with `freeze_rtt_noload` (on by default) this "
+      "limiter does too.\n";
+  md +=
+      "- **AIMD reacts only to drops**, and with a 100 ms client timeout "
+      "(10x no-load) the only drop signal is a timeout: it grows the "
+      "queue until requests time out, and the backend keeps serving the "
+      "abandoned ones (wasted work): " +
+      pct(a1.drop_rate) + " dropped, p99 " + fmt("%.0f", a1.p99_ms) +
+      " ms, goodput " + pct(a1.goodput_per_s / sw.best_goodput) +
+      " of G* at 2x overload. It suits backends that signal overload "
+      "early (a 503 from a bounded queue, a tight deadline), not "
+      "latency-only ones.\n";
+  md +=
+      "- **Static limits**: the optimum static limit is best only for the "
+      "capacity it was chosen for; after the halving it runs a standing "
+      "queue, and with a slow dependency the too-high limit collapses "
+      "(" +
+      pct(summarize(r3.results[7], 20, 40).drop_rate) +
+      " dropped): timed-out work the backend still serves crowds out "
+      "live requests.\n\n";
+}
+
+// Writes the definitions and then the targets' lines; reads targets.
+void write_definitions_and_targets(SimReport* rep) {
+  std::string& md = rep->out->md;
   md += "Definitions: no-load latency = median service time (" +
         fmt("%.0f", kNoLoadMs) +
         " ms); \"settles\" = the first instant after the step from which the "
@@ -2017,8 +2288,35 @@ int run_main(Outputs* out) {
         "capacity recovers. The target is judged on that strict reading; "
         "the 1 s trailing mean is shown to tell a biased limit from a noisy "
         "one.\n\n";
-  md += targets + "\n";
-  std::fputs(md.c_str(), stdout);
+  md += rep->targets + "\n";
+}
+
+// Writes the whole page to `out` (and prints it on stdout), with its SVGs.
+// Returns the exit status: 0.
+int write_report(Outputs* out) {
+  SimReport rep;
+  rep.out = out;
+  write_setup(&rep);
+  write_static_optimum(&rep);
+  write_scenario_1(&rep);
+  write_scenario_2(&rep);
+  write_scenario_3(&rep);
+  write_scenario_4(&rep);
+  write_scenario_5(&rep);
+  write_why_stalls(&rep);
+  write_tolerance_sensitivity(&rep);
+  write_rounds_grid(&rep);
+  run_long_runs(&rep);
+  write_long_overload(&rep);
+  write_long_pin_cost(&rep);
+  write_long_capacity_step(&rep);
+  write_long_slowdown(&rep);
+  write_tradeoff_tables(&rep);
+  write_tradeoff_choice(&rep);
+  write_targets_heading(&rep);
+  write_findings(&rep);
+  write_definitions_and_targets(&rep);
+  std::fputs(out->md.c_str(), stdout);
   return 0;
 }
 
@@ -2048,7 +2346,7 @@ int main(int argc, char** argv) {
     }
   }
   if (out.markdown.empty()) out.markdown = out.out_dir + "/results.md";
-  const int rc = throttlekit::sim::run_main(&out);
+  const int rc = throttlekit::sim::write_report(&out);
   std::ofstream f(out.markdown, std::ios::binary);
   f << out.md;
   if (!f) {
