@@ -29,6 +29,11 @@
 #include "coordinator_impl.h"
 
 namespace throttlekit {
+namespace {
+// Redis's timer tick at the default `hz` (10): a timed-out WAIT is ended
+// at the next one.
+constexpr absl::Duration kRedisTick = absl::Milliseconds(100);
+}  // namespace
 
 using redis_internal::fmt_int;
 using redis_internal::kStateScript;
@@ -310,11 +315,14 @@ bool RedisCoordinator::Impl::Connection::append_wait(
     if (writes(*batch[i])) by = std::min(by, batch[i]->deadline);
   }
   if (by == absl::InfiniteFuture()) return false;
-  // The reply must come back before the deadline: WAIT gets half of
-  // what is left, since Redis ends a WAIT that times out only at its
-  // next timer tick (1/hz: 100 ms by default).
-  wait_ms_ =
-      std::max<int64_t>(1, absl::ToInt64Milliseconds((by - absl::Now()) / 2));
+  // The reply must come back before the deadline: Redis ends a WAIT that
+  // times out only at its next timer tick (1/hz: 100 ms by default), so
+  // WAIT gets half of what is left after one tick; the other half is the
+  // reply's margin (a 300 ms deadline: WAIT 100 ms, answered by 200 ms at
+  // the latest, 100 ms to spare; half of the whole left 50 ms, which a
+  // loaded machine overran).
+  wait_ms_ = std::max<int64_t>(
+      1, absl::ToInt64Milliseconds((by - absl::Now() - kRedisTick) / 2));
   wait_argv_ = {"WAIT", fmt_int(n), fmt_int(wait_ms_)};
   const char* argv[3];
   size_t lens[3];
