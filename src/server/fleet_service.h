@@ -7,27 +7,19 @@
 #define THROTTLEKIT_SRC_SERVER_FLEET_SERVICE_H_
 
 #include <grpcpp/grpcpp.h>
-#include <grpcpp/health_check_service_interface.h>
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cstdint>
+#include <string>
 #include <utility>
-#include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/time/clock.h"
-#include "absl_view.h"
-#include "blocking_pool.h"
-#include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
-#include "envoy_rls.h"
-#include "server.h"
+#include "policies.h"
 #include "service_support.h"
-#include "throttlekit/concurrency/beat_scheduler.h"
-#include "throttlekit/core/binding_axis.h"
-#include "throttlekit/observe/decision_observer.h"
+#include "throttlekit/coordinator/lease.h"
+#include "throttlekit/core/decision.h"
 #include "throttlekit/v1/throttlekit.grpc.pb.h"
 
 namespace throttlekit::server::services {
