@@ -7,27 +7,27 @@
 #define THROTTLEKIT_SRC_SERVER_MONITOR_SERVICE_H_
 
 #include <grpcpp/grpcpp.h>
-#include <grpcpp/health_check_service_interface.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/time/clock.h"
 #include "absl_view.h"
-#include "blocking_pool.h"
-#include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
-#include "envoy_rls.h"
-#include "server.h"
+#include "denial_signal.h"
+#include "metrics.h"
+#include "policies.h"
 #include "service_support.h"
-#include "throttlekit/concurrency/beat_scheduler.h"
-#include "throttlekit/core/binding_axis.h"
-#include "throttlekit/observe/decision_observer.h"
+#include "slot_leases.h"
+#include "throttlekit/core/clock.h"
+#include "throttlekit/observe/top_keys.h"
 #include "throttlekit/v1/throttlekit.grpc.pb.h"
 
 namespace throttlekit::server::services {
