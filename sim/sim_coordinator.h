@@ -126,7 +126,7 @@ class SimCoordinator final : public Coordinator {
   // the store's clock is gone, whatever `now_ms` the check names.
   void do_check(const AnyStrategy& strategy, std::string_view key,
                 int64_t now_ms, double cost,
-                VerbCompletion<Decision> done) override {
+                VerbCompletion<Decision>&& done) override {
     if (done.caller_waits()) {
       std::move(done)(store_check(strategy, key, now_ms, cost));
       return;
@@ -137,16 +137,16 @@ class SimCoordinator final : public Coordinator {
                        });
   }
   void do_peek(const AnyStrategy& strategy, std::string_view key,
-               int64_t now_ms, VerbCompletion<Decision> done) override {
+               int64_t now_ms, VerbCompletion<Decision>&& done) override {
     std::move(done)(fabric_.store->peek(strategy, key, now_ms));
   }
   void do_forecast(const AnyStrategy& strategy, std::string_view key,
                    int64_t now_ms, double cost,
-                   VerbCompletion<Forecast> done) override {
+                   VerbCompletion<Forecast>&& done) override {
     std::move(done)(fabric_.store->forecast(strategy, key, now_ms, cost));
   }
   void do_reset(const AnyStrategy& strategy, std::string_view key,
-                VerbCompletion<Acknowledged> done) override {
+                VerbCompletion<Acknowledged>&& done) override {
     const absl::Status s = fabric_.store->reset(strategy, key);
     if (!s.ok()) {
       std::move(done)(s);
@@ -155,7 +155,7 @@ class SimCoordinator final : public Coordinator {
     std::move(done)(Acknowledged{});
   }
   void do_lease(const LeaseBudget& budget, std::string_view key, int64_t want,
-                VerbCompletion<LeaseGrant> done) override {
+                VerbCompletion<LeaseGrant>&& done) override {
     write_or_exchange<LeaseGrant>(
         std::move(done),
         [budget, key = std::string(key), want](MemoryCoordinator& s, int64_t) {
@@ -165,21 +165,21 @@ class SimCoordinator final : public Coordinator {
   void do_give_back(const LeaseBudget& budget, std::string_view key,
                     int64_t window_start_ms, int64_t credits,
                     std::string_view token,
-                    VerbCompletion<int64_t> done) override {
+                    VerbCompletion<int64_t>&& done) override {
     std::move(done)(write<int64_t>(
         [budget, key = std::string(key), window_start_ms, credits,
          token = std::string(token)](MemoryCoordinator& s, int64_t) {
           return s.give_back(budget, key, window_start_ms, credits, token);
         }));
   }
-  void do_now_ms(VerbCompletion<int64_t> done) override {
+  void do_now_ms(VerbCompletion<int64_t>&& done) override {
     std::move(done)(fabric_.store->now_ms());
   }
   // The federation path (a region's process leasing from the global
   // coordinator): the windowed lease and the reconcile of a leftover.
   void do_lease_windowed(const LeaseBudget& budget, std::string_view key,
                          int64_t want, int64_t now_ms,
-                         VerbCompletion<LeaseGrant> done) override {
+                         VerbCompletion<LeaseGrant>&& done) override {
     write_or_exchange<LeaseGrant>(
         std::move(done), [budget, key = std::string(key), want, now_ms](
                              MemoryCoordinator& s, int64_t) {
@@ -189,7 +189,7 @@ class SimCoordinator final : public Coordinator {
   void do_reconcile(const LeaseBudget& budget, std::string_view key,
                     int64_t window_start_ms, int64_t leftover,
                     std::string_view token, int64_t now_ms,
-                    VerbCompletion<int64_t> done) override {
+                    VerbCompletion<int64_t>&& done) override {
     write_or_exchange<int64_t>(
         std::move(done),
         [budget, key = std::string(key), window_start_ms, leftover,
@@ -203,7 +203,7 @@ class SimCoordinator final : public Coordinator {
   // message is lost.
   void do_heartbeat(std::string_view key, const HeartbeatReport& report,
                     const HeartbeatOptions& options, int64_t now_ms,
-                    VerbCompletion<HeartbeatGrant> done) override {
+                    VerbCompletion<HeartbeatGrant>&& done) override {
     if (done.caller_waits()) {
       ++fabric_.sent;
       if (!fabric_.network.delay(node_, fabric_.loop.now_us(), fabric_.rng)) {

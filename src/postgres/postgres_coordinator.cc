@@ -55,7 +55,7 @@ class PostgresCoordinator::Impl : public postgres_internal::SessionPool {
   template <class T>
   void dispatch(const char* statement, std::vector<std::string> params,
                 absl::StatusOr<T> (*parse)(const std::vector<std::string>&),
-                VerbCompletion<T> done) {
+                VerbCompletion<T>&& done) {
     if (done.caller_waits()) {
       std::move(done)(run<T>([&](Session& s, absl::Time deadline) {
         return first_row(keyed(s, statement, params, deadline), parse);
@@ -87,14 +87,15 @@ BackendStats PostgresCoordinator::stats() const { return impl_->stats(); }
 
 void PostgresCoordinator::do_check(const AnyStrategy& strategy,
                                    std::string_view key, int64_t now_ms,
-                                   double cost, VerbCompletion<Decision> done) {
+                                   double cost,
+                                   VerbCompletion<Decision>&& done) {
   step(strategy, key, now_ms, cost, false, std::move(done));
 }
 
 // Only ever waited for (no asynchronous peek): on a pooled session.
 void PostgresCoordinator::do_peek(const AnyStrategy& strategy,
                                   std::string_view key, int64_t now_ms,
-                                  VerbCompletion<Decision> done) {
+                                  VerbCompletion<Decision>&& done) {
   step(strategy, key, now_ms, 1.0, true, std::move(done));
 }
 
@@ -103,7 +104,7 @@ void PostgresCoordinator::do_peek(const AnyStrategy& strategy,
 void PostgresCoordinator::step(const AnyStrategy& strategy,
                                std::string_view key, int64_t now_ms,
                                double cost, bool peek,
-                               VerbCompletion<Decision> done) {
+                               VerbCompletion<Decision>&& done) {
   StrategyCall call = strategy_call(strategy, now_ms, cost, peek);
   std::vector<std::string> params;
   params.reserve(call.params.size() + 1);
@@ -171,13 +172,13 @@ absl::StatusOr<Acknowledged> exec_now(postgres_internal::SessionPool& impl,
 void PostgresCoordinator::do_forecast(const AnyStrategy& strategy,
                                       std::string_view key, int64_t now_ms,
                                       double cost,
-                                      VerbCompletion<Forecast> done) {
+                                      VerbCompletion<Forecast>&& done) {
   std::move(done)(forecast_now(*impl_, strategy, key, now_ms, cost));
 }
 
 // Only ever waited for: on a pooled session.
 void PostgresCoordinator::do_reset(const AnyStrategy&, std::string_view key,
-                                   VerbCompletion<Acknowledged> done) {
+                                   VerbCompletion<Acknowledged>&& done) {
   std::move(done)(exec_now(*impl_,
                            absl::StrCat("DELETE FROM ", impl_->options().table,
                                         " WHERE id = sha256($1)"),
@@ -186,7 +187,7 @@ void PostgresCoordinator::do_reset(const AnyStrategy&, std::string_view key,
 
 void PostgresCoordinator::do_lease(const LeaseBudget& budget,
                                    std::string_view key, int64_t want,
-                                   VerbCompletion<LeaseGrant> done) {
+                                   VerbCompletion<LeaseGrant>&& done) {
   impl_->dispatch("tk_lease",
                   {std::string(key), std::to_string(budget.limit()),
                    std::to_string(budget.window_ms()), std::to_string(want)},
@@ -197,7 +198,7 @@ void PostgresCoordinator::do_give_back(const LeaseBudget& budget,
                                        std::string_view key,
                                        int64_t window_start_ms, int64_t credits,
                                        std::string_view token,
-                                       VerbCompletion<int64_t> done) {
+                                       VerbCompletion<int64_t>&& done) {
   impl_->dispatch("tk_give_back",
                   {std::string(key), std::to_string(budget.window_ms()),
                    std::to_string(window_start_ms), std::to_string(credits),
@@ -208,7 +209,7 @@ void PostgresCoordinator::do_give_back(const LeaseBudget& budget,
 void PostgresCoordinator::do_lease_windowed(const LeaseBudget& budget,
                                             std::string_view key, int64_t want,
                                             int64_t now_ms,
-                                            VerbCompletion<LeaseGrant> done) {
+                                            VerbCompletion<LeaseGrant>&& done) {
   impl_->dispatch("tk_fed_lease",
                   {std::string(key), std::to_string(budget.limit()),
                    std::to_string(budget.window_ms()), std::to_string(want),
@@ -221,7 +222,7 @@ void PostgresCoordinator::do_reconcile(const LeaseBudget& budget,
                                        int64_t window_start_ms,
                                        int64_t leftover, std::string_view token,
                                        int64_t now_ms,
-                                       VerbCompletion<int64_t> done) {
+                                       VerbCompletion<int64_t>&& done) {
   impl_->dispatch(
       "tk_fed_reconcile",
       {std::string(key), std::to_string(budget.limit()),
@@ -235,14 +236,14 @@ absl::Status PostgresCoordinator::do_wait_ready(absl::Time deadline) {
 }
 
 // Only ever waited for: SELECT 1 on a pooled session.
-void PostgresCoordinator::do_ping(VerbCompletion<Acknowledged> done) {
+void PostgresCoordinator::do_ping(VerbCompletion<Acknowledged>&& done) {
   std::move(done)(exec_now(*impl_, "SELECT 1", {}));
 }
 
 // The store's clock: the prepared tk_now with a bigint 0 (the store's
 // clock) as its first parameter, bound in binary as a key would be: eight
 // zero bytes.
-void PostgresCoordinator::do_now_ms(VerbCompletion<int64_t> done) {
+void PostgresCoordinator::do_now_ms(VerbCompletion<int64_t>&& done) {
   impl_->dispatch("tk_now", {std::string(8, '\0')}, &to_now_ms,
                   std::move(done));
 }
@@ -269,7 +270,7 @@ void PostgresCoordinator::do_heartbeat(std::string_view key,
                                        const HeartbeatReport& report,
                                        const HeartbeatOptions& options,
                                        int64_t now_ms,
-                                       VerbCompletion<HeartbeatGrant> done) {
+                                       VerbCompletion<HeartbeatGrant>&& done) {
   impl_->dispatch("tk_heartbeat",
                   heartbeat_params(key, report, options, now_ms,
                                    impl_->options().ttl_slack_ms),
@@ -307,7 +308,7 @@ absl::StatusOr<std::vector<HeartbeatNode>> heartbeat_nodes_now(
 
 // Only ever waited for: on a pooled session.
 void PostgresCoordinator::do_heartbeat_nodes(
-    std::string_view key, VerbCompletion<std::vector<HeartbeatNode>> done) {
+    std::string_view key, VerbCompletion<std::vector<HeartbeatNode>>&& done) {
   std::move(done)(heartbeat_nodes_now(*impl_, key));
 }
 

@@ -91,7 +91,7 @@ void fill_check(Request& r, const AnyStrategy& strategy, std::string_view key,
 
 void RedisCoordinator::do_check(const AnyStrategy& strategy,
                                 std::string_view key, int64_t now_ms,
-                                double cost, VerbCompletion<Decision> done) {
+                                double cost, VerbCompletion<Decision>&& done) {
   impl_->dispatch(&to_decision, std::move(done), [&](Request& r) {
     fill_check(r, strategy, key, now_ms, cost, impl_->options().ttl_slack_ms);
   });
@@ -191,7 +191,7 @@ void RedisCoordinator::fused_check_async(const Gcra& rate,
 
 void RedisCoordinator::do_peek(const AnyStrategy& strategy,
                                std::string_view key, int64_t now_ms,
-                               VerbCompletion<Decision> done) {
+                               VerbCompletion<Decision>&& done) {
   impl_->dispatch(&to_decision, std::move(done), [&](Request& r) {
     r.script = static_cast<int>(strategy.index());
     r.argv.reserve(12);
@@ -221,6 +221,17 @@ const std::string* field_of(const std::vector<std::string>& pairs,
   return nullptr;
 }
 
+// A state of two hash fields, `a` and `b`, each read with `parse` (its
+// default, the cold state, when either field is missing).
+template <class State, class ParseA, class ParseB>
+State state_of_two(const std::vector<std::string>& pairs, std::string_view a,
+                   std::string_view b, ParseA parse_a, ParseB parse_b) {
+  const std::string* x = field_of(pairs, a);
+  const std::string* y = field_of(pairs, b);
+  if (x == nullptr || y == nullptr) return State{};
+  return State{parse_a(*x), parse_b(*y)};
+}
+
 // The strategy's state from the raw reply of state.lua (`raw` excludes
 // `now`), in the key layout of docs/redis.md.
 template <class S>
@@ -231,29 +242,13 @@ typename S::State state_from(const S& s, const std::vector<std::string>& raw) {
   if constexpr (std::is_same_v<S, Gcra>) {
     st.tat = parse_double(raw[0]);
   } else if constexpr (std::is_same_v<S, TokenBucket>) {
-    const std::string* t = field_of(raw, "t");
-    const std::string* l = field_of(raw, "l");
-    if (t != nullptr && l != nullptr) {
-      st = State{parse_double(*t), parse_double(*l)};
-    }
+    st = state_of_two<State>(raw, "t", "l", parse_double, parse_double);
   } else if constexpr (std::is_same_v<S, FixedWindow>) {
-    const std::string* start = field_of(raw, "s");
-    const std::string* count = field_of(raw, "c");
-    if (start != nullptr && count != nullptr) {
-      st = State{parse_double(*start), parse_double(*count)};
-    }
+    st = state_of_two<State>(raw, "s", "c", parse_double, parse_double);
   } else if constexpr (std::is_same_v<S, Quota>) {
-    const std::string* start = field_of(raw, "s");
-    const std::string* count = field_of(raw, "c");
-    if (start != nullptr && count != nullptr) {
-      st = State{parse_int(*start), parse_double(*count)};
-    }
+    st = state_of_two<State>(raw, "s", "c", parse_int, parse_double);
   } else if constexpr (std::is_same_v<S, TokenBudget>) {
-    const std::string* served = field_of(raw, "s");
-    const std::string* start = field_of(raw, "w");
-    if (served != nullptr && start != nullptr) {
-      st = State{parse_int(*served), parse_int(*start)};
-    }
+    st = state_of_two<State>(raw, "s", "w", parse_int, parse_int);
   } else if constexpr (std::is_same_v<S, SlidingWindow>) {
     // field -> "<tick>:<count>"
     std::vector<SlidingWindow::Slot> slots;
@@ -318,12 +313,13 @@ absl::StatusOr<Forecast> forecast_now(RedisCoordinator::Impl& impl,
 // thread, and reads the key's state back into the C++ strategy.
 void RedisCoordinator::do_forecast(const AnyStrategy& strategy,
                                    std::string_view key, int64_t now_ms,
-                                   double cost, VerbCompletion<Forecast> done) {
+                                   double cost,
+                                   VerbCompletion<Forecast>&& done) {
   std::move(done)(forecast_now(*impl_, strategy, key, now_ms, cost));
 }
 
 void RedisCoordinator::do_reset(const AnyStrategy&, std::string_view key,
-                                VerbCompletion<Acknowledged> done) {
+                                VerbCompletion<Acknowledged>&& done) {
   impl_->dispatch(&to_acknowledged, std::move(done), [&](Request& r) {
     r.argv = {"DEL", std::string(key)};
   });
@@ -367,7 +363,8 @@ absl::StatusOr<int64_t> to_count(const Request& r) {
 }  // namespace
 
 void RedisCoordinator::do_lease(const LeaseBudget& budget, std::string_view key,
-                                int64_t want, VerbCompletion<LeaseGrant> done) {
+                                int64_t want,
+                                VerbCompletion<LeaseGrant>&& done) {
   impl_->dispatch(&to_grant, std::move(done), [&](Request& r) {
     fill_lease(r, budget, key, want, impl_->options().ttl_slack_ms);
   });
@@ -377,7 +374,7 @@ void RedisCoordinator::do_give_back(const LeaseBudget& budget,
                                     std::string_view key,
                                     int64_t window_start_ms, int64_t credits,
                                     std::string_view token,
-                                    VerbCompletion<int64_t> done) {
+                                    VerbCompletion<int64_t>&& done) {
   impl_->dispatch(&to_count, std::move(done), [&](Request& r) {
     fill_give_back(r, budget, key, window_start_ms, credits, token);
   });
@@ -421,7 +418,7 @@ void fill_escrow(Request& r, std::string_view key, int64_t now_ms,
 void RedisCoordinator::do_lease_windowed(const LeaseBudget& budget,
                                          std::string_view key, int64_t want,
                                          int64_t now_ms,
-                                         VerbCompletion<LeaseGrant> done) {
+                                         VerbCompletion<LeaseGrant>&& done) {
   impl_->dispatch(&to_grant, std::move(done), [&](Request& r) {
     fill_lease_windowed(r, budget, key, want, now_ms,
                         impl_->options().ttl_slack_ms);
@@ -432,7 +429,7 @@ void RedisCoordinator::do_reconcile(const LeaseBudget& budget,
                                     std::string_view key,
                                     int64_t window_start_ms, int64_t leftover,
                                     std::string_view token, int64_t now_ms,
-                                    VerbCompletion<int64_t> done) {
+                                    VerbCompletion<int64_t>&& done) {
   impl_->dispatch(&to_count, std::move(done), [&](Request& r) {
     fill_reconcile(r, budget, key, window_start_ms, leftover, token, now_ms);
   });
@@ -440,7 +437,7 @@ void RedisCoordinator::do_reconcile(const LeaseBudget& budget,
 
 void RedisCoordinator::do_escrow_take(std::string_view key, int64_t want,
                                       int64_t now_ms,
-                                      VerbCompletion<LeaseGrant> done) {
+                                      VerbCompletion<LeaseGrant>&& done) {
   impl_->dispatch(&to_grant, std::move(done), [&](Request& r) {
     fill_escrow(r, key, now_ms, "t", want, 0, 0, impl_->options().ttl_slack_ms);
   });
@@ -449,7 +446,7 @@ void RedisCoordinator::do_escrow_take(std::string_view key, int64_t want,
 void RedisCoordinator::do_escrow_refill(std::string_view key, int64_t granted,
                                         int64_t window_start_ms,
                                         int64_t expires_at_ms, int64_t now_ms,
-                                        VerbCompletion<int64_t> done) {
+                                        VerbCompletion<int64_t>&& done) {
   impl_->dispatch(&to_count, std::move(done), [&](Request& r) {
     fill_escrow(r, key, now_ms, "r", granted, window_start_ms, expires_at_ms,
                 impl_->options().ttl_slack_ms);
@@ -459,7 +456,7 @@ void RedisCoordinator::do_escrow_refill(std::string_view key, int64_t granted,
 void RedisCoordinator::do_escrow_release(std::string_view key,
                                          int64_t window_start_ms,
                                          int64_t now_ms,
-                                         VerbCompletion<int64_t> done) {
+                                         VerbCompletion<int64_t>&& done) {
   impl_->dispatch(&to_count, std::move(done), [&](Request& r) {
     fill_escrow(r, key, now_ms, "x", window_start_ms, 0, 0,
                 impl_->options().ttl_slack_ms);
@@ -479,7 +476,7 @@ absl::Status RedisCoordinator::do_wait_ready(absl::Time deadline) {
   }
 }
 
-void RedisCoordinator::do_ping(VerbCompletion<Acknowledged> done) {
+void RedisCoordinator::do_ping(VerbCompletion<Acknowledged>&& done) {
   impl_->dispatch(&to_acknowledged, std::move(done),
                   [](Request& r) { r.argv = {"PING"}; });
 }
@@ -496,7 +493,7 @@ absl::StatusOr<int64_t> to_now_ms(const Request& r) {
 
 }  // namespace
 
-void RedisCoordinator::do_now_ms(VerbCompletion<int64_t> done) {
+void RedisCoordinator::do_now_ms(VerbCompletion<int64_t>&& done) {
   impl_->dispatch(&to_now_ms, std::move(done),
                   [](Request& r) { r.argv = {"TIME"}; });
 }
@@ -544,7 +541,7 @@ void RedisCoordinator::do_heartbeat(std::string_view key,
                                     const HeartbeatReport& report,
                                     const HeartbeatOptions& options,
                                     int64_t now_ms,
-                                    VerbCompletion<HeartbeatGrant> done) {
+                                    VerbCompletion<HeartbeatGrant>&& done) {
   impl_->dispatch(&to_heartbeat_grant, std::move(done), [&](Request& r) {
     fill_heartbeat(r, key, report, options, now_ms,
                    impl_->options().ttl_slack_ms);
@@ -596,7 +593,7 @@ absl::StatusOr<std::vector<HeartbeatNode>> heartbeat_nodes_now(
 
 // Only ever waited for (no asynchronous form): runs on the calling thread.
 void RedisCoordinator::do_heartbeat_nodes(
-    std::string_view key, VerbCompletion<std::vector<HeartbeatNode>> done) {
+    std::string_view key, VerbCompletion<std::vector<HeartbeatNode>>&& done) {
   std::move(done)(heartbeat_nodes_now(*impl_, key));
 }
 

@@ -55,7 +55,7 @@ class SwitchedCoordinator final : public testing::ForwardingCoordinator {
   // Every beat is answered on the calling thread, waited for or not.
   void do_heartbeat(std::string_view key, const HeartbeatReport& report,
                     const HeartbeatOptions& options, int64_t now_ms,
-                    VerbCompletion<HeartbeatGrant> done) override {
+                    VerbCompletion<HeartbeatGrant>&& done) override {
     calls.fetch_add(1);
     if (fail.load()) {
       std::move(done)(absl::UnavailableError("partitioned"));

@@ -42,16 +42,16 @@ class Recording final : public testing::ForwardingCoordinator {
 
  protected:
   void do_check(const AnyStrategy& s, std::string_view k, int64_t now,
-                double cost, VerbCompletion<Decision> done) override {
+                double cost, VerbCompletion<Decision>&& done) override {
     seen.emplace_back("check", done.caller_waits());
     ForwardingCoordinator::do_check(s, k, now, cost, std::move(done));
   }
   void do_lease(const LeaseBudget& b, std::string_view k, int64_t want,
-                VerbCompletion<LeaseGrant> done) override {
+                VerbCompletion<LeaseGrant>&& done) override {
     seen.emplace_back("lease", done.caller_waits());
     ForwardingCoordinator::do_lease(b, k, want, std::move(done));
   }
-  void do_now_ms(VerbCompletion<int64_t> done) override {
+  void do_now_ms(VerbCompletion<int64_t>&& done) override {
     seen.emplace_back("now_ms", done.caller_waits());
     ForwardingCoordinator::do_now_ms(std::move(done));
   }
@@ -112,7 +112,7 @@ class Deferred final : public testing::ForwardingCoordinator {
 
  protected:
   void do_check(const AnyStrategy& s, std::string_view k, int64_t now,
-                double cost, VerbCompletion<Decision> done) override {
+                double cost, VerbCompletion<Decision>&& done) override {
     absl::StatusOr<Decision> d = inner().check(s, k, now, cost);
     threads_.emplace_back([done = std::move(done), d = std::move(d)]() mutable {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -144,6 +144,35 @@ TEST(CoordinatorHooks, TheLatchTakesAValueFromAnyThread) {
   }
 }
 
+TEST(CoordinatorHooks, TheLatchWritesIntoTheCallersValueFromAnyThread) {
+  for (int i = 0; i < 200; ++i) {
+    absl::StatusOr<int64_t> into = absl::UnknownError("not written");
+    CompletionLatch<int64_t> latch(into);
+    Completion<int64_t> c = latch.completion();
+    std::thread t([&c, i] {
+      if (i % 2 == 0) {
+        std::move(c)(i);
+      } else {
+        std::move(c)(absl::UnavailableError("down"));
+      }
+    });
+    latch.await();
+    if (i % 2 == 0) {
+      ASSERT_TRUE(into.ok()) << into.status();
+      EXPECT_EQ(*into, i);
+    } else {
+      EXPECT_EQ(into.status().code(), absl::StatusCode::kUnavailable);
+    }
+    t.join();
+  }
+  // Completed inline, on the waiting thread: `await` returns at once.
+  absl::StatusOr<int64_t> inline_into;
+  CompletionLatch<int64_t> inline_latch(inline_into);
+  inline_latch.complete(absl::StatusOr<int64_t>(7));
+  inline_latch.await();
+  EXPECT_EQ(*inline_into, 7);
+}
+
 // A coordinator with only the required hooks: the others answer
 // kUnimplemented naming it and the verb.
 class Minimal final : public testing::ForwardingCoordinator {
@@ -154,7 +183,7 @@ class Minimal final : public testing::ForwardingCoordinator {
 
  protected:
   void do_escrow_take(std::string_view key, int64_t want, int64_t now_ms,
-                      VerbCompletion<LeaseGrant> done) override {
+                      VerbCompletion<LeaseGrant>&& done) override {
     Coordinator::do_escrow_take(key, want, now_ms, std::move(done));
   }
 };

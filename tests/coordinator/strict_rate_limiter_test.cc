@@ -26,30 +26,30 @@ class OutCoordinator final : public Coordinator {
 
  protected:
   void do_check(const AnyStrategy&, std::string_view, int64_t, double,
-                VerbCompletion<Decision> done) override {
+                VerbCompletion<Decision>&& done) override {
     std::move(done)(status_);
   }
   void do_peek(const AnyStrategy&, std::string_view, int64_t,
-               VerbCompletion<Decision> done) override {
+               VerbCompletion<Decision>&& done) override {
     std::move(done)(status_);
   }
   void do_forecast(const AnyStrategy&, std::string_view, int64_t, double,
-                   VerbCompletion<Forecast> done) override {
+                   VerbCompletion<Forecast>&& done) override {
     std::move(done)(status_);
   }
   void do_reset(const AnyStrategy&, std::string_view,
-                VerbCompletion<Acknowledged> done) override {
+                VerbCompletion<Acknowledged>&& done) override {
     std::move(done)(status_);
   }
   void do_lease(const LeaseBudget&, std::string_view, int64_t,
-                VerbCompletion<LeaseGrant> done) override {
+                VerbCompletion<LeaseGrant>&& done) override {
     std::move(done)(status_);
   }
   void do_give_back(const LeaseBudget&, std::string_view, int64_t, int64_t,
-                    std::string_view, VerbCompletion<int64_t> done) override {
+                    std::string_view, VerbCompletion<int64_t>&& done) override {
     std::move(done)(status_);
   }
-  void do_now_ms(VerbCompletion<int64_t> done) override {
+  void do_now_ms(VerbCompletion<int64_t>&& done) override {
     std::move(done)(status_);
   }
 

@@ -45,7 +45,7 @@ class ForwardingCoordinator : public Coordinator {
 
   void do_check(const AnyStrategy& strategy, std::string_view key,
                 int64_t now_ms, double cost,
-                VerbCompletion<Decision> done) override {
+                VerbCompletion<Decision>&& done) override {
     if (refused("check", done)) return;
     if (done.caller_waits()) {
       std::move(done)(inner_->check(strategy, key, now_ms, cost));
@@ -54,23 +54,23 @@ class ForwardingCoordinator : public Coordinator {
     inner_->check_async(strategy, key, now_ms, cost, std::move(done).release());
   }
   void do_peek(const AnyStrategy& strategy, std::string_view key,
-               int64_t now_ms, VerbCompletion<Decision> done) override {
+               int64_t now_ms, VerbCompletion<Decision>&& done) override {
     if (refused("peek", done)) return;
     std::move(done)(inner_->peek(strategy, key, now_ms));
   }
   void do_forecast(const AnyStrategy& strategy, std::string_view key,
                    int64_t now_ms, double cost,
-                   VerbCompletion<Forecast> done) override {
+                   VerbCompletion<Forecast>&& done) override {
     if (refused("forecast", done)) return;
     std::move(done)(inner_->forecast(strategy, key, now_ms, cost));
   }
   void do_reset(const AnyStrategy& strategy, std::string_view key,
-                VerbCompletion<Acknowledged> done) override {
+                VerbCompletion<Acknowledged>&& done) override {
     if (refused("reset", done)) return;
     std::move(done)(acknowledged(inner_->reset(strategy, key)));
   }
   void do_lease(const LeaseBudget& budget, std::string_view key, int64_t want,
-                VerbCompletion<LeaseGrant> done) override {
+                VerbCompletion<LeaseGrant>&& done) override {
     if (refused("lease", done)) return;
     if (done.caller_waits()) {
       std::move(done)(inner_->lease(budget, key, want));
@@ -81,7 +81,7 @@ class ForwardingCoordinator : public Coordinator {
   void do_give_back(const LeaseBudget& budget, std::string_view key,
                     int64_t window_start_ms, int64_t credits,
                     std::string_view token,
-                    VerbCompletion<int64_t> done) override {
+                    VerbCompletion<int64_t>&& done) override {
     if (refused("give_back", done)) return;
     if (done.caller_waits()) {
       std::move(done)(
@@ -91,7 +91,7 @@ class ForwardingCoordinator : public Coordinator {
     inner_->give_back_async(budget, key, window_start_ms, credits, token,
                             std::move(done).release());
   }
-  void do_now_ms(VerbCompletion<int64_t> done) override {
+  void do_now_ms(VerbCompletion<int64_t>&& done) override {
     if (refused("now_ms", done)) return;
     if (done.caller_waits()) {
       std::move(done)(inner_->now_ms());
@@ -99,7 +99,7 @@ class ForwardingCoordinator : public Coordinator {
     }
     inner_->now_ms_async(std::move(done).release());
   }
-  void do_ping(VerbCompletion<Acknowledged> done) override {
+  void do_ping(VerbCompletion<Acknowledged>&& done) override {
     if (refused("ping", done)) return;
     std::move(done)(acknowledged(inner_->ping()));
   }
@@ -108,7 +108,7 @@ class ForwardingCoordinator : public Coordinator {
   }
   void do_lease_windowed(const LeaseBudget& budget, std::string_view key,
                          int64_t want, int64_t now_ms,
-                         VerbCompletion<LeaseGrant> done) override {
+                         VerbCompletion<LeaseGrant>&& done) override {
     if (refused("lease_windowed", done)) return;
     if (done.caller_waits()) {
       std::move(done)(inner_->lease_windowed(budget, key, want, now_ms));
@@ -120,7 +120,7 @@ class ForwardingCoordinator : public Coordinator {
   void do_reconcile(const LeaseBudget& budget, std::string_view key,
                     int64_t window_start_ms, int64_t leftover,
                     std::string_view token, int64_t now_ms,
-                    VerbCompletion<int64_t> done) override {
+                    VerbCompletion<int64_t>&& done) override {
     if (refused("reconcile", done)) return;
     if (done.caller_waits()) {
       std::move(done)(inner_->reconcile(budget, key, window_start_ms, leftover,
@@ -131,7 +131,7 @@ class ForwardingCoordinator : public Coordinator {
                             now_ms, std::move(done).release());
   }
   void do_escrow_take(std::string_view key, int64_t want, int64_t now_ms,
-                      VerbCompletion<LeaseGrant> done) override {
+                      VerbCompletion<LeaseGrant>&& done) override {
     if (refused("escrow_take", done)) return;
     if (done.caller_waits()) {
       std::move(done)(inner_->escrow_take(key, want, now_ms));
@@ -141,7 +141,8 @@ class ForwardingCoordinator : public Coordinator {
   }
   void do_escrow_refill(std::string_view key, int64_t granted,
                         int64_t window_start_ms, int64_t expires_at_ms,
-                        int64_t now_ms, VerbCompletion<int64_t> done) override {
+                        int64_t now_ms,
+                        VerbCompletion<int64_t>&& done) override {
     if (refused("escrow_refill", done)) return;
     if (done.caller_waits()) {
       std::move(done)(inner_->escrow_refill(key, granted, window_start_ms,
@@ -153,13 +154,13 @@ class ForwardingCoordinator : public Coordinator {
   }
   void do_escrow_release(std::string_view key, int64_t window_start_ms,
                          int64_t now_ms,
-                         VerbCompletion<int64_t> done) override {
+                         VerbCompletion<int64_t>&& done) override {
     if (refused("escrow_release", done)) return;
     std::move(done)(inner_->escrow_release(key, window_start_ms, now_ms));
   }
   void do_heartbeat(std::string_view key, const HeartbeatReport& report,
                     const HeartbeatOptions& options, int64_t now_ms,
-                    VerbCompletion<HeartbeatGrant> done) override {
+                    VerbCompletion<HeartbeatGrant>&& done) override {
     if (refused("heartbeat", done)) return;
     if (done.caller_waits()) {
       std::move(done)(inner_->heartbeat(key, report, options, now_ms));
@@ -170,7 +171,7 @@ class ForwardingCoordinator : public Coordinator {
   }
   void do_heartbeat_nodes(
       std::string_view key,
-      VerbCompletion<std::vector<HeartbeatNode>> done) override {
+      VerbCompletion<std::vector<HeartbeatNode>>&& done) override {
     if (refused("heartbeat_nodes", done)) return;
     std::move(done)(inner_->heartbeat_nodes(key));
   }

@@ -133,7 +133,7 @@ class HeldCoordinator final : public ForwardingCoordinator {
   // A lease is held, whether its caller waits (then it blocks until
   // delivered) or not.
   void do_lease(const LeaseBudget& budget, std::string_view key, int64_t want,
-                VerbCompletion<LeaseGrant> done) override {
+                VerbCompletion<LeaseGrant>&& done) override {
     MutexLock lock(mu_);
     held_.push_back(
         Held{budget, std::string(key), want, std::move(done).release()});
@@ -142,7 +142,7 @@ class HeldCoordinator final : public ForwardingCoordinator {
   // straight through.
   void do_heartbeat(std::string_view key, const HeartbeatReport& report,
                     const HeartbeatOptions& options, int64_t now_ms,
-                    VerbCompletion<HeartbeatGrant> done) override {
+                    VerbCompletion<HeartbeatGrant>&& done) override {
     if (done.caller_waits()) {
       ForwardingCoordinator::do_heartbeat(key, report, options, now_ms,
                                           std::move(done));

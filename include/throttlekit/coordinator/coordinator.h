@@ -100,7 +100,7 @@ class Coordinator {
     if (!valid_step(key, now_ms, cost)) [[unlikely]] {
       return invalid_step(key, now_ms, cost);
     }
-    return wait_for<Decision>([&](VerbCompletion<Decision> done) {
+    return wait_for<Decision>([&](VerbCompletion<Decision>&& done) {
       do_check(strategy, key, now_ms, cost, std::move(done));
     });
   }
@@ -125,7 +125,7 @@ class Coordinator {
                                 std::string_view key, int64_t now_ms) {
     if (absl::Status s = validate_key(key); !s.ok()) return s;
     if (!valid_now(now_ms)) return invalid_now(now_ms);
-    return wait_for<Decision>([&](VerbCompletion<Decision> done) {
+    return wait_for<Decision>([&](VerbCompletion<Decision>&& done) {
       do_peek(strategy, key, now_ms, std::move(done));
     });
   }
@@ -139,7 +139,7 @@ class Coordinator {
     if (!valid_step(key, now_ms, cost)) [[unlikely]] {
       return invalid_step(key, now_ms, cost);
     }
-    return wait_for<Forecast>([&](VerbCompletion<Forecast> done) {
+    return wait_for<Forecast>([&](VerbCompletion<Forecast>&& done) {
       do_forecast(strategy, key, now_ms, cost, std::move(done));
     });
   }
@@ -147,7 +147,7 @@ class Coordinator {
   // Forgets `key`: its next check sees a cold key.
   absl::Status reset(const AnyStrategy& strategy, std::string_view key) {
     if (absl::Status s = validate_key(key); !s.ok()) return s;
-    return wait_for<Acknowledged>([&](VerbCompletion<Acknowledged> done) {
+    return wait_for<Acknowledged>([&](VerbCompletion<Acknowledged>&& done) {
              do_reset(strategy, key, std::move(done));
            })
         .status();
@@ -158,7 +158,7 @@ class Coordinator {
   absl::StatusOr<LeaseGrant> lease(const LeaseBudget& budget,
                                    std::string_view key, int64_t want) {
     if (absl::Status s = validate_lease(key, want); !s.ok()) return s;
-    return wait_for<LeaseGrant>([&](VerbCompletion<LeaseGrant> done) {
+    return wait_for<LeaseGrant>([&](VerbCompletion<LeaseGrant>&& done) {
       do_lease(budget, key, want, std::move(done));
     });
   }
@@ -189,7 +189,7 @@ class Coordinator {
     if (absl::Status s = validate_give_back(key, credits, token); !s.ok()) {
       return s;
     }
-    return wait_for<int64_t>([&](VerbCompletion<int64_t> done) {
+    return wait_for<int64_t>([&](VerbCompletion<int64_t>&& done) {
       do_give_back(budget, key, window_start_ms, credits, token,
                    std::move(done));
     });
@@ -222,7 +222,7 @@ class Coordinator {
         !s.ok()) {
       return s;
     }
-    return wait_for<LeaseGrant>([&](VerbCompletion<LeaseGrant> done) {
+    return wait_for<LeaseGrant>([&](VerbCompletion<LeaseGrant>&& done) {
       do_lease_windowed(budget, key, want, now_ms, std::move(done));
     });
   }
@@ -257,7 +257,7 @@ class Coordinator {
         !s.ok()) {
       return s;
     }
-    return wait_for<int64_t>([&](VerbCompletion<int64_t> done) {
+    return wait_for<int64_t>([&](VerbCompletion<int64_t>&& done) {
       do_reconcile(budget, key, window_start_ms, leftover, token, now_ms,
                    std::move(done));
     });
@@ -288,7 +288,7 @@ class Coordinator {
         !s.ok()) {
       return s;
     }
-    return wait_for<LeaseGrant>([&](VerbCompletion<LeaseGrant> done) {
+    return wait_for<LeaseGrant>([&](VerbCompletion<LeaseGrant>&& done) {
       do_escrow_take(key, want, now_ms, std::move(done));
     });
   }
@@ -321,7 +321,7 @@ class Coordinator {
         !s.ok()) {
       return s;
     }
-    return wait_for<int64_t>([&](VerbCompletion<int64_t> done) {
+    return wait_for<int64_t>([&](VerbCompletion<int64_t>&& done) {
       do_escrow_refill(key, granted, window_start_ms, expires_at_ms, now_ms,
                        std::move(done));
     });
@@ -350,7 +350,7 @@ class Coordinator {
                                          int64_t now_ms = 0) {
     if (absl::Status s = validate_key(key); !s.ok()) return s;
     if (!valid_now(now_ms)) return invalid_now(now_ms);
-    return wait_for<int64_t>([&](VerbCompletion<int64_t> done) {
+    return wait_for<int64_t>([&](VerbCompletion<int64_t>&& done) {
       do_escrow_release(key, window_start_ms, now_ms, std::move(done));
     });
   }
@@ -358,7 +358,7 @@ class Coordinator {
   // The store's clock, epoch ms.
   absl::StatusOr<int64_t> now_ms() {
     return wait_for<int64_t>(
-        [&](VerbCompletion<int64_t> done) { do_now_ms(std::move(done)); });
+        [&](VerbCompletion<int64_t>&& done) { do_now_ms(std::move(done)); });
   }
   // As `now_ms`, without waiting: `on_done` runs once with what `now_ms`
   // would return (inline on a backend without an asynchronous path).
@@ -369,7 +369,7 @@ class Coordinator {
   // One cheap round trip (Redis PING, Postgres SELECT 1): OK, or why the
   // store cannot be reached, within the backend's command deadline.
   absl::Status ping() {
-    return wait_for<Acknowledged>([&](VerbCompletion<Acknowledged> done) {
+    return wait_for<Acknowledged>([&](VerbCompletion<Acknowledged>&& done) {
              do_ping(std::move(done));
            })
         .status();
@@ -404,7 +404,7 @@ class Coordinator {
     if (absl::Status s = validate_beat(key, report, options, now_ms); !s.ok()) {
       return s;
     }
-    return wait_for<HeartbeatGrant>([&](VerbCompletion<HeartbeatGrant> done) {
+    return wait_for<HeartbeatGrant>([&](VerbCompletion<HeartbeatGrant>&& done) {
       do_heartbeat(key, report, options, now_ms, std::move(done));
     });
   }
@@ -432,7 +432,7 @@ class Coordinator {
       std::string_view key) {
     if (absl::Status s = validate_key(key); !s.ok()) return s;
     using Nodes = std::vector<HeartbeatNode>;
-    return wait_for<Nodes>([&](VerbCompletion<Nodes> done) {
+    return wait_for<Nodes>([&](VerbCompletion<Nodes>&& done) {
       do_heartbeat_nodes(key, std::move(done));
     });
   }
@@ -449,59 +449,62 @@ class Coordinator {
   // backend with an I/O thread that it may run the call on the calling
   // thread instead (verb_completion.h). The verbs with no asynchronous
   // form (`peek`, `forecast`, `reset`, `escrow_release`, `ping`,
-  // `heartbeat_nodes`) only ever reach their hook waited for.
+  // `heartbeat_nodes`) only ever reach their hook waited for. `done` comes
+  // by rvalue reference: a hook completes it, or moves it on (into a
+  // queue, to another coordinator's hook or `*_async` verb) before it
+  // returns; handing it along costs no move.
  protected:
   virtual void do_check(const AnyStrategy& strategy, std::string_view key,
                         int64_t now_ms, double cost,
-                        VerbCompletion<Decision> done) = 0;
+                        VerbCompletion<Decision>&& done) = 0;
   virtual void do_peek(const AnyStrategy& strategy, std::string_view key,
-                       int64_t now_ms, VerbCompletion<Decision> done) = 0;
+                       int64_t now_ms, VerbCompletion<Decision>&& done) = 0;
   virtual void do_forecast(const AnyStrategy& strategy, std::string_view key,
                            int64_t now_ms, double cost,
-                           VerbCompletion<Forecast> done) = 0;
+                           VerbCompletion<Forecast>&& done) = 0;
   virtual void do_reset(const AnyStrategy& strategy, std::string_view key,
-                        VerbCompletion<Acknowledged> done) = 0;
+                        VerbCompletion<Acknowledged>&& done) = 0;
   virtual void do_lease(const LeaseBudget& budget, std::string_view key,
-                        int64_t want, VerbCompletion<LeaseGrant> done) = 0;
+                        int64_t want, VerbCompletion<LeaseGrant>&& done) = 0;
   virtual void do_give_back(const LeaseBudget& budget, std::string_view key,
                             int64_t window_start_ms, int64_t credits,
                             std::string_view token,
-                            VerbCompletion<int64_t> done) = 0;
-  virtual void do_now_ms(VerbCompletion<int64_t> done) = 0;
+                            VerbCompletion<int64_t>&& done) = 0;
+  virtual void do_now_ms(VerbCompletion<int64_t>&& done) = 0;
   // The hooks below have a default: a backend without the verb's path (a
   // Coordinator written outside this library) answers kUnimplemented
   // naming itself and the verb; `ping` reads the store's clock.
   virtual void do_lease_windowed(const LeaseBudget& /*budget*/,
                                  std::string_view /*key*/, int64_t /*want*/,
                                  int64_t /*now_ms*/,
-                                 VerbCompletion<LeaseGrant> done) {
+                                 VerbCompletion<LeaseGrant>&& done) {
     std::move(done)(unimplemented("lease_windowed"));
   }
   virtual void do_reconcile(const LeaseBudget& /*budget*/,
                             std::string_view /*key*/,
                             int64_t /*window_start_ms*/, int64_t /*leftover*/,
                             std::string_view /*token*/, int64_t /*now_ms*/,
-                            VerbCompletion<int64_t> done) {
+                            VerbCompletion<int64_t>&& done) {
     std::move(done)(unimplemented("reconcile"));
   }
   virtual void do_escrow_take(std::string_view /*key*/, int64_t /*want*/,
                               int64_t /*now_ms*/,
-                              VerbCompletion<LeaseGrant> done) {
+                              VerbCompletion<LeaseGrant>&& done) {
     std::move(done)(unimplemented("escrow_take"));
   }
   virtual void do_escrow_refill(std::string_view /*key*/, int64_t /*granted*/,
                                 int64_t /*window_start_ms*/,
                                 int64_t /*expires_at_ms*/, int64_t /*now_ms*/,
-                                VerbCompletion<int64_t> done) {
+                                VerbCompletion<int64_t>&& done) {
     std::move(done)(unimplemented("escrow_refill"));
   }
   virtual void do_escrow_release(std::string_view /*key*/,
                                  int64_t /*window_start_ms*/,
                                  int64_t /*now_ms*/,
-                                 VerbCompletion<int64_t> done) {
+                                 VerbCompletion<int64_t>&& done) {
     std::move(done)(unimplemented("escrow_release"));
   }
-  virtual void do_ping(VerbCompletion<Acknowledged> done) {
+  virtual void do_ping(VerbCompletion<Acknowledged>&& done) {
     do_now_ms(std::move(done).template then<int64_t>(
         [](absl::StatusOr<int64_t> now) -> absl::StatusOr<Acknowledged> {
           if (!now.ok()) return now.status();
@@ -512,12 +515,12 @@ class Coordinator {
                             const HeartbeatReport& /*report*/,
                             const HeartbeatOptions& /*options*/,
                             int64_t /*now_ms*/,
-                            VerbCompletion<HeartbeatGrant> done) {
+                            VerbCompletion<HeartbeatGrant>&& done) {
     std::move(done)(unimplemented("heartbeat"));
   }
   virtual void do_heartbeat_nodes(
       std::string_view /*key*/,
-      VerbCompletion<std::vector<HeartbeatNode>> done) {
+      VerbCompletion<std::vector<HeartbeatNode>>&& done) {
     std::move(done)(unimplemented("heartbeat_nodes"));
   }
   // Not a verb but a wait (`wait_ready`): nothing to open, always ready.
@@ -530,9 +533,13 @@ class Coordinator {
   // inline: no lock, no allocation; core/completion_latch.h).
   template <class T, class Start>
   static absl::StatusOr<T> wait_for(Start&& start) {
-    CompletionLatch<T> latch;
+    // Returned in place. It holds a `T{}` until the hook completes: absl's
+    // default (a status) is built out of line.
+    absl::StatusOr<T> result(absl::in_place);
+    CompletionLatch<T> latch(result);
     start(VerbCompletion<T>::waited(latch));
-    return latch.wait();
+    latch.await();
+    return result;
   }
 
  private:

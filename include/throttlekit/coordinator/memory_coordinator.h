@@ -131,77 +131,84 @@ class MemoryCoordinator final : public Coordinator {
  protected:
   // Every hook completes inline, on the calling thread: a step here is a
   // lookup and a strategy's arithmetic under one shard's lock, no I/O.
-  void do_check(const AnyStrategy& strategy, std::string_view key,
-                int64_t now_ms, double cost,
-                VerbCompletion<Decision> done) override {
+  // The check and the lease are flattened (the step, the strategy's
+  // arithmetic and the completion compiled into the hook as one body):
+  // the blocking verb then costs what it did when the hook returned its
+  // decision (docs/coordinator.md, "Benchmark").
+  [[gnu::flatten]] void do_check(const AnyStrategy& strategy,
+                                 std::string_view key, int64_t now_ms,
+                                 double cost,
+                                 VerbCompletion<Decision>&& done) override {
     std::move(done)(step_check(strategy, key, now_ms, cost));
   }
   void do_peek(const AnyStrategy& strategy, std::string_view key,
-               int64_t now_ms, VerbCompletion<Decision> done) override {
+               int64_t now_ms, VerbCompletion<Decision>&& done) override {
     std::move(done)(step_peek(strategy, key, now_ms));
   }
   void do_forecast(const AnyStrategy& strategy, std::string_view key,
                    int64_t now_ms, double cost,
-                   VerbCompletion<Forecast> done) override {
+                   VerbCompletion<Forecast>&& done) override {
     std::move(done)(step_forecast(strategy, key, now_ms, cost));
   }
   void do_reset(const AnyStrategy&, std::string_view key,
-                VerbCompletion<Acknowledged> done) override {
+                VerbCompletion<Acknowledged>&& done) override {
     step_reset(key);
     std::move(done)(Acknowledged{});
   }
-  void do_lease(const LeaseBudget& budget, std::string_view key, int64_t want,
-                VerbCompletion<LeaseGrant> done) override {
+  [[gnu::flatten]] void do_lease(const LeaseBudget& budget,
+                                 std::string_view key, int64_t want,
+                                 VerbCompletion<LeaseGrant>&& done) override {
     std::move(done)(step_lease(budget, key, want));
   }
   void do_give_back(const LeaseBudget& budget, std::string_view key,
                     int64_t window_start_ms, int64_t credits,
                     std::string_view token,
-                    VerbCompletion<int64_t> done) override {
+                    VerbCompletion<int64_t>&& done) override {
     std::move(done)(
         step_give_back(budget, key, window_start_ms, credits, token));
   }
-  void do_now_ms(VerbCompletion<int64_t> done) override {
+  void do_now_ms(VerbCompletion<int64_t>&& done) override {
     std::move(done)(clock_->now_ms());
   }
-  void do_ping(VerbCompletion<Acknowledged> done) override {
+  void do_ping(VerbCompletion<Acknowledged>&& done) override {
     std::move(done)(Acknowledged{});
   }
   void do_lease_windowed(const LeaseBudget& budget, std::string_view key,
                          int64_t want, int64_t now_ms,
-                         VerbCompletion<LeaseGrant> done) override {
+                         VerbCompletion<LeaseGrant>&& done) override {
     std::move(done)(step_lease_windowed(budget, key, want, now_ms));
   }
   void do_reconcile(const LeaseBudget& budget, std::string_view key,
                     int64_t window_start_ms, int64_t leftover,
                     std::string_view token, int64_t now_ms,
-                    VerbCompletion<int64_t> done) override {
+                    VerbCompletion<int64_t>&& done) override {
     std::move(done)(
         step_reconcile(budget, key, window_start_ms, leftover, token, now_ms));
   }
   void do_escrow_take(std::string_view key, int64_t want, int64_t now_ms,
-                      VerbCompletion<LeaseGrant> done) override {
+                      VerbCompletion<LeaseGrant>&& done) override {
     std::move(done)(step_escrow_take(key, want, now_ms));
   }
   void do_escrow_refill(std::string_view key, int64_t granted,
                         int64_t window_start_ms, int64_t expires_at_ms,
-                        int64_t now_ms, VerbCompletion<int64_t> done) override {
+                        int64_t now_ms,
+                        VerbCompletion<int64_t>&& done) override {
     std::move(done)(step_escrow_refill(key, granted, window_start_ms,
                                        expires_at_ms, now_ms));
   }
   void do_escrow_release(std::string_view key, int64_t window_start_ms,
                          int64_t now_ms,
-                         VerbCompletion<int64_t> done) override {
+                         VerbCompletion<int64_t>&& done) override {
     std::move(done)(step_escrow_release(key, window_start_ms, now_ms));
   }
   void do_heartbeat(std::string_view key, const HeartbeatReport& report,
                     const HeartbeatOptions& options, int64_t now_ms,
-                    VerbCompletion<HeartbeatGrant> done) override {
+                    VerbCompletion<HeartbeatGrant>&& done) override {
     std::move(done)(step_heartbeat(key, report, options, now_ms));
   }
   void do_heartbeat_nodes(
       std::string_view key,
-      VerbCompletion<std::vector<HeartbeatNode>> done) override {
+      VerbCompletion<std::vector<HeartbeatNode>>&& done) override {
     std::move(done)(step_heartbeat_nodes(key));
   }
 

@@ -20,6 +20,7 @@
 #ifndef THROTTLEKIT_COORDINATOR_VERB_COMPLETION_H_
 #define THROTTLEKIT_COORDINATOR_VERB_COMPLETION_H_
 
+#include <new>
 #include <utility>
 
 #include "absl/status/statusor.h"
@@ -43,12 +44,20 @@ class VerbCompletion {
     return VerbCompletion(std::move(done), true);
   }
   // The same, the caller waiting on `latch` (made by this thread): the
-  // value goes straight into it, with no type-erased call (the blocking
-  // verb, `Coordinator::wait_for`).
+  // value goes straight into it, with no type-erased call and no
+  // type-erased callable to move or destroy (the blocking verb,
+  // `Coordinator::wait_for`).
   static VerbCompletion waited(CompletionLatch<T>& latch) noexcept {
-    VerbCompletion c(Completion<T>(), true);
-    c.latch_ = &latch;
-    return c;
+    return VerbCompletion(&latch);
+  }
+
+  VerbCompletion(VerbCompletion&& other) noexcept
+      : latch_(other.latch_), caller_waits_(other.caller_waits_) {
+    if (latch_ == nullptr) new (&done_) Completion<T>(std::move(other.done_));
+  }
+  VerbCompletion& operator=(VerbCompletion&&) = delete;
+  ~VerbCompletion() {
+    if (latch_ == nullptr) done_.~Completion<T>();
   }
 
   // Whether the caller is blocked on the calling thread until this runs.
@@ -88,9 +97,15 @@ class VerbCompletion {
   friend class VerbCompletion;
   VerbCompletion(Completion<T> done, bool caller_waits) noexcept
       : done_(std::move(done)), caller_waits_(caller_waits) {}
+  explicit VerbCompletion(CompletionLatch<T>* latch) noexcept
+      : latch_(latch), caller_waits_(true) {}
 
-  Completion<T> done_;
-  CompletionLatch<T>* latch_ = nullptr;  // set: the waiter's latch instead
+  // Exactly one is live: `latch_` when set (the waiter's latch), else
+  // `done_` (a union member, so the blocking verb never constructs it).
+  union {
+    Completion<T> done_;
+  };
+  CompletionLatch<T>* latch_ = nullptr;
   bool caller_waits_ = false;
 };
 

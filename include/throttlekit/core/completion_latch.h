@@ -35,10 +35,24 @@
 
 namespace throttlekit {
 
+namespace completion_latch_internal {
+// A per-thread address: which thread runs a completion, told without a
+// call into the threads library (`std::this_thread::get_id()` is one).
+inline const void* this_thread_tag() noexcept {
+  static thread_local char tag;
+  return &tag;
+}
+}  // namespace completion_latch_internal
+
 template <class T>
 class CompletionLatch {
  public:
-  CompletionLatch() = default;
+  // The value lands in the latch's own slot; `wait()` returns it.
+  CompletionLatch() : own_(std::in_place, absl::in_place), slot_(&*own_) {}
+  // The value lands in `into`, which must outlive the latch: a caller of
+  // this form calls `await()` and returns `into` (the blocking verb's
+  // return value, written in place: no move out of the latch).
+  explicit CompletionLatch(absl::StatusOr<T>& into) : slot_(&into) {}
   CompletionLatch(const CompletionLatch&) = delete;
   CompletionLatch& operator=(const CompletionLatch&) = delete;
 
@@ -50,8 +64,8 @@ class CompletionLatch {
   // What the completion does, for a caller that holds the latch itself
   // (coordinator/verb_completion.h): once, instead of the completion.
   void complete(absl::StatusOr<T>&& v) {
-    value_.emplace(std::move(v));
-    if (std::this_thread::get_id() == waiter_) {
+    *slot_ = std::move(v);
+    if (completion_latch_internal::this_thread_tag() == waiter_) {
       // The waiter itself, before wait(): sequenced before its read.
       state_.store(kInline, std::memory_order_relaxed);
       return;
@@ -61,11 +75,13 @@ class CompletionLatch {
     notified_.store(true, std::memory_order_release);
   }
 
-  // Blocks until the completion has run; returns its value. Called by the
-  // thread that made the latch.
-  absl::StatusOr<T> wait() {
+  // Blocks until the completion has run. Called by the thread that made
+  // the latch.
+  void await() {
     int s = state_.load(std::memory_order_acquire);
-    if (s == kInline) return *std::move(value_);
+    if (s == kInline) [[likely]] {
+      return;
+    }
     while (s == kPending) {
       state_.wait(kPending, std::memory_order_acquire);
       s = state_.load(std::memory_order_acquire);
@@ -75,7 +91,12 @@ class CompletionLatch {
     while (!notified_.load(std::memory_order_acquire)) {
       std::this_thread::yield();
     }
-    return *std::move(value_);
+  }
+
+  // `await()`, then the value (moved out of the latch's own slot).
+  absl::StatusOr<T> wait() {
+    await();
+    return std::move(*slot_);
   }
 
  private:
@@ -83,10 +104,13 @@ class CompletionLatch {
   static constexpr int kInline = 1;  // completed by the waiting thread
   static constexpr int kDone = 2;    // completed by another thread
 
-  const std::thread::id waiter_ = std::this_thread::get_id();
+  const void* const waiter_ = completion_latch_internal::this_thread_tag();
   // Written once by the completion, read by the waiter after `state_`
   // says it was (release/acquire), or by the waiting thread itself.
-  std::optional<absl::StatusOr<T>> value_;
+  // Holds a `T{}` until then (not a status: absl's default status is built
+  // out of line).
+  std::optional<absl::StatusOr<T>> own_;  // engaged in the first form only
+  absl::StatusOr<T>* const slot_;
   std::atomic<int> state_{kPending};
   std::atomic<bool> notified_{false};
 };

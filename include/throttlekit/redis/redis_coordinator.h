@@ -221,43 +221,45 @@ class RedisCoordinator final : public Coordinator {
   // I/O thread from the reply.
   void do_check(const AnyStrategy& strategy, std::string_view key,
                 int64_t now_ms, double cost,
-                VerbCompletion<Decision> done) override;
+                VerbCompletion<Decision>&& done) override;
   void do_peek(const AnyStrategy& strategy, std::string_view key,
-               int64_t now_ms, VerbCompletion<Decision> done) override;
+               int64_t now_ms, VerbCompletion<Decision>&& done) override;
   void do_forecast(const AnyStrategy& strategy, std::string_view key,
                    int64_t now_ms, double cost,
-                   VerbCompletion<Forecast> done) override;
+                   VerbCompletion<Forecast>&& done) override;
   void do_reset(const AnyStrategy& strategy, std::string_view key,
-                VerbCompletion<Acknowledged> done) override;
+                VerbCompletion<Acknowledged>&& done) override;
   void do_lease(const LeaseBudget& budget, std::string_view key, int64_t want,
-                VerbCompletion<LeaseGrant> done) override;
+                VerbCompletion<LeaseGrant>&& done) override;
   void do_give_back(const LeaseBudget& budget, std::string_view key,
                     int64_t window_start_ms, int64_t credits,
                     std::string_view token,
-                    VerbCompletion<int64_t> done) override;
-  void do_now_ms(VerbCompletion<int64_t> done) override;
-  void do_ping(VerbCompletion<Acknowledged> done) override;
+                    VerbCompletion<int64_t>&& done) override;
+  void do_now_ms(VerbCompletion<int64_t>&& done) override;
+  void do_ping(VerbCompletion<Acknowledged>&& done) override;
   absl::Status do_wait_ready(absl::Time deadline) override;
   void do_lease_windowed(const LeaseBudget& budget, std::string_view key,
                          int64_t want, int64_t now_ms,
-                         VerbCompletion<LeaseGrant> done) override;
+                         VerbCompletion<LeaseGrant>&& done) override;
   void do_reconcile(const LeaseBudget& budget, std::string_view key,
                     int64_t window_start_ms, int64_t leftover,
                     std::string_view token, int64_t now_ms,
-                    VerbCompletion<int64_t> done) override;
+                    VerbCompletion<int64_t>&& done) override;
   void do_escrow_take(std::string_view key, int64_t want, int64_t now_ms,
-                      VerbCompletion<LeaseGrant> done) override;
+                      VerbCompletion<LeaseGrant>&& done) override;
   void do_escrow_refill(std::string_view key, int64_t granted,
                         int64_t window_start_ms, int64_t expires_at_ms,
-                        int64_t now_ms, VerbCompletion<int64_t> done) override;
+                        int64_t now_ms,
+                        VerbCompletion<int64_t>&& done) override;
   void do_escrow_release(std::string_view key, int64_t window_start_ms,
-                         int64_t now_ms, VerbCompletion<int64_t> done) override;
+                         int64_t now_ms,
+                         VerbCompletion<int64_t>&& done) override;
   void do_heartbeat(std::string_view key, const HeartbeatReport& report,
                     const HeartbeatOptions& options, int64_t now_ms,
-                    VerbCompletion<HeartbeatGrant> done) override;
+                    VerbCompletion<HeartbeatGrant>&& done) override;
   void do_heartbeat_nodes(
       std::string_view key,
-      VerbCompletion<std::vector<HeartbeatNode>> done) override;
+      VerbCompletion<std::vector<HeartbeatNode>>&& done) override;
 
  private:
   // The region pool of the federated fair escrow runs its step and reads
