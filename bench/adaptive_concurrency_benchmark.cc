@@ -47,8 +47,7 @@ void BM_AdaptiveConcurrency_AcquireRelease(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_AdaptiveConcurrency_AcquireRelease)
-    ->Threads(1)
-    ->Threads(2)
+    ->ThreadRange(1, 2)
     ->UseRealTime();
 
 void BM_AdaptiveConcurrency_AcquireReleaseAimd(benchmark::State& state) {
@@ -60,8 +59,7 @@ void BM_AdaptiveConcurrency_AcquireReleaseAimd(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_AdaptiveConcurrency_AcquireReleaseAimd)
-    ->Threads(1)
-    ->Threads(2)
+    ->ThreadRange(1, 2)
     ->UseRealTime();
 
 void BM_AdaptiveConcurrency_AcquireIgnore(benchmark::State& state) {
@@ -73,8 +71,7 @@ void BM_AdaptiveConcurrency_AcquireIgnore(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_AdaptiveConcurrency_AcquireIgnore)
-    ->Threads(1)
-    ->Threads(2)
+    ->ThreadRange(1, 2)
     ->UseRealTime();
 
 // The floor: what acquire + release cannot do without.
@@ -97,10 +94,7 @@ void BM_Floor_TwoClockReadsCasFetchSub(benchmark::State& state) {
   }
   benchmark::DoNotOptimize(latency_sum);
 }
-BENCHMARK(BM_Floor_TwoClockReadsCasFetchSub)
-    ->Threads(1)
-    ->Threads(2)
-    ->UseRealTime();
+BENCHMARK(BM_Floor_TwoClockReadsCasFetchSub)->ThreadRange(1, 2)->UseRealTime();
 
 }  // namespace
 }  // namespace throttlekit

@@ -76,7 +76,7 @@ void BM_Local_AcquireRelease(benchmark::State& state) {
     p.release(PermitOutcome::kSuccess);
   }
 }
-BENCHMARK(BM_Local_AcquireRelease)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_Local_AcquireRelease)->ThreadRange(1, 2)->UseRealTime();
 
 void BM_Distributed_AcquireRelease(benchmark::State& state) {
   DistributedConcurrency& d = distributed();
@@ -89,7 +89,7 @@ void BM_Distributed_AcquireRelease(benchmark::State& state) {
     state.counters["share"] = static_cast<double>(d.stats().share);
   }
 }
-BENCHMARK(BM_Distributed_AcquireRelease)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_Distributed_AcquireRelease)->ThreadRange(1, 2)->UseRealTime();
 
 // One node per thread beating on one key: returns the beats made.
 template <class Store>

@@ -38,7 +38,7 @@ void BM_Floor_MutexLookupAdd(benchmark::State& state) {
     benchmark::DoNotOptimize(used.find(tenant)->second += 1);
   }
 }
-BENCHMARK(BM_Floor_MutexLookupAdd)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_Floor_MutexLookupAdd)->ThreadRange(1, 2)->UseRealTime();
 
 // Ten tenants, one window that never runs out in a run: every call is an
 // admission within the budget (the borrowing path: one tenant active).
@@ -63,7 +63,7 @@ void BM_Escrow_AdmitAtHotTenant(benchmark::State& state) {
     benchmark::DoNotOptimize(e.admit_at(tenant, kNow));
   }
 }
-BENCHMARK(BM_Escrow_AdmitAtHotTenant)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_Escrow_AdmitAtHotTenant)->ThreadRange(1, 2)->UseRealTime();
 
 // The same by name without waiting (`admit_at_async`, docs/async.md): an
 // in-process escrow completes inline; the cost beside the blocking call.
@@ -78,10 +78,7 @@ void BM_Escrow_AdmitAtAsyncHotTenant(benchmark::State& state) {
   }
   benchmark::DoNotOptimize(admitted);
 }
-BENCHMARK(BM_Escrow_AdmitAtAsyncHotTenant)
-    ->Threads(1)
-    ->Threads(2)
-    ->UseRealTime();
+BENCHMARK(BM_Escrow_AdmitAtAsyncHotTenant)->ThreadRange(1, 2)->UseRealTime();
 
 // By a resolved TenantId: the lock and the arithmetic only.
 void BM_Escrow_AdmitAtTenantId(benchmark::State& state) {
@@ -91,7 +88,7 @@ void BM_Escrow_AdmitAtTenantId(benchmark::State& state) {
     benchmark::DoNotOptimize(e.admit_at(id, kNow));
   }
 }
-BENCHMARK(BM_Escrow_AdmitAtTenantId)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_Escrow_AdmitAtTenantId)->ThreadRange(1, 2)->UseRealTime();
 
 void BM_WaterFill(benchmark::State& state) {
   std::mt19937 rng(1);

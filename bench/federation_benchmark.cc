@@ -63,7 +63,7 @@ void BM_Leased_CheckAtHotKey(benchmark::State& state) {
   const std::string key = "tenant:1004" + std::to_string(state.thread_index());
   for (auto _ : state) benchmark::DoNotOptimize(l->check_at(key, kNow));
 }
-BENCHMARK(BM_Leased_CheckAtHotKey)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_Leased_CheckAtHotKey)->ThreadRange(1, 2)->UseRealTime();
 
 void BM_Federated_CheckAtHotKey(benchmark::State& state) {
   static FederatedLimiter* l =
@@ -77,7 +77,7 @@ void BM_Federated_CheckAtHotKey(benchmark::State& state) {
   const std::string key = "tenant:2004" + std::to_string(state.thread_index());
   for (auto _ : state) benchmark::DoNotOptimize(l->check_at(key, kNow));
 }
-BENCHMARK(BM_Federated_CheckAtHotKey)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_Federated_CheckAtHotKey)->ThreadRange(1, 2)->UseRealTime();
 
 void BM_Federated_RoundTripsPerAdmission(benchmark::State& state) {
   auto l = federate(

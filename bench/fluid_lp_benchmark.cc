@@ -133,7 +133,7 @@ void BM_BidPricePolicy_Admits(benchmark::State& state) {
     benchmark::DoNotOptimize(policy.admits(value, cost, hold));
   }
 }
-BENCHMARK(BM_BidPricePolicy_Admits)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_BidPricePolicy_Admits)->ThreadRange(1, 2)->UseRealTime();
 
 // The floor: the bid and the comparison, nothing else.
 void BM_Floor_TwoMultipliesAndCompare(benchmark::State& state) {
@@ -143,10 +143,7 @@ void BM_Floor_TwoMultipliesAndCompare(benchmark::State& state) {
     benchmark::DoNotOptimize(value >= p_rate + p_cost * cost + p_hold * hold);
   }
 }
-BENCHMARK(BM_Floor_TwoMultipliesAndCompare)
-    ->Threads(1)
-    ->Threads(2)
-    ->UseRealTime();
+BENCHMARK(BM_Floor_TwoMultipliesAndCompare)->ThreadRange(1, 2)->UseRealTime();
 
 }  // namespace
 }  // namespace throttlekit

@@ -32,7 +32,7 @@ void BM_Floor_FetchSub(benchmark::State& state) {
     benchmark::DoNotOptimize(word.fetch_sub(1, std::memory_order_acq_rel));
   }
 }
-BENCHMARK(BM_Floor_FetchSub)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_Floor_FetchSub)->ThreadRange(1, 2)->UseRealTime();
 
 LeaseSpender& shared_spender() {
   static LeaseSpender* s = [] {
@@ -52,7 +52,7 @@ void BM_LeaseSpender_Spend(benchmark::State& state) {
     benchmark::DoNotOptimize(spender.spend(kNow, 1));
   }
 }
-BENCHMARK(BM_LeaseSpender_Spend)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_LeaseSpender_Spend)->ThreadRange(1, 2)->UseRealTime();
 
 // The same with the clock read inside (SystemClock, as `check()` does).
 void BM_LeaseSpender_SpendClock(benchmark::State& state) {
@@ -63,13 +63,13 @@ void BM_LeaseSpender_SpendClock(benchmark::State& state) {
     benchmark::DoNotOptimize(spender.spend(clock.now_ms(), 1));
   }
 }
-BENCHMARK(BM_LeaseSpender_SpendClock)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_LeaseSpender_SpendClock)->ThreadRange(1, 2)->UseRealTime();
 
 void BM_Floor_SystemClockRead(benchmark::State& state) {
   const SystemClock clock;
   for (auto _ : state) benchmark::DoNotOptimize(clock.now_ms());
 }
-BENCHMARK(BM_Floor_SystemClockRead)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_Floor_SystemClockRead)->ThreadRange(1, 2)->UseRealTime();
 
 // Every thread on one spender: the contended case.
 void BM_LeaseSpender_SpendShared(benchmark::State& state) {
@@ -78,7 +78,7 @@ void BM_LeaseSpender_SpendShared(benchmark::State& state) {
     benchmark::DoNotOptimize(spender.spend(kNow, 1));
   }
 }
-BENCHMARK(BM_LeaseSpender_SpendShared)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_LeaseSpender_SpendShared)->ThreadRange(1, 2)->UseRealTime();
 
 // The keyed floor: one absl::flat_hash_map lookup of a 12-byte key plus one
 // uncontended compare-and-swap.
@@ -110,10 +110,7 @@ void BM_LeasedLimiter_CheckAtHotKey(benchmark::State& state) {
     benchmark::DoNotOptimize(l.check_at(key, kNow));
   }
 }
-BENCHMARK(BM_LeasedLimiter_CheckAtHotKey)
-    ->Threads(1)
-    ->Threads(2)
-    ->UseRealTime();
+BENCHMARK(BM_LeasedLimiter_CheckAtHotKey)->ThreadRange(1, 2)->UseRealTime();
 
 // The same with the clock read inside (`check`).
 void BM_LeasedLimiter_CheckHotKey(benchmark::State& state) {
@@ -123,7 +120,7 @@ void BM_LeasedLimiter_CheckHotKey(benchmark::State& state) {
     benchmark::DoNotOptimize(l.check(key));
   }
 }
-BENCHMARK(BM_LeasedLimiter_CheckHotKey)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_LeasedLimiter_CheckHotKey)->ThreadRange(1, 2)->UseRealTime();
 
 // `check_at_async` on the hot key: a local hit completes inline (no
 // allocation), beside `BM_LeasedLimiter_CheckAtHotKey`, its blocking twin.
@@ -139,8 +136,7 @@ void BM_LeasedLimiter_CheckAtAsyncHotKey(benchmark::State& state) {
   benchmark::DoNotOptimize(allowed);
 }
 BENCHMARK(BM_LeasedLimiter_CheckAtAsyncHotKey)
-    ->Threads(1)
-    ->Threads(2)
+    ->ThreadRange(1, 2)
     ->UseRealTime();
 
 }  // namespace

@@ -112,7 +112,7 @@ void BM_Floor_SystemClockRead(benchmark::State& state) {
   SystemClock clock;
   for (auto _ : state) benchmark::DoNotOptimize(clock.now_ms());
 }
-BENCHMARK(BM_Floor_SystemClockRead)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_Floor_SystemClockRead)->ThreadRange(1, 2)->UseRealTime();
 
 // The default clock (core/tsc_clock.h): the counter's line.
 void BM_Floor_TscClockRead(benchmark::State& state) {
@@ -129,7 +129,7 @@ void BM_Floor_TscClockRead(benchmark::State& state) {
   }
   for (auto _ : state) benchmark::DoNotOptimize(clock.now_ms());
 }
-BENCHMARK(BM_Floor_TscClockRead)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_Floor_TscClockRead)->ThreadRange(1, 2)->UseRealTime();
 
 // The counter read alone: the fast clock's own floor.
 void BM_Floor_Rdtsc(benchmark::State& state) {
@@ -154,7 +154,7 @@ void BM_Floor_Cas(benchmark::State& state) {
   }
   benchmark::DoNotOptimize(word.load());
 }
-BENCHMARK(BM_Floor_Cas)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_Floor_Cas)->ThreadRange(1, 2)->UseRealTime();
 
 // One int64 shared by all threads: the cost of moving a contended cache
 // line between cores (the floor of anything that updates one shared word).
@@ -166,7 +166,7 @@ void BM_Floor_SharedCas(benchmark::State& state) {
     }
   }
 }
-BENCHMARK(BM_Floor_SharedCas)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_Floor_SharedCas)->ThreadRange(1, 2)->UseRealTime();
 
 void BM_Floor_FetchSub(benchmark::State& state) {
   alignas(64) std::atomic<int64_t> word{1'000'000'000'000};
@@ -190,7 +190,7 @@ void BM_Floor_FlatHashMapLookup(benchmark::State& state) {
         map.find(absl::string_view(probe.data(), probe.size())));
   }
 }
-BENCHMARK(BM_Floor_FlatHashMapLookup)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_Floor_FlatHashMapLookup)->ThreadRange(1, 2)->UseRealTime();
 
 void BM_Floor_FlatHashMapLookupDistinct(benchmark::State& state) {
   const auto& keys = distinct_keys();
@@ -411,12 +411,10 @@ void BM_NaiveMutexMap_CheckAtHotKey(benchmark::State& state) {
   }
 }
 BENCHMARK_TEMPLATE(BM_NaiveMutexMap_CheckAtHotKey, Gcra)
-    ->Threads(1)
-    ->Threads(2)
+    ->ThreadRange(1, 2)
     ->UseRealTime();
 BENCHMARK_TEMPLATE(BM_NaiveMutexMap_CheckAtHotKey, TokenBucket)
-    ->Threads(1)
-    ->Threads(2)
+    ->ThreadRange(1, 2)
     ->UseRealTime();
 
 // The token-bucket cell (any strategy in a `Cell`, under a spin lock).
@@ -426,7 +424,7 @@ void BM_TokenBucketCell_CheckAt(benchmark::State& state) {
   int64_t now = run_start_ms(state);
   for (auto _ : state) benchmark::DoNotOptimize(cell->check_at(++now));
 }
-BENCHMARK(BM_TokenBucketCell_CheckAt)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_TokenBucketCell_CheckAt)->ThreadRange(1, 2)->UseRealTime();
 
 // ---- Single-key cells -------------------------------------------------------
 
@@ -436,7 +434,7 @@ void BM_GcraCell_CheckAt(benchmark::State& state) {
   int64_t now = run_start_ms(state);
   for (auto _ : state) benchmark::DoNotOptimize(cell->check_at(++now));
 }
-BENCHMARK(BM_GcraCell_CheckAt)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_GcraCell_CheckAt)->ThreadRange(1, 2)->UseRealTime();
 
 void BM_GcraCell_Check(benchmark::State& state) {
   static auto* cell =

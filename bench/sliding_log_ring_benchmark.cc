@@ -128,15 +128,13 @@ BENCHMARK(BM_SlidingLogRing_TryAcquire)
     ->ArgName("denying")
     ->Arg(0)
     ->Arg(1)
-    ->Threads(1)
-    ->Threads(2)
+    ->ThreadRange(1, 2)
     ->UseRealTime();
 BENCHMARK(BM_MutexSlidingLog_TryAcquire)
     ->ArgName("denying")
     ->Arg(0)
     ->Arg(1)
-    ->Threads(1)
-    ->Threads(2)
+    ->ThreadRange(1, 2)
     ->UseRealTime();
 
 }  // namespace

@@ -3,12 +3,7 @@
 # 16482) on loopback, started here and stopped on exit. Builds the release
 # preset's target first. Extra arguments go to the benchmark (e.g.
 # --benchmark_filter=Federated).
-set -euo pipefail
-cd "$(dirname "$0")/.."
-cmake --preset release >/dev/null
-cmake --build --preset release --target federation_benchmark
-redis_dir="$(mktemp -d /tmp/tk-bench-fed-redis.XXXXXX)"
-cleanup() { bash tests/servers/redis_server.sh stop "$redis_dir" 16482 || true; }
-trap cleanup EXIT
-bash tests/servers/redis_server.sh start "$redis_dir" 16482
+source "$(dirname "$0")/bench_lib.sh"
+build_release federation_benchmark
+start_server redis_server 16482
 THROTTLEKIT_REDIS_PORT=16482 build/release/bench/federation_benchmark "$@"

@@ -14,23 +14,13 @@
 #   private server (port 25451), the table's total size (heap and both
 #   indexes) after VACUUM.
 # Builds the release preset first. Usage: scripts/ttl_slack_memory.sh [keys]
-set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/bench_lib.sh"
 keys="${1:-1000000}"
-cmake --preset release >/dev/null
-cmake --build --preset release --target ttl_slack_memory
-redis_dir="$(mktemp -d /tmp/tk-slack-redis.XXXXXX)"
-pg_dir="$(mktemp -d /tmp/tk-slack-pg.XXXXXX)"
-cleanup() {
-  bash tests/servers/redis_server.sh stop "$redis_dir" 16491 || true
-  bash tests/servers/postgres_server.sh stop "$pg_dir" 25451 || true
-  rm -rf "$redis_dir" "$pg_dir"
-}
-trap cleanup EXIT
+build_release ttl_slack_memory
 
 build/release/bench/ttl_slack_memory "$keys"
 
-bash tests/servers/redis_server.sh start "$redis_dir" 16491 >/dev/null
+start_server redis_server 16491 >/dev/null
 rc() { redis-cli -p 16491 "$@"; }
 used() { rc INFO memory | tr -d '\r' | awk -F: '$1 == "used_memory" {print $2}'; }
 before=$(used)
@@ -47,7 +37,7 @@ done
 after=$(used)
 echo "Redis (fixed window hash + TTL): $keys keys, $(( (after - before) / keys )) bytes/key"
 
-bash tests/servers/postgres_server.sh start "$pg_dir" 25451 >/dev/null
+start_server postgres_server 25451 >/dev/null
 psql_() { psql -h 127.0.0.1 -p 25451 -U postgres -d postgres -qAt "$@"; }
 # The coordinator's table and functions, exactly as it creates them.
 schema="$(sed 's/{{t}}/tk_slack/g' src/postgres/schema.sql)"

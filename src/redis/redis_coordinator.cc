@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "coordinator_impl.h"
+#include "endpoint_check.h"
 #include "throttlekit/core/option_check.h"
 
 namespace throttlekit {
@@ -27,15 +28,12 @@ using namespace redis_internal;  // NOLINT: this backend's own internals
 
 absl::StatusOr<std::unique_ptr<RedisCoordinator>> RedisCoordinator::create(
     const RedisCoordinatorOptions& o) {
-  const auto bad = [](absl::string_view field, absl::string_view bound,
+  const auto bad = [](std::string_view field, std::string_view bound,
                       const auto& got) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "redis_coordinator.", field, " must be ", bound, "; got ", got));
+    return bad_option("redis_coordinator", field, bound, got);
   };
-  if (o.host.empty()) return bad("host", "non-empty", "\"\"");
-  if (o.port < 1 || o.port > 65535) return bad("port", "in [1, 65535]", o.port);
-  if (o.database < 0 || o.database > 1'000'000) {
-    return bad("database", "in [0, 1000000]", o.database);
+  if (absl::Status s = check_endpoint("redis_coordinator", o); !s.ok()) {
+    return s;
   }
   if (o.connections < 1 || o.connections > 64) {
     return bad("connections", "in [1, 64]", o.connections);
@@ -43,19 +41,8 @@ absl::StatusOr<std::unique_ptr<RedisCoordinator>> RedisCoordinator::create(
   if (o.max_pipeline < 1 || o.max_pipeline > 65536) {
     return bad("max_pipeline", "in [1, 65536]", o.max_pipeline);
   }
-  for (const absl::Status& s :
-       {detail::check_timeout_option("redis_coordinator", "connect_timeout",
-                                     o.connect_timeout),
-        detail::check_timeout_option("redis_coordinator", "command_timeout",
-                                     o.command_timeout)}) {
-    if (!s.ok()) return s;
-  }
   if (o.ttl_slack_ms < 0 || o.ttl_slack_ms > kMaxSafeInteger) {
     return bad("ttl_slack_ms", "in [0, 2^53-1]", o.ttl_slack_ms);
-  }
-  if (!o.username.empty() && o.password.empty()) {
-    return absl::InvalidArgumentError(
-        "redis_coordinator.username needs a password");
   }
   if (o.cluster_seeds.size() > 64) {
     return bad("cluster_seeds", "at most 64 addresses", o.cluster_seeds.size());

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "endpoint_check.h"
 #include "throttlekit/core/key.h"
 #include "throttlekit/core/option_check.h"
 
@@ -43,10 +44,9 @@ absl::Status pool_status(const absl::Status& s) {
 
 absl::StatusOr<std::unique_ptr<RedisRegionPool>> RedisRegionPool::create(
     const RedisRegionPoolOptions& o) {
-  const auto bad = [](absl::string_view field, absl::string_view bound,
+  const auto bad = [](std::string_view field, std::string_view bound,
                       const auto& got) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "redis_region_pool.", field, " must be ", bound, "; got ", got));
+    return redis_internal::bad_option("redis_region_pool", field, bound, got);
   };
   if (o.prefix.empty() || o.prefix.size() > 256) {
     return bad("prefix", "1 .. 256 bytes", o.prefix.size());
@@ -74,21 +74,9 @@ absl::StatusOr<std::unique_ptr<RedisRegionPool>> RedisRegionPool::create(
     return std::unique_ptr<RedisRegionPool>(
         new RedisRegionPool(std::make_unique<Impl>(o, o.coordinator)));
   }
-  if (o.host.empty()) return bad("host", "non-empty", "\"\"");
-  if (o.port < 1 || o.port > 65535) return bad("port", "in [1, 65535]", o.port);
-  if (o.database < 0 || o.database > 1'000'000) {
-    return bad("database", "in [0, 1000000]", o.database);
-  }
-  for (const absl::Status& s :
-       {detail::check_timeout_option("redis_region_pool", "connect_timeout",
-                                     o.connect_timeout),
-        detail::check_timeout_option("redis_region_pool", "command_timeout",
-                                     o.command_timeout)}) {
-    if (!s.ok()) return s;
-  }
-  if (!o.username.empty() && o.password.empty()) {
-    return absl::InvalidArgumentError(
-        "redis_region_pool.username needs a password");
+  if (absl::Status s = redis_internal::check_endpoint("redis_region_pool", o);
+      !s.ok()) {
+    return s;
   }
   absl::StatusOr<std::unique_ptr<RedisCoordinator>> redis =
       RedisCoordinator::create({.host = o.host,

@@ -26,14 +26,8 @@
 namespace throttlekit::server {
 namespace {
 
-using yaml_reader::boolean;
-using yaml_reader::check_shape;
-using yaml_reader::child;
-using yaml_reader::Errors;
-using yaml_reader::integer;
-using yaml_reader::Map;
-using yaml_reader::mapping;
-using yaml_reader::quoted;
+// The reader's vocabulary (mapping, integer, child, Errors, ...).
+using namespace yaml_reader;  // NOLINT(build/namespaces)
 
 // A count: an integer in [1, 2^53-1].
 absl::StatusOr<int64_t> count(const YAML::Node& n, const std::string& path,
@@ -121,13 +115,6 @@ absl::StatusOr<int64_t> required_count(Map& m, std::string_view key) {
   }
   return count(n, child(m.path(), key), m.errors());
 }
-
-#define TK_ASSIGN(lhs, expr)              \
-  do {                                    \
-    auto tk_v = (expr);                   \
-    if (!tk_v.ok()) return tk_v.status(); \
-    lhs = *tk_v;                          \
-  } while (0)
 
 // The strategy named by `m`'s `strategy` key with its options.
 absl::StatusOr<StrategySpec> strategy(Map& m) {
@@ -645,8 +632,6 @@ absl::StatusOr<ServerConfig> parse_document(const YAML::Node& doc,
   if (absl::Status s = top->unknown(); !s.ok()) return s;
   return config;
 }
-
-#undef TK_ASSIGN
 
 }  // namespace
 

@@ -21,14 +21,8 @@
 namespace throttlekit::server {
 namespace {
 
-using yaml_reader::boolean;
-using yaml_reader::check_shape;
-using yaml_reader::child;
-using yaml_reader::Errors;
-using yaml_reader::integer;
-using yaml_reader::Map;
-using yaml_reader::mapping;
-using yaml_reader::quoted;
+// The reader's vocabulary (mapping, integer, child, Errors, ...).
+using namespace yaml_reader;  // NOLINT(build/namespaces)
 
 struct UnitRow {
   EnvoyUnit unit;
@@ -72,13 +66,6 @@ absl::StatusOr<std::optional<std::string>> text(Map& m, std::string_view key,
   }
   return std::optional<std::string>(n.Scalar());
 }
-
-#define TK_ASSIGN(lhs, expr)              \
-  do {                                    \
-    auto tk_v = (expr);                   \
-    if (!tk_v.ok()) return tk_v.status(); \
-    lhs = *std::move(tk_v);               \
-  } while (0)
 
 // A `leased:` or `federated:` value (as `federated` says): true, false, or
 // a map with an optional `batch` in [1, requests_per_unit] (default
@@ -572,7 +559,5 @@ absl::StatusOr<EnvoyConfig> envoy_block(const YAML::Node& n,
 }
 
 }  // namespace yaml_reader
-
-#undef TK_ASSIGN
 
 }  // namespace throttlekit::server

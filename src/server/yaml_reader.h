@@ -28,6 +28,16 @@
 #include "config.h"
 #include "envoy_config.h"
 
+// `lhs = *expr` when `expr` (an absl::StatusOr) holds a value; otherwise
+// returns its status from the enclosing function: a reader's field-by-field
+// assignment.
+#define TK_ASSIGN(lhs, expr)              \
+  do {                                    \
+    auto tk_v = (expr);                   \
+    if (!tk_v.ok()) return tk_v.status(); \
+    lhs = *std::move(tk_v);               \
+  } while (0)
+
 namespace throttlekit::server::yaml_reader {
 
 // Where in the document a node sits, for errors: `limiters.api.limit`.

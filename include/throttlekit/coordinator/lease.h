@@ -40,13 +40,9 @@ class LeaseBudget {
 
   // Validates `options`; the error names the field and its bound.
   static absl::StatusOr<LeaseBudget> create(const Options& options) {
-    if (auto s = detail::check_int_option("lease_budget", "limit",
-                                          options.limit, 1, kMaxSafeInteger);
-        !s.ok()) {
-      return s;
-    }
-    if (auto s = detail::check_int_option(
-            "lease_budget", "window_ms", options.window_ms, 1, kMaxSafeInteger);
+    if (auto s = detail::check_int_options(
+            "lease_budget",
+            {{"limit", options.limit}, {"window_ms", options.window_ms}});
         !s.ok()) {
       return s;
     }

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -24,6 +25,28 @@ inline absl::Status check_int_option(const char* what, const char* field,
   if (value < lo || value > hi) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, ".", field, " must be in [", lo, ", ", hi, "]; got ", value));
+  }
+  return absl::OkStatus();
+}
+
+// One integer option: `field`, holding `value`, must be in [lo, hi] (by
+// default a count: [1, 2^53-1]).
+struct IntOption {
+  const char* field;
+  int64_t value;
+  int64_t lo = 1;
+  int64_t hi = kMaxSafeInteger;
+};
+
+// OK iff every option is in its range; otherwise the first that is not,
+// reported as `check_int_option` reports it.
+inline absl::Status check_int_options(
+    const char* what, std::initializer_list<IntOption> options) {
+  for (const IntOption& o : options) {
+    if (absl::Status s = check_int_option(what, o.field, o.value, o.lo, o.hi);
+        !s.ok()) {
+      return s;
+    }
   }
   return absl::OkStatus();
 }

@@ -116,8 +116,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <deque>
-#include <future>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -141,6 +139,7 @@
 #include "throttlekit/federation/region_pool.h"
 #include "throttlekit/twotier/internal/call_queue.h"
 #include "throttlekit/twotier/internal/fair_share_ledger.h"
+#include "throttlekit/twotier/internal/queued_admission.h"
 #include "throttlekit/twotier/internal/tenant_table.h"
 #include "throttlekit/twotier/weighted_fair_escrow.h"
 
@@ -166,8 +165,22 @@ struct FederatedFairEscrowOptions {
   int64_t quantum = 16;
 };
 
+namespace detail {
+// A pool request of a federated fair escrow: `want` credits at the
+// region's `weight`; `first`, the window's first (its answer may reveal
+// inherited credits that `want` did not count, and a second request
+// follows). `want` -1: none.
+struct PoolAsk {
+  int64_t want = -1;
+  int64_t weight = 0;
+  bool first = false;
+};
+}  // namespace detail
+
 template <EpochClock C = SystemClock>
-class BasicFederatedFairEscrow {
+class BasicFederatedFairEscrow
+    : private detail::QueuedAdmission<BasicFederatedFairEscrow<C>,
+                                      detail::PoolAsk> {
  public:
   struct Stats {
     int64_t admitted_in_share = 0;  // calls admitted within their share
@@ -248,7 +261,7 @@ class BasicFederatedFairEscrow {
     absl::StatusOr<size_t> i = tenant_index(tenant);
     if (!i.ok()) return i.status();
     if (absl::Status s = validate_now(now_ms); !s.ok()) return s;
-    return admit_index(*i, now_ms, cost);
+    return this->admit_index(*i, now_ms, cost);
   }
 
   // As `admit_at`, without waiting (core/completion.h, docs/async.md):
@@ -272,29 +285,7 @@ class BasicFederatedFairEscrow {
       std::forward<F>(on_done)(std::move(bad));
       return;
     }
-    Decision decided;
-    Ask ask;
-    {
-      MutexLock lock(mu_);
-      if (queue_.in_flight) {
-        queue_.waiting.push_back(Call{
-            *i, now_ms, cost, DecisionCompletion(std::forward<F>(on_done))});
-        return;
-      }
-      const Step step = begin(*i, now_ms, cost);
-      if (step.decided) {
-        decided = step.result;
-      } else {
-        queue_.in_flight = true;
-        ask = step.request;
-      }
-    }
-    if (ask.want < 0) {
-      std::forward<F>(on_done)(decided);
-      return;
-    }
-    send(Call{*i, now_ms, cost, DecisionCompletion(std::forward<F>(on_done))},
-         ask);
+    this->admit_queued(*i, now_ms, cost, std::forward<F>(on_done));
   }
   // As `admit_at_async`, now (this escrow's clock).
   template <DecisionCallback F>
@@ -422,14 +413,9 @@ class BasicFederatedFairEscrow {
     shares_version_ = active_version_;
   }
 
-  // A pool request: `want` credits at the region's `weight`; `first`, the
-  // window's first (its answer may reveal inherited credits that `want`
-  // did not count, and a second request follows). `want` -1: none.
-  struct Ask {
-    int64_t want = -1;
-    int64_t weight = 0;
-    bool first = false;
-  };
+  friend class detail::QueuedAdmission<BasicFederatedFairEscrow,
+                                       detail::PoolAsk>;
+  using Ask = detail::PoolAsk;
   // One call's step (under `mu_`): decided, or waiting for the pool.
   using Step = detail::CallStep<Ask>;
   using Call = detail::QueuedCall;
@@ -567,51 +553,14 @@ class BasicFederatedFairEscrow {
     return step;
   }
 
-  // The blocking path: decided inline, or (`admit_waiting`) its requests
-  // sent and waited for, or its turn in the queue waited for.
-  absl::StatusOr<Decision> admit_index(size_t i, int64_t now_ms, double cost) {
-    Ask ask;  // want -1: a request was in flight (queued, not begun)
-    {
-      MutexLock lock(mu_);
-      if (!queue_.in_flight) [[likely]] {
-        const Step step = begin(i, now_ms, cost);
-        if (step.decided) [[likely]]
-          return step.result;
-        queue_.in_flight = true;
-        ask = step.request;
-      }
-    }
-    return admit_waiting(i, now_ms, cost, ask);
-  }
-
-  [[gnu::noinline]] absl::StatusOr<Decision> admit_waiting(size_t i,
-                                                           int64_t now_ms,
-                                                           double cost,
-                                                           Ask ask) {
-    while (ask.want < 0) {
-      std::promise<absl::StatusOr<Decision>> turn;
-      std::future<absl::StatusOr<Decision>> answer = turn.get_future();
-      {
-        MutexLock lock(mu_);
-        if (!queue_.in_flight) {  // it landed meanwhile: this call's turn now
-          const Step step = begin(i, now_ms, cost);
-          if (step.decided) return step.result;
-          queue_.in_flight = true;
-          ask = step.request;
-          break;
-        }
-        queue_.waiting.push_back(
-            Call{i, now_ms, cost, [&turn](absl::StatusOr<Decision> d) {
-                   turn.set_value(std::move(d));
-                 }});
-      }
-      return answer.get();
-    }
-    // This call asks; the calls arriving meanwhile queue behind it.
-    Call c{i, now_ms, cost, nullptr};
+  // Asks the pool on the calling thread for `c` (a blocking call; calls
+  // arriving meanwhile queue behind it), again while its answer needs a
+  // second request, and lands the answer.
+  absl::StatusOr<Decision> ask_waited(Call& c, Ask ask) {
     for (;;) {
-      absl::StatusOr<RegionPoolGrant> g = options_.pool->grant(
-          budget_, options_.key, options_.region, ask.weight, ask.want, now_ms);
+      absl::StatusOr<RegionPoolGrant> g =
+          options_.pool->grant(budget_, options_.key, options_.region,
+                               ask.weight, ask.want, c.now_ms);
       absl::StatusOr<Decision> mine;
       if (std::optional<Ask> again = land(c, ask, g, &mine)) {
         ask = *again;
@@ -643,23 +592,12 @@ class BasicFederatedFairEscrow {
   std::optional<Ask> land(Call& c, const Ask& ask,
                           const absl::StatusOr<RegionPoolGrant>& grant,
                           absl::StatusOr<Decision>* mine) {
-    typename detail::CallQueue<Ask>::Landing landing;
-    {
-      MutexLock lock(mu_);
-      absl::StatusOr<Step> r = after(c, ask, grant);
-      if (r.ok() && !r->decided) return r->request;
-      *mine = r.ok() ? absl::StatusOr<Decision>(r->result) : r.status();
-      // The lambda runs inside `drain`, under this lock (the analysis
-      // cannot follow it there).
-      landing = queue_.drain(
-          grant.status(), [this](const Call& w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            return begin(w.tenant, w.now_ms, w.cost);
-          });
-    }
-    if (c.done != nullptr) std::move(c.done)(*mine);
-    landing.complete();
-    if (landing.next) send(*std::move(landing.next), landing.next_request);
-    return std::nullopt;
+    // The booking runs inside `land_call`, under `mu_` (the analysis
+    // cannot follow it there).
+    return this->land_call(
+        c, grant.status(),
+        [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return after(c, ask, grant); },
+        mine);
   }
 
   const FederatedFairEscrowOptions options_;

@@ -74,13 +74,9 @@ class FixedWindow {
 
   // Validates `options`; the error names the field and its bound.
   static absl::StatusOr<FixedWindow> create(const Options& options) {
-    if (auto s = detail::check_int_option("fixed_window", "limit",
-                                          options.limit, 1, kMaxSafeInteger);
-        !s.ok()) {
-      return s;
-    }
-    if (auto s = detail::check_int_option(
-            "fixed_window", "window_ms", options.window_ms, 1, kMaxSafeInteger);
+    if (auto s = detail::check_int_options(
+            "fixed_window",
+            {{"limit", options.limit}, {"window_ms", options.window_ms}});
         !s.ok()) {
       return s;
     }

@@ -58,18 +58,10 @@ class Gcra {
 
   // Validates `options`; the error names the field and its bound.
   static absl::StatusOr<Gcra> create(const Options& options) {
-    if (auto s = detail::check_int_option("gcra", "limit", options.limit, 1,
-                                          kMaxSafeInteger);
-        !s.ok()) {
-      return s;
-    }
-    if (auto s = detail::check_int_option(
-            "gcra", "period_ms", options.period_ms, 1, kMaxSafeInteger);
-        !s.ok()) {
-      return s;
-    }
-    if (auto s = detail::check_int_option("gcra", "burst", options.burst, 0,
-                                          kMaxSafeInteger);
+    if (auto s =
+            detail::check_int_options("gcra", {{"limit", options.limit},
+                                               {"period_ms", options.period_ms},
+                                               {"burst", options.burst, 0}});
         !s.ok()) {
       return s;
     }

@@ -95,35 +95,18 @@ class Quota {
 
   // Validates `options`; the error names the field and its bound.
   static absl::StatusOr<Quota> create(const Options& options) {
-    if (auto s = detail::check_int_option("quota", "limit", options.limit, 1,
-                                          kMaxSafeInteger);
-        !s.ok()) {
-      return s;
-    }
-    if (auto s = detail::check_int_option(
-            "quota", "period", static_cast<int64_t>(options.period), 0, 3);
-        !s.ok()) {
-      return s;
-    }
-    if (auto s = detail::check_int_option("quota", "week_starts_on",
-                                          options.week_starts_on, 0, 6);
-        !s.ok()) {
-      return s;
-    }
-    if (auto s = detail::check_int_option("quota", "offset_minutes",
-                                          options.offset_minutes, -840, 840);
+    if (auto s = detail::check_int_options(
+            "quota", {{"limit", options.limit},
+                      {"period", static_cast<int64_t>(options.period), 0, 3},
+                      {"week_starts_on", options.week_starts_on, 0, 6},
+                      {"offset_minutes", options.offset_minutes, -840, 840}});
         !s.ok()) {
       return s;
     }
     if (options.period == QuotaPeriod::kFixed) {
-      if (auto s = detail::check_int_option(
-              "quota", "period_ms", options.period_ms, 1, kMaxSafeInteger);
-          !s.ok()) {
-        return s;
-      }
-      if (auto s =
-              detail::check_int_option("quota", "anchor_ms", options.anchor_ms,
-                                       -kMaxSafeInteger, kMaxSafeInteger);
+      if (auto s = detail::check_int_options(
+              "quota", {{"period_ms", options.period_ms},
+                        {"anchor_ms", options.anchor_ms, -kMaxSafeInteger}});
           !s.ok()) {
         return s;
       }

@@ -176,13 +176,9 @@ class SlidingLog {
 
   // Validates `options`; the error names the field and its bound.
   static absl::StatusOr<SlidingLog> create(const Options& options) {
-    if (auto s = detail::check_int_option("sliding_log", "limit", options.limit,
-                                          1, kMaxSafeInteger);
-        !s.ok()) {
-      return s;
-    }
-    if (auto s = detail::check_int_option(
-            "sliding_log", "window_ms", options.window_ms, 1, kMaxSafeInteger);
+    if (auto s = detail::check_int_options(
+            "sliding_log",
+            {{"limit", options.limit}, {"window_ms", options.window_ms}});
         !s.ok()) {
       return s;
     }

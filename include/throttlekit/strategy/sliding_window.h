@@ -112,19 +112,10 @@ class SlidingWindow {
 
   // Validates `options`; the error names the field and its bound.
   static absl::StatusOr<SlidingWindow> create(const Options& options) {
-    if (auto s = detail::check_int_option("sliding_window", "limit",
-                                          options.limit, 1, kMaxSafeInteger);
-        !s.ok()) {
-      return s;
-    }
-    if (auto s =
-            detail::check_int_option("sliding_window", "window_ms",
-                                     options.window_ms, 1, kMaxSafeInteger);
-        !s.ok()) {
-      return s;
-    }
-    if (auto s = detail::check_int_option("sliding_window", "buckets",
-                                          options.buckets, 1, kMaxBuckets);
+    if (auto s = detail::check_int_options(
+            "sliding_window", {{"limit", options.limit},
+                               {"window_ms", options.window_ms},
+                               {"buckets", options.buckets, 1, kMaxBuckets}});
         !s.ok()) {
       return s;
     }

@@ -73,13 +73,9 @@ class TokenBudget {
 
   // Validates `options`; the error names the field and its bound.
   static absl::StatusOr<TokenBudget> create(const Options& options) {
-    if (auto s = detail::check_int_option("token_budget", "budget",
-                                          options.budget, 1, kMaxSafeInteger);
-        !s.ok()) {
-      return s;
-    }
-    if (auto s = detail::check_int_option(
-            "token_budget", "window_ms", options.window_ms, 1, kMaxSafeInteger);
+    if (auto s = detail::check_int_options(
+            "token_budget",
+            {{"budget", options.budget}, {"window_ms", options.window_ms}});
         !s.ok()) {
       return s;
     }

@@ -64,14 +64,9 @@ class LeaseSizer {
         !s.ok()) {
       return s;
     }
-    if (auto s = detail::check_int_option("lease_sizer", "min_batch",
-                                          o.min_batch, 1, kMaxSafeInteger);
-        !s.ok()) {
-      return s;
-    }
-    if (auto s =
-            detail::check_int_option("lease_sizer", "max_batch", o.max_batch,
-                                     o.min_batch, kMaxSafeInteger);
+    if (auto s = detail::check_int_options(
+            "lease_sizer", {{"min_batch", o.min_batch},
+                            {"max_batch", o.max_batch, o.min_batch}});
         !s.ok()) {
       return s;
     }

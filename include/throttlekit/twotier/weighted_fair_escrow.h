@@ -81,8 +81,6 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
-#include <deque>
-#include <future>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -108,6 +106,7 @@
 #include "throttlekit/core/water_filling.h"
 #include "throttlekit/twotier/internal/call_queue.h"
 #include "throttlekit/twotier/internal/fair_share_ledger.h"
+#include "throttlekit/twotier/internal/queued_admission.h"
 #include "throttlekit/twotier/internal/tenant_table.h"
 
 namespace throttlekit {
@@ -134,8 +133,19 @@ struct WeightedFairEscrowOptions {
   int64_t quantum = 16;
 };
 
+namespace detail {
+// A lease a weighted-fair escrow asks for: `want` credits, for a call
+// within its share or borrowing. `want` -1: none.
+struct EscrowLeaseAsk {
+  int64_t want = -1;
+  bool in_share = false;
+};
+}  // namespace detail
+
 template <EpochClock C = SystemClock>
-class BasicWeightedFairEscrow {
+class BasicWeightedFairEscrow
+    : private detail::QueuedAdmission<BasicWeightedFairEscrow<C>,
+                                      detail::EscrowLeaseAsk> {
  public:
   struct Stats {
     int64_t admitted_in_share = 0;  // calls admitted within their share
@@ -216,7 +226,7 @@ class BasicWeightedFairEscrow {
       return absl::InvalidArgumentError(
           "weighted_fair_escrow: TenantId from another escrow");
     }
-    return admit_index(tenant.index_, now_ms, cost);
+    return this->admit_index(tenant.index_, now_ms, cost);
   }
   absl::StatusOr<Decision> admit(TenantId tenant, double cost = 1) {
     return admit_at(tenant, clock_.now_ms(), cost);
@@ -233,7 +243,7 @@ class BasicWeightedFairEscrow {
     if (absl::Status s = validate_cost(cost); !s.ok()) return s;
     absl::StatusOr<size_t> i = tenant_index(tenant);
     if (!i.ok()) return i.status();
-    return admit_index(*i, now_ms, cost);
+    return this->admit_index(*i, now_ms, cost);
   }
 
   // As `admit_at`, without waiting: `on_done` runs exactly once with what
@@ -251,29 +261,7 @@ class BasicWeightedFairEscrow {
       std::forward<F>(on_done)(i.status());
       return;
     }
-    Decision decided;
-    LeaseAsk ask;  // want -1: decided inline
-    {
-      MutexLock lock(mu_);
-      if (queue_.in_flight) {
-        queue_.waiting.push_back(Call{
-            *i, now_ms, cost, DecisionCompletion(std::forward<F>(on_done))});
-        return;
-      }
-      const Step step = begin(*i, now_ms, cost);
-      if (step.decided) {
-        decided = step.result;
-      } else {
-        queue_.in_flight = true;
-        ask = step.request;
-      }
-    }
-    if (ask.want < 0) {
-      std::forward<F>(on_done)(decided);
-      return;
-    }
-    send(Call{*i, now_ms, cost, DecisionCompletion(std::forward<F>(on_done))},
-         ask);
+    this->admit_queued(*i, now_ms, cost, std::forward<F>(on_done));
   }
   // As `admit_at_async`, now (this process's clock).
   template <DecisionCallback F>
@@ -360,12 +348,9 @@ class BasicWeightedFairEscrow {
     return ledger_.room(i, static_cast<double>(options_.limit));
   }
 
-  // A lease to ask for: `want` credits, for a call within its share or
-  // borrowing. `want` -1: none.
-  struct LeaseAsk {
-    int64_t want = -1;
-    bool in_share = false;
-  };
+  friend class detail::QueuedAdmission<BasicWeightedFairEscrow,
+                                       detail::EscrowLeaseAsk>;
+  using LeaseAsk = detail::EscrowLeaseAsk;
   // One call's first step (under `mu_`): decided, or waiting for a lease
   // (multi-process, too few credits held).
   using Step = detail::CallStep<LeaseAsk>;
@@ -437,52 +422,9 @@ class BasicWeightedFairEscrow {
     return Decision{true, limit_of(i), room(i), reset_at, 0};
   }
 
-  // The blocking path: decided inline, or (`admit_waiting`) its lease sent
-  // and waited for, or, behind a lease in flight, its turn in the queue
-  // waited for.
-  absl::StatusOr<Decision> admit_index(size_t i, int64_t now_ms, double cost) {
-    LeaseAsk ask;  // want -1: a lease was in flight (queued, not begun)
-    {
-      MutexLock lock(mu_);
-      if (!queue_.in_flight) [[likely]] {
-        const Step step = begin(i, now_ms, cost);
-        if (step.decided) [[likely]]
-          return step.result;
-        queue_.in_flight = true;
-        ask = step.request;
-      }
-    }
-    return admit_waiting(i, now_ms, cost, ask);
-  }
-
-  // `admit_index` past the inline answer: this call needs the lease `ask`
-  // (it sends it; `queue_.in_flight` is set) or, `want` -1, a lease was in
-  // flight.
-  [[gnu::noinline]] absl::StatusOr<Decision> admit_waiting(size_t i,
-                                                           int64_t now_ms,
-                                                           double cost,
-                                                           LeaseAsk ask) {
-    while (ask.want < 0) {
-      std::promise<absl::StatusOr<Decision>> turn;
-      std::future<absl::StatusOr<Decision>> answer = turn.get_future();
-      {
-        MutexLock lock(mu_);
-        if (!queue_.in_flight) {  // it landed meanwhile: this call's turn
-          const Step step = begin(i, now_ms, cost);
-          if (step.decided) return step.result;
-          queue_.in_flight = true;
-          ask = step.request;
-          break;
-        }
-        queue_.waiting.push_back(
-            Call{i, now_ms, cost, [&turn](absl::StatusOr<Decision> d) {
-                   turn.set_value(std::move(d));
-                 }});
-      }
-      return answer.get();
-    }
-    // This call leases; the calls arriving meanwhile queue behind it.
-    Call c{i, now_ms, cost, nullptr};
+  // Leases on the calling thread for `c` (a blocking call; calls arriving
+  // meanwhile queue behind it) and lands the answer.
+  absl::StatusOr<Decision> ask_waited(Call& c, LeaseAsk ask) {
     return land(c, ask,
                 options_.coordinator->lease(budget_, options_.key, ask.want));
   }
@@ -500,26 +442,16 @@ class BasicWeightedFairEscrow {
 
   // The lease `c` waited for has landed: decides `c` (completed with its
   // answer if it has a completion, and returned), then drains the queue
-  // (detail::CallQueue: in order, a failed lease failing the queued calls
-  // that need one, the next that needs one sent). Every completion runs
-  // here, outside `mu_`, in arrival order.
+  // (detail::QueuedAdmission::land_call).
   absl::StatusOr<Decision> land(Call& c, const LeaseAsk& ask,
                                 const absl::StatusOr<LeaseGrant>& grant) {
     absl::StatusOr<Decision> mine;
-    typename detail::CallQueue<LeaseAsk>::Landing landing;
-    {
-      MutexLock lock(mu_);
-      mine = finish(c, ask, grant);
-      // The lambda runs inside `drain`, under this lock (the analysis
-      // cannot follow it there).
-      landing = queue_.drain(
-          grant.status(), [this](const Call& w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            return begin(w.tenant, w.now_ms, w.cost);
-          });
-    }
-    if (c.done != nullptr) std::move(c.done)(mine);
-    landing.complete();
-    if (landing.next) send(*std::move(landing.next), landing.next_request);
+    // The booking runs inside `land_call`, under `mu_` (the analysis
+    // cannot follow it there).
+    this->land_call(
+        c, grant.status(),
+        [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return finish(c, ask, grant); },
+        &mine);
     return mine;
   }
 

@@ -85,25 +85,23 @@ class StoredKey {
   }
 
  private:
+  // Whether `a` and `b` agree on their first and last `sizeof(Word)` bytes
+  // (which overlap when n is under twice that): all n when
+  // sizeof(Word) <= n <= 2 * sizeof(Word).
+  template <class Word>
+  static bool equal_ends(const char* a, const char* b, size_t n) noexcept {
+    Word a0, a1, b0, b1;
+    std::memcpy(&a0, a, sizeof(Word));
+    std::memcpy(&b0, b, sizeof(Word));
+    std::memcpy(&a1, a + n - sizeof(Word), sizeof(Word));
+    std::memcpy(&b1, b + n - sizeof(Word), sizeof(Word));
+    return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+  }
   // Compares n <= 16 bytes with two overlapping word loads per side instead
   // of a memcmp call.
   static bool equal_short(const char* a, const char* b, size_t n) noexcept {
-    if (n >= 8) {
-      uint64_t a0, a1, b0, b1;
-      std::memcpy(&a0, a, 8);
-      std::memcpy(&b0, b, 8);
-      std::memcpy(&a1, a + n - 8, 8);
-      std::memcpy(&b1, b + n - 8, 8);
-      return ((a0 ^ b0) | (a1 ^ b1)) == 0;
-    }
-    if (n >= 4) {
-      uint32_t a0, a1, b0, b1;
-      std::memcpy(&a0, a, 4);
-      std::memcpy(&b0, b, 4);
-      std::memcpy(&a1, a + n - 4, 4);
-      std::memcpy(&b1, b + n - 4, 4);
-      return ((a0 ^ b0) | (a1 ^ b1)) == 0;
-    }
+    if (n >= 8) return equal_ends<uint64_t>(a, b, n);
+    if (n >= 4) return equal_ends<uint32_t>(a, b, n);
     for (size_t i = 0; i < n; ++i) {
       if (a[i] != b[i]) return false;
     }

@@ -16,6 +16,21 @@
 
 namespace throttlekit::detail {
 
+// The search's last step: an integer ms t in (lo, hi] with passes(t) and
+// !passes(t - 1), given !passes(lo) and passes(hi) (both integers).
+template <class Pred>
+int64_t bisect(double lo, double hi, const Pred& passes) {
+  while (hi - lo > 1) {
+    const double mid = floor_d(lo + (hi - lo) / 2);
+    if (passes(mid)) {
+      hi = mid;
+    } else {
+      lo = mid;
+    }
+  }
+  return to_int(hi);
+}
+
 // An integer ms t > now with passes(t) and !passes(t - 1), given passes(now)
 // is false; where passes is monotone in t this is the earliest such t.
 // `guess` is an estimate of it. Gives up (returns the guess) past 2^53 - 1,
@@ -32,15 +47,7 @@ int64_t earliest_ms(double now, double guess, const Pred& passes) {
     hi += step;
     step *= 2;
   }
-  while (hi - lo > 1) {
-    const double mid = floor_d(lo + (hi - lo) / 2);
-    if (passes(mid)) {
-      hi = mid;
-    } else {
-      lo = mid;
-    }
-  }
-  return to_int(hi);
+  return bisect(lo, hi, passes);
 }
 
 // The least integer ms t > lo with passes(t), given passes(lo) is false and
@@ -71,15 +78,7 @@ int64_t first_ms(double lo, double guess, const Pred& passes) {
     hi = probe;
     step *= 2;
   }
-  while (hi - lo > 1) {
-    const double mid = floor_d(lo + (hi - lo) / 2);
-    if (passes(mid)) {
-      hi = mid;
-    } else {
-      lo = mid;
-    }
-  }
-  return to_int(hi);
+  return bisect(lo, hi, passes);
 }
 
 }  // namespace throttlekit::detail
