@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "support/heartbeat_timeline.h"
+#include "support/other_state_keys.h"
 #include "support/pg_test_env.h"
 #include "throttlekit/postgres/postgres_coordinator.h"
 
@@ -69,12 +70,8 @@ TEST(PostgresHeartbeat, ReadsTheStoreClockInOneRoundTrip) {
 TEST(PostgresHeartbeat, RefusesOtherStateAndBadInput) {
   std::unique_ptr<PostgresCoordinator> pg = make("tk_hb_bad", 1);
   ASSERT_NE(pg, nullptr);
-  const AnyStrategy gcra =
-      *make_strategy(Gcra::Options{.limit = 1, .period_ms = 1000});
-  ASSERT_TRUE(pg->check(gcra, "gcra", 0).ok());
-  ASSERT_TRUE(pg->lease(*LeaseBudget::create({.limit = 5, .window_ms = 1000}),
-                        "lease", 1)
-                  .ok());
+  ASSERT_NO_FATAL_FAILURE(testing::seed_other_state_keys(*pg));
+  const AnyStrategy gcra = testing::other_state_gcra();
   testing::expect_heartbeat_refuses_bad_input(*pg, "fresh", {"gcra", "lease"});
   // A refused step rolled its transaction back: the session still works.
   absl::StatusOr<HeartbeatGrant> g =
