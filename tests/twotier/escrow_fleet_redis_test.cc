@@ -33,17 +33,15 @@ constexpr int kWindows = 12;
 
 using testing::wall_ms;
 
-struct Report {
-  int64_t per_window[kWindows + 2] = {};
+struct Report : testing::WindowTally<kWindows> {
   int64_t in_share = 0;
-  int64_t errors = 0;
 };
 
 Report run_process(const std::string& key, int index,
                    const testing::FleetSchedule& run) {
   Report r;
-  auto redis = RedisCoordinator::create({.port = testing::redis_port()});
-  if (!redis.ok()) {
+  std::shared_ptr<RedisCoordinator> redis = testing::fleet_redis_coordinator();
+  if (redis == nullptr) {
     r.errors = 1;
     return r;
   }
@@ -51,7 +49,7 @@ Report run_process(const std::string& key, int index,
       {.limit = kLimit,
        .window_ms = kWindowMs,
        .tenants = {{.name = "gold", .weight = 3}, {.name = "free"}},
-       .coordinator = std::shared_ptr(*std::move(redis)),
+       .coordinator = redis,
        .key = key,
        .quantum = 8});
   if (!escrow.ok()) {
@@ -72,7 +70,7 @@ Report run_process(const std::string& key, int index,
       continue;
     }
     const int64_t w = run.window_of(before, d->reset_at_ms);
-    if (w >= 0 && w < kWindows + 2) ++r.per_window[w];
+    r.count(w);
   }
   r.in_share = (*escrow)->stats().admitted_in_share;
   return r;
@@ -84,23 +82,21 @@ TEST(EscrowFleetRedis, TheFleetStaysAtOrUnderTheLimitEveryWindow) {
   const std::vector<Report> reports = testing::run_forked<Report>(
       kProcesses, run.start_ms,
       [&](int p) { return run_process(key, p, run); });
-  std::vector<int64_t> per_window(kWindows + 2, 0);
-  int64_t errors = 0, in_share = 0;
+  Report fleet;
   for (const Report& r : reports) {
-    for (int w = 0; w < kWindows + 2; ++w) per_window[w] += r.per_window[w];
-    errors += r.errors;
-    in_share += r.in_share;
+    fleet += r;
+    fleet.in_share += r.in_share;
   }
   ASSERT_EQ(reports.size(), static_cast<size_t>(kProcesses));
-  EXPECT_EQ(errors, 0);
+  EXPECT_EQ(fleet.errors, 0);
   for (int w = 0; w < kWindows; ++w) {
-    EXPECT_LE(per_window[w], kLimit) << "window " << w;
+    EXPECT_LE(fleet.per_window[w], kLimit) << "window " << w;
     // Every window is over-subscribed; the last may be cut short.
     if (w < kWindows - 1) {
-      EXPECT_GE(per_window[w], kLimit * 9 / 10) << "window " << w;
+      EXPECT_GE(fleet.per_window[w], kLimit * 9 / 10) << "window " << w;
     }
   }
-  EXPECT_GT(in_share, 0);
+  EXPECT_GT(fleet.in_share, 0);
 }
 
 }  // namespace

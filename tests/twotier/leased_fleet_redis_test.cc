@@ -50,10 +50,8 @@ using testing::wall_ms;
 
 // What one process reports: admissions per window, and how many broke the
 // real-time coupling condition or failed.
-struct Report {
-  int64_t per_window[kWindows + 2] = {};
+struct Report : testing::WindowTally<kWindows> {
   int64_t outside_window = 0;
-  int64_t errors = 0;
   int64_t leases = 0;
 };
 
@@ -61,17 +59,13 @@ struct Report {
 Report run_node(const std::string& key, bool coupled,
                 const testing::FleetSchedule& run) {
   Report r;
-  auto redis = RedisCoordinator::create({.port = testing::redis_port()});
-  if (!redis.ok()) {
-    r.errors = 1;
-    return r;
-  }
+  // No coordinator (no connection) fails the create.
   auto limiter = LeasedLimiter::create({.prefix = "fleet",
                                         .limit = kLimit,
                                         .window_ms = kWindowMs,
                                         .batch = kBatch,
                                         .window_coupled = coupled},
-                                       std::shared_ptr(*std::move(redis)));
+                                       testing::fleet_redis_coordinator());
   if (!limiter.ok()) {
     r.errors = 1;
     return r;
@@ -101,11 +95,10 @@ Report run_node(const std::string& key, bool coupled,
     }
     const int64_t window_start = d->reset_at_ms - kWindowMs;
     const int64_t w = run.window_of(before, d->reset_at_ms);
-    if (w < 0 || w >= kWindows + 2) {
+    if (!r.count(w)) {
       ++r.outside_window;
       continue;
     }
-    ++r.per_window[w];
     ++mine;
     if (coupled && !(before < d->reset_at_ms && after >= window_start)) {
       ++r.outside_window;
@@ -125,19 +118,12 @@ std::vector<Report> run_fleet(bool coupled) {
       kNodes, run.start_ms, [&](int) { return run_node(key, coupled, run); });
 }
 
-struct Totals {
-  std::vector<int64_t> per_window = std::vector<int64_t>(kWindows + 2, 0);
-  int64_t outside_window = 0;
-  int64_t errors = 0;
-  int64_t leases = 0;
-};
-
-Totals sum(const std::vector<Report>& reports) {
-  Totals t;
+// The fleet's counts: every process's added up.
+Report sum(const std::vector<Report>& reports) {
+  Report t;
   for (const Report& r : reports) {
-    for (int w = 0; w < kWindows + 2; ++w) t.per_window[w] += r.per_window[w];
+    t += r;
     t.outside_window += r.outside_window;
-    t.errors += r.errors;
     t.leases += r.leases;
   }
   return t;
@@ -146,7 +132,7 @@ Totals sum(const std::vector<Report>& reports) {
 TEST(LeasedFleetRedis, WindowCoupledFleetAdmitsAtMostTheLimitPerWindow) {
   const std::vector<Report> reports = run_fleet(true);
   ASSERT_EQ(reports.size(), static_cast<size_t>(kNodes));
-  const Totals t = sum(reports);
+  const Report t = sum(reports);
   EXPECT_EQ(t.errors, 0);
   EXPECT_EQ(t.outside_window, 0);
   int64_t admitted = 0;
@@ -170,7 +156,7 @@ TEST(LeasedFleetRedis, WindowCoupledFleetAdmitsAtMostTheLimitPerWindow) {
 TEST(LeasedFleetRedis, CarriedCreditsStayWithinTheOvershootBound) {
   const std::vector<Report> reports = run_fleet(false);
   ASSERT_EQ(reports.size(), static_cast<size_t>(kNodes));
-  const Totals t = sum(reports);
+  const Report t = sum(reports);
   EXPECT_EQ(t.errors, 0);
   int64_t worst = 0;
   for (int w = 0; w < kWindows; ++w) {
