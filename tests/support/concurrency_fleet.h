@@ -41,7 +41,6 @@
 #include <memory>
 #include <string>
 #include <thread>
-#include <utility>
 #include <vector>
 
 #include "support/forked_fleet.h"
@@ -110,19 +109,14 @@ struct FleetResult {
   std::vector<int64_t> timeline;
 };
 
-// The options of a fleet node (here and in capacity_fleet.h): node
-// `node_id` on `key`, beating every kBeatMs (eagerly) with leases of
-// kLeaseMs, handing its budget on when it leaves if `handoff`, and
-// self-fencing with a kFenceMarginMs margin: a process descheduled past its
-// lease (many threads on two cores) stops admitting before its budget is
-// handed on; without fencing it would keep its old share meanwhile (the
-// documented caveat), which these runs are not about. The local law is
-// AIMD; the caller sets the local limits.
-inline DistributedConcurrencyOptions fleet_node_options(std::string node_id,
-                                                        const std::string& key,
-                                                        bool handoff) {
+// One node's process: runs until told to leave or stop.
+inline void run_fleet_node(
+    int i, FleetShared& sh, const std::string& key, bool handoff,
+    const std::function<std::shared_ptr<Coordinator>()>& make_coordinator) {
+  std::shared_ptr<Coordinator> coordinator = make_coordinator();
+  if (coordinator == nullptr) _exit(3);
   DistributedConcurrencyOptions o;
-  o.node_id = std::move(node_id);
+  o.node_id = "p" + std::to_string(i);
   o.key = key;
   o.heartbeat_ms = kBeatMs;
   o.lease_ttl_ms = kLeaseMs;
@@ -130,19 +124,8 @@ inline DistributedConcurrencyOptions fleet_node_options(std::string node_id,
   o.eager_heartbeats = true;
   o.self_fencing = true;
   o.fence_safety_margin_ms = kFenceMarginMs;
-  o.local.law = ConcurrencyLaw::kAimd;
-  return o;
-}
-
-// One node's process: runs until told to leave or stop.
-inline void run_fleet_node(
-    int i, FleetShared& sh, const std::string& key, bool handoff,
-    const std::function<std::shared_ptr<Coordinator>()>& make_coordinator) {
-  std::shared_ptr<Coordinator> coordinator = make_coordinator();
-  if (coordinator == nullptr) _exit(3);
-  DistributedConcurrencyOptions o =
-      fleet_node_options("p" + std::to_string(i), key, handoff);
   o.on_fenced = [&sh, i] { sh.fences[i].fetch_add(1); };
+  o.local.law = ConcurrencyLaw::kAimd;
   o.local.initial_limit = o.local.min_limit = o.local.max_limit = kLocal;
   absl::StatusOr<std::unique_ptr<DistributedConcurrency>> made =
       DistributedConcurrency::create(o, coordinator);
