@@ -19,10 +19,7 @@ namespace federation_test {
 namespace {
 
 std::unique_ptr<PostgresCoordinator> make(const char* stem, int connections) {
-  PostgresCoordinatorOptions o =
-      testing::pg_options(testing::unique_table(stem));
-  o.connections = connections;
-  return testing::make_pg(o);
+  return testing::make_pg(testing::pg_table_options(stem, connections));
 }
 
 TEST(PostgresFederationConformance, EqualsTheCoreStepForStep) {
@@ -64,9 +61,8 @@ TEST(PostgresFederation, RefusesOtherStateAndBadInput) {
   std::unique_ptr<PostgresCoordinator> pg = make("tk_fed_bad", 1);
   ASSERT_NE(pg, nullptr);
   ASSERT_NO_FATAL_FAILURE(testing::seed_other_state_keys(*pg));
-  const AnyStrategy gcra = testing::other_state_gcra();
   testing::expect_federation_refuses_bad_input(*pg, "fresh", {"gcra", "lease"});
-  EXPECT_TRUE(pg->check(gcra, "gcra2", 0).ok());
+  EXPECT_TRUE(pg->check(testing::other_state_gcra(), "gcra2", 0).ok());
 }
 
 TEST(PostgresFederation, ConcurrentLeasesNeverOvergrant) {
