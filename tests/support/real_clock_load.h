@@ -11,6 +11,7 @@
 // whole [pre_ms, post_ms] interval lies inside a span, which makes every
 // check sound whatever the scheduling.
 //
+// - `RealClockRun`: a run's threads, limit, window and length;
 // - `hammer<Clock>(threads, duration_ms, call)`: runs `call(thread)`
 //   (returning an absl::StatusOr<Decision>) in a loop on every thread until
 //   the clock passes the end; returns the admissions, the calls and the
@@ -40,6 +41,15 @@
 #include "throttlekit/core/decision.h"
 
 namespace throttlekit::testing {
+
+// A run's shape: `threads` threads on one key of `limit` per window of
+// `window_ms`, for `run_ms`.
+struct RealClockRun {
+  int threads = 8;
+  int64_t limit = 200;
+  int64_t window_ms = 20;
+  int64_t run_ms = 2000;
+};
 
 struct Admission {
   int64_t pre_ms;
