@@ -42,15 +42,6 @@
 
 namespace throttlekit::testing {
 
-// A run's shape: `threads` threads on one key of `limit` per window of
-// `window_ms`, for `run_ms`.
-struct RealClockRun {
-  int threads = 8;
-  int64_t limit = 200;
-  int64_t window_ms = 20;
-  int64_t run_ms = 2000;
-};
-
 struct Admission {
   int64_t pre_ms;
   int64_t post_ms;
@@ -124,6 +115,15 @@ inline WindowCount max_per_window(const Load& load) {
   }
   return w;
 }
+
+// A run's shape: `threads` threads on one key of `limit` per window of
+// `window_ms`, for `run_ms`.
+struct RealClockRun {
+  int threads = 8;
+  int64_t limit = 200;
+  int64_t window_ms = 20;
+  int64_t run_ms = 2000;
+};
 
 // The most admissions with [pre_ms, post_ms] inside one [a, a + span_ms].
 inline int64_t max_in_span(const Load& load, int64_t span_ms) {
