@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "support/coordinator_real_clock.h"
 #include "support/real_clock_load.h"
 #include "support/strategy_bounds.h"
 #include "throttlekit/coordinator/memory_coordinator.h"

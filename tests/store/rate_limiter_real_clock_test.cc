@@ -12,6 +12,7 @@
 // commit adding this test records what it measured).
 #include <gtest/gtest.h>
 
+#include "support/coordinator_real_clock.h"
 #include "support/real_clock_load.h"
 #include "support/strategy_bounds.h"
 #include "support/test_work.h"

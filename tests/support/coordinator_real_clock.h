@@ -47,6 +47,13 @@
 
 namespace throttlekit::testing {
 
+struct RealClockRun {
+  int threads = 8;
+  int64_t limit = 200;
+  int64_t window_ms = 20;
+  int64_t run_ms = 2000;
+};
+
 inline void report(const char* engine, std::string_view strategy,
                    const Load& load, const std::string& figures) {
   std::printf("%s %s: %lld calls, %zu admitted, %lld errors; %s\n", engine,

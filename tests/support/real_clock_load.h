@@ -11,7 +11,6 @@
 // whole [pre_ms, post_ms] interval lies inside a span, which makes every
 // check sound whatever the scheduling.
 //
-// - `RealClockRun`: a run's threads, limit, window and length;
 // - `hammer<Clock>(threads, duration_ms, call)`: runs `call(thread)`
 //   (returning an absl::StatusOr<Decision>) in a loop on every thread until
 //   the clock passes the end; returns the admissions, the calls and the
@@ -115,15 +114,6 @@ inline WindowCount max_per_window(const Load& load) {
   }
   return w;
 }
-
-// A run's shape: `threads` threads on one key of `limit` per window of
-// `window_ms`, for `run_ms`.
-struct RealClockRun {
-  int threads = 8;
-  int64_t limit = 200;
-  int64_t window_ms = 20;
-  int64_t run_ms = 2000;
-};
 
 // The most admissions with [pre_ms, post_ms] inside one [a, a + span_ms].
 inline int64_t max_in_span(const Load& load, int64_t span_ms) {
