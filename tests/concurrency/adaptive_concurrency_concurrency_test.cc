@@ -42,6 +42,37 @@ class HolderGauge {
   std::atomic<int64_t> max_{0};
 };
 
+// kThreads threads each try kIterations acquisitions on `limiter`. A
+// permit granted is counted in `gauge` while held; one granted with more in
+// flight than the limit it read, or with a limit above `max_limit`, fails
+// the test. It is held a varying while (iteration i of thread t spins
+// (i + t) % 50 times, then runs `hold(i, t)`) and, out of the gauge again,
+// is given to `settle(permit, i, t)`. Returns how many were granted.
+template <class Hold, class Settle>
+long hold_and_settle(Limiter& limiter, HolderGauge& gauge, int64_t max_limit,
+                     Hold hold, Settle settle) {
+  return testing::run_threads(kThreads, [&](int t) {
+    int64_t mine = 0;
+    for (int i = 0; i < kIterations; ++i) {
+      Limiter::Permit lease = limiter.acquire();
+      if (!lease) continue;
+      gauge.enter();
+      ++mine;
+      if (lease.inflight_at_acquire() > lease.limit_at_acquire() ||
+          lease.limit_at_acquire() > max_limit) {
+        ADD_FAILURE() << "granted above the limit it read";
+      }
+      for (int spin = 0; spin < (i + t) % 50; ++spin) {
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+      }
+      hold(i, t);
+      gauge.leave();
+      settle(lease, i, t);
+    }
+    return mine;
+  });
+}
+
 TEST(AdaptiveConcurrencyConcurrency, FixedLimitIsNeverExceeded) {
   constexpr int64_t kLimit = 2;
   AdaptiveConcurrencyOptions o;
@@ -49,37 +80,27 @@ TEST(AdaptiveConcurrencyConcurrency, FixedLimitIsNeverExceeded) {
   auto limiter = *Limiter::create(o);
   HolderGauge gauge;
   std::atomic<int64_t> successes{0}, drops{0};
-  const long granted = testing::run_threads(kThreads, [&](int t) {
-    int64_t mine = 0;
-    for (int i = 0; i < kIterations; ++i) {
-      Limiter::Permit lease = limiter->acquire();
-      if (!lease) continue;
-      gauge.enter();
-      ++mine;
-      if (lease.inflight_at_acquire() > lease.limit_at_acquire()) {
-        ADD_FAILURE() << "granted above the limit it read";
-      }
-      // Hold the slot a varying while; sometimes give up the CPU with it.
-      for (int spin = 0; spin < (i + t) % 50; ++spin) {
-        std::atomic_signal_fence(std::memory_order_seq_cst);
-      }
-      if ((i + t) % 5 == 0) std::this_thread::yield();
-      gauge.leave();
-      switch ((i + t) % 3) {
-        case 0:
-          lease.release(Outcome::kSuccess);
-          successes.fetch_add(1, std::memory_order_relaxed);
-          break;
-        case 1:
-          lease.release(Outcome::kDropped);
-          drops.fetch_add(1, std::memory_order_relaxed);
-          break;
-        default:
-          break;  // destroyed unreleased: kIgnored
-      }
-    }
-    return mine;
-  });
+  // Hold the slot a varying while; sometimes give up the CPU with it. (The
+  // fixed limit is the only one a permit can read.)
+  const long granted = hold_and_settle(
+      *limiter, gauge, kLimit,
+      [](int i, int t) {
+        if ((i + t) % 5 == 0) std::this_thread::yield();
+      },
+      [&](Limiter::Permit& lease, int i, int t) {
+        switch ((i + t) % 3) {
+          case 0:
+            lease.release(Outcome::kSuccess);
+            successes.fetch_add(1, std::memory_order_relaxed);
+            break;
+          case 1:
+            lease.release(Outcome::kDropped);
+            drops.fetch_add(1, std::memory_order_relaxed);
+            break;
+          default:
+            break;  // destroyed unreleased: kIgnored
+        }
+      });
   EXPECT_LE(gauge.max(), kLimit);
   EXPECT_GE(gauge.max(), 1);
   EXPECT_GT(granted, 0);
@@ -123,26 +144,12 @@ TEST(AdaptiveConcurrencyConcurrency, ChangingLimitStaysWithinBounds) {
     }
     limiter->set_ceiling(kNoConcurrencyCeiling);
   });
-  const long granted = testing::run_threads(kThreads, [&](int t) {
-    int64_t mine = 0;
-    for (int i = 0; i < kIterations; ++i) {
-      Limiter::Permit lease = limiter->acquire();
-      if (!lease) continue;
-      gauge.enter();
-      ++mine;
-      if (lease.inflight_at_acquire() > lease.limit_at_acquire() ||
-          lease.limit_at_acquire() > kMax) {
-        ADD_FAILURE() << "granted above the limit it read";
-      }
-      // Latency varies, so the law moves the limit up and down.
-      for (int spin = 0; spin < (i + t) % 50; ++spin) {
-        std::atomic_signal_fence(std::memory_order_seq_cst);
-      }
-      gauge.leave();
-      lease.release(i % 11 == 0 ? Outcome::kDropped : Outcome::kSuccess);
-    }
-    return mine;
-  });
+  // Latency varies, so the law moves the limit up and down.
+  const long granted = hold_and_settle(
+      *limiter, gauge, kMax, [](int, int) {},
+      [](Limiter::Permit& lease, int i, int) {
+        lease.release(i % 11 == 0 ? Outcome::kDropped : Outcome::kSuccess);
+      });
   done.store(true);
   controller.join();
   EXPECT_LE(gauge.max(), kMax);

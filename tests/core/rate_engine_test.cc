@@ -21,6 +21,7 @@
 #include "absl/time/clock.h"
 #include "support/pg_test_env.h"
 #include "support/redis_test_server.h"
+#include "support/run_id.h"
 #include "throttlekit/coordinator/strict_rate_limiter.h"
 #include "throttlekit/postgres/postgres_coordinator.h"
 #include "throttlekit/redis/redis_coordinator.h"
@@ -53,7 +54,7 @@ constexpr int64_t kLimit = 25;
 constexpr int64_t kWindowMs = 10'000;
 const FixedWindow::Options kPlan = {kLimit, kWindowMs};
 
-std::string run_id() { return absl::StrCat(absl::ToUnixNanos(absl::Now())); }
+using testing::run_id;
 
 // Each engine behind a `std::unique_ptr`, created by its one line.
 struct Memory {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "support/coordinator_real_clock.h"
 #include "support/real_clock_load.h"
 #include "support/strategy_bounds.h"
 #include "throttlekit/coordinator/memory_coordinator.h"
@@ -23,10 +24,8 @@ namespace throttlekit {
 namespace federated_limiter_real_clock_test {
 namespace {
 
-constexpr int64_t kLimit = 200;
-constexpr int64_t kWindowMs = 20;
-constexpr int kThreads = 8;
-constexpr int64_t kRunMs = 2000;
+constexpr testing::RealClockRun kRun = {
+    .threads = 8, .limit = 200, .window_ms = 20, .run_ms = 2000};
 
 // `async`: odd threads check without waiting (`check_async`, waited on a
 // latch), so the take's asynchronous chain runs beside blocking checks.
@@ -34,7 +33,7 @@ void regions_hold_limit(int processes_per_region, bool escrow,
                         bool async = false) {
   std::shared_ptr<Coordinator> global = *MemoryCoordinator::create();
   const AnyStrategy plan = *make_strategy(
-      FixedWindow::Options{.limit = kLimit, .window_ms = kWindowMs});
+      FixedWindow::Options{.limit = kRun.limit, .window_ms = kRun.window_ms});
   std::vector<std::unique_ptr<FederatedLimiter>> fleet;
   for (int r = 0; r < 3; ++r) {
     std::shared_ptr<Coordinator> l2;
@@ -49,18 +48,19 @@ void regions_hold_limit(int processes_per_region, bool escrow,
       fleet.push_back(*std::move(l));
     }
   }
-  const testing::Load load = testing::hammer(kThreads, kRunMs, [&](int t) {
-    FederatedLimiter& node = *fleet[static_cast<size_t>(t) % fleet.size()];
-    if (!async || t % 2 == 0) return node.check("hot");
-    CompletionLatch<Decision> latch;
-    node.check_async("hot", 1, latch.completion());
-    return latch.wait();
-  });
+  const testing::Load load =
+      testing::hammer(kRun.threads, kRun.run_ms, [&](int t) {
+        FederatedLimiter& node = *fleet[static_cast<size_t>(t) % fleet.size()];
+        if (!async || t % 2 == 0) return node.check("hot");
+        CompletionLatch<Decision> latch;
+        node.check_async("hot", 1, latch.completion());
+        return latch.wait();
+      });
   EXPECT_EQ(load.errors, 0);
   EXPECT_GT(load.calls, static_cast<int64_t>(load.admitted.size()));
   const testing::WindowCount w = testing::max_per_window(load);
   EXPECT_GE(w.windows, 50);  // short windows crossed many times
-  const std::string figures = testing::check_per_window(load, kLimit);
+  const std::string figures = testing::check_per_window(load, kRun.limit);
   int64_t global_leases = 0;
   for (const auto& l : fleet) global_leases += l->stats().global_leases;
   std::printf(

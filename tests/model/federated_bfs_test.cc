@@ -148,22 +148,10 @@ class Federation : public testing::ManualStore {
   int64_t admitted_ = 0;
 };
 
-struct Graph {
-  testing::StateGraph<State> next;
-  int64_t max_admitted = 0;
-};
-
+using Graph = testing::BfsGraph<State>;
 // Breadth-first search from `init` over `actions` actions
 // (testing::path_bfs); the most admitted is read at `admitted_at`.
-template <class Step>
-Graph bfs(const State& init, int actions, size_t admitted_at, Step step) {
-  Graph g;
-  g.next = testing::path_bfs(init, actions, step);
-  for (const auto& [s, next] : g.next) {
-    g.max_admitted = std::max(g.max_admitted, s[admitted_at]);
-  }
-  return g;
-}
+using testing::admission_bfs;
 
 State initial(const Config& c) {
   State s(c.regions + 2, 0);
@@ -172,29 +160,20 @@ State initial(const Config& c) {
 }
 
 Graph spec_graph(const Config& c) {
-  return bfs(initial(c), c.regions + 1, c.regions + 1,
-             [&](const std::vector<Action>&, const State& s, Action a) {
-               return spec_step(c, s, a);
-             });
+  return admission_bfs(initial(c), c.regions + 1, c.regions + 1,
+                       [&](const std::vector<Action>&, const State& s,
+                           Action a) { return spec_step(c, s, a); });
 }
 
 Graph production_graph(const Config& c) {
-  return bfs(initial(c), c.regions + 1, c.regions + 1,
-             [&](const std::vector<Action>& p, const State& s, Action a) {
-               Federation f(c);
-               for (Action b : p) f.apply(b);
-               EXPECT_EQ(f.observe(), s) << "replay diverged";
-               f.apply(a);
-               return f.observe();
-             });
+  return admission_bfs(initial(c), c.regions + 1, c.regions + 1,
+                       testing::replay_step<Federation>(c));
 }
 
 Graph checked_graph(const Config& c) {
   const Graph spec = spec_graph(c);
   Graph prod = production_graph(c);
-  EXPECT_EQ(prod.next.size(), spec.next.size());
-  EXPECT_TRUE(prod.next == spec.next)
-      << "the production limiters' transitions differ from the spec's";
+  testing::expect_same_graph(prod.next, spec.next);
   for (const auto& [s, next] : prod.next) {
     // Conservation and the bound, in every reachable state.
     int64_t sum = s[0] + s[c.regions + 1];
@@ -320,15 +299,8 @@ TEST(FederatedBfs, RegionalEscrowsConserveTheWindowsBudgetInEveryState) {
   State init(1 + 2 + 2 * kProcesses + 1, 0);
   init[0] = kLimit;
   const size_t admitted_at = init.size() - 1;
-  const Graph g =
-      bfs(init, kProcesses + 1, admitted_at,
-          [&](const std::vector<Action>& p, const State& s, Action a) {
-            EscrowFederation f;
-            for (Action b : p) f.apply(b);
-            EXPECT_EQ(f.observe(), s) << "replay diverged";
-            f.apply(a);
-            return f.observe();
-          });
+  const Graph g = admission_bfs(init, kProcesses + 1, admitted_at,
+                                testing::replay_step<EscrowFederation>());
   bool escrow_held = false, process_held = false;
   for (const auto& [s, next] : g.next) {
     int64_t sum = s[admitted_at];

@@ -229,39 +229,22 @@ class Fleet : public testing::ManualStore {
   int64_t admitted_ = 0;
 };
 
-struct Graph {
-  testing::StateGraph<State> next;
-  int64_t max_admitted = 0;
-};
+using Graph = testing::BfsGraph<State>;
 
 template <class Step>
 Graph bfs(const Config& c, Step step) {
   const Layout at{c.n};
   State init(at.size(), 0);
   init[at.pool()] = c.limit;
-  Graph g;
-  g.next = testing::path_bfs(init, 2 * c.n + 1, step);
-  for (const auto& [s, next] : g.next) {
-    g.max_admitted = std::max(g.max_admitted, s[at.admitted()]);
-  }
-  return g;
+  return testing::admission_bfs(init, 2 * c.n + 1, at.admitted(), step);
 }
 
 // The production twin, checked against the transitions edge for edge.
 Graph checked_graph(const Config& c) {
   const Graph spec = bfs(c, [&](const std::vector<Action>&, const State& s,
                                 Action a) { return spec_step(c, s, a); });
-  const Graph prod =
-      bfs(c, [&](const std::vector<Action>& p, const State& s, Action a) {
-        Fleet fleet(c);
-        for (Action b : p) fleet.apply(b);
-        EXPECT_EQ(fleet.observe(), s) << "replay diverged";
-        fleet.apply(a);
-        return fleet.observe();
-      });
-  EXPECT_EQ(prod.next.size(), spec.next.size());
-  EXPECT_TRUE(prod.next == spec.next)
-      << "the production limiters' transitions differ from the spec's";
+  const Graph prod = bfs(c, testing::replay_step<Fleet>(c));
+  testing::expect_same_graph(prod.next, spec.next);
   EXPECT_EQ(prod.max_admitted, spec.max_admitted);
   // On a difference, the first state whose successors differ.
   for (const auto& [s, next] : prod.next) {

@@ -130,10 +130,7 @@ class Fleet : public testing::ManualStore {
   int64_t admitted_ = 0;
 };
 
-struct Graph {
-  testing::StateGraph<State> next;
-  int64_t max_admitted = 0;
-};
+using Graph = testing::BfsGraph<State>;
 
 // Breadth-first search from the initial state (full pool, no credits);
 // `step(path, state, action)` returns the successor.
@@ -141,12 +138,7 @@ template <class Step>
 Graph bfs(const Config& c, Step step) {
   State init(c.n + 2, 0);
   init[0] = c.limit;
-  Graph g;
-  g.next = testing::path_bfs(init, c.n + 1, step);
-  for (const auto& [s, next] : g.next) {
-    g.max_admitted = std::max(g.max_admitted, s[c.n + 1]);
-  }
-  return g;
+  return testing::admission_bfs(init, c.n + 1, c.n + 1, step);
 }
 
 Graph spec_graph(const Config& c) {
@@ -156,22 +148,14 @@ Graph spec_graph(const Config& c) {
 }
 
 Graph production_graph(const Config& c) {
-  return bfs(c, [&](const std::vector<Action>& p, const State& s, Action a) {
-    Fleet fleet(c);
-    for (Action b : p) fleet.apply(b);
-    EXPECT_EQ(fleet.observe(), s) << "replay diverged";
-    fleet.apply(a);
-    return fleet.observe();
-  });
+  return bfs(c, testing::replay_step<Fleet>(c));
 }
 
 // The production twin, checked against the spec graph edge for edge.
 Graph checked_graph(const Config& c) {
   const Graph spec = spec_graph(c);
   Graph prod = production_graph(c);
-  EXPECT_EQ(prod.next.size(), spec.next.size());
-  EXPECT_TRUE(prod.next == spec.next)
-      << "the production limiters' transitions differ from the spec's";
+  testing::expect_same_graph(prod.next, spec.next);
   EXPECT_EQ(prod.max_admitted, spec.max_admitted);
   for (const auto& [s, next] : prod.next) {
     // Local credits are below the batch (a lease spends one at once) ...

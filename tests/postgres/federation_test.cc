@@ -10,6 +10,7 @@
 #include <string>
 
 #include "support/federation_timeline.h"
+#include "support/other_state_keys.h"
 #include "support/pg_test_env.h"
 #include "throttlekit/postgres/postgres_coordinator.h"
 
@@ -18,10 +19,7 @@ namespace federation_test {
 namespace {
 
 std::unique_ptr<PostgresCoordinator> make(const char* stem, int connections) {
-  PostgresCoordinatorOptions o =
-      testing::pg_options(testing::unique_table(stem));
-  o.connections = connections;
-  return testing::make_pg(o);
+  return testing::make_pg(testing::pg_table_options(stem, connections));
 }
 
 TEST(PostgresFederationConformance, EqualsTheCoreStepForStep) {
@@ -62,14 +60,9 @@ TEST(PostgresFederation, ReadsTheStoreClockInOneRoundTripAndSweepsOldRows) {
 TEST(PostgresFederation, RefusesOtherStateAndBadInput) {
   std::unique_ptr<PostgresCoordinator> pg = make("tk_fed_bad", 1);
   ASSERT_NE(pg, nullptr);
-  const AnyStrategy gcra =
-      *make_strategy(Gcra::Options{.limit = 1, .period_ms = 1000});
-  ASSERT_TRUE(pg->check(gcra, "gcra", 0).ok());
-  ASSERT_TRUE(pg->lease(*LeaseBudget::create({.limit = 5, .window_ms = 1000}),
-                        "lease", 1)
-                  .ok());
+  ASSERT_NO_FATAL_FAILURE(testing::seed_other_state_keys(*pg));
   testing::expect_federation_refuses_bad_input(*pg, "fresh", {"gcra", "lease"});
-  EXPECT_TRUE(pg->check(gcra, "gcra2", 0).ok());
+  EXPECT_TRUE(pg->check(testing::other_state_gcra(), "gcra2", 0).ok());
 }
 
 TEST(PostgresFederation, ConcurrentLeasesNeverOvergrant) {

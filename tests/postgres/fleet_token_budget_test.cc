@@ -22,28 +22,14 @@ constexpr int64_t kBudget = 200;
 constexpr int64_t kWindowMs = 100;
 
 TEST(FleetTokenBudgetPostgres, GatewaysNeverOverspend) {
-  PostgresCoordinatorOptions o =
-      testing::pg_options(testing::unique_table("tk_ftb"));
-  o.connections = 8;
+  const PostgresCoordinatorOptions o = testing::pg_table_options("tk_ftb", 8);
   std::shared_ptr<PostgresCoordinator> pg = testing::make_pg(o);
   ASSERT_NE(pg, nullptr);
   auto budget =
       FleetTokenBudget::create({.budget = kBudget, .window_ms = kWindowMs}, pg);
   ASSERT_TRUE(budget.ok());
-  for (const int gateways : {1, 2, 8, 32}) {
-    const std::string p = "threads:" + std::to_string(gateways);
-    EXPECT_EQ(
-        testing::check_budget_bound(
-            testing::run_gateway_threads(**budget, p + ":token", gateways, 800,
-                                         {1}),
-            kBudget,
-            "postgres, " + std::to_string(gateways) + " threads, per token"),
-        0);
-    testing::check_budget_bound(
-        testing::run_gateway_threads(**budget, p + ":chunks", gateways, 800,
-                                     {1, 7, 40, 3}),
-        kBudget, "postgres, " + std::to_string(gateways) + " threads, chunks");
-  }
+  testing::check_gateway_thread_sweep(**budget, "threads:", 800, kBudget,
+                                      "postgres");
   for (const int gateways : {2, 8}) {
     const auto make = [&] {
       // One single-threaded gateway per process: one connection each.

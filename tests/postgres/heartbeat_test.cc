@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "support/heartbeat_timeline.h"
+#include "support/other_state_keys.h"
 #include "support/pg_test_env.h"
 #include "throttlekit/postgres/postgres_coordinator.h"
 
@@ -24,9 +25,7 @@ namespace {
 // Slack 0, as the memory reference of the conformance timelines: a table
 // whose last lease lapsed is gone at once on both.
 std::unique_ptr<PostgresCoordinator> make(const char* stem, int connections) {
-  PostgresCoordinatorOptions o =
-      testing::pg_options(testing::unique_table(stem));
-  o.connections = connections;
+  PostgresCoordinatorOptions o = testing::pg_table_options(stem, connections);
   o.ttl_slack_ms = 0;
   return testing::make_pg(o);
 }
@@ -69,12 +68,7 @@ TEST(PostgresHeartbeat, ReadsTheStoreClockInOneRoundTrip) {
 TEST(PostgresHeartbeat, RefusesOtherStateAndBadInput) {
   std::unique_ptr<PostgresCoordinator> pg = make("tk_hb_bad", 1);
   ASSERT_NE(pg, nullptr);
-  const AnyStrategy gcra =
-      *make_strategy(Gcra::Options{.limit = 1, .period_ms = 1000});
-  ASSERT_TRUE(pg->check(gcra, "gcra", 0).ok());
-  ASSERT_TRUE(pg->lease(*LeaseBudget::create({.limit = 5, .window_ms = 1000}),
-                        "lease", 1)
-                  .ok());
+  ASSERT_NO_FATAL_FAILURE(testing::seed_other_state_keys(*pg));
   testing::expect_heartbeat_refuses_bad_input(*pg, "fresh", {"gcra", "lease"});
   // A refused step rolled its transaction back: the session still works.
   absl::StatusOr<HeartbeatGrant> g =
@@ -82,7 +76,7 @@ TEST(PostgresHeartbeat, RefusesOtherStateAndBadInput) {
                     {.lease_ttl_ms = 5000});
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(g->share, 2);
-  EXPECT_TRUE(pg->check(gcra, "gcra2", 0).ok());
+  EXPECT_TRUE(pg->check(testing::other_state_gcra(), "gcra2", 0).ok());
 }
 
 TEST(PostgresHeartbeat, ConcurrentBeatsNeverOvercommit) {

@@ -22,6 +22,7 @@
 #include "support/async_load.h"
 #include "support/pg_fault_server.h"
 #include "support/pg_test_env.h"
+#include "support/run_id.h"
 #include "support/run_threads.h"
 #include "support/test_time.h"
 #include "throttlekit/coordinator/strict_rate_limiter.h"
@@ -35,7 +36,7 @@ namespace {
 
 using testing::kEpoch;
 
-std::string run_id() { return absl::StrCat(absl::ToUnixNanos(absl::Now())); }
+using testing::run_id;
 
 TEST(PostgresAsync, SameDecisionsAsTheBlockingPathForEveryStrategy) {
   std::unique_ptr<PostgresCoordinator> pg =
@@ -90,9 +91,7 @@ TEST(PostgresAsync, ThousandsInFlightFromOneThreadEachCompletedOnce) {
       testing::run_in_window(kTotal, 512, [&](auto on_done) {
         limiter->check_at_async("k", kEpoch, 1, std::move(on_done));
       });
-  EXPECT_EQ(r.not_once, 0);
-  EXPECT_EQ(r.failed, 0);
-  EXPECT_EQ(r.allowed, 2000);
+  testing::expect_each_once_admitting(r, 2000);
   const BackendStats after = pg->stats();
   EXPECT_EQ(after.requests - before.requests, kTotal);
   EXPECT_LT(after.batches - before.batches, kTotal / 4)
@@ -132,9 +131,7 @@ TEST(PostgresAsync, LeasedChecksInFlightAdmitExactlyTheLimit) {
   const testing::WindowResult r = testing::run_in_window(
       3000, 256,
       [&](auto on_done) { limiter->check_async("k", 1, std::move(on_done)); });
-  EXPECT_EQ(r.not_once, 0);
-  EXPECT_EQ(r.failed, 0);
-  EXPECT_EQ(r.allowed, 1500);
+  testing::expect_each_once_admitting(r, 1500);
   EXPECT_LE(limiter->stats().leases, 1500 / 25 + 2);
 }
 

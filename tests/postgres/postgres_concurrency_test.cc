@@ -25,10 +25,7 @@ using testing::kEpoch;
 // Eight threads on two connections: every call waits its turn, none fails,
 // and the key admits exactly its limit.
 TEST(PostgresConcurrency, ThreadsOnASmallPoolAdmitExactlyTheLimit) {
-  PostgresCoordinatorOptions o =
-      testing::pg_options(testing::unique_table("tk_conc_pool"));
-  o.connections = 2;
-  auto pg = testing::make_pg(o);
+  auto pg = testing::make_pg(testing::pg_table_options("tk_conc_pool", 2));
   ASSERT_NE(pg, nullptr);
   const AnyStrategy fixed =
       *make_strategy(FixedWindow::Options{.limit = 120, .window_ms = 60'000});
@@ -52,10 +49,7 @@ TEST(PostgresConcurrency, ThreadsOnASmallPoolAdmitExactlyTheLimit) {
 // Threads lease and give back on one budget: the window never grants more
 // than its limit plus what was given back, and every call is answered.
 TEST(PostgresConcurrency, ConcurrentLeasesNeverOvergrant) {
-  PostgresCoordinatorOptions o =
-      testing::pg_options(testing::unique_table("tk_conc_lease"));
-  o.connections = 3;
-  auto pg = testing::make_pg(o);
+  auto pg = testing::make_pg(testing::pg_table_options("tk_conc_lease", 3));
   ASSERT_NE(pg, nullptr);
   const LeaseBudget budget = *LeaseBudget::create({1000, 3'600'000});
   // Net credits (granted less given back) per window start.

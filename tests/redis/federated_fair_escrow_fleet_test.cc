@@ -46,10 +46,9 @@ namespace throttlekit {
 namespace federated_fair_escrow_fleet_test {
 namespace {
 
-constexpr int64_t kLimit = 6000;
-constexpr int64_t kWindowMs = 1000;
+constexpr testing::FleetRun kRun{
+    .limit = 6000, .window_ms = 1000, .windows = 10};
 constexpr int64_t kQuantum = 16;
-constexpr int kWindows = 10;
 constexpr int kTenants = testing::kFleetTenantsPerRegion;
 constexpr int kRegions = testing::kFleetRegions;
 constexpr int kEarlyMs = 64;
@@ -57,12 +56,12 @@ constexpr int kEarlyMs = 64;
 using testing::wall_ms;
 
 struct Report {
-  int64_t issued[kWindows][kTenants] = {};
-  int64_t admitted[kWindows][kTenants] = {};
+  int64_t issued[kRun.windows][kTenants] = {};
+  int64_t admitted[kRun.windows][kTenants] = {};
   // Offset in the window of the region's first call (-1: none).
-  int64_t first_call_ms[kWindows] = {};
+  int64_t first_call_ms[kRun.windows] = {};
   // Admissions per ms of the window's first kEarlyMs ms.
-  int64_t early[kWindows][kEarlyMs] = {};
+  int64_t early[kRun.windows][kEarlyMs] = {};
   int64_t pool_requests = 0;
   int64_t errors = 0;
   int64_t outside = 0;
@@ -72,9 +71,9 @@ std::vector<int64_t> fleet_shares(
     const std::vector<testing::FleetTenant>& tenants) {
   std::vector<WaterClaim> claims;
   for (const auto& t : tenants) {
-    claims.push_back({static_cast<double>(t.weight), kLimit});
+    claims.push_back({static_cast<double>(t.weight), kRun.limit});
   }
-  return *water_fill(kLimit, claims);
+  return *water_fill(kRun.limit, claims);
 }
 
 Report run_region(int region, const testing::FleetSchedule& run,
@@ -102,8 +101,8 @@ Report run_region(int region, const testing::FleetSchedule& run,
     return rep;
   }
   auto escrow = FederatedFairEscrow::create(
-      {.limit = kLimit,
-       .window_ms = kWindowMs,
+      {.limit = kRun.limit,
+       .window_ms = kRun.window_ms,
        .tenants = mine,
        .pool = std::shared_ptr<RegionPool>(*std::move(pool)),
        .key = key,
@@ -114,8 +113,8 @@ Report run_region(int region, const testing::FleetSchedule& run,
     return rep;
   }
   std::mt19937_64 rng(static_cast<uint64_t>(region) * 7919 + 1);
-  for (int w = 0; w < kWindows; ++w) {
-    const int64_t start = run.start_ms + w * kWindowMs;
+  for (int w = 0; w < kRun.windows; ++w) {
+    const int64_t start = run.start_ms + w * kRun.window_ms;
     std::vector<int> calls;
     for (int t = 0; t < kTenants; ++t) {
       const double jitter =
@@ -128,7 +127,7 @@ Report run_region(int region, const testing::FleetSchedule& run,
     std::shuffle(calls.begin(), calls.end(), rng);
     const auto n = static_cast<int64_t>(calls.size());
     for (int64_t k = 0; k < n; ++k) {
-      const int64_t at = start + (2 * k + 1) * kWindowMs / (2 * n);
+      const int64_t at = start + (2 * k + 1) * kRun.window_ms / (2 * n);
       const int64_t now = wall_ms();
       if (at > now) {
         std::this_thread::sleep_for(std::chrono::milliseconds(at - now));
@@ -142,11 +141,11 @@ Report run_region(int region, const testing::FleetSchedule& run,
         continue;
       }
       const int64_t wi = run.window_of(before, d->reset_at_ms);
-      if (wi < 0 || wi >= kWindows) {
+      if (wi < 0 || wi >= kRun.windows) {
         ++rep.outside;
         continue;
       }
-      const int64_t offset = before - (run.first_window + wi) * kWindowMs;
+      const int64_t offset = before - (run.first_window + wi) * kRun.window_ms;
       if (rep.first_call_ms[wi] < 0) rep.first_call_ms[wi] = offset;
       ++rep.issued[wi][t];
       if (d->allowed) {
@@ -162,8 +161,7 @@ Report run_region(int region, const testing::FleetSchedule& run,
 TEST(FederatedFairEscrowFleetRedis, ThreeRegionProcessesShareLByWeight) {
   const std::string key =
       "ffe-fleet:" + std::to_string(getpid()) + ":" + std::to_string(wall_ms());
-  const testing::FleetSchedule run =
-      testing::FleetSchedule::starting_soon(kWindowMs, kWindows);
+  const testing::FleetSchedule run = kRun.starting_soon();
   const std::vector<Report> reports = testing::run_forked<Report>(
       kRegions, run.start_ms,
       [&](int region) { return run_region(region, run, key); });
@@ -188,7 +186,7 @@ TEST(FederatedFairEscrowFleetRedis, ThreeRegionProcessesShareLByWeight) {
   int a5_windows = 0;
   double admitted_sum = 0, possible_sum = 0;
   std::printf("\nwindow | fleet admitted | issued | u | A5\n");
-  for (int w = 0; w < kWindows; ++w) {
+  for (int w = 0; w < kRun.windows; ++w) {
     int64_t total = 0, issued = 0;
     int64_t last_first = -1;
     bool registered = true;
@@ -200,7 +198,7 @@ TEST(FederatedFairEscrowFleetRedis, ThreeRegionProcessesShareLByWeight) {
       if (r.first_call_ms[w] < 0) registered = false;
       last_first = std::max(last_first, r.first_call_ms[w]);
     }
-    EXPECT_LE(total, kLimit) << "window " << w;
+    EXPECT_LE(total, kRun.limit) << "window " << w;
     // u: admitted before (or in the ms of) the last region's first call.
     int64_t u = -1;
     if (registered && last_first < kEarlyMs) {
@@ -215,7 +213,7 @@ TEST(FederatedFairEscrowFleetRedis, ThreeRegionProcessesShareLByWeight) {
                 static_cast<long long>(u), a5 ? "yes" : "no");
     if (w == 0) continue;  // A2 holds from the second window on
     admitted_sum += static_cast<double>(total);
-    possible_sum += static_cast<double>(std::min(kLimit, issued));
+    possible_sum += static_cast<double>(std::min(kRun.limit, issued));
     if (!a5) continue;
     ++a5_windows;
     for (size_t i = 0; i < all.size(); ++i) {
@@ -235,8 +233,9 @@ TEST(FederatedFairEscrowFleetRedis, ThreeRegionProcessesShareLByWeight) {
       "pool, quantum %lld; means over the %d windows where A2 and A5 held\n"
       "| tenant | region | weight | share s_i | demand | admitted | worst "
       "below min(d,s) | worst above |\n|---|---|---|---|---|---|---|---|\n",
-      static_cast<long long>(kLimit), static_cast<long long>(kWindowMs),
-      static_cast<long long>(kQuantum), a5_windows);
+      static_cast<long long>(kRun.limit),
+      static_cast<long long>(kRun.window_ms), static_cast<long long>(kQuantum),
+      a5_windows);
   for (size_t i = 0; i < all.size(); ++i) {
     const double n = std::max(1, a5_windows);
     std::printf("| %s | %d | %lld | %lld | %.1f | %.1f | %lld | %lld |\n",
@@ -251,10 +250,10 @@ TEST(FederatedFairEscrowFleetRedis, ThreeRegionProcessesShareLByWeight) {
   std::printf(
       "utilisation %.4f (admitted / min(L, issued), windows 1..%d); pool round "
       "trips per window %.1f; calls outside the run %lld; errors %lld\n",
-      admitted_sum / possible_sum, kWindows - 1,
-      static_cast<double>(pool_requests) / kWindows,
+      admitted_sum / possible_sum, kRun.windows - 1,
+      static_cast<double>(pool_requests) / kRun.windows,
       static_cast<long long>(outside), static_cast<long long>(errors));
-  EXPECT_GE(a5_windows, (kWindows - 1) * 2 / 3);
+  EXPECT_GE(a5_windows, (kRun.windows - 1) * 2 / 3);
 }
 
 }  // namespace

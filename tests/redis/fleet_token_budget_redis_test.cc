@@ -36,22 +36,31 @@ std::shared_ptr<RedisCoordinator> redis(int connections) {
   return testing::redis_coordinator(o);
 }
 
+// A budget of `tokens` per 10-minute window over `r`; null (and a test
+// failure) if it cannot be made.
+std::unique_ptr<FleetTokenBudget> ten_minute_budget(
+    int64_t tokens, std::shared_ptr<RedisCoordinator> r) {
+  auto budget = FleetTokenBudget::create(
+      {.budget = tokens, .window_ms = 600'000}, std::move(r));
+  EXPECT_TRUE(budget.ok()) << budget.status();
+  return budget.ok() ? *std::move(budget) : nullptr;
+}
+
 TEST(FleetTokenBudgetRedis, OneRoundTripPerDebitOnTheRedisClock) {
   std::shared_ptr<RedisCoordinator> r = redis(1);
-  auto budget =
-      FleetTokenBudget::create({.budget = 50, .window_ms = 600'000}, r);
-  ASSERT_TRUE(budget.ok());
+  std::unique_ptr<FleetTokenBudget> budget = ten_minute_budget(50, r);
+  ASSERT_NE(budget, nullptr);
   const std::string key = run_prefix("ftb-rtt") + "k";
   const int64_t before = r->stats().requests;
-  for (int i = 0; i < 10; ++i) ASSERT_TRUE((*budget)->debit(key, 5)->allowed);
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(budget->debit(key, 5)->allowed);
   EXPECT_EQ(r->stats().requests, before + 10);
-  absl::StatusOr<Decision> d = (*budget)->debit(key, 1);
+  absl::StatusOr<Decision> d = budget->debit(key, 1);
   ASSERT_TRUE(d.ok());
   EXPECT_FALSE(d->allowed);
   absl::StatusOr<int64_t> now = r->now_ms();
   ASSERT_TRUE(now.ok());
   EXPECT_EQ(d->reset_at_ms, (*now / 600'000 + 1) * 600'000);
-  EXPECT_EQ(*(*budget)->remaining(key), 0);
+  EXPECT_EQ(*budget->remaining(key), 0);
 }
 
 // Without waiting: 1,000 debits of 1 token in flight from one thread on a
@@ -59,15 +68,14 @@ TEST(FleetTokenBudgetRedis, OneRoundTripPerDebitOnTheRedisClock) {
 // fewer batches than debits); bad input completes inline.
 TEST(FleetTokenBudgetRedis, DebitsWithoutWaitingSpendExactlyTheBudget) {
   std::shared_ptr<RedisCoordinator> r = redis(1);
-  auto budget =
-      FleetTokenBudget::create({.budget = 600, .window_ms = 600'000}, r);
-  ASSERT_TRUE(budget.ok());
+  std::unique_ptr<FleetTokenBudget> budget = ten_minute_budget(600, r);
+  ASSERT_NE(budget, nullptr);
   const std::string key = run_prefix("ftb-async") + "k";
-  ASSERT_TRUE((*budget)->debit(key, 1)->allowed);  // connected
+  ASSERT_TRUE(budget->debit(key, 1)->allowed);  // connected
   const BackendStats before = r->stats();
   std::atomic<int> done{0}, allowed{0}, failed{0};
   for (int i = 0; i < 1000; ++i) {
-    (*budget)->debit_async(key, 1, [&](absl::StatusOr<Decision> d) {
+    budget->debit_async(key, 1, [&](absl::StatusOr<Decision> d) {
       if (!d.ok()) {
         failed.fetch_add(1);
       } else if (d->allowed) {
@@ -86,7 +94,7 @@ TEST(FleetTokenBudgetRedis, DebitsWithoutWaitingSpendExactlyTheBudget) {
   EXPECT_EQ(after.requests - before.requests, 1000);
   EXPECT_LT(after.batches - before.batches, 250);
   std::optional<absl::StatusOr<Decision>> bad;
-  (*budget)->debit_async(key, 0, [&](absl::StatusOr<Decision> d) { bad = d; });
+  budget->debit_async(key, 0, [&](absl::StatusOr<Decision> d) { bad = d; });
   ASSERT_TRUE(bad.has_value());
   EXPECT_TRUE(absl::IsInvalidArgument(bad->status()));
 }
@@ -96,19 +104,8 @@ TEST(FleetTokenBudgetRedis, GatewayThreadsNeverOverspend) {
   auto budget =
       FleetTokenBudget::create({.budget = kBudget, .window_ms = kWindowMs}, r);
   ASSERT_TRUE(budget.ok());
-  for (const int gateways : {1, 2, 8, 32}) {
-    const std::string p = run_prefix("ftb-threads") + std::to_string(gateways);
-    EXPECT_EQ(testing::check_budget_bound(
-                  testing::run_gateway_threads(**budget, p + ":token", gateways,
-                                               600, {1}),
-                  kBudget,
-                  "redis, " + std::to_string(gateways) + " threads, per token"),
-              0);
-    testing::check_budget_bound(
-        testing::run_gateway_threads(**budget, p + ":chunks", gateways, 600,
-                                     {1, 7, 40, 3}),
-        kBudget, "redis, " + std::to_string(gateways) + " threads, chunks");
-  }
+  testing::check_gateway_thread_sweep(**budget, run_prefix("ftb-threads"), 600,
+                                      kBudget, "redis");
 }
 
 TEST(FleetTokenBudgetRedis, GatewayProcessesNeverOverspend) {

@@ -9,6 +9,7 @@
 
 #include "absl/time/clock.h"
 #include "support/redis_test_server.h"
+#include "support/run_id.h"
 #include "support/run_threads.h"
 #include "throttlekit/redis/redis_coordinator.h"
 
@@ -16,7 +17,7 @@ namespace throttlekit {
 namespace redis_concurrency_test {
 namespace {
 
-std::string run_id() { return std::to_string(absl::ToUnixNanos(absl::Now())); }
+using testing::run_id;
 
 TEST(RedisConcurrency, ThreadsOnSharedConnectionsAdmitExactlyTheLimit) {
   auto redis = testing::redis_coordinator({.connections = 2});

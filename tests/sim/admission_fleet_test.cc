@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <string>
 
+#include "support/sim_seeds.h"
 #include "support/test_work.h"
 
 namespace throttlekit::sim {
@@ -26,10 +27,8 @@ TEST(AdmissionFleetSim, EverySeedHoldsEveryAxis) {
   for (uint64_t seed = 1; seed <= seeds; ++seed) {
     const AdmissionFleetConfig c = swarm_admission_config(seed, 8);
     const SimResult r = run_admission_fleet(seed, c);
-    ASSERT_EQ(r.violations, 0)
-        << r.first_violation
-        << "\n  replay: " << admission_replay_command(seed, c);
-    EXPECT_GT(r.admitted, 0) << admission_replay_command(seed, c);
+    ASSERT_NO_FATAL_FAILURE(
+        testing::expect_seed_holds(r, admission_replay_command(seed, c)));
     admitted += r.admitted;
     full_windows += r.worst_window == c.fleet.limit;
     lost += r.messages_lost;
@@ -52,12 +51,11 @@ TEST(AdmissionFleetSim, EverySeedHoldsEveryAxis) {
 // The mutation table's row: both leased axes carrying credits past their
 // window break the rate or the cost bound within 20 seeds.
 TEST(AdmissionFleetSim, CarriedCreditsAreCaughtWithinTwentySeeds) {
-  uint64_t caught = 0;
-  for (uint64_t seed = 1; seed <= 20 && caught == 0; ++seed) {
+  const uint64_t caught = testing::first_failing_seed(20, [](uint64_t seed) {
     AdmissionFleetConfig c = swarm_admission_config(seed, 8);
     c.fleet.window_coupled = false;
-    if (run_admission_fleet(seed, c).violations > 0) caught = seed;
-  }
+    return run_admission_fleet(seed, c);
+  });
   ASSERT_GT(caught, 0u) << "the mutation survived 20 seeds";
   std::printf("window coupling off: caught at seed %llu\n",
               static_cast<unsigned long long>(caught));
@@ -66,14 +64,9 @@ TEST(AdmissionFleetSim, CarriedCreditsAreCaughtWithinTwentySeeds) {
 TEST(AdmissionFleetSim, ARunReplaysByteForByte) {
   AdmissionFleetConfig c = swarm_admission_config(5, 8);
   c.fleet.crashes = true;
-  const SimResult a = run_admission_fleet(5, c, /*keep_trace=*/true);
-  const SimResult b = run_admission_fleet(5, c, /*keep_trace=*/true);
-  ASSERT_GT(a.trace.size(), 100u);
-  EXPECT_EQ(a.trace, b.trace);
-  EXPECT_EQ(a.trace_hash, b.trace_hash);
-  EXPECT_EQ(a.events, b.events);
-  const SimResult other = run_admission_fleet(6, c);
-  EXPECT_NE(other.trace_hash, a.trace_hash);
+  testing::expect_replays(
+      [&](uint64_t s, bool keep) { return run_admission_fleet(s, c, keep); }, 5,
+      6);
 }
 
 }  // namespace

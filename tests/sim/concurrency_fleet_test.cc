@@ -16,6 +16,7 @@
 #include <functional>
 #include <string>
 
+#include "support/sim_seeds.h"
 #include "support/test_work.h"
 
 namespace throttlekit::sim {
@@ -27,10 +28,8 @@ TEST(ConcurrencyFleetSim, EverySeedHoldsTheGlobalCeiling) {
   for (uint64_t seed = 1; seed <= seeds; ++seed) {
     const ConcurrencyFleetConfig c = swarm_concurrency_config(seed, 5);
     const SimResult r = run_concurrency_fleet(seed, c);
-    ASSERT_EQ(r.violations, 0)
-        << r.first_violation
-        << "\n  replay: " << concurrency_replay_command(seed, c);
-    EXPECT_GT(r.admitted, 0) << concurrency_replay_command(seed, c);
+    ASSERT_NO_FATAL_FAILURE(
+        testing::expect_seed_holds(r, concurrency_replay_command(seed, c)));
     admitted += r.admitted;
     at_limit += r.worst_window == c.local_limit;
     lost += r.messages_lost;
@@ -53,12 +52,11 @@ TEST(ConcurrencyFleetSim, EverySeedHoldsTheGlobalCeiling) {
 uint64_t first_failing(
     uint64_t within,
     const std::function<void(ConcurrencyFleetConfig&)>& mutate) {
-  for (uint64_t seed = 1; seed <= within; ++seed) {
+  return testing::first_failing_seed(within, [&](uint64_t seed) {
     ConcurrencyFleetConfig c = swarm_concurrency_config(seed, 5);
     mutate(c);
-    if (run_concurrency_fleet(seed, c).violations > 0) return seed;
-  }
-  return 0;
+    return run_concurrency_fleet(seed, c);
+  });
 }
 
 TEST(ConcurrencyFleetSim, HandoffOffIsCaughtWithinFiftySeeds) {
@@ -131,12 +129,9 @@ TEST(ConcurrencyFleetSim, AForgottenReleaseIsCaughtAsAPermitLeak) {
 
 TEST(ConcurrencyFleetSim, ARunReplaysByteForByte) {
   const ConcurrencyFleetConfig c = swarm_concurrency_config(7, 5);
-  const SimResult a = run_concurrency_fleet(7, c, /*keep_trace=*/true);
-  const SimResult b = run_concurrency_fleet(7, c, /*keep_trace=*/true);
-  ASSERT_GT(a.trace.size(), 100u);
-  EXPECT_EQ(a.trace, b.trace);
-  EXPECT_EQ(a.trace_hash, b.trace_hash);
-  EXPECT_EQ(a.events, b.events);
+  testing::expect_replays(
+      [&](uint64_t s, bool keep) { return run_concurrency_fleet(s, c, keep); },
+      7, std::nullopt);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <string>
 
+#include "support/sim_seeds.h"
 #include "support/test_work.h"
 
 namespace throttlekit::sim {
@@ -28,10 +29,8 @@ TEST(FederatedFleetSim, EverySeedHoldsTheWindowBound) {
   for (uint64_t seed = 1; seed <= seeds; ++seed) {
     const FederatedFleetConfig c = swarm_federated_config(seed, 9);
     const SimResult r = run_federated_fleet(seed, c);
-    ASSERT_EQ(r.violations, 0)
-        << r.first_violation
-        << "\n  replay: " << federated_replay_command(seed, c);
-    EXPECT_GT(r.admitted, 0) << federated_replay_command(seed, c);
+    ASSERT_NO_FATAL_FAILURE(
+        testing::expect_seed_holds(r, federated_replay_command(seed, c)));
     admitted += r.admitted;
     full_windows += r.worst_window == c.fleet.limit;
     lost += r.messages_lost;
@@ -62,12 +61,11 @@ TEST(FederatedFleetSim, EverySeedHoldsTheWindowBound) {
 
 // The first seed (from 1) on which clocks behind break the bound.
 uint64_t first_failing_behind_seed(uint64_t within) {
-  for (uint64_t seed = 1; seed <= within; ++seed) {
+  return testing::first_failing_seed(within, [](uint64_t seed) {
     FederatedFleetConfig c = swarm_federated_config(seed, 9);
     c.clocks_behind = true;
-    if (run_federated_fleet(seed, c).violations > 0) return seed;
-  }
-  return 0;
+    return run_federated_fleet(seed, c);
+  });
 }
 
 // The mutation table's row for the federated fleet: process clocks up to
@@ -85,14 +83,9 @@ TEST(FederatedFleetSim, ARunReplaysByteForByte) {
   c.escrow = true;
   c.regional_only = true;
   c.fleet.partitions = true;
-  const SimResult a = run_federated_fleet(7, c, /*keep_trace=*/true);
-  const SimResult b = run_federated_fleet(7, c, /*keep_trace=*/true);
-  ASSERT_GT(a.trace.size(), 100u);
-  EXPECT_EQ(a.trace, b.trace);
-  EXPECT_EQ(a.trace_hash, b.trace_hash);
-  EXPECT_EQ(a.events, b.events);
-  const SimResult other = run_federated_fleet(8, c);
-  EXPECT_NE(other.trace_hash, a.trace_hash);
+  testing::expect_replays(
+      [&](uint64_t s, bool keep) { return run_federated_fleet(s, c, keep); }, 7,
+      8);
 }
 
 }  // namespace

@@ -163,16 +163,9 @@ TEST(LeasedFleetSim, AFailingSeedReplaysByteForByte) {
   ASSERT_GT(seed, 0u);
   LeasedFleetConfig c = swarm_config(seed, 8);
   c.window_coupled = false;
-  const SimResult a = run_leased_fleet(seed, c, /*keep_trace=*/true);
-  const SimResult b = run_leased_fleet(seed, c, /*keep_trace=*/true);
-  ASSERT_GT(a.trace.size(), 100u);
-  EXPECT_EQ(a.trace, b.trace);
-  EXPECT_EQ(a.trace_hash, b.trace_hash);
-  EXPECT_EQ(a.first_violation, b.first_violation);
-  EXPECT_EQ(a.events, b.events);
-  // Another seed is another history.
-  const SimResult other = run_leased_fleet(seed + 1000, c);
-  EXPECT_NE(other.trace_hash, a.trace_hash);
+  testing::expect_replays(
+      [&](uint64_t s, bool keep) { return run_leased_fleet(s, c, keep); }, seed,
+      seed + 1000);
 }
 
 TEST(LeasedFleetSim, TheShrinkerKeepsTheFailureWithLess) {

@@ -29,19 +29,23 @@ constexpr int64_t kEpoch = 1'700'000'000'000;
 constexpr int kThreads = 8;
 constexpr int kChecksPerThread = 2000;
 
-// Runs `fn(thread_index)` on kThreads threads released together; returns the
-// sum of what they return.
+// kThreads threads released together each make kChecksPerThread checks,
+// `allowed(i)` for i = 0 .. kChecksPerThread - 1 (whether check i was
+// admitted); returns how many were admitted in all.
+template <class Allowed>
+long admitted_by_threads(Allowed allowed) {
+  return testing::run_threads(kThreads, [&](int) {
+    long n = 0;
+    for (int i = 0; i < kChecksPerThread; ++i) n += allowed(i);
+    return n;
+  });
+}
 
 TEST(MemoryStoreConcurrency, OneKeyAtLimitAdmitsExactlyLimit) {
   constexpr int64_t kLimit = 500;
   auto store = *MemoryStore<Gcra>::create(*Gcra::create({kLimit, 60'000, 0}));
-  long admitted = testing::run_threads(kThreads, [&](int) {
-    long n = 0;
-    for (int i = 0; i < kChecksPerThread; ++i) {
-      n += store->check("hot", kEpoch, 1).allowed;
-    }
-    return n;
-  });
+  const long admitted = admitted_by_threads(
+      [&](int) { return store->check("hot", kEpoch, 1).allowed; });
   EXPECT_EQ(admitted, kLimit);
 }
 
@@ -161,13 +165,9 @@ TEST(RateLimiterConcurrency, CheckManyOnTheRealClockHoldsEachWindow) {
 TEST(RateLimiterConcurrency, ManyKeysEachAdmitExactlyLimit) {
   constexpr int64_t kLimit = 10;
   auto limiter = *RateLimiter<Gcra>::create({kLimit, 3'600'000, 0});
-  long admitted = testing::run_threads(kThreads, [&](int) {
-    long n = 0;
-    for (int i = 0; i < kChecksPerThread; ++i) {
-      std::string key = "k" + std::to_string(i % 20);
-      n += limiter.check_at(key, kEpoch, 1)->allowed;
-    }
-    return n;
+  const long admitted = admitted_by_threads([&](int i) {
+    std::string key = "k" + std::to_string(i % 20);
+    return limiter.check_at(key, kEpoch, 1)->allowed;
   });
   EXPECT_EQ(admitted, 20 * kLimit);
 }
@@ -175,26 +175,16 @@ TEST(RateLimiterConcurrency, ManyKeysEachAdmitExactlyLimit) {
 TEST(GcraCellConcurrency, AtLimitAdmitsExactlyLimit) {
   constexpr int64_t kLimit = 777;
   auto cell = *GcraCell::create({kLimit, 60'000, 0});
-  long admitted = testing::run_threads(kThreads, [&](int) {
-    long n = 0;
-    for (int i = 0; i < kChecksPerThread; ++i) {
-      n += cell.check_at(kEpoch, 1)->allowed;
-    }
-    return n;
-  });
+  const long admitted = admitted_by_threads(
+      [&](int) { return cell.check_at(kEpoch, 1)->allowed; });
   EXPECT_EQ(admitted, kLimit);
 }
 
 TEST(CellConcurrency, AtLimitAdmitsExactlyLimit) {
   constexpr int64_t kLimit = 333;
   auto cell = *Cell<Gcra>::create({kLimit, 60'000, 0});
-  long admitted = testing::run_threads(kThreads, [&](int) {
-    long n = 0;
-    for (int i = 0; i < kChecksPerThread; ++i) {
-      n += cell->check_at(kEpoch, 1)->allowed;
-    }
-    return n;
-  });
+  const long admitted = admitted_by_threads(
+      [&](int) { return cell->check_at(kEpoch, 1)->allowed; });
   EXPECT_EQ(admitted, kLimit);
 }
 

@@ -12,6 +12,7 @@
 // commit adding this test records what it measured).
 #include <gtest/gtest.h>
 
+#include "support/coordinator_real_clock.h"
 #include "support/real_clock_load.h"
 #include "support/strategy_bounds.h"
 #include "support/test_work.h"
@@ -21,10 +22,8 @@ namespace throttlekit {
 namespace rate_limiter_real_clock_test {
 namespace {
 
-constexpr int kThreads = 8;
-constexpr int64_t kLimit = 200;
-constexpr int64_t kWindowMs = 10;
-constexpr int64_t kRunMs = 1000;
+// 8 threads on a limit of 200 (the defaults), windows of 10 ms, 1 s.
+constexpr testing::RealClockRun kRun = {.window_ms = 10, .run_ms = 1000};
 
 template <class S>
 class RateLimiterRealClock : public ::testing::Test {};
@@ -33,17 +32,17 @@ TYPED_TEST_SUITE(RateLimiterRealClock, testing::AllRateStrategies);
 
 TYPED_TEST(RateLimiterRealClock, HotKeyHoldsItsBoundInEveryWindow) {
   using Bounds = testing::StrategyBounds<TypeParam>;
-  auto limiter =
-      RateLimiter<TypeParam>::create(Bounds::options(kLimit, kWindowMs));
+  auto limiter = RateLimiter<TypeParam>::create(
+      Bounds::options(kRun.limit, kRun.window_ms));
   ASSERT_TRUE(limiter.ok()) << limiter.status();
   // Call intervals on the limiter's own clock (`DefaultClock`).
   const testing::Load load = testing::hammer<DefaultClock>(
-      kThreads, testing::scaled_work(kRunMs, 500),
+      kRun.threads, testing::scaled_work(kRun.run_ms, 500),
       [&](int) { return limiter->check("user:42"); });
   EXPECT_EQ(load.errors, 0);
   // Saturated: the limiter had to deny.
   EXPECT_GT(load.calls, static_cast<int64_t>(load.admitted.size()));
-  const std::string figures = Bounds::check(load, kLimit, kWindowMs);
+  const std::string figures = Bounds::check(load, kRun.limit, kRun.window_ms);
   std::printf("%s: %lld calls, %zu admitted; %s\n",
               std::string(TypeParam::kName).c_str(),
               static_cast<long long>(load.calls), load.admitted.size(),

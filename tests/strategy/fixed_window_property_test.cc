@@ -20,34 +20,21 @@ namespace throttlekit {
 namespace fixed_window_property_test {
 namespace {
 
+using testing::Admit;
 using testing::gen_cost;
 using testing::gen_fixed_window;
-using testing::gen_forward_step;
 using testing::kEpoch;
-using testing::step_ms;
-
-struct Admit {
-  int64_t at;
-  double cost;
-};
 
 RC_GTEST_PROP(FixedWindowProperty, NeverAdmitsMoreThanLimitPerWindow, ()) {
   const FixedWindow f = gen_fixed_window();
   const int64_t w = f.options().window_ms;
   const double limit = static_cast<double>(f.options().limit);
   FixedWindow::State s;
+  const int64_t start = kEpoch + *rc::gen::inRange<int64_t>(0, w);
+  const std::vector<Admit> admitted = testing::forward_admissions(
+      f, s, start, *rc::gen::inRange(1, 300), gen_cost);
   std::map<int64_t, double> per_window;  // integer-oracle start -> units
-  std::vector<Admit> admitted;
-  int64_t now = kEpoch + *rc::gen::inRange<int64_t>(0, w);
-  const int steps = *rc::gen::inRange(1, 300);
-  for (int i = 0; i < steps; ++i) {
-    now += gen_forward_step(step_ms(f));
-    const double cost = gen_cost();
-    if (f.check(s, now, cost).allowed) {
-      per_window[now - now % w] += cost;
-      admitted.push_back({now, cost});
-    }
-  }
+  for (const Admit& a : admitted) per_window[a.at - a.at % w] += a.cost;
   for (const auto& [start, units] : per_window) RC_ASSERT(units <= limit);
   // Any span [a, a + w) starting at an admission: at most 2 x limit (summed
   // across two windows in another order than the strategy's, so fractional

@@ -7,6 +7,7 @@
 #include <limits>
 #include <string>
 
+#include "support/created.h"
 #include "support/test_time.h"
 
 namespace throttlekit {
@@ -16,9 +17,7 @@ namespace {
 using testing::kEpoch;  // a multiple of 1000
 
 FixedWindow make(int64_t limit, int64_t window_ms) {
-  auto f = FixedWindow::create({limit, window_ms});
-  EXPECT_TRUE(f.ok()) << f.status();
-  return *f;
+  return testing::created<FixedWindow>({limit, window_ms});
 }
 
 TEST(FixedWindow, CountsWithinTheEpochAlignedWindow) {

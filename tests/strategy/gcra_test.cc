@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "support/created.h"
 #include "support/test_time.h"
 
 namespace throttlekit {
@@ -13,9 +14,7 @@ namespace {
 using testing::kEpoch;  // large epochs, as in prod
 
 Gcra make(int64_t limit, int64_t period_ms, int64_t burst = 0) {
-  auto g = Gcra::create({limit, period_ms, burst});
-  EXPECT_TRUE(g.ok()) << g.status();
-  return *g;
+  return testing::created<Gcra>({limit, period_ms, burst});
 }
 
 TEST(Gcra, ColdKeyAdmitsExactlyBurstThenDenies) {

@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 
+#include "support/created.h"
 #include "support/test_time.h"
 
 namespace throttlekit {
@@ -14,9 +15,7 @@ namespace {
 using testing::kEpoch;
 
 LeakyBucket make(double rate_per_sec, int64_t max_queue_ms) {
-  auto b = LeakyBucket::create({rate_per_sec, max_queue_ms});
-  EXPECT_TRUE(b.ok()) << b.status();
-  return *b;
+  return testing::created<LeakyBucket>({rate_per_sec, max_queue_ms});
 }
 
 TEST(LeakyBucket, SpacesDeparturesByTAndRejectsBeyondTheQueue) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <string>
 
+#include "support/created.h"
 #include "support/test_time.h"
 #include "throttlekit/strategy/civil_time.h"
 
@@ -27,11 +28,7 @@ int64_t utc(int y, unsigned m, unsigned d) {
   return int64_t{days.time_since_epoch().count()} * kDay;
 }
 
-Quota make(Quota::Options o) {
-  auto q = Quota::create(o);
-  EXPECT_TRUE(q.ok()) << q.status();
-  return *q;
-}
+Quota make(Quota::Options o) { return testing::created<Quota>(o); }
 
 Quota::Options daily(int64_t limit, int64_t offset_minutes = 0) {
   Quota::Options o;

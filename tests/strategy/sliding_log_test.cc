@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "support/created.h"
 #include "support/test_time.h"
 
 namespace throttlekit {
@@ -15,9 +16,7 @@ namespace {
 using testing::kEpoch;  // large epochs, as in prod
 
 SlidingLog make(int64_t limit, int64_t window_ms) {
-  auto s = SlidingLog::create({limit, window_ms});
-  EXPECT_TRUE(s.ok()) << s.status();
-  return *s;
+  return testing::created<SlidingLog>({limit, window_ms});
 }
 
 TEST(SlidingLog, ColdKeyAdmitsExactlyLimitThenDenies) {

@@ -31,16 +31,10 @@ namespace throttlekit {
 namespace sliding_window_property_test {
 namespace {
 
+using testing::Admit;
 using testing::gen_cost;
-using testing::gen_forward_step;
 using testing::gen_sliding_window;
 using testing::kEpoch;
-using testing::step_ms;
-
-struct Admit {
-  int64_t at;
-  double cost;
-};
 
 // The tick of `t`, computed as the strategy does.
 int64_t tick_of(const SlidingWindow& sw, int64_t t) {
@@ -50,14 +44,8 @@ int64_t tick_of(const SlidingWindow& sw, int64_t t) {
 
 std::vector<Admit> run(const SlidingWindow& sw, SlidingWindow::State& s,
                        int steps) {
-  std::vector<Admit> admitted;
-  int64_t now = kEpoch + *rc::gen::inRange<int64_t>(0, 2000);
-  for (int i = 0; i < steps; ++i) {
-    now += gen_forward_step(step_ms(sw));
-    const double cost = gen_cost();
-    if (sw.check(s, now, cost).allowed) admitted.push_back({now, cost});
-  }
-  return admitted;
+  return testing::forward_admissions(
+      sw, s, kEpoch + *rc::gen::inRange<int64_t>(0, 2000), steps, gen_cost);
 }
 
 RC_GTEST_PROP(SlidingWindowProperty, AnySConsecutiveTicksAdmitAtMostLimit, ()) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "support/created.h"
 #include "support/test_time.h"
 
 namespace throttlekit {
@@ -17,9 +18,7 @@ namespace {
 using testing::kEpoch;  // a multiple of 100 and 1000
 
 SlidingWindow make(int64_t limit, int64_t window_ms, int64_t buckets = 10) {
-  auto w = SlidingWindow::create({limit, window_ms, buckets});
-  EXPECT_TRUE(w.ok()) << w.status();
-  return *w;
+  return testing::created<SlidingWindow>({limit, window_ms, buckets});
 }
 
 // limit 10 per 1000 ms in 10 ticks of 100 ms; kEpoch starts tick c0.

@@ -34,8 +34,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <map>
+#include <utility>
 #include <vector>
 
+#include "support/generators.h"
 #include "support/test_time.h"
 #include "throttlekit/strategy/fixed_window.h"
 #include "throttlekit/strategy/gcra.h"
@@ -48,6 +50,7 @@ namespace throttlekit {
 namespace stale_now_property_test {
 namespace {
 
+using testing::Admit;
 using testing::kEpoch;
 
 // One call: the caller's `now` and cost, and what the strategy said.
@@ -78,31 +81,24 @@ std::vector<Call> run_interleaved(const S& strategy, int64_t max_step,
 
 // The instants admissions were decided at: a call's `now` raised to the
 // instant of the admission before it (token bucket and sliding log).
-std::vector<std::pair<int64_t, double>> decided_instants(
-    const std::vector<Call>& calls) {
-  std::vector<std::pair<int64_t, double>> out;
+std::vector<Admit> decided_instants(const std::vector<Call>& calls) {
+  std::vector<Admit> out;
   int64_t last = std::numeric_limits<int64_t>::min();
   for (const Call& c : calls) {
     if (!c.d.allowed) continue;
     last = std::max(last, c.now);
-    out.emplace_back(last, c.cost);
+    out.push_back({last, c.cost});
   }
   return out;
 }
 
 // `admitted` (instant, units), ascending by instant: every span between two
 // admissions holds at most burst + rate_per_ms * span.
-void assert_rate_bound(const std::vector<std::pair<int64_t, double>>& admitted,
-                       double burst, double rate_per_ms) {
-  for (size_t i = 0; i < admitted.size(); ++i) {
-    double units = 0;
-    for (size_t j = i; j < admitted.size(); ++j) {
-      units += admitted[j].second;
-      const double span =
-          static_cast<double>(admitted[j].first - admitted[i].first);
-      RC_ASSERT(units <= burst + rate_per_ms * span + 1e-9);
-    }
-  }
+void assert_rate_bound(const std::vector<Admit>& admitted, double burst,
+                       double rate_per_ms) {
+  testing::assert_every_run_within(admitted, [&](size_t, double span) {
+    return burst + rate_per_ms * span + 1e-9;
+  });
 }
 
 RC_GTEST_PROP(StaleNowProperty, GcraAdmitsAtMostBurstPlusRateInAnySpan, ()) {
@@ -114,11 +110,14 @@ RC_GTEST_PROP(StaleNowProperty, GcraAdmitsAtMostBurstPlusRateInAnySpan, ()) {
   const std::vector<Call> calls =
       run_interleaved(g, period / limit + 2, *rc::gen::inRange<int64_t>(0, 50));
   // The admissions by caller `now`; the worst span starts and ends at one.
-  std::vector<std::pair<int64_t, double>> admitted;
+  std::vector<Admit> admitted;
   for (const Call& c : calls) {
-    if (c.d.allowed) admitted.emplace_back(c.now, c.cost);
+    if (c.d.allowed) admitted.push_back({c.now, c.cost});
   }
-  std::sort(admitted.begin(), admitted.end());
+  std::sort(admitted.begin(), admitted.end(),
+            [](const Admit& a, const Admit& b) {
+              return std::pair(a.at, a.cost) < std::pair(b.at, b.cost);
+            });
   assert_rate_bound(admitted, static_cast<double>(burst), 1.0 / interval);
 }
 
@@ -211,8 +210,8 @@ RC_GTEST_PROP(StaleNowProperty, SlidingLogNeverAdmitsMoreThanLimitInAnyWindow,
   for (size_t j = 0; j < admitted.size(); ++j) {
     int64_t units = 0;
     for (size_t i = 0; i <= j; ++i) {
-      if (admitted[i].first > admitted[j].first - window) {
-        units += static_cast<int64_t>(std::ceil(admitted[i].second));
+      if (admitted[i].at > admitted[j].at - window) {
+        units += static_cast<int64_t>(std::ceil(admitted[i].cost));
       }
     }
     RC_ASSERT(units <= limit);

@@ -21,39 +21,23 @@ namespace throttlekit {
 namespace token_bucket_property_test {
 namespace {
 
+using testing::Admit;
 using testing::gen_cost;
 using testing::gen_forward_step;
 using testing::gen_token_bucket;
 using testing::kEpoch;
 using testing::step_ms;
 
-struct Admit {
-  int64_t at;
-  double cost;
-};
-
 RC_GTEST_PROP(TokenBucketProperty, AdmitsAtMostCapacityPlusRateTimesElapsed,
               ()) {
   const TokenBucket b = gen_token_bucket();
   const double capacity = static_cast<double>(b.options().capacity);
   TokenBucket::State s;
-  std::vector<Admit> admitted;
-  int64_t now = kEpoch;
-  const int steps = *rc::gen::inRange(1, 300);
-  for (int i = 0; i < steps; ++i) {
-    now += gen_forward_step(step_ms(b));
-    const double cost = gen_cost();
-    if (b.check(s, now, cost).allowed) admitted.push_back({now, cost});
-  }
-  for (size_t i = 0; i < admitted.size(); ++i) {
-    double units = 0;
-    for (size_t j = i; j < admitted.size(); ++j) {
-      units += admitted[j].cost;
-      const double elapsed =
-          static_cast<double>(admitted[j].at - admitted[i].at);
-      RC_ASSERT(units <= capacity + b.rate_per_ms() * elapsed + 1e-9);
-    }
-  }
+  const std::vector<Admit> admitted = testing::forward_admissions(
+      b, s, kEpoch, *rc::gen::inRange(1, 300), gen_cost);
+  testing::assert_every_run_within(admitted, [&](size_t, double elapsed) {
+    return capacity + b.rate_per_ms() * elapsed + 1e-9;
+  });
 }
 
 // reset_at is the first integer ms at which the bucket, as the call left

@@ -7,6 +7,7 @@
 #include <limits>
 #include <string>
 
+#include "support/created.h"
 #include "support/test_time.h"
 
 namespace throttlekit {
@@ -16,9 +17,7 @@ namespace {
 using testing::kEpoch;  // large epochs, as in prod
 
 TokenBucket make(int64_t capacity, double refill_per_sec) {
-  auto b = TokenBucket::create({capacity, refill_per_sec});
-  EXPECT_TRUE(b.ok()) << b.status();
-  return *b;
+  return testing::created<TokenBucket>({capacity, refill_per_sec});
 }
 
 // capacity 10, 250 tokens/s = 0.25 per ms (exact in binary): one token per

@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "support/created.h"
 #include "support/test_time.h"
 
 namespace throttlekit {
@@ -19,9 +20,7 @@ constexpr int64_t kStart = 1'699'999'980'000;
 constexpr int64_t kReset = kStart + kMinute;
 
 TokenBudget make(int64_t budget, int64_t window_ms) {
-  auto b = TokenBudget::create({budget, window_ms});
-  EXPECT_TRUE(b.ok()) << b.status();
-  return *b;
+  return testing::created<TokenBudget>({budget, window_ms});
 }
 
 Decision debit(const TokenBudget& b, TokenBudget::State& s, int64_t now,

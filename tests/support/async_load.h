@@ -4,6 +4,7 @@
 // backend:
 // - `run_in_window`: one thread submits `total` checks, at most `window`
 //   in flight, and counts each completion in its own slot;
+//   `expect_each_once_admitting` checks its result;
 // - `FaultStream`: threads keep checks in flight while a script changes
 //   the server (stops, freezes, restarts it) phase by phase; every
 //   completion is counted in its slot and by the phase it was submitted in,
@@ -379,6 +380,14 @@ WindowResult run_in_window(int total, int window, Submit submit) {
   WindowResult r{allowed.load(), failed.load(), 0};
   for (int i = 0; i < total; ++i) r.not_once += completed[i].load() != 1;
   return r;
+}
+
+// Expects of `r` (a run offering more checks than one window's `limit`):
+// every call completed exactly once, none failed, exactly `limit` admitted.
+inline void expect_each_once_admitting(const WindowResult& r, int limit) {
+  EXPECT_EQ(r.not_once, 0);
+  EXPECT_EQ(r.failed, 0);
+  EXPECT_EQ(r.allowed, limit);
 }
 
 class FaultStream {

@@ -9,7 +9,7 @@
 // the window its decision names (`reset_at_ms`, the store clock's window
 // end), and `check_budget_bound` asserts the bound of every window:
 // served <= budget + largest debit - 1 (exactly budget when debiting per
-// token).
+// token). `check_gateway_thread_sweep` runs the stores' threads sweep.
 
 #ifndef THROTTLEKIT_TESTS_SUPPORT_FLEET_BUDGET_RUN_H_
 #define THROTTLEKIT_TESTS_SUPPORT_FLEET_BUDGET_RUN_H_
@@ -140,6 +140,27 @@ inline int64_t check_budget_bound(const BudgetRun& run, int64_t budget,
       static_cast<long long>(budget), static_cast<long long>(run.largest),
       static_cast<long long>(std::max<int64_t>(0, worst - budget)));
   return std::max<int64_t>(0, worst - budget);
+}
+
+// The threads sweep of a store's budget test: 1, 2, 8 and 32 gateway
+// threads, each debiting for `run_ms`, on keys `prefix` + the count +
+// ":token" (per token: no overshoot at all) and + ":chunks" (debits of 1,
+// 7, 40 and 3 tokens: within the bound); `store` names the runs.
+inline void check_gateway_thread_sweep(FleetTokenBudget& budget,
+                                       const std::string& prefix,
+                                       int64_t run_ms, int64_t tokens,
+                                       const std::string& store) {
+  for (const int gateways : {1, 2, 8, 32}) {
+    const std::string p = prefix + std::to_string(gateways);
+    const std::string what = store + ", " + std::to_string(gateways);
+    EXPECT_EQ(check_budget_bound(run_gateway_threads(budget, p + ":token",
+                                                     gateways, run_ms, {1}),
+                                 tokens, what + " threads, per token"),
+              0);
+    check_budget_bound(run_gateway_threads(budget, p + ":chunks", gateways,
+                                           run_ms, {1, 7, 40, 3}),
+                       tokens, what + " threads, chunks");
+  }
 }
 
 }  // namespace throttlekit::testing

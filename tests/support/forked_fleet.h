@@ -9,10 +9,11 @@
 // `run_forked_after_setup` first lets every process set up, then picks
 // the start.
 // `FleetSchedule` names the run's windows and attributes each admission to
-// the window that paid for it. `map_shared<T>()` puts a `T` in memory the
-// forked processes share, and `raise_to` keeps a lock-free maximum there.
-// An `ObserverPriority` in scope runs the observing thread in the
-// real-time class where that is allowed.
+// the window that paid for it; `FleetRun` is a run's limit, window and
+// length; `WindowTally` counts a process's admissions per window.
+// `map_shared<T>()` puts a `T` in memory the forked processes share, and
+// `raise_to` keeps a lock-free maximum there. An `ObserverPriority` in scope
+// runs the observing thread in the real-time class where that is allowed.
 
 #ifndef THROTTLEKIT_TESTS_SUPPORT_FORKED_FLEET_H_
 #define THROTTLEKIT_TESTS_SUPPORT_FORKED_FLEET_H_
@@ -33,6 +34,9 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#include "absl/status/statusor.h"
+#include "throttlekit/core/decision.h"
 
 namespace throttlekit::testing {
 
@@ -115,6 +119,57 @@ struct FleetSchedule {
   int64_t window_of(int64_t began_ms, int64_t reset_at_ms) const {
     return std::max(began_ms, reset_at_ms - window_ms) / window_ms -
            first_window;
+  }
+};
+
+// A fleet run's shape: `limit` per window of `window_ms`, for `windows`
+// windows; `starting_soon()` schedules it (FleetSchedule::starting_soon).
+struct FleetRun {
+  int64_t limit;
+  int64_t window_ms;
+  int windows;
+
+  FleetSchedule starting_soon() const {
+    return FleetSchedule::starting_soon(window_ms, windows);
+  }
+};
+
+// What one fleet process counts: its admissions per run window (the run's
+// `Windows` windows and two after them, for checks that end past the run)
+// and the errors it met. Trivially copyable, so a test's `Report` for
+// `run_forked` derives from it and adds its own counts.
+template <int Windows>
+struct WindowTally {
+  static constexpr int kSlots = Windows + 2;
+  int64_t per_window[kSlots] = {};
+  int64_t errors = 0;
+
+  // Counts an admission of run window `w` (FleetSchedule::window_of);
+  // false, and nothing counted, if `w` is outside [0, kSlots).
+  bool count(int64_t w) {
+    if (w < 0 || w >= kSlots) return false;
+    ++per_window[w];
+    return true;
+  }
+  // Whether the call answered `d` was admitted: a failed call counts an
+  // error, and a denied one backs off 1 ms first (a client honouring
+  // backoff).
+  bool admitted(const absl::StatusOr<Decision>& d) {
+    if (!d.ok()) {
+      ++errors;
+      return false;
+    }
+    if (!d->allowed) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return false;
+    }
+    return true;
+  }
+  // Adds another process's counts (the fleet's total).
+  WindowTally& operator+=(const WindowTally& other) {
+    for (int w = 0; w < kSlots; ++w) per_window[w] += other.per_window[w];
+    errors += other.errors;
+    return *this;
   }
 };
 

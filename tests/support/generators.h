@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <limits>
 #include <ostream>
+#include <vector>
 
 #include "support/test_time.h"
 #include "throttlekit/core/decision.h"
@@ -189,6 +190,48 @@ inline int64_t step_ms(const LeakyBucket& b) {
 // A forward step of 0 .. `most` ms.
 inline int64_t gen_forward_step(int64_t most) {
   return *rc::gen::inRange<int64_t>(0, most + 1);
+}
+
+// A check a forward timeline admitted: its `now` and its cost.
+struct Admit {
+  int64_t at;
+  double cost;
+};
+
+// A forward timeline of `steps` checks of `strategy` on `state`: from
+// `start`, each `now` a `gen_forward_step(step_ms(strategy))` after the
+// last, each check's cost `cost()`. Returns the admitted checks in order;
+// `*last_now`, if given, is set to the last check's `now`.
+template <class S, class Cost>
+std::vector<Admit> forward_admissions(const S& strategy,
+                                      typename S::State& state, int64_t start,
+                                      int steps, Cost cost,
+                                      int64_t* last_now = nullptr) {
+  std::vector<Admit> admitted;
+  int64_t now = start;
+  for (int i = 0; i < steps; ++i) {
+    now += gen_forward_step(step_ms(strategy));
+    const double c = cost();
+    if (strategy.check(state, now, c).allowed) admitted.push_back({now, c});
+  }
+  if (last_now != nullptr) *last_now = now;
+  return admitted;
+}
+
+// Asserts (RC_ASSERT), for every run of admissions i .. j (i <= j), that
+// their summed cost is at most `most(j - i, elapsed_ms)`, where elapsed_ms
+// is the time from admission i to admission j.
+template <class Most>
+void assert_every_run_within(const std::vector<Admit>& admitted, Most most) {
+  for (size_t i = 0; i < admitted.size(); ++i) {
+    double units = 0;
+    for (size_t j = i; j < admitted.size(); ++j) {
+      units += admitted[j].cost;
+      const double elapsed =
+          static_cast<double>(admitted[j].at - admitted[i].at);
+      RC_ASSERT(units <= most(j - i, elapsed));
+    }
+  }
 }
 
 // How a timeline's `now` moves (a stale `now`, behind one already seen, is

@@ -7,10 +7,20 @@
 // (a twin replays it on fresh objects, as production state cannot be
 // copied), until no new state appears. Returns the state graph: each
 // reached state with the set of its successors.
+//
+// Around it, the twins' common scaffolding: `admission_bfs` (the graph and
+// the most admitted in any state), `replay_step<Twin>(args...)` (the step
+// that rebuilds a production twin along the path) and `expect_same_graph`
+// (production's transitions equal the spec's).
 
 #ifndef THROTTLEKIT_TESTS_SUPPORT_PATH_BFS_H_
 #define THROTTLEKIT_TESTS_SUPPORT_PATH_BFS_H_
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <set>
@@ -43,6 +53,53 @@ StateGraph<State> path_bfs(const State& init, int actions, Step step) {
     }
   }
   return graph;
+}
+
+// A reached-state graph and the largest value the admitted count (one
+// component of the state) took in it.
+template <class State>
+struct BfsGraph {
+  StateGraph<State> next;
+  int64_t max_admitted = 0;
+};
+
+// `path_bfs(init, actions, step)`, with the largest `s[admitted_at]` over
+// the states reached.
+template <class State, class Step>
+BfsGraph<State> admission_bfs(const State& init, int actions,
+                              size_t admitted_at, Step step) {
+  BfsGraph<State> g;
+  g.next = path_bfs(init, actions, step);
+  for (const auto& [s, next] : g.next) {
+    g.max_admitted = std::max(g.max_admitted, s[admitted_at]);
+  }
+  return g;
+}
+
+// The `step` of a production twin for `path_bfs`: builds a fresh
+// `Twin(args...)` (with `apply(action)` and `observe()`), replays `path` on
+// it, expects it to observe `state` ("replay diverged" otherwise), applies
+// `action` and returns what it then observes. `args` must outlive the
+// search.
+template <class Twin, class... Args>
+auto replay_step(const Args&... args) {
+  return
+      [&args...](const std::vector<int>& path, const auto& state, int action) {
+        Twin twin(args...);
+        for (int b : path) twin.apply(b);
+        EXPECT_EQ(twin.observe(), state) << "replay diverged";
+        twin.apply(action);
+        return twin.observe();
+      };
+}
+
+// Expects the production twin's graph to equal the spec's, edge for edge.
+template <class State>
+void expect_same_graph(const StateGraph<State>& production,
+                       const StateGraph<State>& spec) {
+  EXPECT_EQ(production.size(), spec.size());
+  EXPECT_TRUE(production == spec)
+      << "the production limiters' transitions differ from the spec's";
 }
 
 }  // namespace throttlekit::testing

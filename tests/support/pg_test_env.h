@@ -39,6 +39,15 @@ inline std::string unique_table(const std::string& stem) {
   return stem + "_" + std::to_string(::getpid());
 }
 
+// The options of a coordinator on this process's table `stem`
+// (`unique_table`) with `connections` connections.
+inline PostgresCoordinatorOptions pg_table_options(const std::string& stem,
+                                                   int connections) {
+  PostgresCoordinatorOptions o = pg_options(unique_table(stem));
+  o.connections = connections;
+  return o;
+}
+
 inline std::unique_ptr<PostgresCoordinator> make_pg(
     const PostgresCoordinatorOptions& o) {
   auto c = PostgresCoordinator::create(o);

@@ -38,6 +38,15 @@ inline std::unique_ptr<RedisCoordinator> redis_coordinator(
   return *std::move(c);
 }
 
+// A coordinator on the fixture server for a forked fleet process, or null
+// if it cannot connect: the process then reports an error (aborting would
+// only leave its report missing).
+inline std::shared_ptr<RedisCoordinator> fleet_redis_coordinator() {
+  auto c = RedisCoordinator::create({.port = redis_port()});
+  if (!c.ok()) return nullptr;
+  return *std::move(c);
+}
+
 // The output lines of the shell command `cmd`.
 inline std::vector<std::string> shell_lines(const std::string& cmd) {
   std::vector<std::string> lines;

@@ -2,9 +2,15 @@
 //
 // What the fleet simulator's tests (tests/sim/) share: `sound(r, replay)`,
 // a run that broke no invariant and fell below no liveness floor (else the
-// first of each and the command that replays the run), and
-// `first_failing_seed(within, run)`, the first seed in 1 .. `within` whose
-// run breaks an invariant: how a mutation row is caught.
+// first of each and the command that replays the run);
+// `expect_seed_holds(r, replay)`, a swarm seed's run that broke no bound (a
+// fatal failure, naming the first violation and `replay`) and admitted
+// something; `first_failing_seed(within, run)`, the first seed in
+// 1 .. `within` whose run breaks an invariant: how a mutation row is
+// caught; and `expect_replays(run, seed, other_seed)`: `run(seed,
+// keep_trace)` twice makes the same history (a trace of over 100 events,
+// its hash, the event count and the first violation) and, if `other_seed`
+// is given, that seed another history (another hash).
 
 #ifndef THROTTLEKIT_TESTS_SUPPORT_SIM_SEEDS_H_
 #define THROTTLEKIT_TESTS_SUPPORT_SIM_SEEDS_H_
@@ -12,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "sim/world.h"
@@ -28,6 +35,12 @@ inline ::testing::AssertionResult sound(const sim::SimResult& r,
          << "\n  replay: " << replay;
 }
 
+inline void expect_seed_holds(const sim::SimResult& r,
+                              const std::string& replay) {
+  ASSERT_EQ(r.violations, 0) << r.first_violation << "\n  replay: " << replay;
+  EXPECT_GT(r.admitted, 0) << replay;
+}
+
 // The first seed `s` in 1 .. `within` for which `run(s)` (a `SimResult`)
 // broke an invariant, with that run's first violation in `*first` when
 // given; 0 when every seed held.
@@ -42,6 +55,21 @@ uint64_t first_failing_seed(uint64_t within, Run run,
     }
   }
   return 0;
+}
+
+template <class Run>
+void expect_replays(Run run, uint64_t seed,
+                    std::optional<uint64_t> other_seed) {
+  const sim::SimResult a = run(seed, /*keep_trace=*/true);
+  const sim::SimResult b = run(seed, /*keep_trace=*/true);
+  ASSERT_GT(a.trace.size(), 100u);
+  EXPECT_EQ(a.trace, b.trace);
+  EXPECT_EQ(a.trace_hash, b.trace_hash);
+  EXPECT_EQ(a.first_violation, b.first_violation);
+  EXPECT_EQ(a.events, b.events);
+  if (!other_seed) return;
+  const sim::SimResult other = run(*other_seed, /*keep_trace=*/false);
+  EXPECT_NE(other.trace_hash, a.trace_hash);
 }
 
 }  // namespace throttlekit::testing

@@ -26,32 +26,28 @@ namespace throttlekit {
 namespace escrow_fleet_redis_test {
 namespace {
 
+constexpr testing::FleetRun kRun{.limit = 400, .window_ms = 250, .windows = 12};
 constexpr int kProcesses = 4;
-constexpr int64_t kLimit = 400;
-constexpr int64_t kWindowMs = 250;
-constexpr int kWindows = 12;
 
 using testing::wall_ms;
 
-struct Report {
-  int64_t per_window[kWindows + 2] = {};
+struct Report : testing::WindowTally<kRun.windows> {
   int64_t in_share = 0;
-  int64_t errors = 0;
 };
 
 Report run_process(const std::string& key, int index,
                    const testing::FleetSchedule& run) {
   Report r;
-  auto redis = RedisCoordinator::create({.port = testing::redis_port()});
-  if (!redis.ok()) {
+  std::shared_ptr<RedisCoordinator> redis = testing::fleet_redis_coordinator();
+  if (redis == nullptr) {
     r.errors = 1;
     return r;
   }
   auto escrow = WeightedFairEscrow::create(
-      {.limit = kLimit,
-       .window_ms = kWindowMs,
+      {.limit = kRun.limit,
+       .window_ms = kRun.window_ms,
        .tenants = {{.name = "gold", .weight = 3}, {.name = "free"}},
-       .coordinator = std::shared_ptr(*std::move(redis)),
+       .coordinator = redis,
        .key = key,
        .quantum = 8});
   if (!escrow.ok()) {
@@ -63,16 +59,7 @@ Report run_process(const std::string& key, int index,
     if (before >= run.end_ms) break;
     absl::StatusOr<Decision> d =
         (*escrow)->admit(call % 3 == 0 ? "free" : "gold");
-    if (!d.ok()) {
-      ++r.errors;
-      continue;
-    }
-    if (!d->allowed) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      continue;
-    }
-    const int64_t w = run.window_of(before, d->reset_at_ms);
-    if (w >= 0 && w < kWindows + 2) ++r.per_window[w];
+    if (r.admitted(d)) r.count(run.window_of(before, d->reset_at_ms));
   }
   r.in_share = (*escrow)->stats().admitted_in_share;
   return r;
@@ -80,27 +67,25 @@ Report run_process(const std::string& key, int index,
 
 TEST(EscrowFleetRedis, TheFleetStaysAtOrUnderTheLimitEveryWindow) {
   const std::string key = "escrow:" + std::to_string(getpid());
-  const auto run = testing::FleetSchedule::starting_soon(kWindowMs, kWindows);
+  const auto run = kRun.starting_soon();
   const std::vector<Report> reports = testing::run_forked<Report>(
       kProcesses, run.start_ms,
       [&](int p) { return run_process(key, p, run); });
-  std::vector<int64_t> per_window(kWindows + 2, 0);
-  int64_t errors = 0, in_share = 0;
+  Report fleet;
   for (const Report& r : reports) {
-    for (int w = 0; w < kWindows + 2; ++w) per_window[w] += r.per_window[w];
-    errors += r.errors;
-    in_share += r.in_share;
+    fleet += r;
+    fleet.in_share += r.in_share;
   }
   ASSERT_EQ(reports.size(), static_cast<size_t>(kProcesses));
-  EXPECT_EQ(errors, 0);
-  for (int w = 0; w < kWindows; ++w) {
-    EXPECT_LE(per_window[w], kLimit) << "window " << w;
+  EXPECT_EQ(fleet.errors, 0);
+  for (int w = 0; w < kRun.windows; ++w) {
+    EXPECT_LE(fleet.per_window[w], kRun.limit) << "window " << w;
     // Every window is over-subscribed; the last may be cut short.
-    if (w < kWindows - 1) {
-      EXPECT_GE(per_window[w], kLimit * 9 / 10) << "window " << w;
+    if (w < kRun.windows - 1) {
+      EXPECT_GE(fleet.per_window[w], kRun.limit * 9 / 10) << "window " << w;
     }
   }
-  EXPECT_GT(in_share, 0);
+  EXPECT_GT(fleet.in_share, 0);
 }
 
 }  // namespace

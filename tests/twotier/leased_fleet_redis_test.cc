@@ -39,21 +39,17 @@ namespace throttlekit {
 namespace leased_fleet_redis_test {
 namespace {
 
+constexpr testing::FleetRun kRun{.limit = 500, .window_ms = 250, .windows = 22};
 constexpr int kNodes = 8;
-constexpr int64_t kLimit = 500;
-constexpr int64_t kWindowMs = 250;
 constexpr int64_t kBatch = 5;
-constexpr int kWindows = 22;
 constexpr int64_t kOddDemand = 56;  // 12 leases of 5, 4 left over
 
 using testing::wall_ms;
 
 // What one process reports: admissions per window, and how many broke the
 // real-time coupling condition or failed.
-struct Report {
-  int64_t per_window[kWindows + 2] = {};
+struct Report : testing::WindowTally<kRun.windows> {
   int64_t outside_window = 0;
-  int64_t errors = 0;
   int64_t leases = 0;
 };
 
@@ -61,17 +57,13 @@ struct Report {
 Report run_node(const std::string& key, bool coupled,
                 const testing::FleetSchedule& run) {
   Report r;
-  auto redis = RedisCoordinator::create({.port = testing::redis_port()});
-  if (!redis.ok()) {
-    r.errors = 1;
-    return r;
-  }
+  // No coordinator (no connection) fails the create.
   auto limiter = LeasedLimiter::create({.prefix = "fleet",
-                                        .limit = kLimit,
-                                        .window_ms = kWindowMs,
+                                        .limit = kRun.limit,
+                                        .window_ms = kRun.window_ms,
                                         .batch = kBatch,
                                         .window_coupled = coupled},
-                                       std::shared_ptr(*std::move(redis)));
+                                       testing::fleet_redis_coordinator());
   if (!limiter.ok()) {
     r.errors = 1;
     return r;
@@ -80,32 +72,24 @@ Report run_node(const std::string& key, bool coupled,
   while (true) {
     const int64_t before = wall_ms();
     if (before >= run.end_ms) break;
-    if (before / kWindowMs != current) {
-      current = before / kWindowMs;
+    if (before / kRun.window_ms != current) {
+      current = before / kRun.window_ms;
       mine = 0;
     }
     if ((current - run.first_window) % 2 == 1 && mine >= kOddDemand) {
       std::this_thread::sleep_for(
-          std::chrono::milliseconds((current + 1) * kWindowMs - before));
+          std::chrono::milliseconds((current + 1) * kRun.window_ms - before));
       continue;
     }
     absl::StatusOr<Decision> d = (*limiter)->check(key);
     const int64_t after = wall_ms();
-    if (!d.ok()) {
-      ++r.errors;
-      continue;
-    }
-    if (!d->allowed) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      continue;
-    }
-    const int64_t window_start = d->reset_at_ms - kWindowMs;
+    if (!r.admitted(d)) continue;
+    const int64_t window_start = d->reset_at_ms - kRun.window_ms;
     const int64_t w = run.window_of(before, d->reset_at_ms);
-    if (w < 0 || w >= kWindows + 2) {
+    if (!r.count(w)) {
       ++r.outside_window;
       continue;
     }
-    ++r.per_window[w];
     ++mine;
     if (coupled && !(before < d->reset_at_ms && after >= window_start)) {
       ++r.outside_window;
@@ -116,28 +100,21 @@ Report run_node(const std::string& key, bool coupled,
 }
 
 // Forks kNodes processes that start together at a window boundary and run
-// kWindows windows; returns their reports.
+// kRun.windows windows; returns their reports.
 std::vector<Report> run_fleet(bool coupled) {
   const std::string key =
       "k:" + std::to_string(getpid()) + ":" + (coupled ? "coupled" : "carried");
-  const auto run = testing::FleetSchedule::starting_soon(kWindowMs, kWindows);
+  const auto run = kRun.starting_soon();
   return testing::run_forked<Report>(
       kNodes, run.start_ms, [&](int) { return run_node(key, coupled, run); });
 }
 
-struct Totals {
-  std::vector<int64_t> per_window = std::vector<int64_t>(kWindows + 2, 0);
-  int64_t outside_window = 0;
-  int64_t errors = 0;
-  int64_t leases = 0;
-};
-
-Totals sum(const std::vector<Report>& reports) {
-  Totals t;
+// The fleet's counts: every process's added up.
+Report sum(const std::vector<Report>& reports) {
+  Report t;
   for (const Report& r : reports) {
-    for (int w = 0; w < kWindows + 2; ++w) t.per_window[w] += r.per_window[w];
+    t += r;
     t.outside_window += r.outside_window;
-    t.errors += r.errors;
     t.leases += r.leases;
   }
   return t;
@@ -146,21 +123,21 @@ Totals sum(const std::vector<Report>& reports) {
 TEST(LeasedFleetRedis, WindowCoupledFleetAdmitsAtMostTheLimitPerWindow) {
   const std::vector<Report> reports = run_fleet(true);
   ASSERT_EQ(reports.size(), static_cast<size_t>(kNodes));
-  const Totals t = sum(reports);
+  const Report t = sum(reports);
   EXPECT_EQ(t.errors, 0);
   EXPECT_EQ(t.outside_window, 0);
   int64_t admitted = 0;
-  for (int w = 0; w < kWindows; ++w) {
+  for (int w = 0; w < kRun.windows; ++w) {
     admitted += t.per_window[w];
-    EXPECT_LE(t.per_window[w], kLimit) << "window " << w;
+    EXPECT_LE(t.per_window[w], kRun.limit) << "window " << w;
     // Even windows are over-subscribed (the last may be cut short by the
     // end of the run); odd ones ask for about kNodes * kOddDemand.
-    if (w % 2 == 0 && w < kWindows - 1) {
-      EXPECT_GE(t.per_window[w], kLimit * 9 / 10) << "window " << w;
+    if (w % 2 == 0 && w < kRun.windows - 1) {
+      EXPECT_GE(t.per_window[w], kRun.limit * 9 / 10) << "window " << w;
     }
     std::printf("coupled window %2d: admitted %lld of %lld\n", w,
                 static_cast<long long>(t.per_window[w]),
-                static_cast<long long>(kLimit));
+                static_cast<long long>(kRun.limit));
   }
   std::printf("coupled: %lld admitted, %lld lease round trips\n",
               static_cast<long long>(admitted),
@@ -170,20 +147,20 @@ TEST(LeasedFleetRedis, WindowCoupledFleetAdmitsAtMostTheLimitPerWindow) {
 TEST(LeasedFleetRedis, CarriedCreditsStayWithinTheOvershootBound) {
   const std::vector<Report> reports = run_fleet(false);
   ASSERT_EQ(reports.size(), static_cast<size_t>(kNodes));
-  const Totals t = sum(reports);
+  const Report t = sum(reports);
   EXPECT_EQ(t.errors, 0);
   int64_t worst = 0;
-  for (int w = 0; w < kWindows; ++w) {
-    EXPECT_LE(t.per_window[w], kLimit + kNodes * (kBatch - 1))
+  for (int w = 0; w < kRun.windows; ++w) {
+    EXPECT_LE(t.per_window[w], kRun.limit + kNodes * (kBatch - 1))
         << "window " << w;
     worst = std::max(worst, t.per_window[w]);
   }
   // The overshoot is real: some busy window after a quiet one spends every
   // node's leftover on top of the full budget.
-  EXPECT_EQ(worst, kLimit + kNodes * (kBatch - 1));
+  EXPECT_EQ(worst, kRun.limit + kNodes * (kBatch - 1));
   std::printf("carried: worst window %lld (limit %lld, bound %lld)\n",
-              static_cast<long long>(worst), static_cast<long long>(kLimit),
-              static_cast<long long>(kLimit + kNodes * (kBatch - 1)));
+              static_cast<long long>(worst), static_cast<long long>(kRun.limit),
+              static_cast<long long>(kRun.limit + kNodes * (kBatch - 1)));
 }
 
 }  // namespace
