@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -34,7 +35,11 @@ int run_share(const AnyStrategy& strategy, const std::string& key,
     for (int i = 0; i < kPerThread; ++i) {
       absl::StatusOr<Decision> d = redis->check(strategy, key, 0);
       if (!d.ok()) {
-        errors.fetch_add(1);
+        // The first error's status, for the failure's cause.
+        if (errors.fetch_add(1) == 0) {
+          std::fprintf(stderr, "pid %d: %s\n", static_cast<int>(getpid()),
+                       d.status().ToString().c_str());
+        }
       } else if (d->allowed) {
         ++n;
       }
