@@ -19,14 +19,26 @@
 #include "absl/status/statusor.h"
 #include "support/allocation_counter.h"
 #include "support/forwarding_coordinator.h"
+#include "support/test_time.h"
 #include "throttlekit/coordinator/coordinator.h"
 #include "throttlekit/coordinator/memory_coordinator.h"
 #include "throttlekit/coordinator/verb_completion.h"
+#include "throttlekit/core/clock.h"
 #include "throttlekit/core/completion_latch.h"
 
 namespace throttlekit {
 namespace coordinator_hooks_test {
 namespace {
+
+// A memory store whose clock stands still at `kEpoch`: a test counting
+// admissions in one 1 s window must not see the system clock cross a second
+// boundary between its calls (run 58 did, under the ASan pass's load).
+std::unique_ptr<MemoryCoordinator> still_memory() {
+  static ManualClock clock(testing::kEpoch);
+  return *MemoryCoordinator::create(
+      {}, std::make_shared<ClockAdapter<ClockRef<ManualClock>>>(
+              ClockRef<ManualClock>(clock)));
+}
 
 AnyStrategy fixed(int64_t limit) {
   return *make_strategy(
@@ -58,7 +70,7 @@ class Recording final : public testing::ForwardingCoordinator {
 };
 
 TEST(CoordinatorHooks, TheBlockingVerbWaitsOnTheHookAndTheAsyncOneDoesNot) {
-  auto memory = *MemoryCoordinator::create();
+  auto memory = still_memory();
   Recording c(std::move(memory));
   ASSERT_TRUE(c.check(fixed(5), "k", 0, 1).ok());
   absl::StatusOr<Decision> async_answer = absl::UnknownError("not run");
@@ -85,7 +97,7 @@ TEST(CoordinatorHooks, TheBlockingVerbWaitsOnTheHookAndTheAsyncOneDoesNot) {
 }
 
 TEST(CoordinatorHooks, AnInlineHookMakesTheBlockingVerbAllocationFree) {
-  auto memory = *MemoryCoordinator::create();
+  auto memory = still_memory();
   const AnyStrategy s = fixed(1'000'000);
   ASSERT_TRUE(memory->check(s, "warm", 0, 1).ok());  // the key exists
   const LeaseBudget budget = *LeaseBudget::create({1'000'000, 60'000});
@@ -125,7 +137,7 @@ class Deferred final : public testing::ForwardingCoordinator {
 };
 
 TEST(CoordinatorHooks, AHookCompletedOnAnotherThreadWakesTheWaitingCaller) {
-  auto memory = *MemoryCoordinator::create();
+  auto memory = still_memory();
   Deferred c(std::move(memory));
   for (int i = 0; i < 3; ++i) {
     absl::StatusOr<Decision> d = c.check(fixed(2), "k", 0, 1);
@@ -189,7 +201,7 @@ class Minimal final : public testing::ForwardingCoordinator {
 };
 
 TEST(CoordinatorHooks, ADefaultHookAnswersUnimplementedNamingTheVerb) {
-  Minimal c(*MemoryCoordinator::create());
+  Minimal c(still_memory());
   absl::StatusOr<LeaseGrant> g = c.escrow_take("k", 1);
   EXPECT_EQ(g.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_EQ(g.status().message(),
