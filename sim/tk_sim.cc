@@ -375,6 +375,16 @@ int run_scenario(
       });
 }
 
+// The command line's workload and store faults, on the leased fleet of a
+// scenario built on it (a scenario that takes neither rejected them
+// before, so they are the defaults there).
+void apply_common(const Common& common,
+                  throttlekit::sim::LeasedFleetConfig& fleet) {
+  fleet.workload = common.workload;
+  fleet.store_failover = common.failover;
+  fleet.store_restart = common.restart;
+}
+
 int run_concurrency(int argc, char** argv) {
   using throttlekit::sim::ConcurrencyFleetConfig;
   Common common{.nodes = 5};
@@ -474,9 +484,7 @@ int run_admission(int argc, char** argv) {
           throttlekit::sim::admission_replay_command},
       common, explicit_config, given, [&](AdmissionFleetConfig& c) {
         c.fleet.window_coupled = !uncoupled;
-        c.fleet.workload = common.workload;
-        c.fleet.store_failover = common.failover;
-        c.fleet.store_restart = common.restart;
+        apply_common(common, c.fleet);
       });
 }
 
@@ -520,9 +528,7 @@ int run_federated(int argc, char** argv) {
           throttlekit::sim::federated_replay_command},
       common, explicit_config, given, [&](FederatedFleetConfig& c) {
         c.clocks_behind = clocks_behind;
-        c.fleet.workload = common.workload;
-        c.fleet.store_failover = common.failover;
-        c.fleet.store_restart = common.restart;
+        apply_common(common, c.fleet);
       });
 }
 
@@ -561,7 +567,7 @@ int run_fair(int argc, char** argv) {
                                 throttlekit::sim::fair_replay_command},
       common, explicit_config, given, [&](FairFleetConfig& c) {
         c.greedy_region = greedy;
-        c.fleet.workload = common.workload;
+        apply_common(common, c.fleet);
       });
 }
 
@@ -602,36 +608,18 @@ int run_strict(int argc, char** argv) {
         c.fleet.policy_dropped = policy_dropped;
         c.cached_deny = cached_deny;
         c.slow_clocks = slow_clocks;
-        c.fleet.workload = common.workload;
-        c.fleet.store_failover = common.failover;
-        c.fleet.store_restart = common.restart;
+        apply_common(common, c.fleet);
       });
 }
 
-}  // namespace
+// The leased scenario's replay line (`replay_command`'s own scenario).
+std::string leased_replay(uint64_t seed,
+                          const throttlekit::sim::LeasedFleetConfig& config) {
+  return throttlekit::sim::replay_command(seed, config);
+}
 
-int main(int argc, char** argv) {
+int run_leased(int argc, char** argv) {
   using throttlekit::sim::LeasedFleetConfig;
-  if (argc >= 2 && std::strcmp(argv[1], "concurrency") == 0) {
-    return run_concurrency(argc, argv);
-  }
-  if (argc >= 2 && std::strcmp(argv[1], "federated") == 0) {
-    return run_federated(argc, argv);
-  }
-  if (argc >= 2 && std::strcmp(argv[1], "admission") == 0) {
-    return run_admission(argc, argv);
-  }
-  if (argc >= 2 && std::strcmp(argv[1], "strict") == 0) {
-    return run_strict(argc, argv);
-  }
-  if (argc >= 2 && std::strcmp(argv[1], "fair") == 0) {
-    return run_fair(argc, argv);
-  }
-  if (argc < 2 || std::strcmp(argv[1], "leased") != 0) {
-    return usage(
-        "the scenario must be `leased`, `concurrency`, `federated`, "
-        "`admission`, `strict` or `fair`");
-  }
   Common common{.nodes = 8};
   bool uncoupled = false, want_shrink = false, policy_dropped = false;
   bool explicit_config = false;
@@ -650,30 +638,40 @@ int main(int argc, char** argv) {
   }
   if (given.batch > given.limit) return usage("--batch must be <= --limit");
   given.nodes = common.nodes;
-  const auto config_of = [&](uint64_t s) {
-    LeasedFleetConfig c = explicit_config
-                              ? given
-                              : throttlekit::sim::swarm_config(s, common.nodes);
-    c.window_coupled = !uncoupled;
-    c.policy_dropped = policy_dropped;
-    c.workload = common.workload;
-    c.store_failover = common.failover;
-    c.store_restart = common.restart;
-    return c;
-  };
-  return run_seeds(
-      "leased", common.seed, common.seeds, common.want_trace,
-      [&](uint64_t s) {
-        const LeasedFleetConfig c = config_of(s);
-        return SeedRun{
-            throttlekit::sim::run_leased_fleet(s, c, common.want_trace),
-            throttlekit::sim::replay_command(s, c), c.duration_ms};
+  return run_scenario(
+      Scenario<LeasedFleetConfig>{"leased", throttlekit::sim::swarm_config,
+                                  throttlekit::sim::run_leased_fleet,
+                                  leased_replay},
+      common, explicit_config, given,
+      [&](LeasedFleetConfig& c) {
+        c.window_coupled = !uncoupled;
+        c.policy_dropped = policy_dropped;
+        apply_common(common, c);
       },
-      [&](uint64_t s) {
+      [&](uint64_t s, const LeasedFleetConfig& c) {
         if (!want_shrink) return;
-        const LeasedFleetConfig small =
-            throttlekit::sim::shrink(s, config_of(s));
-        std::printf("  shrunk: %s\n",
-                    throttlekit::sim::replay_command(s, small).c_str());
+        std::printf("  shrunk: %s\n", throttlekit::sim::replay_command(
+                                          s, throttlekit::sim::shrink(s, c))
+                                          .c_str());
       });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  static constexpr struct {
+    const char* name;
+    int (*run)(int, char**);
+  } kScenarios[] = {
+      {"leased", run_leased},       {"concurrency", run_concurrency},
+      {"federated", run_federated}, {"admission", run_admission},
+      {"strict", run_strict},       {"fair", run_fair}};
+  for (const auto& scenario : kScenarios) {
+    if (argc >= 2 && std::strcmp(argv[1], scenario.name) == 0) {
+      return scenario.run(argc, argv);
+    }
+  }
+  return usage(
+      "the scenario must be `leased`, `concurrency`, `federated`, "
+      "`admission`, `strict` or `fair`");
 }

@@ -550,8 +550,7 @@ void RedisCoordinator::Impl::Connection::flatten(const redisReply* reply,
 void RedisCoordinator::Impl::Connection::complete(Outcome& o,
                                                   const redisReply* reply) {
   if (reply->type == REDIS_REPLY_ERROR &&
-      (redirected(reply, o) || unavailable_slot(reply, o) ||
-       (owner_->topology_ == Topology::kSentinel && not_primary(reply, o)))) {
+      (redirected(reply, o) || retry_later(reply, o))) {
     return;
   }
   count(&detail::BackendCounters::requests);
@@ -594,28 +593,19 @@ bool RedisCoordinator::Impl::Connection::redirected(const redisReply* reply,
   return true;
 }
 
-bool RedisCoordinator::Impl::Connection::unavailable_slot(
-    const redisReply* reply, Outcome& o) {
-  const std::string_view msg(reply->str, reply->len);
-  if (!msg.starts_with("TRYAGAIN") && !msg.starts_with("CLUSTERDOWN")) {
-    return false;
-  }
-  o.retry = true;
-  o.status = absl::UnavailableError(
-      absl::StrCat("redis: ", absl::string_view(msg.data(), msg.size())));
-  return true;
-}
-
-bool RedisCoordinator::Impl::Connection::not_primary(const redisReply* reply,
+bool RedisCoordinator::Impl::Connection::retry_later(const redisReply* reply,
                                                      Outcome& o) {
   const std::string_view msg(reply->str, reply->len);
-  if (!msg.starts_with("READONLY") && !msg.starts_with("LOADING")) {
-    return false;
-  }
+  const bool slot =
+      msg.starts_with("TRYAGAIN") || msg.starts_with("CLUSTERDOWN");
+  const bool demoted =
+      owner_->topology_ == Topology::kSentinel &&
+      (msg.starts_with("READONLY") || msg.starts_with("LOADING"));
+  if (!slot && !demoted) return false;
   o.retry = true;
   o.status = absl::UnavailableError(
       absl::StrCat("redis: ", absl::string_view(msg.data(), msg.size())));
-  owner_->request_refresh();
+  if (demoted) owner_->request_refresh();
   return true;
 }
 

@@ -425,15 +425,14 @@ class RedisCoordinator::Impl {
     // redirect not be followed); false for any other error.
     static bool redirected(const redisReply* reply, Outcome& o);
 
-    // Redis Cluster: "TRYAGAIN ..." (a multi-key call met a slot half
+    // An error to send the call again for, after a pause, recorded in `o`
+    // (its status kUnavailable naming the reply, should no attempt be
+    // left): "TRYAGAIN ..." (a multi-key call met a Cluster slot half
     // migrated) or "CLUSTERDOWN ..." (the cluster cannot serve the slot
-    // now), recorded in `o` to be sent again after a pause.
-    static bool unavailable_slot(const redisReply* reply, Outcome& o);
-
-    // Redis Sentinel: "READONLY ..." (the node was demoted to a replica) or
-    // "LOADING ..." (a node restarting): recorded in `o` to be sent again,
-    // after a pause, to the primary the sentinels name then (asked now).
-    bool not_primary(const redisReply* reply, Outcome& o);
+    // now); under Sentinel also "READONLY ..." (the node was demoted to a
+    // replica) or "LOADING ..." (a node restarting), sent then to the
+    // primary the sentinels name (asked now). False for any other error.
+    bool retry_later(const redisReply* reply, Outcome& o);
 
     void fail(Outcome& o, const absl::Status& s);
 

@@ -26,6 +26,32 @@ namespace throttlekit {
 
 using namespace redis_internal;  // NOLINT: this backend's own internals
 
+namespace {
+
+// `addresses` (the option `field`): at most `most` of them, each
+// "host:port".
+absl::Status check_addresses(std::string_view field,
+                             const std::vector<std::string>& addresses,
+                             size_t most) {
+  if (addresses.size() > most) {
+    return bad_option("redis_coordinator", field,
+                      absl::StrCat("at most ", most, " addresses"),
+                      addresses.size());
+  }
+  for (const std::string& address : addresses) {
+    if (absl::StatusOr<std::pair<std::string, int>> a =
+            parse_node_address(address);
+        !a.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "redis_coordinator.", absl::string_view(field.data(), field.size()),
+          ": ", a.status().message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<RedisCoordinator>> RedisCoordinator::create(
     const RedisCoordinatorOptions& o) {
   const auto bad = [](std::string_view field, std::string_view bound,
@@ -44,16 +70,9 @@ absl::StatusOr<std::unique_ptr<RedisCoordinator>> RedisCoordinator::create(
   if (o.ttl_slack_ms < 0 || o.ttl_slack_ms > kMaxSafeInteger) {
     return bad("ttl_slack_ms", "in [0, 2^53-1]", o.ttl_slack_ms);
   }
-  if (o.cluster_seeds.size() > 64) {
-    return bad("cluster_seeds", "at most 64 addresses", o.cluster_seeds.size());
-  }
-  for (const std::string& seed : o.cluster_seeds) {
-    if (absl::StatusOr<std::pair<std::string, int>> a =
-            parse_node_address(seed);
-        !a.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "redis_coordinator.cluster_seeds: ", a.status().message()));
-    }
+  if (absl::Status s = check_addresses("cluster_seeds", o.cluster_seeds, 64);
+      !s.ok()) {
+    return s;
   }
   if (o.max_redirects < 1 || o.max_redirects > 16) {
     return bad("max_redirects", "in [1, 16]", o.max_redirects);
@@ -68,16 +87,8 @@ absl::StatusOr<std::unique_ptr<RedisCoordinator>> RedisCoordinator::create(
         "redis_coordinator.cluster_seeds and sentinels select two "
         "topologies; set one");
   }
-  if (o.sentinels.size() > 16) {
-    return bad("sentinels", "at most 16 addresses", o.sentinels.size());
-  }
-  for (const std::string& sentinel : o.sentinels) {
-    if (absl::StatusOr<std::pair<std::string, int>> a =
-            parse_node_address(sentinel);
-        !a.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("redis_coordinator.sentinels: ", a.status().message()));
-    }
+  if (absl::Status s = check_addresses("sentinels", o.sentinels, 16); !s.ok()) {
+    return s;
   }
   if (!o.sentinels.empty() && o.master_name.empty()) {
     return absl::InvalidArgumentError(

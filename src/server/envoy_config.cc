@@ -255,24 +255,28 @@ absl::StatusOr<EnvoyRateLimit> rate_limit(const YAML::Node& n,
     }
   }
   if (const YAML::Node rep = m->get("replaces"); rep.IsDefined()) {
-    const std::string rpath = child(path, "replaces");
-    if (!rep.IsSequence()) {
-      return errors.at(rpath, "must be a list of {name: <a limit's name>}");
-    }
-    for (size_t i = 0; i < rep.size(); ++i) {
-      const std::string at = absl::StrCat(rpath, "[", i, "]");
-      absl::StatusOr<Map> e = mapping(rep[i], at, errors);
-      if (!e.ok()) return e.status();
-      std::optional<std::string> replaced;
-      TK_ASSIGN(replaced, text(*e, "name", /*required=*/true,
-                               /*allow_empty=*/false));
-      if (*replaced == r.name) {
-        return errors.at(
-            child(at, "name"),
-            absl::StrCat("a limit cannot replace itself (\"", r.name, "\")"));
-      }
-      if (absl::Status s = e->unknown(); !s.ok()) return s;
-      r.replaces.push_back(*std::move(replaced));
+    if (absl::Status s = for_each_item(
+            rep, child(path, "replaces"), errors,
+            "a list of {name: <a limit's name>}",
+            [&](const YAML::Node& item, const std::string& at,
+                size_t) -> absl::Status {
+              absl::StatusOr<Map> e = mapping(item, at, errors);
+              if (!e.ok()) return e.status();
+              std::optional<std::string> replaced;
+              TK_ASSIGN(replaced, text(*e, "name", /*required=*/true,
+                                       /*allow_empty=*/false));
+              if (*replaced == r.name) {
+                return errors.at(
+                    child(at, "name"),
+                    absl::StrCat("a limit cannot replace itself (\"", r.name,
+                                 "\")"));
+              }
+              if (absl::Status u = e->unknown(); !u.ok()) return u;
+              r.replaces.push_back(*std::move(replaced));
+              return absl::OkStatus();
+            });
+        !s.ok()) {
+      return s;
     }
   }
   if (absl::Status s = m->unknown(); !s.ok()) return s;
@@ -500,55 +504,51 @@ absl::StatusOr<EnvoyConfig> envoy_block(const YAML::Node& n,
     return absl::OkStatus();
   };
   if (const YAML::Node ds = m->get("domains"); ds.IsDefined()) {
-    const std::string dpath = child(path, "domains");
-    if (!ds.IsSequence()) {
-      return errors.at(dpath,
-                       "must be a list of domains ({domain, descriptors})");
-    }
-    for (size_t i = 0; i < ds.size(); ++i) {
-      const std::string at = absl::StrCat(dpath, "[", i, "]");
-      absl::StatusOr<EnvoyDomain> d =
-          domain(ds[i], at, errors, absl::StrCat(errors.source(), ": ", at));
-      if (!d.ok()) return d.status();
-      if (absl::Status s = add(*std::move(d),
-                               [&](std::string problem) {
-                                 return errors.at(child(at, "domain"), problem);
-                               });
-          !s.ok()) {
-        return s;
-      }
+    if (absl::Status s = for_each_item(
+            ds, child(path, "domains"), errors,
+            "a list of domains ({domain, descriptors})",
+            [&](const YAML::Node& item, const std::string& at,
+                size_t) -> absl::Status {
+              absl::StatusOr<EnvoyDomain> d = domain(
+                  item, at, errors, absl::StrCat(errors.source(), ": ", at));
+              if (!d.ok()) return d.status();
+              return add(*std::move(d), [&](std::string problem) {
+                return errors.at(child(at, "domain"), problem);
+              });
+            });
+        !s.ok()) {
+      return s;
     }
   }
   if (const YAML::Node fs = m->get("files"); fs.IsDefined()) {
-    const std::string fpath = child(path, "files");
-    if (!fs.IsSequence()) {
-      return errors.at(fpath, "must be a list of file names");
-    }
-    for (size_t i = 0; i < fs.size(); ++i) {
-      const std::string at = absl::StrCat(fpath, "[", i, "]");
-      if (!fs[i].IsScalar() || fs[i].Scalar().empty()) {
-        return errors.at(
-            at, absl::StrCat("must be a file name; got ", quoted(fs[i])));
-      }
-      const std::string& name = fs[i].Scalar();
-      const std::string file = name.front() == '/' || base_dir.empty()
-                                   ? name
-                                   : absl::StrCat(sv(base_dir), "/", name);
-      const std::optional<std::string> body = read_file_text(file);
-      if (!body.has_value()) {
-        return errors.at(at, absl::StrCat("cannot read the file ", file));
-      }
-      config.files.push_back(file);
-      absl::StatusOr<EnvoyDomain> d = parse_domain_text(*body, file);
-      if (!d.ok()) return d.status();
-      if (absl::Status s = add(*std::move(d),
-                               [&](std::string problem) {
-                                 return absl::InvalidArgumentError(
-                                     absl::StrCat(file, ": domain: ", problem));
-                               });
-          !s.ok()) {
-        return s;
-      }
+    if (absl::Status s = for_each_item(
+            fs, child(path, "files"), errors, "a list of file names",
+            [&](const YAML::Node& item, const std::string& at,
+                size_t) -> absl::Status {
+              if (!item.IsScalar() || item.Scalar().empty()) {
+                return errors.at(at, absl::StrCat("must be a file name; got ",
+                                                  quoted(item)));
+              }
+              const std::string& name = item.Scalar();
+              const std::string file =
+                  name.front() == '/' || base_dir.empty()
+                      ? name
+                      : absl::StrCat(sv(base_dir), "/", name);
+              const std::optional<std::string> body = read_file_text(file);
+              if (!body.has_value()) {
+                return errors.at(at,
+                                 absl::StrCat("cannot read the file ", file));
+              }
+              config.files.push_back(file);
+              absl::StatusOr<EnvoyDomain> d = parse_domain_text(*body, file);
+              if (!d.ok()) return d.status();
+              return add(*std::move(d), [&](std::string problem) {
+                return absl::InvalidArgumentError(
+                    absl::StrCat(file, ": domain: ", problem));
+              });
+            });
+        !s.ok()) {
+      return s;
     }
   }
   if (absl::Status s = m->unknown(); !s.ok()) return s;

@@ -63,6 +63,24 @@ class Errors {
   std::string source_;
 };
 
+// Calls `item(element, at, i)` for each element of the list `n` at `path`
+// (`at` is `path[i]`), stopping at the first error it returns; a node that
+// is not a list is the error "<path>: must be <what>".
+template <class Item>
+absl::Status for_each_item(const YAML::Node& n, const std::string& path,
+                           const Errors& errors, std::string_view what,
+                           Item item) {
+  if (!n.IsSequence())
+    return errors.at(path, absl::StrCat("must be ", sv(what)));
+  for (size_t i = 0; i < n.size(); ++i) {
+    if (absl::Status s = item(n[i], absl::StrCat(path, "[", i, "]"), i);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
 // What a scalar said, quoted for an error.
 inline std::string quoted(const YAML::Node& n) {
   if (!n.IsScalar()) return n.IsMap() ? "a mapping" : "a sequence";
