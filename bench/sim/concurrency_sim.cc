@@ -230,11 +230,14 @@ const char* kSummaryHeader =
     "dropped | mean limit |\n"
     "|---|---:|---:|---:|---:|---:|---:|---:|\n";
 
+// One row of kSummaryHeader's table; `with_pins` adds the "rejected in
+// pins" column of the 10-minute tables (kLongHeader).
 std::string summary_row(const std::string& name, const Summary& s,
-                        double capacity) {
+                        double capacity, bool with_pins = false) {
   return "| " + name + " | " + fmt("%.0f", s.goodput_per_s) + " | " +
          pct(s.goodput_per_s / capacity) + " | " + fmt("%.1f", s.p50_ms) +
          " | " + fmt("%.1f", s.p99_ms) + " | " + pct(s.reject_rate) + " | " +
+         (with_pins ? pct(s.pin_reject_rate) + " | " : std::string()) +
          pct(s.drop_rate) + " | " + fmt("%.1f", s.mean_limit) + " |\n";
 }
 
@@ -1581,11 +1584,7 @@ const char* kLongHeader =
 // One row of a 10-minute table (kLongHeader).
 std::string long_row(const std::string& name, const Summary& x,
                      double capacity) {
-  return "| " + name + " | " + fmt("%.0f", x.goodput_per_s) + " | " +
-         pct(x.goodput_per_s / capacity) + " | " + fmt("%.1f", x.p50_ms) +
-         " | " + fmt("%.1f", x.p99_ms) + " | " + pct(x.reject_rate) + " | " +
-         pct(x.pin_reject_rate) + " | " + pct(x.drop_rate) + " | " +
-         fmt("%.1f", x.mean_limit) + " |\n";
+  return summary_row(name, x, capacity, /*with_pins=*/true);
 }
 
 // A 10-minute table over [from_s, to_s): the defaults' run `d`, the
