@@ -67,25 +67,40 @@ inline int64_t run_for(const RealClockRun& run) {
   return scaled_work(run.run_ms, 500);
 }
 
-// The hot-key run and the bound check shared by every engine of strategy
-// `S` (any `RateEngine`).
-template <class S, RateEngine E>
-void engine_holds_bound(const char* engine, E& limiter,
-                        const RealClockRun& run) {
-  const Load load = hammer(run.threads, run_for(run),
-                           [&](int) { return limiter.check("hot"); });
+// The hot-key run of `call(thread)` (a decision on key "hot") and the
+// bound check shared by every engine of strategy `S`.
+template <class S, class Call>
+void calls_hold_bound(const char* engine, const RealClockRun& run, Call call) {
+  const Load load = hammer(run.threads, run_for(run), call);
   EXPECT_EQ(load.errors, 0);
   EXPECT_GT(load.calls, static_cast<int64_t>(load.admitted.size()));
   report(engine, S::kName, load,
          StrategyBounds<S>::check(load, run.limit, run.window_ms));
 }
 
+// `calls_hold_bound` for `limiter`'s own `check` (any `RateEngine`).
+template <class S, RateEngine E>
+void engine_holds_bound(const char* engine, E& limiter,
+                        const RealClockRun& run) {
+  calls_hold_bound<S>(engine, run, [&](int) { return limiter.check("hot"); });
+}
+
+// A strict limiter of strategy `S` at `run`'s limit and window over
+// `coordinator`, its keys under `prefix`.
+template <class S>
+absl::StatusOr<std::unique_ptr<StrictRateLimiter<S>>> strict_limiter(
+    std::shared_ptr<Coordinator> coordinator, const RealClockRun& run,
+    std::string prefix) {
+  return StrictRateLimiter<S>::create(
+      StrategyBounds<S>::options(run.limit, run.window_ms),
+      std::move(coordinator), {.prefix = std::move(prefix)});
+}
+
 template <class S>
 void strict_holds_bound(std::shared_ptr<Coordinator> coordinator,
                         const RealClockRun& run, std::string prefix) {
-  auto limiter = StrictRateLimiter<S>::create(
-      StrategyBounds<S>::options(run.limit, run.window_ms),
-      std::move(coordinator), {.prefix = std::move(prefix)});
+  auto limiter =
+      strict_limiter<S>(std::move(coordinator), run, std::move(prefix));
   ASSERT_TRUE(limiter.ok()) << limiter.status();
   engine_holds_bound<S>("strict", **limiter, run);
 }
@@ -99,18 +114,13 @@ void strict_holds_bound(std::shared_ptr<Coordinator> coordinator,
 template <class S>
 void strict_check_at_holds_bound(std::shared_ptr<Coordinator> coordinator,
                                  const RealClockRun& run, std::string prefix) {
-  auto limiter = StrictRateLimiter<S>::create(
-      StrategyBounds<S>::options(run.limit, run.window_ms),
-      std::move(coordinator), {.prefix = std::move(prefix)});
+  auto limiter =
+      strict_limiter<S>(std::move(coordinator), run, std::move(prefix));
   ASSERT_TRUE(limiter.ok()) << limiter.status();
   const SystemClock clock;
-  const Load load = hammer(run.threads, run_for(run), [&](int) {
+  calls_hold_bound<S>("strict check_at", run, [&](int) {
     return (*limiter)->check_at("hot", clock.now_ms());
   });
-  EXPECT_EQ(load.errors, 0);
-  EXPECT_GT(load.calls, static_cast<int64_t>(load.admitted.size()));
-  report("strict check_at", S::kName, load,
-         StrategyBounds<S>::check(load, run.limit, run.window_ms));
 }
 
 template <class S>
