@@ -140,16 +140,13 @@ TEST(RedisAsync, EveryCallCompletesOnceWithinItsDeadlineThroughFaults) {
   const AnyStrategy gcra = *make_strategy(Gcra::Options{1'000'000, 1000});
   // Phase 0: up; 1: frozen; 2: thawed; 3: killed; 4: restarted.
   testing::FaultStream stream;
-  stream.run(
-      2, 256,
+  stream.run_through_freeze_then_kill(
+      server, 2, 256,
+      testing::kFaultCommandTimeout + testing::kFaultConnectTimeout +
+          testing::kFaultMargin,
       [&](auto on_done) {
         redis->check_async(gcra, "k", 0, 1, std::move(on_done));
-      },
-      [&](testing::FaultStream& f) { f.freeze_then_kill(server); });
-  stream.expect_each_once_within(testing::kFaultCommandTimeout +
-                                 testing::kFaultConnectTimeout +
-                                 testing::kFaultMargin);
-  stream.expect_freeze_then_kill_seen();
+      });
 }
 
 // A stream of asynchronous admissions of `escrow` (tenants "a" and "b")
@@ -162,17 +159,14 @@ void expect_escrow_admissions_through_faults(Escrow& escrow,
                                              testing::PrivateRedis& server) {
   std::atomic<int> next{0};
   testing::FaultStream stream;
-  stream.run(
-      2, 256,
+  stream.run_through_freeze_then_kill(
+      server, 2, 256,
+      testing::kFaultCommandTimeout + testing::kFaultConnectTimeout +
+          testing::kFaultMargin,
       [&](auto on_done) {
         escrow.admit_async(next.fetch_add(1) % 3 ? "b" : "a", 1,
                            std::move(on_done));
-      },
-      [&](testing::FaultStream& f) { f.freeze_then_kill(server); });
-  stream.expect_each_once_within(testing::kFaultCommandTimeout +
-                                 testing::kFaultConnectTimeout +
-                                 testing::kFaultMargin);
-  stream.expect_freeze_then_kill_seen();
+      });
 }
 
 // The weighted-fair escrow over Redis (leases through `lease_async`).

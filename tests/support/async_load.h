@@ -8,7 +8,8 @@
 // - `FaultStream`: threads keep checks in flight while a script changes
 //   the server (stops, freezes, restarts it) phase by phase; every
 //   completion is counted in its slot and by the phase it was submitted in,
-//   with the slowest call's latency.
+//   with the slowest call's latency (`run_through_freeze_then_kill`: the
+//   private Redis's script and its checks in one call).
 // - `DecisionWaiter`: one completion as a future;
 // - `expect_async_equals_blocking`: every strategy's timeline sent
 //   asynchronously at once and, on another key, through the blocking
@@ -469,6 +470,18 @@ class FaultStream {
     set_phase(4);
     wait_ok(4);
     absl::SleepFor(absl::Milliseconds(200));
+  }
+  // `run` with the `freeze_then_kill(server)` script, then the checks of
+  // both: every call completed once, the slowest within `bound`, and every
+  // phase seen.
+  template <class Server, class Submit>
+  void run_through_freeze_then_kill(Server& server, int submitters,
+                                    int per_thread, absl::Duration bound,
+                                    Submit submit) {
+    run(submitters, per_thread, submit,
+        [&](FaultStream& f) { f.freeze_then_kill(server); });
+    expect_each_once_within(bound);
+    expect_freeze_then_kill_seen();
   }
   // What `freeze_then_kill` must have produced.
   void expect_freeze_then_kill_seen() const {
