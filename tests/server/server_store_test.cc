@@ -27,6 +27,7 @@
 #include "server.h"
 #include "support/forked_fleet.h"
 #include "support/grpc_health.h"
+#include "support/manual_clock_server.h"
 #include "support/pg_test_env.h"
 #include "support/redis_test_server.h"
 #include "support/shared_store.h"
@@ -123,8 +124,7 @@ Running serve(absl::StatusOr<std::unique_ptr<Policies>> policies) {
   EXPECT_TRUE(server.ok()) << server.status();
   Running r;
   r.server = *std::move(server);
-  r.channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", r.server->port()),
-                                  grpc::InsecureChannelCredentials());
+  r.channel = testing::loopback_channel(r.server->port());
   r.stub = v1::RateLimiter::NewStub(r.channel);
   return r;
 }
@@ -329,9 +329,8 @@ TEST(ServerStore, TwoFederatedServersHoldOneLimitPerWindow) {
 
 TEST(ServerStore, ReserveLeasesFromTheFederatedBudget) {
   Running door = start(store());
-  auto fleet = v1::Fleet::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", door.server->port()),
-                          grpc::InsecureChannelCredentials()));
+  auto fleet =
+      v1::Fleet::NewStub(testing::loopback_channel(door.server->port()));
   const std::string domain = fresh("tenant");
   const auto reserve = [&](const std::string& policy, int64_t wants,
                            v1::Axis axis, v1::Lease* lease) {
@@ -388,9 +387,7 @@ TEST(ServerStore, ReserveLeasesFromTheFederatedBudget) {
 
 TEST(ServerStore, ATier2ClientSpendsLocallyWithinTheSameBudget) {
   Running door = start(store());
-  auto channel =
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", door.server->port()),
-                          grpc::InsecureChannelCredentials());
+  auto channel = testing::loopback_channel(door.server->port());
   const std::string domain = fresh("tier2");
   auto client = FleetLeaseClient::create(
       channel, {.policy = "leased", .domain = domain, .batch = 10});
@@ -551,9 +548,8 @@ TEST(ServerStore, TwoServersHoldOneConcurrencyCeiling) {
   EXPECT_GT(granted.load(), 100);
 
   // The Monitor shows the guard's fleet view.
-  auto monitor = v1::Monitor::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", a.server->port()),
-                          grpc::InsecureChannelCredentials()));
+  auto monitor =
+      v1::Monitor::NewStub(testing::loopback_channel(a.server->port()));
   v1::GetSnapshotResponse snap;
   grpc::ClientContext mctx;
   ASSERT_TRUE(monitor->GetSnapshot(&mctx, {}, &snap).ok());
