@@ -169,19 +169,26 @@ void expect_escrow_admissions_through_faults(Escrow& escrow,
       });
 }
 
+// Both escrows' configuration beside `o`'s store: 10^9 an hour on key
+// "fair" for tenants "a" and "b" (weight 2), quantum 4.
+template <class Options>
+Options two_tenants(Options o) {
+  o.limit = 1'000'000'000;
+  o.window_ms = 3'600'000;
+  o.tenants = {{.name = "a"}, {.name = "b", .weight = 2}};
+  o.key = "fair";
+  o.quantum = 4;
+  return o;
+}
+
 // The weighted-fair escrow over Redis (leases through `lease_async`).
 TEST(RedisAsync,
      FairEscrowAdmissionsCompleteOnceWithinTheDeadlineThroughFaults) {
   testing::PrivateRedis server(testing::redis_port() + 19);
   ASSERT_TRUE(server.start());
-  std::shared_ptr<RedisCoordinator> redis = testing::fault_coordinator(server);
-  auto escrow = *WeightedFairEscrow::create(
-      {.limit = 1'000'000'000,
-       .window_ms = 3'600'000,
-       .tenants = {{.name = "a"}, {.name = "b", .weight = 2}},
-       .coordinator = redis,
-       .key = "fair",
-       .quantum = 4});
+  auto escrow =
+      *WeightedFairEscrow::create(two_tenants(WeightedFairEscrowOptions{
+          .coordinator = testing::fault_coordinator(server)}));
   expect_escrow_admissions_through_faults(*escrow, server);
   EXPECT_GT(escrow->stats().leases, 100);
 }
@@ -192,15 +199,11 @@ TEST(RedisAsync,
      FederatedFairEscrowAdmissionsCompleteOnceWithinTheDeadlineThroughFaults) {
   testing::PrivateRedis server(testing::redis_port() + 20);
   ASSERT_TRUE(server.start());
-  std::shared_ptr<RedisCoordinator> redis = testing::fault_coordinator(server);
-  auto escrow = *FederatedFairEscrow::create(
-      {.limit = 1'000'000'000,
-       .window_ms = 3'600'000,
-       .tenants = {{.name = "a"}, {.name = "b", .weight = 2}},
-       .pool = *RedisRegionPool::create({.coordinator = redis}),
-       .key = "fair",
-       .region = "eu",
-       .quantum = 4});
+  auto escrow =
+      *FederatedFairEscrow::create(two_tenants(FederatedFairEscrowOptions{
+          .pool = *RedisRegionPool::create(
+              {.coordinator = testing::fault_coordinator(server)}),
+          .region = "eu"}));
   expect_escrow_admissions_through_faults(*escrow, server);
   EXPECT_GT(escrow->stats().pool_requests, 100);
 }

@@ -119,17 +119,15 @@ struct FleetResult {
 inline DistributedConcurrencyOptions fleet_node_options(std::string node_id,
                                                         const std::string& key,
                                                         bool handoff) {
-  DistributedConcurrencyOptions o;
-  o.node_id = std::move(node_id);
-  o.key = key;
-  o.heartbeat_ms = kBeatMs;
-  o.lease_ttl_ms = kLeaseMs;
-  o.handoff = handoff;
-  o.eager_heartbeats = true;
-  o.self_fencing = true;
-  o.fence_safety_margin_ms = kFenceMarginMs;
-  o.local.law = ConcurrencyLaw::kAimd;
-  return o;
+  return {.node_id = std::move(node_id),
+          .key = key,
+          .heartbeat_ms = kBeatMs,
+          .lease_ttl_ms = kLeaseMs,
+          .handoff = handoff,
+          .eager_heartbeats = true,
+          .self_fencing = true,
+          .fence_safety_margin_ms = kFenceMarginMs,
+          .local = {.law = ConcurrencyLaw::kAimd}};
 }
 
 // In a node's process: the node of `o` over a coordinator from

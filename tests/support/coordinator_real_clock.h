@@ -85,42 +85,38 @@ void engine_holds_bound(const char* engine, E& limiter,
   calls_hold_bound<S>(engine, run, [&](int) { return limiter.check("hot"); });
 }
 
-// A strict limiter of strategy `S` at `run`'s limit and window over
-// `coordinator`, its keys under `prefix`.
-template <class S>
-absl::StatusOr<std::unique_ptr<StrictRateLimiter<S>>> strict_limiter(
-    std::shared_ptr<Coordinator> coordinator, const RealClockRun& run,
-    std::string prefix) {
-  return StrictRateLimiter<S>::create(
-      StrategyBounds<S>::options(run.limit, run.window_ms),
-      std::move(coordinator), {.prefix = std::move(prefix)});
-}
-
+// `StrictRateLimiter<S>` over `coordinator`, its keys under `prefix`. With
+// `own_now`, each call passes its own `now` read just before it (`check_at`
+// on the system clock, the store's clock on one machine): stale whenever a
+// thread is preempted between its read and the store's step, the common
+// case with more threads than cores. The store's default `ttl_slack_ms`
+// keeps every stale `now` from reviving an ended window
+// (core/ttl_slack.h).
 template <class S>
 void strict_holds_bound(std::shared_ptr<Coordinator> coordinator,
-                        const RealClockRun& run, std::string prefix) {
-  auto limiter =
-      strict_limiter<S>(std::move(coordinator), run, std::move(prefix));
+                        const RealClockRun& run, std::string prefix,
+                        bool own_now = false) {
+  auto limiter = StrictRateLimiter<S>::create(
+      StrategyBounds<S>::options(run.limit, run.window_ms),
+      std::move(coordinator), {.prefix = std::move(prefix)});
   ASSERT_TRUE(limiter.ok()) << limiter.status();
-  engine_holds_bound<S>("strict", **limiter, run);
-}
-
-// As `strict_holds_bound`, each call passing its own `now` read just
-// before it (`check_at` on the system clock, the store's clock on one
-// machine): stale whenever a thread is preempted between its read and the
-// store's step, the common case with more threads than cores. The store's
-// default `ttl_slack_ms` keeps every stale `now` from reviving an ended
-// window (core/ttl_slack.h). For the windowed strategies.
-template <class S>
-void strict_check_at_holds_bound(std::shared_ptr<Coordinator> coordinator,
-                                 const RealClockRun& run, std::string prefix) {
-  auto limiter =
-      strict_limiter<S>(std::move(coordinator), run, std::move(prefix));
-  ASSERT_TRUE(limiter.ok()) << limiter.status();
+  if (!own_now) {
+    engine_holds_bound<S>("strict", **limiter, run);
+    return;
+  }
   const SystemClock clock;
   calls_hold_bound<S>("strict check_at", run, [&](int) {
     return (*limiter)->check_at("hot", clock.now_ms());
   });
+}
+
+// `strict_holds_bound` with each call's own `now`, for the windowed
+// strategies.
+template <class S>
+void strict_check_at_holds_bound(std::shared_ptr<Coordinator> coordinator,
+                                 const RealClockRun& run, std::string prefix) {
+  strict_holds_bound<S>(std::move(coordinator), run, std::move(prefix),
+                        /*own_now=*/true);
 }
 
 template <class S>
