@@ -16,23 +16,18 @@
 #include "absl/strings/str_cat.h"
 #include "config.h"
 #include "gtest/gtest.h"
+#include "support/config_error.h"
 
 namespace throttlekit::server {
 namespace envoy_config_test {
 namespace {
 
-bool has(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using testing::has;
 
 // The error of parsing the server document `yaml` (the test fails if it
 // parses).
 std::string error_of(const std::string& yaml) {
-  absl::StatusOr<ServerConfig> c = parse_config(yaml, "server.yaml");
-  EXPECT_FALSE(c.ok()) << yaml;
-  if (c.ok()) return "";
-  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
-  return std::string(c.status().message());
+  return testing::config_error(yaml, "server.yaml");
 }
 
 // A server document whose envoy block holds one domain, `body` being its
@@ -461,10 +456,8 @@ TEST(EnvoyConfig, RefusesEachBadDocument) {
        "envoy.files[0]: must be a file name"},
   };
   for (const Case& c : cases) {
-    const std::string e = error_of(c.yaml);
-    EXPECT_TRUE(has(e, c.expect))
-        << "yaml:\n"
-        << c.yaml << "\nerror: " << e << "\nexpected: " << c.expect;
+    const std::string e =
+        testing::expect_config_error(c.yaml, "server.yaml", c.expect);
     EXPECT_TRUE(has(e, "server.yaml: ")) << e;
   }
 }
