@@ -96,6 +96,23 @@ inline auto equal_grants(std::vector<LeaseGrant>& grants, const char* what) {
       };
 }
 
+// Leases of 3, 4, 5 and 2 credits (of a window's 10) sent at once
+// (`send(want, completion)`) beside the same through the blocking verb
+// (`call(want)`): equal grants, `what` naming them, the last finding the
+// window spent. The asynchronous grants are kept in `grants`.
+template <class Send, class Call>
+void expect_leases_until_spent(Send send, Call call, const char* what,
+                               std::vector<LeaseGrant>& grants) {
+  const std::vector<int64_t> wants = {3, 4, 5, 2};
+  ASSERT_NO_FATAL_FAILURE(expect_sent_at_once_as_blocking<LeaseGrant>(
+      wants.size(),
+      [&](size_t i, Completion<LeaseGrant> done) {
+        send(wants[i], std::move(done));
+      },
+      [&](size_t i) { return call(wants[i]); }, equal_grants(grants, what)));
+  EXPECT_EQ(grants.back().granted, 0) << "the window is spent";
+}
+
 // For each strategy, `steps` checks at rising times (costs 0.5 to 3) sent
 // with `check_async` all at once on one key, and the same timeline through
 // `check` on another key: equal decisions, step for step. The keys start
@@ -141,16 +158,13 @@ inline void expect_async_verbs_equal_blocking(Coordinator& c,
                                               bool heartbeat) {
   const LeaseBudget budget = *LeaseBudget::create({10, 1'000'000'000'000});
   const std::string a = prefix + ":lease:a", b = prefix + ":lease:b";
-  const std::vector<int64_t> wants = {3, 4, 5, 2};
   std::vector<LeaseGrant> async_grants;
-  ASSERT_NO_FATAL_FAILURE(expect_sent_at_once_as_blocking<LeaseGrant>(
-      wants.size(),
-      [&](size_t i, Completion<LeaseGrant> done) {
-        c.lease_async(budget, a, wants[i], std::move(done));
+  ASSERT_NO_FATAL_FAILURE(expect_leases_until_spent(
+      [&](int64_t want, Completion<LeaseGrant> done) {
+        c.lease_async(budget, a, want, std::move(done));
       },
-      [&](size_t i) { return c.lease(budget, b, wants[i]); },
-      equal_grants(async_grants, "lease")));
-  EXPECT_EQ(async_grants.back().granted, 0) << "the window is spent";
+      [&](int64_t want) { return c.lease(budget, b, want); }, "lease",
+      async_grants));
   const int64_t start = async_grants.front().window_start_ms;
   // The same token twice: applied once.
   ASSERT_NO_FATAL_FAILURE(expect_sent_at_once_as_blocking<int64_t>(
@@ -209,16 +223,13 @@ inline void expect_async_federation_verbs_equal_blocking(
     Coordinator& c, const std::string& prefix, bool escrow) {
   const LeaseBudget budget = *LeaseBudget::create({10, 1'000'000'000'000});
   const std::string a = prefix + ":fed:a", b = prefix + ":fed:b";
-  const std::vector<int64_t> wants = {3, 4, 5, 2};
   std::vector<LeaseGrant> grants;
-  ASSERT_NO_FATAL_FAILURE(expect_sent_at_once_as_blocking<LeaseGrant>(
-      wants.size(),
-      [&](size_t i, Completion<LeaseGrant> done) {
-        c.lease_windowed_async(budget, a, wants[i], 0, std::move(done));
+  ASSERT_NO_FATAL_FAILURE(expect_leases_until_spent(
+      [&](int64_t want, Completion<LeaseGrant> done) {
+        c.lease_windowed_async(budget, a, want, 0, std::move(done));
       },
-      [&](size_t i) { return c.lease_windowed(budget, b, wants[i]); },
-      equal_grants(grants, "windowed lease")));
-  EXPECT_EQ(grants.back().granted, 0) << "the window is spent";
+      [&](int64_t want) { return c.lease_windowed(budget, b, want); },
+      "windowed lease", grants));
   const int64_t start = grants.front().window_start_ms;
   const int64_t end = grants.front().expires_at_ms;
   ASSERT_NO_FATAL_FAILURE(expect_sent_at_once_as_blocking<int64_t>(

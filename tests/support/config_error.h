@@ -2,8 +2,8 @@
 //
 // For the tests of the server's YAML configuration (src/server/config.h):
 // - `config_error(yaml, file)`: the error of parsing the document `yaml`
-//   named `file`; the test fails if it parses, or if the error is not
-//   kInvalidArgument;
+//   named `file` (by default server.yaml); the test fails if it parses, or
+//   if the error is not kInvalidArgument;
 // - `has(text, part)`: whether `text` contains `part`;
 // - `expect_config_error(yaml, file, part)`: that error contains `part`
 //   (the document, the error and `part` in the failure); returns it.
@@ -21,7 +21,7 @@
 namespace throttlekit::testing {
 
 inline std::string config_error(const std::string& yaml,
-                                const std::string& file) {
+                                const std::string& file = "server.yaml") {
   absl::StatusOr<server::ServerConfig> c = server::parse_config(yaml, file);
   EXPECT_FALSE(c.ok()) << yaml;
   if (c.ok()) return "";
