@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "bench_permits.h"
 #include "throttlekit/concurrency/adaptive_concurrency.h"
 #include "throttlekit/core/clock.h"
 
@@ -38,41 +39,33 @@ Limiter& shared_limiter(ConcurrencyLaw law) {
   return law == ConcurrencyLaw::kAimd ? *aimd : *gradient2;
 }
 
-void BM_AdaptiveConcurrency_AcquireRelease(benchmark::State& state) {
-  Limiter& limiter = shared_limiter(ConcurrencyLaw::kGradient2);
-  for (auto _ : state) {
-    Limiter::Permit lease = limiter.acquire();
-    benchmark::DoNotOptimize(lease);
-    lease.release(Limiter::Outcome::kSuccess);
-  }
+// Acquire + release on the shared limiter of `Law`, each permit settled as
+// `Outcome` (a constant, as in a caller's code).
+template <ConcurrencyLaw Law, PermitOutcome Outcome>
+void acquire_release(benchmark::State& state) {
+  bench::acquire_release(state, shared_limiter(Law), Outcome);
 }
-BENCHMARK(BM_AdaptiveConcurrency_AcquireRelease)
-    ->ThreadRange(1, 2)
-    ->UseRealTime();
 
-void BM_AdaptiveConcurrency_AcquireReleaseAimd(benchmark::State& state) {
-  Limiter& limiter = shared_limiter(ConcurrencyLaw::kAimd);
-  for (auto _ : state) {
-    Limiter::Permit lease = limiter.acquire();
-    benchmark::DoNotOptimize(lease);
-    lease.release(Limiter::Outcome::kSuccess);
+// The variants above, in their order, at 1 and 2 threads.
+[[maybe_unused]] const bool kRegistered = [] {
+  const struct {
+    const char* name;
+    void (*run)(benchmark::State&);
+  } variants[] = {
+      {"BM_AdaptiveConcurrency_AcquireRelease",
+       acquire_release<ConcurrencyLaw::kGradient2, PermitOutcome::kSuccess>},
+      {"BM_AdaptiveConcurrency_AcquireReleaseAimd",
+       acquire_release<ConcurrencyLaw::kAimd, PermitOutcome::kSuccess>},
+      {"BM_AdaptiveConcurrency_AcquireIgnore",
+       acquire_release<ConcurrencyLaw::kGradient2, PermitOutcome::kIgnored>},
+  };
+  for (const auto& v : variants) {
+    benchmark::RegisterBenchmark(v.name, v.run)
+        ->ThreadRange(1, 2)
+        ->UseRealTime();
   }
-}
-BENCHMARK(BM_AdaptiveConcurrency_AcquireReleaseAimd)
-    ->ThreadRange(1, 2)
-    ->UseRealTime();
-
-void BM_AdaptiveConcurrency_AcquireIgnore(benchmark::State& state) {
-  Limiter& limiter = shared_limiter(ConcurrencyLaw::kGradient2);
-  for (auto _ : state) {
-    Limiter::Permit lease = limiter.acquire();
-    benchmark::DoNotOptimize(lease);
-    lease.release(Limiter::Outcome::kIgnored);
-  }
-}
-BENCHMARK(BM_AdaptiveConcurrency_AcquireIgnore)
-    ->ThreadRange(1, 2)
-    ->UseRealTime();
+  return true;
+}();
 
 // The floor: what acquire + release cannot do without.
 std::atomic<int64_t> g_floor_inflight{0};

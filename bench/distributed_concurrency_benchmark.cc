@@ -28,6 +28,7 @@
 #include <memory>
 #include <string>
 
+#include "bench_permits.h"
 #include "bench_redis.h"
 #include "throttlekit/concurrency/adaptive_concurrency.h"
 #include "throttlekit/concurrency/distributed_concurrency.h"
@@ -69,22 +70,13 @@ DistributedConcurrency& distributed() {
 }
 
 void BM_Local_AcquireRelease(benchmark::State& state) {
-  AdaptiveConcurrency& l = local();
-  for (auto _ : state) {
-    AdaptiveConcurrency::Permit p = l.acquire();
-    benchmark::DoNotOptimize(p);
-    p.release(PermitOutcome::kSuccess);
-  }
+  bench::acquire_release(state, local(), PermitOutcome::kSuccess);
 }
 BENCHMARK(BM_Local_AcquireRelease)->ThreadRange(1, 2)->UseRealTime();
 
 void BM_Distributed_AcquireRelease(benchmark::State& state) {
   DistributedConcurrency& d = distributed();
-  for (auto _ : state) {
-    DistributedConcurrency::Permit p = d.acquire();
-    benchmark::DoNotOptimize(p);
-    p.release(PermitOutcome::kSuccess);
-  }
+  bench::acquire_release(state, d, PermitOutcome::kSuccess);
   if (state.thread_index() == 0) {
     state.counters["share"] = static_cast<double>(d.stats().share);
   }

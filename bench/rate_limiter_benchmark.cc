@@ -417,12 +417,18 @@ BENCHMARK_TEMPLATE(BM_NaiveMutexMap_CheckAtHotKey, TokenBucket)
     ->ThreadRange(1, 2)
     ->UseRealTime();
 
+// One key's cell checked at rising times from the run's start.
+template <class C>
+void cell_check_at(benchmark::State& state, C& cell) {
+  int64_t now = run_start_ms(state);
+  for (auto _ : state) benchmark::DoNotOptimize(cell.check_at(++now));
+}
+
 // The token-bucket cell (any strategy in a `Cell`, under a spin lock).
 void BM_TokenBucketCell_CheckAt(benchmark::State& state) {
   static auto* cell =
       Cell<TokenBucket>::create(admitting_options<TokenBucket>())->release();
-  int64_t now = run_start_ms(state);
-  for (auto _ : state) benchmark::DoNotOptimize(cell->check_at(++now));
+  cell_check_at(state, *cell);
 }
 BENCHMARK(BM_TokenBucketCell_CheckAt)->ThreadRange(1, 2)->UseRealTime();
 
@@ -431,8 +437,7 @@ BENCHMARK(BM_TokenBucketCell_CheckAt)->ThreadRange(1, 2)->UseRealTime();
 void BM_GcraCell_CheckAt(benchmark::State& state) {
   static auto* cell =
       new GcraCell(*GcraCell::create(admitting_options<Gcra>()));
-  int64_t now = run_start_ms(state);
-  for (auto _ : state) benchmark::DoNotOptimize(cell->check_at(++now));
+  cell_check_at(state, *cell);
 }
 BENCHMARK(BM_GcraCell_CheckAt)->ThreadRange(1, 2)->UseRealTime();
 

@@ -488,16 +488,21 @@ void federated_counters(benchmark::State& state, FederatedLimiter& limiter) {
   (void)limiter.close();
 }
 
+// The federated benchmarks' runs: batch 10 or 100, without and with the
+// escrow, each for 2 s of real time.
+void federated_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"batch", "escrow"})
+      ->ArgsProduct({{10, 100}, {0, 1}})
+      ->UseRealTime()
+      ->MinTime(2.0);
+}
+
 void BM_Federated(benchmark::State& state) {
   std::unique_ptr<FederatedLimiter> limiter = bench_federated(state, "b:");
   drive(state, *limiter);
   federated_counters(state, *limiter);
 }
-BENCHMARK(BM_Federated)
-    ->ArgNames({"batch", "escrow"})
-    ->ArgsProduct({{10, 100}, {0, 1}})
-    ->UseRealTime()
-    ->MinTime(2.0);
+BENCHMARK(BM_Federated)->Apply(federated_args);
 
 void BM_FederatedAsync(benchmark::State& state) {
   std::unique_ptr<FederatedLimiter> limiter = bench_federated(state, "a:");
@@ -506,11 +511,7 @@ void BM_FederatedAsync(benchmark::State& state) {
   });
   federated_counters(state, *limiter);
 }
-BENCHMARK(BM_FederatedAsync)
-    ->ArgNames({"batch", "escrow"})
-    ->ArgsProduct({{10, 100}, {0, 1}})
-    ->UseRealTime()
-    ->MinTime(2.0);
+BENCHMARK(BM_FederatedAsync)->Apply(federated_args);
 
 // One caller thread with at most `depth` asynchronous strict checks in
 // flight (docs/async.md; bench_async_window.h) on one connection, beside

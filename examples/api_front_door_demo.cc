@@ -342,19 +342,37 @@ tk::Decision must(absl::StatusOr<tk::Decision> d) {
   return *d;
 }
 
+// The two limits request `r` meets, and what each had spent before it: which
+// of them charged the request is told after it (`record`).
+struct Charges {
+  Charges(World& w, const Request& r)
+      : tenant(kTenants[r.tenant].name),
+        plan(*w.plans[r.tenant]),
+        endpoint(*w.endpoints[r.endpoint]),
+        plan_before(plan.spent()),
+        endpoint_before(endpoint.spent()) {}
+
+  void record(Outcome& o) const {
+    o.spent_plan = plan.spent() > plan_before;
+    o.spent_endpoint = endpoint.spent() > endpoint_before;
+  }
+
+  const std::string tenant;
+  Limit& plan;
+  Limit& endpoint;
+  const double plan_before;
+  const double endpoint_before;
+};
+
 // The old way: the plan is charged first, then the endpoint is asked (not
 // after a plan denial), combined with `combine()`; lanes as the old code
 // named them (rate = plan, cost = endpoint).
 Outcome chained_by_hand(World& w, const Request& r) {
-  const std::string tenant = kTenants[r.tenant].name;
-  Limit& plan = *w.plans[r.tenant];
-  Limit& endpoint = *w.endpoints[r.endpoint];
-  const double plan_before = plan.spent();
-  const double endpoint_before = endpoint.spent();
+  const Charges c(w, r);
   const int64_t now = w.clock.now_ms();
-  const tk::Decision p = must(plan.check_at(tenant, now, 1));
+  const tk::Decision p = must(c.plan.check_at(c.tenant, now, 1));
   const tk::Decision e = p.allowed
-                             ? must(endpoint.check_at(tenant, now, r.cost))
+                             ? must(c.endpoint.check_at(c.tenant, now, r.cost))
                              : tk::kAllowFull;  // not evaluated after a denial
   const tk::Decision d = tk::combine(p, e);
   const std::optional<tk::Axis> axis = tk::binding_axis({.rate = p, .cost = e});
@@ -364,21 +382,17 @@ Outcome chained_by_hand(World& w, const Request& r) {
   o.lane = std::string(tk::deny_lane(d.allowed, axis, false).value_or(""));
   o.binding = o.endpoint_bound ? e : p;
   o.retry_after_ms = d.retry_after_ms;
-  o.spent_plan = plan.spent() > plan_before;
-  o.spent_endpoint = endpoint.spent() > endpoint_before;
+  c.record(o);
   return o;
 }
 
 // The new way: one admit() (cost 1: the plan counts requests); on the metered
 // chat endpoint the tokens are debited once admitted.
 Outcome through_admit(World& w, const Request& r) {
-  const std::string tenant = kTenants[r.tenant].name;
-  Limit& plan = *w.plans[r.tenant];
-  Limit& endpoint = *w.endpoints[r.endpoint];
-  const double plan_before = plan.spent();
-  const double endpoint_before = endpoint.spent();
+  const Charges c(w, r);
   const int64_t now = w.clock.now_ms();
-  absl::StatusOr<tk::Admission> a = w.doors[r.endpoint]->admit_at(tenant, now);
+  absl::StatusOr<tk::Admission> a =
+      w.doors[r.endpoint]->admit_at(c.tenant, now);
   if (!a.ok()) {
     std::fprintf(stderr, "admit failed: %s\n", a.status().ToString().c_str());
     std::exit(1);
@@ -390,7 +404,7 @@ Outcome through_admit(World& w, const Request& r) {
     // The gate just saw budget left and nothing ran since, so this debit is
     // allowed; were it not (another stream spending the window first), the
     // meter's denial would end the request.
-    const tk::Decision debit = must(endpoint.check_at(tenant, now, r.cost));
+    const tk::Decision debit = must(c.endpoint.check_at(c.tenant, now, r.cost));
     if (!debit.allowed) {
       o.allowed = false;
       o.endpoint_bound = true;
@@ -404,8 +418,7 @@ Outcome through_admit(World& w, const Request& r) {
     o.lane = std::string(a->deny_lane().value_or(""));
     o.binding = *a->axis(*a->binding_axis());
   }
-  o.spent_plan = plan.spent() > plan_before;
-  o.spent_endpoint = endpoint.spent() > endpoint_before;
+  c.record(o);
   return o;
 }
 

@@ -37,11 +37,9 @@ TEST_P(MemoryCoordinatorStaleNow, NoWindowCountsMoreThanItsLimit) {
       StaleClock::manual(clock_), GetParam(), kWindowMs, 300, 20261128);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Verbs, MemoryCoordinatorStaleNow,
-    ::testing::Values(StaleVerb::kFixedWindow, StaleVerb::kQuota,
-                      StaleVerb::kTokenBudget, StaleVerb::kLease),
-    [](const auto& info) { return testing::stale_verb_name(info.param); });
+INSTANTIATE_TEST_SUITE_P(Verbs, MemoryCoordinatorStaleNow,
+                         testing::every_stale_verb(),
+                         testing::stale_verb_test_name);
 
 // The negative control: a fresher denial drops the expired window; with a
 // slack of 0 a `now` inside that window then counts it again, with the

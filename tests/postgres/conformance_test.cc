@@ -55,8 +55,28 @@ struct Backends {
   }
 };
 
-// Runs `ops` through both backends and asserts equal streams. Returns
-// false (with a message) at the first difference.
+// Asserts that both backends answered and that Postgres's answer `got`
+// equals the memory reference's `want`: with RapidCheck in a property,
+// with gtest otherwise. `what` names the step.
+template <class T>
+void expect_equal(const absl::StatusOr<T>& want, const absl::StatusOr<T>& got,
+                  bool property, const std::string& what) {
+  if (property) {
+    RC_ASSERT(want.ok());
+    RC_ASSERT(got.ok());
+    if (!(*got == *want)) {
+      RC_FAIL(what + ": memory " + ::testing::PrintToString(*want) +
+              " postgres " + ::testing::PrintToString(*got));
+    }
+  } else {
+    ASSERT_TRUE(want.ok()) << want.status();
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_EQ(*got, *want) << what;
+  }
+}
+
+// Runs `ops` through both backends and asserts equal streams of decisions
+// and of forecasts, stopping at the first difference.
 void expect_same(const AnyStrategy& strategy, const std::vector<Op>& ops,
                  bool property) {
   Backends& b = Backends::get();
@@ -64,51 +84,23 @@ void expect_same(const AnyStrategy& strategy, const std::vector<Op>& ops,
   for (size_t i = 0; i < ops.size(); ++i) {
     const Op& op = ops[i];
     const std::string key = prefix + std::to_string(op.key);
+    const std::string step = std::string(strategy_name(strategy)) + " step " +
+                             std::to_string(i) + " ";
+    const std::string at = " now=" + std::to_string(op.now_ms) +
+                           " cost=" + std::to_string(op.cost);
     absl::StatusOr<Decision> want =
         op.peek ? b.memory->peek(strategy, key, op.now_ms)
                 : b.memory->check(strategy, key, op.now_ms, op.cost);
     absl::StatusOr<Decision> got =
         op.peek ? b.postgres->peek(strategy, key, op.now_ms)
                 : b.postgres->check(strategy, key, op.now_ms, op.cost);
-    if (property) {
-      RC_ASSERT(want.ok());
-      RC_ASSERT(got.ok());
-      if (!(*got == *want)) {
-        RC_FAIL(std::string(strategy_name(strategy)) + " step " +
-                std::to_string(i) + (op.peek ? " peek" : " check") + " now=" +
-                std::to_string(op.now_ms) + " cost=" + std::to_string(op.cost) +
-                ": memory " + ::testing::PrintToString(*want) + " postgres " +
-                ::testing::PrintToString(*got));
-      }
-    } else {
-      ASSERT_TRUE(want.ok()) << want.status();
-      ASSERT_TRUE(got.ok()) << got.status();
-      ASSERT_EQ(*got, *want) << strategy_name(strategy) << " step " << i
-                             << (op.peek ? " peek" : " check")
-                             << " now=" << op.now_ms << " cost=" << op.cost;
-    }
+    ASSERT_NO_FATAL_FAILURE(expect_equal(
+        want, got, property, step + (op.peek ? "peek" : "check") + at));
     // The forecast of the state the step left, for the step's cost.
-    absl::StatusOr<Forecast> fwant =
-        b.memory->forecast(strategy, key, op.now_ms, op.cost);
-    absl::StatusOr<Forecast> fgot =
-        b.postgres->forecast(strategy, key, op.now_ms, op.cost);
-    if (property) {
-      RC_ASSERT(fwant.ok());
-      RC_ASSERT(fgot.ok());
-      if (!(*fgot == *fwant)) {
-        RC_FAIL(std::string(strategy_name(strategy)) + " step " +
-                std::to_string(i) + " forecast now=" +
-                std::to_string(op.now_ms) + " cost=" + std::to_string(op.cost) +
-                ": memory " + ::testing::PrintToString(*fwant) + " postgres " +
-                ::testing::PrintToString(*fgot));
-      }
-    } else {
-      ASSERT_TRUE(fwant.ok()) << fwant.status();
-      ASSERT_TRUE(fgot.ok()) << fgot.status();
-      ASSERT_EQ(*fgot, *fwant)
-          << strategy_name(strategy) << " step " << i
-          << " forecast now=" << op.now_ms << " cost=" << op.cost;
-    }
+    ASSERT_NO_FATAL_FAILURE(
+        expect_equal(b.memory->forecast(strategy, key, op.now_ms, op.cost),
+                     b.postgres->forecast(strategy, key, op.now_ms, op.cost),
+                     property, step + "forecast" + at));
   }
 }
 

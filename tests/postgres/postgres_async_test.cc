@@ -165,24 +165,25 @@ TEST(PostgresAsync, EveryCallCompletesOnceWithinItsDeadlineThroughFaults) {
         pg->check_async(gcra, "k", 0, 1, std::move(on_done));
       },
       [](testing::FaultStream& f) {
+        // Phase `p` from just before the server action `begin` until `end`
+        // (`hold` later), then phase p + 1 until a call submitted in it
+        // succeeds, and 200 ms more.
+        const auto outage = [&f](int p, const char* begin, absl::Duration hold,
+                                 const char* end) {
+          f.set_phase(p);
+          testing::pg_fault_server(begin);
+          absl::SleepFor(hold);
+          testing::pg_fault_server(end);
+          f.set_phase(p + 1);
+          f.wait_ok(p + 1);
+          absl::SleepFor(absl::Milliseconds(200));
+        };
         f.wait_ok(0);
         absl::SleepFor(absl::Milliseconds(200));
-        f.set_phase(1);
-        testing::pg_fault_server("down");
-        absl::SleepFor(absl::Milliseconds(300));
-        testing::pg_fault_server("up");
-        f.set_phase(2);
-        f.wait_ok(2);
-        absl::SleepFor(absl::Milliseconds(200));
+        outage(1, "down", absl::Milliseconds(300), "up");
         // Calls counted in phase 3 go out frozen; the freeze outlasts two
         // deadlines, so some of them time out while it lasts.
-        f.set_phase(3);
-        testing::pg_fault_server("freeze");
-        absl::SleepFor(absl::Milliseconds(1300));
-        testing::pg_fault_server("thaw");
-        f.set_phase(4);
-        f.wait_ok(4);
-        absl::SleepFor(absl::Milliseconds(200));
+        outage(3, "freeze", absl::Milliseconds(1300), "thaw");
       });
   stream.expect_each_once_within(kCommand + kMargin);
   const auto failed = [&](int p) {

@@ -45,11 +45,8 @@ TEST_P(PostgresStaleNow, NoWindowCountsMoreThanItsLimit) {
       });
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Verbs, PostgresStaleNow,
-    ::testing::Values(StaleVerb::kFixedWindow, StaleVerb::kQuota,
-                      StaleVerb::kTokenBudget, StaleVerb::kLease),
-    [](const auto& info) { return testing::stale_verb_name(info.param); });
+INSTANTIATE_TEST_SUITE_P(Verbs, PostgresStaleNow, testing::every_stale_verb(),
+                         testing::stale_verb_test_name);
 
 TEST(PostgresStaleNow, OnlyASlackOfZeroRevivesAnEndedWindow) {
   for (const StaleVerb verb : {StaleVerb::kFixedWindow, StaleVerb::kLease}) {

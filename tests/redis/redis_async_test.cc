@@ -140,16 +140,13 @@ TEST(RedisAsync, EveryCallCompletesOnceWithinItsDeadlineThroughFaults) {
   const AnyStrategy gcra = *make_strategy(Gcra::Options{1'000'000, 1000});
   // Phase 0: up; 1: frozen; 2: thawed; 3: killed; 4: restarted.
   testing::FaultStream stream;
-  stream.run(
-      2, 256,
+  stream.run_through_freeze_then_kill(
+      server, 2, 256,
+      testing::kFaultCommandTimeout + testing::kFaultConnectTimeout +
+          testing::kFaultMargin,
       [&](auto on_done) {
         redis->check_async(gcra, "k", 0, 1, std::move(on_done));
-      },
-      [&](testing::FaultStream& f) { f.freeze_then_kill(server); });
-  stream.expect_each_once_within(testing::kFaultCommandTimeout +
-                                 testing::kFaultConnectTimeout +
-                                 testing::kFaultMargin);
-  stream.expect_freeze_then_kill_seen();
+      });
 }
 
 // A stream of asynchronous admissions of `escrow` (tenants "a" and "b")
@@ -162,17 +159,26 @@ void expect_escrow_admissions_through_faults(Escrow& escrow,
                                              testing::PrivateRedis& server) {
   std::atomic<int> next{0};
   testing::FaultStream stream;
-  stream.run(
-      2, 256,
+  stream.run_through_freeze_then_kill(
+      server, 2, 256,
+      testing::kFaultCommandTimeout + testing::kFaultConnectTimeout +
+          testing::kFaultMargin,
       [&](auto on_done) {
         escrow.admit_async(next.fetch_add(1) % 3 ? "b" : "a", 1,
                            std::move(on_done));
-      },
-      [&](testing::FaultStream& f) { f.freeze_then_kill(server); });
-  stream.expect_each_once_within(testing::kFaultCommandTimeout +
-                                 testing::kFaultConnectTimeout +
-                                 testing::kFaultMargin);
-  stream.expect_freeze_then_kill_seen();
+      });
+}
+
+// Both escrows' configuration beside `o`'s store: 10^9 an hour on key
+// "fair" for tenants "a" and "b" (weight 2), quantum 4.
+template <class Options>
+Options two_tenants(Options o) {
+  o.limit = 1'000'000'000;
+  o.window_ms = 3'600'000;
+  o.tenants = {{.name = "a"}, {.name = "b", .weight = 2}};
+  o.key = "fair";
+  o.quantum = 4;
+  return o;
 }
 
 // The weighted-fair escrow over Redis (leases through `lease_async`).
@@ -180,14 +186,9 @@ TEST(RedisAsync,
      FairEscrowAdmissionsCompleteOnceWithinTheDeadlineThroughFaults) {
   testing::PrivateRedis server(testing::redis_port() + 19);
   ASSERT_TRUE(server.start());
-  std::shared_ptr<RedisCoordinator> redis = testing::fault_coordinator(server);
-  auto escrow = *WeightedFairEscrow::create(
-      {.limit = 1'000'000'000,
-       .window_ms = 3'600'000,
-       .tenants = {{.name = "a"}, {.name = "b", .weight = 2}},
-       .coordinator = redis,
-       .key = "fair",
-       .quantum = 4});
+  auto escrow =
+      *WeightedFairEscrow::create(two_tenants(WeightedFairEscrowOptions{
+          .coordinator = testing::fault_coordinator(server)}));
   expect_escrow_admissions_through_faults(*escrow, server);
   EXPECT_GT(escrow->stats().leases, 100);
 }
@@ -198,15 +199,11 @@ TEST(RedisAsync,
      FederatedFairEscrowAdmissionsCompleteOnceWithinTheDeadlineThroughFaults) {
   testing::PrivateRedis server(testing::redis_port() + 20);
   ASSERT_TRUE(server.start());
-  std::shared_ptr<RedisCoordinator> redis = testing::fault_coordinator(server);
-  auto escrow = *FederatedFairEscrow::create(
-      {.limit = 1'000'000'000,
-       .window_ms = 3'600'000,
-       .tenants = {{.name = "a"}, {.name = "b", .weight = 2}},
-       .pool = *RedisRegionPool::create({.coordinator = redis}),
-       .key = "fair",
-       .region = "eu",
-       .quantum = 4});
+  auto escrow =
+      *FederatedFairEscrow::create(two_tenants(FederatedFairEscrowOptions{
+          .pool = *RedisRegionPool::create(
+              {.coordinator = testing::fault_coordinator(server)}),
+          .region = "eu"}));
   expect_escrow_admissions_through_faults(*escrow, server);
   EXPECT_GT(escrow->stats().pool_requests, 100);
 }

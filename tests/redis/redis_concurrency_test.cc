@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/time/clock.h"
+#include "support/call_outcomes.h"
 #include "support/redis_test_server.h"
 #include "support/run_id.h"
 #include "support/run_threads.h"
@@ -52,7 +53,7 @@ TEST(RedisConcurrency, CallersGiveUpAtTheirDeadlineWhileOthersWait) {
                                  .command_timeout = absl::Milliseconds(60)});
   const AnyStrategy gcra = *make_strategy(Gcra::Options{1000000, 1000});
   std::atomic<bool> stop{false};
-  std::atomic<int> ok{0}, outage{0}, other{0};
+  testing::CallOutcomes calls;
   int ok_before_end = 0;
   // Six callers, and one more thread that freezes and thaws the server
   // while they run.
@@ -64,25 +65,16 @@ TEST(RedisConcurrency, CallersGiveUpAtTheirDeadlineWhileOthersWait) {
       absl::SleepFor(absl::Milliseconds(300));
       server.thaw();
       absl::SleepFor(absl::Milliseconds(300));
-      ok_before_end = ok.load();
+      ok_before_end = calls.ok.load();
       absl::SleepFor(absl::Milliseconds(150));
       stop.store(true);
       return;
     }
-    while (!stop.load()) {
-      absl::Status s = redis->check(gcra, "k", 0).status();
-      if (s.ok()) {
-        ok.fetch_add(1);
-      } else if (absl::IsDeadlineExceeded(s) || absl::IsUnavailable(s)) {
-        outage.fetch_add(1);
-      } else {
-        other.fetch_add(1);
-      }
-    }
+    while (!stop.load()) calls.count(redis->check(gcra, "k", 0).status());
   });
-  EXPECT_GT(outage.load(), 0);
-  EXPECT_EQ(other.load(), 0);
-  EXPECT_GT(ok.load(), ok_before_end);  // served again after the thaw
+  EXPECT_GT(calls.outage.load(), 0);
+  EXPECT_EQ(calls.other.load(), 0);
+  EXPECT_GT(calls.ok.load(), ok_before_end);  // served again after the thaw
 }
 
 }  // namespace

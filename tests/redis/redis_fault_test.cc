@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/time/clock.h"
+#include "support/call_outcomes.h"
 #include "support/redis_test_server.h"
 #include "support/run_threads.h"
 #include "throttlekit/coordinator/strict_rate_limiter.h"
@@ -30,6 +31,16 @@ std::shared_ptr<RedisCoordinator> connect(int port) {
                                  .command_timeout = kTimeout}));
 }
 
+// Starts `server` and connects a client that has had one answer from it
+// (a check of `s`); null when either fails.
+std::shared_ptr<RedisCoordinator> answered_client(testing::PrivateRedis& server,
+                                                  const AnyStrategy& s) {
+  if (!server.start()) return nullptr;
+  std::shared_ptr<RedisCoordinator> redis = connect(server.port());
+  if (!redis->check(s, "k", 0).ok()) return nullptr;
+  return redis;
+}
+
 // Polls until a check succeeds (the server is back), for up to 10 s.
 bool recovers(Coordinator& redis, const AnyStrategy& s) {
   for (int i = 0; i < 200; ++i) {
@@ -41,15 +52,14 @@ bool recovers(Coordinator& redis, const AnyStrategy& s) {
 
 TEST(RedisFaults, KilledMidRunThenRestarted) {
   testing::PrivateRedis server(testing::redis_port() + 11);
-  ASSERT_TRUE(server.start());
-  auto redis = connect(server.port());
   const AnyStrategy gcra = *make_strategy(Gcra::Options{1000000, 1000});
-  ASSERT_TRUE(redis->check(gcra, "k", 0).ok());
+  auto redis = answered_client(server, gcra);
+  ASSERT_NE(redis, nullptr);
 
   // Four threads check continuously while a fifth kills the server.
   constexpr int kCallers = 4;
   std::atomic<bool> stop{false};
-  std::atomic<int> ok{0}, outage{0}, other{0};
+  testing::CallOutcomes calls;
   std::atomic<int64_t> slowest_ns{0};
   testing::run_threads(kCallers + 1, [&](int t) {
     if (t == kCallers) {
@@ -66,18 +76,12 @@ TEST(RedisFaults, KilledMidRunThenRestarted) {
       int64_t prev = slowest_ns.load();
       while (ns > prev && !slowest_ns.compare_exchange_weak(prev, ns)) {
       }
-      if (s.ok()) {
-        ok.fetch_add(1);
-      } else if (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) {
-        outage.fetch_add(1);
-      } else {
-        other.fetch_add(1);
-      }
+      calls.count(s);
     }
   });
-  EXPECT_GT(ok.load(), 0);
-  EXPECT_GT(outage.load(), 0);
-  EXPECT_EQ(other.load(), 0);
+  EXPECT_GT(calls.ok.load(), 0);
+  EXPECT_GT(calls.outage.load(), 0);
+  EXPECT_EQ(calls.other.load(), 0);
   EXPECT_LE(slowest_ns.load(), absl::ToInt64Nanoseconds(kTimeout + kMargin));
 
   // While down: a prompt kUnavailable, and the fail policy decides.
@@ -159,10 +163,9 @@ TEST(RedisFaults, NothingListeningIsNotReadyAndAnsweredAtOnce) {
 
 TEST(RedisFaults, FrozenServerHitsTheDeadline) {
   testing::PrivateRedis server(testing::redis_port() + 12);
-  ASSERT_TRUE(server.start());
-  auto redis = connect(server.port());
   const AnyStrategy gcra = *make_strategy(Gcra::Options{1000000, 1000});
-  ASSERT_TRUE(redis->check(gcra, "k", 0).ok());
+  auto redis = answered_client(server, gcra);
+  ASSERT_NE(redis, nullptr);
   server.freeze();
   // The call on the open connection waits its deadline; the connection is
   // dropped, and calls wait for the connector's attempt (their deadline

@@ -16,24 +16,14 @@
 #include "absl/strings/str_cat.h"
 #include "config.h"
 #include "gtest/gtest.h"
+#include "support/config_error.h"
 
 namespace throttlekit::server {
 namespace envoy_config_test {
 namespace {
 
-bool has(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
-// The error of parsing the server document `yaml` (the test fails if it
-// parses).
-std::string error_of(const std::string& yaml) {
-  absl::StatusOr<ServerConfig> c = parse_config(yaml, "server.yaml");
-  EXPECT_FALSE(c.ok()) << yaml;
-  if (c.ok()) return "";
-  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
-  return std::string(c.status().message());
-}
+using testing::config_error;
+using testing::has;
 
 // A server document whose envoy block holds one domain, `body` being its
 // descriptors (indented under `descriptors:`).
@@ -461,10 +451,8 @@ TEST(EnvoyConfig, RefusesEachBadDocument) {
        "envoy.files[0]: must be a file name"},
   };
   for (const Case& c : cases) {
-    const std::string e = error_of(c.yaml);
-    EXPECT_TRUE(has(e, c.expect))
-        << "yaml:\n"
-        << c.yaml << "\nerror: " << e << "\nexpected: " << c.expect;
+    const std::string e =
+        testing::expect_config_error(c.yaml, "server.yaml", c.expect);
     EXPECT_TRUE(has(e, "server.yaml: ")) << e;
   }
 }
@@ -473,7 +461,7 @@ TEST(EnvoyConfig, FileErrorsNameTheFile) {
   const TempFile bad("envoy_config_test_bad.yaml",
                      "domain: edge\ndescriptors:\n  - key: a\n    rate_limit: "
                      "{unit: second, requests_per_unit: 1}\n  - key: a\n");
-  std::string e = error_of(
+  std::string e = config_error(
       absl::StrCat("version: 1\nenvoy: {files: [", bad.path(), "]}\n"));
   EXPECT_TRUE(has(e, absl::StrCat(bad.path(),
                                   ": descriptors[1]: duplicate descriptor "
@@ -482,8 +470,8 @@ TEST(EnvoyConfig, FileErrorsNameTheFile) {
 
   const TempFile twin("envoy_config_test_twin.yaml", "domain: edge\n");
   const TempFile first("envoy_config_test_first.yaml", "domain: edge\n");
-  e = error_of(absl::StrCat("version: 1\nenvoy: {files: [", first.path(), ", ",
-                            twin.path(), "]}\n"));
+  e = config_error(absl::StrCat("version: 1\nenvoy: {files: [", first.path(),
+                                ", ", twin.path(), "]}\n"));
   EXPECT_TRUE(has(e, absl::StrCat(twin.path(),
                                   ": domain: duplicate domain \"edge\"; also "
                                   "defined at ",
@@ -491,7 +479,7 @@ TEST(EnvoyConfig, FileErrorsNameTheFile) {
       << e;
 
   const TempFile invalid("envoy_config_test_invalid.yaml", "domain: [\n");
-  e = error_of(
+  e = config_error(
       absl::StrCat("version: 1\nenvoy: {files: [", invalid.path(), "]}\n"));
   EXPECT_TRUE(has(e, absl::StrCat(invalid.path(), ": line "))) << e;
   EXPECT_TRUE(has(e, "not valid YAML")) << e;
@@ -504,7 +492,7 @@ TEST(EnvoyConfig, FileErrorsNameTheFile) {
     indent += "    ";
   }
   const TempFile nested("envoy_config_test_deep.yaml", deep);
-  e = error_of(
+  e = config_error(
       absl::StrCat("version: 1\nenvoy: {files: [", nested.path(), "]}\n"));
   EXPECT_TRUE(has(e, "nested deeper than 64 levels")) << e;
 }

@@ -41,6 +41,7 @@
 #include "policies.h"
 #include "server.h"
 #include "support/envoy_request.h"
+#include "support/manual_clock_server.h"
 #include "support/test_time.h"
 #include "throttlekit/coordinator/memory_coordinator.h"
 #include "throttlekit/store/rate_limiter.h"
@@ -89,21 +90,12 @@ class EnvoyDoor {
   explicit EnvoyDoor(const absl::StatusOr<ServerConfig>& config,
                      std::shared_ptr<Coordinator> store = nullptr,
                      ManualClock* shared = nullptr)
-      : own_clock_(kStart), clock_(shared != nullptr ? *shared : own_clock_) {
-    EXPECT_TRUE(config.ok()) << config.status();
-    auto policies =
-        Policies::create(*config, std::move(store), ServerClock{&clock_});
-    EXPECT_TRUE(policies.ok()) << policies.status();
-    auto server =
-        Server::start(*std::move(policies), {.listen = "127.0.0.1:0",
-                                             .clock = ServerClock{&clock_},
-                                             .reaper = false});
-    EXPECT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    stub_ = rls::RateLimitService::NewStub(
-        grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
-                            grpc::InsecureChannelCredentials()));
-  }
+      : own_clock_(kStart),
+        clock_(shared != nullptr ? *shared : own_clock_),
+        server_(testing::start_manual_clock_server(config, std::move(store),
+                                                   clock_)),
+        stub_(rls::RateLimitService::NewStub(
+            testing::loopback_channel(server_->port()))) {}
 
   ManualClock& clock() { return clock_; }
 
@@ -1141,8 +1133,7 @@ TEST(EnvoyRls, ReloadsOnTheRealClockHoldEachWindow) {
   for (int c = 0; c < 6; ++c) {
     clients.emplace_back([&] {
       auto stub = rls::RateLimitService::NewStub(
-          grpc::CreateChannel(absl::StrCat("127.0.0.1:", (*server)->port()),
-                              grpc::InsecureChannelCredentials()));
+          testing::loopback_channel((*server)->port()));
       while (!stop.load()) {
         R resp;
         grpc::ClientContext ctx;

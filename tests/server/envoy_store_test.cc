@@ -32,6 +32,7 @@
 #include "server.h"
 #include "support/envoy_request.h"
 #include "support/forked_fleet.h"
+#include "support/manual_clock_server.h"
 #include "support/pg_test_env.h"
 #include "support/redis_test_server.h"
 #include "support/shared_store.h"
@@ -71,8 +72,7 @@ Door serve(const std::string& yaml, std::shared_ptr<Coordinator> coordinator) {
   Door d;
   d.server = *std::move(server);
   d.stub = rls::RateLimitService::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", d.server->port()),
-                          grpc::InsecureChannelCredentials()));
+      testing::loopback_channel(d.server->port()));
   return d;
 }
 

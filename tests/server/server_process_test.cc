@@ -51,6 +51,17 @@ Child spawn_server(const std::vector<std::string>& args) {
   return throttlekit::testing::spawn(THROTTLEKIT_SERVER_BINARY, args);
 }
 
+// The server run with `args` refuses them: it exits 2, saying `says` on
+// stderr (when given).
+void expect_exits_two(const std::vector<std::string>& args,
+                      const std::string& says = "") {
+  Child server = spawn_server(args);
+  EXPECT_EQ(exit_status(server.pid), 2) << says;
+  if (!says.empty()) {
+    EXPECT_NE(read_all(server.err).find(says), std::string::npos) << says;
+  }
+}
+
 bool admit(v1::RateLimiter::Stub& stub, v1::AdmitResponse* resp) {
   v1::AdmitRequest req;
   req.set_policy("checkout");
@@ -230,10 +241,8 @@ limiters:
   kill(server.pid, SIGTERM);
   EXPECT_EQ(exit_status(server.pid), 0);
 
-  Child half = spawn_server({"--config", config, "--tls-cert", cert});
-  EXPECT_EQ(exit_status(half.pid), 2);
-  EXPECT_NE(read_all(half.err).find("--tls-cert and --tls-key go together"),
-            std::string::npos);
+  expect_exits_two({"--config", config, "--tls-cert", cert},
+                   "--tls-cert and --tls-key go together");
   Child missing = spawn_server({"--config", config, "--tls-cert",
                                 "/nonexistent/cert.pem", "--tls-key", key});
   const std::string err = read_all(missing.err);
@@ -320,13 +329,10 @@ TEST(ServerProcess, ServesFromARedisCluster) {
   kill(server.pid, SIGTERM);
   EXPECT_EQ(exit_status(server.pid), 0);
 
-  Child bad = spawn_server({"--config", config, "--redis-cluster", "nohost"});
-  EXPECT_EQ(exit_status(bad.pid), 2);
-  EXPECT_NE(read_all(bad.err).find("--redis-cluster wants HOST:PORT"),
-            std::string::npos);
-  Child two = spawn_server({"--config", config, "--redis", "127.0.0.1:1",
-                            "--redis-cluster", "127.0.0.1:2"});
-  EXPECT_EQ(exit_status(two.pid), 2);
+  expect_exits_two({"--config", config, "--redis-cluster", "nohost"},
+                   "--redis-cluster wants HOST:PORT");
+  expect_exits_two({"--config", config, "--redis", "127.0.0.1:1",
+                    "--redis-cluster", "127.0.0.1:2"});
 }
 
 // --redis-sentinel: the primary found through the sentinels serves each
@@ -347,25 +353,18 @@ TEST(ServerProcess, ServesFromASentinelGuardedPrimary) {
   kill(server.pid, SIGTERM);
   EXPECT_EQ(exit_status(server.pid), 0);
 
-  Child alone = spawn_server({"--config", config, "--redis-sentinel",
-                              absl::StrCat("127.0.0.1:", first + 2)});
-  EXPECT_EQ(exit_status(alone.pid), 2);
-  EXPECT_NE(read_all(alone.err).find("--redis-master go together"),
-            std::string::npos);
-  Child bad = spawn_server({"--config", config, "--redis-sentinel", "nohost",
-                            "--redis-master", "tk"});
-  EXPECT_EQ(exit_status(bad.pid), 2);
-  EXPECT_NE(read_all(bad.err).find("--redis-sentinel wants HOST:PORT"),
-            std::string::npos);
+  expect_exits_two({"--config", config, "--redis-sentinel",
+                    absl::StrCat("127.0.0.1:", first + 2)},
+                   "--redis-master go together");
+  expect_exits_two({"--config", config, "--redis-sentinel", "nohost",
+                    "--redis-master", "tk"},
+                   "--redis-sentinel wants HOST:PORT");
 }
 
 TEST(ServerProcess, BadArgumentsExitTwo) {
-  Child server = spawn_server({"--config"});
-  EXPECT_EQ(exit_status(server.pid), 2);
-  EXPECT_NE(read_all(server.err).find("usage"), std::string::npos);
-  Child both = spawn_server(
+  expect_exits_two({"--config"}, "usage");
+  expect_exits_two(
       {"--config", "x.yaml", "--redis", "127.0.0.1:1", "--postgres", "h:1"});
-  EXPECT_EQ(exit_status(both.pid), 2);
 }
 
 }  // namespace

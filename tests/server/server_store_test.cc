@@ -27,6 +27,7 @@
 #include "server.h"
 #include "support/forked_fleet.h"
 #include "support/grpc_health.h"
+#include "support/manual_clock_server.h"
 #include "support/pg_test_env.h"
 #include "support/redis_test_server.h"
 #include "support/shared_store.h"
@@ -123,8 +124,7 @@ Running serve(absl::StatusOr<std::unique_ptr<Policies>> policies) {
   EXPECT_TRUE(server.ok()) << server.status();
   Running r;
   r.server = *std::move(server);
-  r.channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", r.server->port()),
-                                  grpc::InsecureChannelCredentials());
+  r.channel = testing::loopback_channel(r.server->port());
   r.stub = v1::RateLimiter::NewStub(r.channel);
   return r;
 }
@@ -329,9 +329,8 @@ TEST(ServerStore, TwoFederatedServersHoldOneLimitPerWindow) {
 
 TEST(ServerStore, ReserveLeasesFromTheFederatedBudget) {
   Running door = start(store());
-  auto fleet = v1::Fleet::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", door.server->port()),
-                          grpc::InsecureChannelCredentials()));
+  auto fleet =
+      v1::Fleet::NewStub(testing::loopback_channel(door.server->port()));
   const std::string domain = fresh("tenant");
   const auto reserve = [&](const std::string& policy, int64_t wants,
                            v1::Axis axis, v1::Lease* lease) {
@@ -388,9 +387,7 @@ TEST(ServerStore, ReserveLeasesFromTheFederatedBudget) {
 
 TEST(ServerStore, ATier2ClientSpendsLocallyWithinTheSameBudget) {
   Running door = start(store());
-  auto channel =
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", door.server->port()),
-                          grpc::InsecureChannelCredentials());
+  auto channel = testing::loopback_channel(door.server->port());
   const std::string domain = fresh("tier2");
   auto client = FleetLeaseClient::create(
       channel, {.policy = "leased", .domain = domain, .batch = 10});
@@ -551,9 +548,8 @@ TEST(ServerStore, TwoServersHoldOneConcurrencyCeiling) {
   EXPECT_GT(granted.load(), 100);
 
   // The Monitor shows the guard's fleet view.
-  auto monitor = v1::Monitor::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", a.server->port()),
-                          grpc::InsecureChannelCredentials()));
+  auto monitor =
+      v1::Monitor::NewStub(testing::loopback_channel(a.server->port()));
   v1::GetSnapshotResponse snap;
   grpc::ClientContext mctx;
   ASSERT_TRUE(monitor->GetSnapshot(&mctx, {}, &snap).ok());
@@ -744,53 +740,41 @@ using StartCall = std::function<void(
     v1::RateLimiter::Stub& stub, int i, const std::string& policy,
     const std::string& key, std::function<void(bool)> done)>;
 
-// One asynchronous unary call whose context, request and response live
-// until its completion.
+// One unary RPC per call: a `Req` of the policy and key, then `fill(req)`,
+// sent by `send(stub.async(), ctx, req, resp, on_done)`; allowed when OK
+// and its decision admits. Its context, request and response live until
+// its completion.
 template <class Req, class Resp, class Send>
-void start_unary(Req req, Send send, std::function<void(bool)> done) {
-  struct Call {
-    grpc::ClientContext ctx;
-    Req req;
-    Resp resp;
-  };
-  auto call = std::make_shared<Call>();
-  call->req = std::move(req);
-  send(&call->ctx, &call->req, &call->resp,
-       [call, done = std::move(done)](grpc::Status s) {
-         done(s.ok() && call->resp.decision().allowed());
-       });
+StartCall unary_call(Send send, void (*fill)(Req&) = nullptr) {
+  return
+      [send, fill](v1::RateLimiter::Stub& stub, int, const std::string& policy,
+                   const std::string& key, std::function<void(bool)> done) {
+        struct Call {
+          grpc::ClientContext ctx;
+          Req req;
+          Resp resp;
+        };
+        auto call = std::make_shared<Call>();
+        call->req.set_policy(policy);
+        call->req.set_key(key);
+        if (fill != nullptr) fill(call->req);
+        send(stub.async(), &call->ctx, &call->req, &call->resp,
+             [call, done = std::move(done)](grpc::Status s) {
+               done(s.ok() && call->resp.decision().allowed());
+             });
+      };
 }
 
 StartCall check_call() {
-  return [](v1::RateLimiter::Stub& stub, int, const std::string& policy,
-            const std::string& key, std::function<void(bool)> done) {
-    v1::CheckRequest req;
-    req.set_policy(policy);
-    req.set_key(key);
-    start_unary<v1::CheckRequest, v1::CheckResponse>(
-        std::move(req),
-        [&stub](auto* ctx, auto* req, auto* resp, auto cb) {
-          stub.async()->Check(ctx, req, resp, std::move(cb));
-        },
-        std::move(done));
-  };
+  return unary_call<v1::CheckRequest, v1::CheckResponse>(
+      [](auto* rpc, auto... args) { rpc->Check(std::move(args)...); });
 }
 
 // A Debit of 5 tokens.
 StartCall debit_call() {
-  return [](v1::RateLimiter::Stub& stub, int, const std::string& policy,
-            const std::string& key, std::function<void(bool)> done) {
-    v1::DebitRequest req;
-    req.set_policy(policy);
-    req.set_key(key);
-    req.set_tokens(5);
-    start_unary<v1::DebitRequest, v1::DebitResponse>(
-        std::move(req),
-        [&stub](auto* ctx, auto* req, auto* resp, auto cb) {
-          stub.async()->Debit(ctx, req, resp, std::move(cb));
-        },
-        std::move(done));
-  };
+  return unary_call<v1::DebitRequest, v1::DebitResponse>(
+      [](auto* rpc, auto... args) { rpc->Debit(std::move(args)...); },
+      [](v1::DebitRequest& req) { req.set_tokens(5); });
 }
 
 // 256 calls (`start`: Check unless said) of `policy` (configured by
@@ -913,18 +897,8 @@ TEST(ServerStoreRedis, AdmissionsWaitingOnAFrozenStoreHoldNoServerThread) {
       "capacity: 100000, refillPerSec: 10}}}, fed: {federated: {batch: 8}, "
       "strategy: fixedWindow, limit: 100000, period: 1h}}",
       "adm", 64, "fed",
-      [](v1::RateLimiter::Stub& stub, int, const std::string& policy,
-         const std::string& key, std::function<void(bool)> done) {
-        v1::AdmitRequest req;
-        req.set_policy(policy);
-        req.set_key(key);
-        start_unary<v1::AdmitRequest, v1::AdmitResponse>(
-            std::move(req),
-            [&stub](auto* ctx, auto* req, auto* resp, auto cb) {
-              stub.async()->Admit(ctx, req, resp, std::move(cb));
-            },
-            std::move(done));
-      });
+      unary_call<v1::AdmitRequest, v1::AdmitResponse>(
+          [](auto* rpc, auto... args) { rpc->Admit(std::move(args)...); }));
 }
 
 // A CheckMany of three keys (`key` twice, one of its own between), all

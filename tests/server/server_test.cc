@@ -28,6 +28,7 @@
 #include "gtest/gtest.h"
 #include "policies.h"
 #include "support/grpc_health.h"
+#include "support/manual_clock_server.h"
 #include "support/test_certs.h"
 #include "support/test_time.h"
 #include "throttlekit/store/rate_limiter.h"
@@ -48,21 +49,12 @@ using testing::self_signed;
 class Door {
  public:
   explicit Door(const std::string& yaml, ServerOptions options = {})
-      : clock_(kEpoch) {
-    absl::StatusOr<ServerConfig> config = parse_config(yaml, "test.yaml");
-    EXPECT_TRUE(config.ok()) << config.status();
-    auto policies = Policies::create(*config, nullptr, ServerClock{&clock_});
-    EXPECT_TRUE(policies.ok()) << policies.status();
-    options.listen = "127.0.0.1:0";
-    options.clock = ServerClock{&clock_};
-    options.reaper = false;
-    auto server = Server::start(*std::move(policies), std::move(options));
-    EXPECT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    stub_ = v1::RateLimiter::NewStub(
-        grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
-                            grpc::InsecureChannelCredentials()));
-  }
+      : clock_(kEpoch),
+        server_(testing::start_manual_clock_server(
+            parse_config(yaml, "test.yaml"), nullptr, clock_,
+            std::move(options))),
+        stub_(v1::RateLimiter::NewStub(
+            testing::loopback_channel(server_->port()))) {}
 
   ManualClock& clock() { return clock_; }
   Server& server() { return *server_; }
@@ -70,40 +62,19 @@ class Door {
 
   grpc::Status check(const std::string& policy, const std::string& key,
                      int64_t cost, Decision& out) {
-    v1::CheckRequest req;
-    req.set_policy(policy);
-    req.set_key(key);
-    req.set_cost(cost);
-    v1::CheckResponse resp;
-    grpc::ClientContext ctx;
-    grpc::Status s = stub_->Check(&ctx, req, &resp);
-    out = from_wire(resp.decision());
-    return s;
+    return decide(&v1::RateLimiter::Stub::Check, policy, key, out,
+                  &v1::CheckRequest::set_cost, cost);
   }
 
   grpc::Status peek(const std::string& policy, const std::string& key,
                     Decision& out) {
-    v1::PeekRequest req;
-    req.set_policy(policy);
-    req.set_key(key);
-    v1::PeekResponse resp;
-    grpc::ClientContext ctx;
-    grpc::Status s = stub_->Peek(&ctx, req, &resp);
-    out = from_wire(resp.decision());
-    return s;
+    return decide(&v1::RateLimiter::Stub::Peek, policy, key, out);
   }
 
   grpc::Status debit(const std::string& policy, const std::string& key,
                      int64_t tokens, Decision& out) {
-    v1::DebitRequest req;
-    req.set_policy(policy);
-    req.set_key(key);
-    req.set_tokens(tokens);
-    v1::DebitResponse resp;
-    grpc::ClientContext ctx;
-    grpc::Status s = stub_->Debit(&ctx, req, &resp);
-    out = from_wire(resp.decision());
-    return s;
+    return decide(&v1::RateLimiter::Stub::Debit, policy, key, out,
+                  &v1::DebitRequest::set_tokens, tokens);
   }
 
   grpc::Status admit(const std::string& policy, const std::string& key,
@@ -133,6 +104,25 @@ class Door {
   }
 
  private:
+  // `method`'s answer to a request of `policy` and `key` (and `amount`,
+  // set by `set_amount`, if given): its status, and its decision in `out`.
+  template <class Req, class Resp>
+  grpc::Status decide(grpc::Status (v1::RateLimiter::Stub::*method)(
+                          grpc::ClientContext*, const Req&, Resp*),
+                      const std::string& policy, const std::string& key,
+                      Decision& out, void (Req::*set_amount)(int64_t) = nullptr,
+                      int64_t amount = 0) {
+    Req req;
+    req.set_policy(policy);
+    req.set_key(key);
+    if (set_amount != nullptr) (req.*set_amount)(amount);
+    Resp resp;
+    grpc::ClientContext ctx;
+    grpc::Status s = ((*stub_).*method)(&ctx, req, &resp);
+    out = from_wire(resp.decision());
+    return s;
+  }
+
   ManualClock clock_;
   std::unique_ptr<Server> server_;
   std::unique_ptr<v1::RateLimiter::Stub> stub_;
@@ -593,9 +583,8 @@ TEST(ServerDoor, MonitorSnapshotShowsPoliciesGuardsAndDenials) {
   ASSERT_TRUE(door.admit("checkout", "k1", a).ok());
   ASSERT_TRUE(door.admit("checkout", "k2", b).ok());
   ASSERT_TRUE(door.admit("checkout", "k3", c).ok());
-  auto monitor = v1::Monitor::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", door.server().port()),
-                          grpc::InsecureChannelCredentials()));
+  auto monitor =
+      v1::Monitor::NewStub(testing::loopback_channel(door.server().port()));
   v1::GetSnapshotResponse resp;
   grpc::ClientContext ctx;
   ASSERT_TRUE(monitor->GetSnapshot(&ctx, {}, &resp).ok());
@@ -716,9 +705,8 @@ TEST(ServerDoor, MonitorWatchStreamsDenials) {
   for (int i = 0; i < 7; ++i) {  // one denial before any watcher
     ASSERT_TRUE(door.check("fixed", "before", 1, d).ok());
   }
-  auto monitor = v1::Monitor::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", door.server().port()),
-                          grpc::InsecureChannelCredentials()));
+  auto monitor =
+      v1::Monitor::NewStub(testing::loopback_channel(door.server().port()));
   grpc::ClientContext all_ctx;
   auto all = monitor->Watch(&all_ctx, {});
   grpc::ClientContext fixed_ctx;
@@ -780,9 +768,8 @@ TEST(ServerDoor, MonitorWatchStreamsDenials) {
 // itself can have woken the watcher.
 TEST(ServerDoor, MonitorWatchIsWokenByTheDenial) {
   Door door(kConfig, {.watch_cancel_check_ms = 3'600'000});
-  auto monitor = v1::Monitor::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", door.server().port()),
-                          grpc::InsecureChannelCredentials()));
+  auto monitor =
+      v1::Monitor::NewStub(testing::loopback_channel(door.server().port()));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   v1::WatchRequest only_fixed;
@@ -831,9 +818,8 @@ TEST(ServerDoor, MonitorWatchIsWokenByTheDenial) {
 // At most 16 watchers at once; the others are told to poll instead.
 TEST(ServerDoor, MonitorWatchersAreBounded) {
   Door door(kConfig);
-  auto monitor = v1::Monitor::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", door.server().port()),
-                          grpc::InsecureChannelCredentials()));
+  auto monitor =
+      v1::Monitor::NewStub(testing::loopback_channel(door.server().port()));
   constexpr int kStreams = 20;
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
   std::vector<std::unique_ptr<grpc::ClientReader<v1::WatchResponse>>> streams;
@@ -872,9 +858,8 @@ TEST(ServerDoor, MonitorWatchersAreBounded) {
 
 TEST(ServerDoor, MonitorWatchRefusesAnUnknownPolicy) {
   Door door(kConfig);
-  auto monitor = v1::Monitor::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", door.server().port()),
-                          grpc::InsecureChannelCredentials()));
+  auto monitor =
+      v1::Monitor::NewStub(testing::loopback_channel(door.server().port()));
   grpc::ClientContext ctx;
   v1::WatchRequest req;
   req.set_policy("nope");
@@ -1063,10 +1048,8 @@ TEST(ServerDoor, TlsServesOnlyClientsThatTrustItsCertificate) {
   ASSERT_NE(door, nullptr);
   EXPECT_EQ(check_over(tls_channel(door->port(), server.cert)),
             grpc::StatusCode::OK);
-  EXPECT_EQ(
-      check_over(grpc::CreateChannel(absl::StrCat("127.0.0.1:", door->port()),
-                                     grpc::InsecureChannelCredentials())),
-      grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(check_over(testing::loopback_channel(door->port())),
+            grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(check_over(tls_channel(door->port(), stranger.cert)),
             grpc::StatusCode::UNAVAILABLE);
 }

@@ -8,7 +8,8 @@
 // - `FaultStream`: threads keep checks in flight while a script changes
 //   the server (stops, freezes, restarts it) phase by phase; every
 //   completion is counted in its slot and by the phase it was submitted in,
-//   with the slowest call's latency.
+//   with the slowest call's latency (`run_through_freeze_then_kill`: the
+//   private Redis's script and its checks in one call).
 // - `DecisionWaiter`: one completion as a future;
 // - `expect_async_equals_blocking`: every strategy's timeline sent
 //   asynchronously at once and, on another key, through the blocking
@@ -64,6 +65,54 @@ struct Waited {
 // One asynchronous decision, waited for.
 using DecisionWaiter = Waited<Decision>;
 
+// `n` calls sent all at once (`send(i, completion)`) beside the same calls
+// made one by one through the blocking verb (`call(i)`), each asynchronous
+// answer waited for in turn: both must answer every call, and
+// `compare(i, async, blocking)` checks each pair. Stops at the first call
+// either failed (a fatal failure: callers wrap it in
+// ASSERT_NO_FATAL_FAILURE).
+template <class T, class Send, class Call, class Compare>
+void expect_sent_at_once_as_blocking(size_t n, Send send, Call call,
+                                     Compare compare) {
+  std::vector<Waited<T>> waited(n);
+  for (size_t i = 0; i < n; ++i) send(i, waited[i].completion());
+  for (size_t i = 0; i < n; ++i) {
+    absl::StatusOr<T> blocking = call(i);
+    absl::StatusOr<T> async = waited[i].get();
+    ASSERT_TRUE(blocking.ok()) << blocking.status();
+    ASSERT_TRUE(async.ok()) << async.status();
+    compare(i, *async, *blocking);
+  }
+}
+
+// A `compare` for lease grants: equal but for the store's clock stamp; the
+// asynchronous grants are kept in `grants`, in order.
+inline auto equal_grants(std::vector<LeaseGrant>& grants, const char* what) {
+  return
+      [&grants, what](size_t i, LeaseGrant& async, const LeaseGrant& blocking) {
+        async.now_ms = blocking.now_ms;
+        EXPECT_EQ(async, blocking) << what << " " << i;
+        grants.push_back(async);
+      };
+}
+
+// Leases of 3, 4, 5 and 2 credits (of a window's 10) sent at once
+// (`send(want, completion)`) beside the same through the blocking verb
+// (`call(want)`): equal grants, `what` naming them, the last finding the
+// window spent. The asynchronous grants are kept in `grants`.
+template <class Send, class Call>
+void expect_leases_until_spent(Send send, Call call, const char* what,
+                               std::vector<LeaseGrant>& grants) {
+  const std::vector<int64_t> wants = {3, 4, 5, 2};
+  ASSERT_NO_FATAL_FAILURE(expect_sent_at_once_as_blocking<LeaseGrant>(
+      wants.size(),
+      [&](size_t i, Completion<LeaseGrant> done) {
+        send(wants[i], std::move(done));
+      },
+      [&](size_t i) { return call(wants[i]); }, equal_grants(grants, what)));
+  EXPECT_EQ(grants.back().granted, 0) << "the window is spent";
+}
+
 // For each strategy, `steps` checks at rising times (costs 0.5 to 3) sent
 // with `check_async` all at once on one key, and the same timeline through
 // `check` on another key: equal decisions, step for step. The keys start
@@ -83,19 +132,18 @@ inline void expect_async_equals_blocking(
     const std::string blocking_key = absl::StrCat(prefix, ":b:", s);
     const std::string async_key = absl::StrCat(prefix, ":a:", s);
     // All at once: one connection keeps their order.
-    std::vector<DecisionWaiter> waiters(steps);
-    for (int i = 0; i < steps; ++i) {
-      c.check_async(strategies[s], async_key, at[i], cost[i],
-                    waiters[i].completion());
-    }
-    for (int i = 0; i < steps; ++i) {
-      absl::StatusOr<Decision> blocking =
-          c.check(strategies[s], blocking_key, at[i], cost[i]);
-      absl::StatusOr<Decision> async = waiters[i].get();
-      ASSERT_TRUE(blocking.ok()) << blocking.status();
-      ASSERT_TRUE(async.ok()) << async.status();
-      EXPECT_EQ(*async, *blocking) << "strategy " << s << " step " << i;
-    }
+    ASSERT_NO_FATAL_FAILURE(expect_sent_at_once_as_blocking<Decision>(
+        steps,
+        [&](size_t i, DecisionCompletion done) {
+          c.check_async(strategies[s], async_key, at[i], cost[i],
+                        std::move(done));
+        },
+        [&](size_t i) {
+          return c.check(strategies[s], blocking_key, at[i], cost[i]);
+        },
+        [&](size_t i, const Decision& async, const Decision& blocking) {
+          EXPECT_EQ(async, blocking) << "strategy " << s << " step " << i;
+        }));
   }
 }
 
@@ -110,35 +158,25 @@ inline void expect_async_verbs_equal_blocking(Coordinator& c,
                                               bool heartbeat) {
   const LeaseBudget budget = *LeaseBudget::create({10, 1'000'000'000'000});
   const std::string a = prefix + ":lease:a", b = prefix + ":lease:b";
-  const std::vector<int64_t> wants = {3, 4, 5, 2};
-  std::vector<Waited<LeaseGrant>> leases(wants.size());
-  for (size_t i = 0; i < wants.size(); ++i) {
-    c.lease_async(budget, a, wants[i], leases[i].completion());
-  }
   std::vector<LeaseGrant> async_grants;
-  for (size_t i = 0; i < wants.size(); ++i) {
-    absl::StatusOr<LeaseGrant> blocking = c.lease(budget, b, wants[i]);
-    absl::StatusOr<LeaseGrant> async = leases[i].get();
-    ASSERT_TRUE(blocking.ok()) << blocking.status();
-    ASSERT_TRUE(async.ok()) << async.status();
-    async->now_ms = blocking->now_ms;
-    EXPECT_EQ(*async, *blocking) << "lease " << i;
-    async_grants.push_back(*async);
-  }
-  EXPECT_EQ(async_grants.back().granted, 0) << "the window is spent";
+  ASSERT_NO_FATAL_FAILURE(expect_leases_until_spent(
+      [&](int64_t want, Completion<LeaseGrant> done) {
+        c.lease_async(budget, a, want, std::move(done));
+      },
+      [&](int64_t want) { return c.lease(budget, b, want); }, "lease",
+      async_grants));
   const int64_t start = async_grants.front().window_start_ms;
   // The same token twice: applied once.
-  std::array<Waited<int64_t>, 2> backs;
-  for (auto& w : backs)
-    c.give_back_async(budget, a, start, 2, "t", w.completion());
-  for (int i = 0; i < 2; ++i) {
-    absl::StatusOr<int64_t> blocking = c.give_back(budget, b, start, 2, "t");
-    absl::StatusOr<int64_t> async = backs[i].get();
-    ASSERT_TRUE(blocking.ok()) << blocking.status();
-    ASSERT_TRUE(async.ok()) << async.status();
-    EXPECT_EQ(*async, *blocking) << "give-back " << i;
-    EXPECT_EQ(*async, i == 0 ? 2 : 0) << "give-back " << i;
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_sent_at_once_as_blocking<int64_t>(
+      2,
+      [&](size_t, Completion<int64_t> done) {
+        c.give_back_async(budget, a, start, 2, "t", std::move(done));
+      },
+      [&](size_t) { return c.give_back(budget, b, start, 2, "t"); },
+      [](size_t i, int64_t async, int64_t blocking) {
+        EXPECT_EQ(async, blocking) << "give-back " << i;
+        EXPECT_EQ(async, i == 0 ? 2 : 0) << "give-back " << i;
+      }));
   Waited<LeaseGrant> again;
   c.lease_async(budget, a, 5, again.completion());
   absl::StatusOr<LeaseGrant> async = again.get();
@@ -154,7 +192,6 @@ inline void expect_async_verbs_equal_blocking(Coordinator& c,
   const HeartbeatOptions options{.lease_ttl_ms = 1000};
   const std::string ha = prefix + ":beat:a", hb = prefix + ":beat:b";
   const std::array<std::string, 3> nodes = {"n1", "n2", "n3"};
-  std::vector<Waited<HeartbeatGrant>> beats(6);
   const auto report = [&](int i) {
     return HeartbeatReport{.node_id = nodes[i % 3],
                            .seq = 1 + i / 3,
@@ -162,22 +199,20 @@ inline void expect_async_verbs_equal_blocking(Coordinator& c,
                            .local_limit = 30 + i};
   };
   const auto at = [](int i) { return int64_t{1'700'000'000'000} + 100 * i; };
-  for (int i = 0; i < 6; ++i) {
-    c.heartbeat_async(ha, report(i), options, at(i), beats[i].completion());
-  }
-  for (int i = 0; i < 6; ++i) {
-    absl::StatusOr<HeartbeatGrant> blocking =
-        c.heartbeat(hb, report(i), options, at(i));
-    absl::StatusOr<HeartbeatGrant> got = beats[i].get();
-    ASSERT_TRUE(blocking.ok()) << blocking.status();
-    ASSERT_TRUE(got.ok()) << got.status();
-    EXPECT_EQ(got->share, blocking->share) << "beat " << i;
-    EXPECT_EQ(got->generation, blocking->generation) << "beat " << i;
-    EXPECT_EQ(got->global_limit, blocking->global_limit) << "beat " << i;
-    EXPECT_EQ(got->live_nodes, blocking->live_nodes) << "beat " << i;
-    EXPECT_EQ(got->lease_expires_at_ms, blocking->lease_expires_at_ms);
-    EXPECT_EQ(got->stale, blocking->stale) << "beat " << i;
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_sent_at_once_as_blocking<HeartbeatGrant>(
+      6,
+      [&](size_t i, Completion<HeartbeatGrant> done) {
+        c.heartbeat_async(ha, report(i), options, at(i), std::move(done));
+      },
+      [&](size_t i) { return c.heartbeat(hb, report(i), options, at(i)); },
+      [](size_t i, const HeartbeatGrant& got, const HeartbeatGrant& blocking) {
+        EXPECT_EQ(got.share, blocking.share) << "beat " << i;
+        EXPECT_EQ(got.generation, blocking.generation) << "beat " << i;
+        EXPECT_EQ(got.global_limit, blocking.global_limit) << "beat " << i;
+        EXPECT_EQ(got.live_nodes, blocking.live_nodes) << "beat " << i;
+        EXPECT_EQ(got.lease_expires_at_ms, blocking.lease_expires_at_ms);
+        EXPECT_EQ(got.stale, blocking.stale) << "beat " << i;
+      }));
 }
 
 // Federation's verbs without waiting equal the blocking ones: windowed
@@ -188,36 +223,25 @@ inline void expect_async_federation_verbs_equal_blocking(
     Coordinator& c, const std::string& prefix, bool escrow) {
   const LeaseBudget budget = *LeaseBudget::create({10, 1'000'000'000'000});
   const std::string a = prefix + ":fed:a", b = prefix + ":fed:b";
-  const std::vector<int64_t> wants = {3, 4, 5, 2};
-  std::vector<Waited<LeaseGrant>> leases(wants.size());
-  for (size_t i = 0; i < wants.size(); ++i) {
-    c.lease_windowed_async(budget, a, wants[i], 0, leases[i].completion());
-  }
   std::vector<LeaseGrant> grants;
-  for (size_t i = 0; i < wants.size(); ++i) {
-    absl::StatusOr<LeaseGrant> blocking = c.lease_windowed(budget, b, wants[i]);
-    absl::StatusOr<LeaseGrant> async = leases[i].get();
-    ASSERT_TRUE(blocking.ok()) << blocking.status();
-    ASSERT_TRUE(async.ok()) << async.status();
-    async->now_ms = blocking->now_ms;
-    EXPECT_EQ(*async, *blocking) << "windowed lease " << i;
-    grants.push_back(*async);
-  }
-  EXPECT_EQ(grants.back().granted, 0) << "the window is spent";
+  ASSERT_NO_FATAL_FAILURE(expect_leases_until_spent(
+      [&](int64_t want, Completion<LeaseGrant> done) {
+        c.lease_windowed_async(budget, a, want, 0, std::move(done));
+      },
+      [&](int64_t want) { return c.lease_windowed(budget, b, want); },
+      "windowed lease", grants));
   const int64_t start = grants.front().window_start_ms;
   const int64_t end = grants.front().expires_at_ms;
-  std::array<Waited<int64_t>, 2> backs;
-  for (auto& w : backs) {
-    c.reconcile_async(budget, a, start, 2, "t", 0, w.completion());
-  }
-  for (int i = 0; i < 2; ++i) {
-    absl::StatusOr<int64_t> blocking = c.reconcile(budget, b, start, 2, "t");
-    absl::StatusOr<int64_t> async = backs[i].get();
-    ASSERT_TRUE(blocking.ok()) << blocking.status();
-    ASSERT_TRUE(async.ok()) << async.status();
-    EXPECT_EQ(*async, *blocking) << "reconcile " << i;
-    EXPECT_EQ(*async, i == 0 ? 2 : 0) << "reconcile " << i;
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_sent_at_once_as_blocking<int64_t>(
+      2,
+      [&](size_t, Completion<int64_t> done) {
+        c.reconcile_async(budget, a, start, 2, "t", 0, std::move(done));
+      },
+      [&](size_t) { return c.reconcile(budget, b, start, 2, "t"); },
+      [](size_t i, int64_t async, int64_t blocking) {
+        EXPECT_EQ(async, blocking) << "reconcile " << i;
+        EXPECT_EQ(async, i == 0 ? 2 : 0) << "reconcile " << i;
+      }));
   Waited<LeaseGrant> again;
   c.lease_windowed_async(budget, a, 5, 0, again.completion());
   absl::StatusOr<LeaseGrant> regranted = again.get();
@@ -248,19 +272,16 @@ inline void expect_async_federation_verbs_equal_blocking(
   EXPECT_EQ(*refilled_async, *refilled_blocking);
   EXPECT_EQ(*refilled_async, 7) << "the balance after the refill";
   const std::vector<int64_t> takes = {3, 5};
-  std::vector<Waited<LeaseGrant>> taken(takes.size());
-  for (size_t i = 0; i < takes.size(); ++i) {
-    c.escrow_take_async(ea, takes[i], 0, taken[i].completion());
-  }
-  for (size_t i = 0; i < takes.size(); ++i) {
-    absl::StatusOr<LeaseGrant> blocking = c.escrow_take(eb, takes[i]);
-    absl::StatusOr<LeaseGrant> async = taken[i].get();
-    ASSERT_TRUE(blocking.ok()) << blocking.status();
-    ASSERT_TRUE(async.ok()) << async.status();
-    async->now_ms = blocking->now_ms;
-    EXPECT_EQ(*async, *blocking) << "escrow take " << i;
-    EXPECT_EQ(async->granted, i == 0 ? 3 : 4) << "escrow take " << i;
-  }
+  std::vector<LeaseGrant> taken;
+  ASSERT_NO_FATAL_FAILURE(expect_sent_at_once_as_blocking<LeaseGrant>(
+      takes.size(),
+      [&](size_t i, Completion<LeaseGrant> done) {
+        c.escrow_take_async(ea, takes[i], 0, std::move(done));
+      },
+      [&](size_t i) { return c.escrow_take(eb, takes[i]); },
+      equal_grants(taken, "escrow take")));
+  EXPECT_EQ(taken[0].granted, 3) << "escrow take 0";
+  EXPECT_EQ(taken[1].granted, 4) << "escrow take 1";
   std::optional<absl::StatusOr<int64_t>> bad_refill;
   c.escrow_refill_async(ea, 1, end, start, 0,
                         [&](absl::StatusOr<int64_t> n) { bad_refill = n; });
@@ -469,6 +490,18 @@ class FaultStream {
     set_phase(4);
     wait_ok(4);
     absl::SleepFor(absl::Milliseconds(200));
+  }
+  // `run` with the `freeze_then_kill(server)` script, then the checks of
+  // both: every call completed once, the slowest within `bound`, and every
+  // phase seen.
+  template <class Server, class Submit>
+  void run_through_freeze_then_kill(Server& server, int submitters,
+                                    int per_thread, absl::Duration bound,
+                                    Submit submit) {
+    run(submitters, per_thread, submit,
+        [&](FaultStream& f) { f.freeze_then_kill(server); });
+    expect_each_once_within(bound);
+    expect_freeze_then_kill_seen();
   }
   // What `freeze_then_kill` must have produced.
   void expect_freeze_then_kill_seen() const {

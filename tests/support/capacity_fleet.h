@@ -165,29 +165,13 @@ inline void run_capacity_node(
   // nothing. Their own store calls are served at the normal priority; the
   // nodes still run on whatever the observer leaves, descheduled often.
   (void)setpriority(PRIO_PROCESS, 0, 10);
-  std::shared_ptr<Coordinator> coordinator = make_coordinator();
-  if (coordinator == nullptr) _exit(3);
-  DistributedConcurrencyOptions o;
-  o.node_id = "c" + std::to_string(i);
-  o.key = key;
-  o.heartbeat_ms = kBeatMs;
-  o.lease_ttl_ms = kLeaseMs;
-  o.handoff = handoff;
-  o.eager_heartbeats = true;
-  // As in concurrency_fleet.h: a process descheduled past its lease (28
-  // threads on two cores) stops admitting before its budget is handed on;
-  // without fencing it would keep its old share meanwhile (the documented
-  // caveat), which this run is not about.
-  o.self_fencing = true;
-  o.fence_safety_margin_ms = kFenceMarginMs;
-  o.local.law = ConcurrencyLaw::kAimd;
+  // Self-fencing as in concurrency_fleet.h (28 threads on two cores).
+  DistributedConcurrencyOptions o =
+      fleet_node_options("c" + std::to_string(i), key, handoff);
   o.local.min_limit = kCapMin;
   o.local.initial_limit = o.local.max_limit = kCapMax;
-  absl::StatusOr<std::unique_ptr<DistributedConcurrency>> made =
-      DistributedConcurrency::create(o, coordinator);
-  if (!made.ok()) _exit(4);
-  std::unique_ptr<DistributedConcurrency> node = *std::move(made);
-  (void)node->beat_now();
+  std::unique_ptr<DistributedConcurrency> node =
+      start_fleet_node(o, make_coordinator);
   std::vector<std::thread> workers;
   for (int w = 0; w < kCapWorkers; ++w) {
     workers.emplace_back([&] {

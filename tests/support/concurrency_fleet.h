@@ -41,6 +41,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "support/forked_fleet.h"
@@ -109,29 +110,52 @@ struct FleetResult {
   std::vector<int64_t> timeline;
 };
 
-// One node's process: runs until told to leave or stop.
-inline void run_fleet_node(
-    int i, FleetShared& sh, const std::string& key, bool handoff,
+// The options of fleet node `node_id` on `key`, with `handoff` or not:
+// beats every kBeatMs on a kLeaseMs lease, eagerly, and an AIMD local
+// limit (the caller sets its bounds). Self-fencing: a process descheduled
+// past its lease (many threads on two cores) stops admitting before its
+// budget is handed on; without fencing it would keep its old share
+// meanwhile (the documented caveat), which these runs are not about.
+inline DistributedConcurrencyOptions fleet_node_options(std::string node_id,
+                                                        const std::string& key,
+                                                        bool handoff) {
+  return {.node_id = std::move(node_id),
+          .key = key,
+          .heartbeat_ms = kBeatMs,
+          .lease_ttl_ms = kLeaseMs,
+          .handoff = handoff,
+          .eager_heartbeats = true,
+          .self_fencing = true,
+          .fence_safety_margin_ms = kFenceMarginMs,
+          .local = {.law = ConcurrencyLaw::kAimd}};
+}
+
+// In a node's process: the node of `o` over a coordinator from
+// `make_coordinator`, after its first beat. Exits the process with 3 when
+// there is no coordinator, with 4 when the node cannot be made.
+inline std::unique_ptr<DistributedConcurrency> start_fleet_node(
+    const DistributedConcurrencyOptions& o,
     const std::function<std::shared_ptr<Coordinator>()>& make_coordinator) {
   std::shared_ptr<Coordinator> coordinator = make_coordinator();
   if (coordinator == nullptr) _exit(3);
-  DistributedConcurrencyOptions o;
-  o.node_id = "p" + std::to_string(i);
-  o.key = key;
-  o.heartbeat_ms = kBeatMs;
-  o.lease_ttl_ms = kLeaseMs;
-  o.handoff = handoff;
-  o.eager_heartbeats = true;
-  o.self_fencing = true;
-  o.fence_safety_margin_ms = kFenceMarginMs;
-  o.on_fenced = [&sh, i] { sh.fences[i].fetch_add(1); };
-  o.local.law = ConcurrencyLaw::kAimd;
-  o.local.initial_limit = o.local.min_limit = o.local.max_limit = kLocal;
   absl::StatusOr<std::unique_ptr<DistributedConcurrency>> made =
       DistributedConcurrency::create(o, coordinator);
   if (!made.ok()) _exit(4);
   std::unique_ptr<DistributedConcurrency> node = *std::move(made);
   (void)node->beat_now();
+  return node;
+}
+
+// One node's process: runs until told to leave or stop.
+inline void run_fleet_node(
+    int i, FleetShared& sh, const std::string& key, bool handoff,
+    const std::function<std::shared_ptr<Coordinator>()>& make_coordinator) {
+  DistributedConcurrencyOptions o =
+      fleet_node_options("p" + std::to_string(i), key, handoff);
+  o.on_fenced = [&sh, i] { sh.fences[i].fetch_add(1); };
+  o.local.initial_limit = o.local.min_limit = o.local.max_limit = kLocal;
+  std::unique_ptr<DistributedConcurrency> node =
+      start_fleet_node(o, make_coordinator);
   std::atomic<int> parked_workers{0};
   std::vector<std::thread> workers;
   for (int w = 0; w < kFleetWorkers; ++w) {

@@ -67,50 +67,56 @@ inline int64_t run_for(const RealClockRun& run) {
   return scaled_work(run.run_ms, 500);
 }
 
-// The hot-key run and the bound check shared by every engine of strategy
-// `S` (any `RateEngine`).
-template <class S, RateEngine E>
-void engine_holds_bound(const char* engine, E& limiter,
-                        const RealClockRun& run) {
-  const Load load = hammer(run.threads, run_for(run),
-                           [&](int) { return limiter.check("hot"); });
+// The hot-key run of `call(thread)` (a decision on key "hot") and the
+// bound check shared by every engine of strategy `S`.
+template <class S, class Call>
+void calls_hold_bound(const char* engine, const RealClockRun& run, Call call) {
+  const Load load = hammer(run.threads, run_for(run), call);
   EXPECT_EQ(load.errors, 0);
   EXPECT_GT(load.calls, static_cast<int64_t>(load.admitted.size()));
   report(engine, S::kName, load,
          StrategyBounds<S>::check(load, run.limit, run.window_ms));
 }
 
+// `calls_hold_bound` for `limiter`'s own `check` (any `RateEngine`).
+template <class S, RateEngine E>
+void engine_holds_bound(const char* engine, E& limiter,
+                        const RealClockRun& run) {
+  calls_hold_bound<S>(engine, run, [&](int) { return limiter.check("hot"); });
+}
+
+// `StrictRateLimiter<S>` over `coordinator`, its keys under `prefix`. With
+// `own_now`, each call passes its own `now` read just before it (`check_at`
+// on the system clock, the store's clock on one machine): stale whenever a
+// thread is preempted between its read and the store's step, the common
+// case with more threads than cores. The store's default `ttl_slack_ms`
+// keeps every stale `now` from reviving an ended window
+// (core/ttl_slack.h).
 template <class S>
 void strict_holds_bound(std::shared_ptr<Coordinator> coordinator,
-                        const RealClockRun& run, std::string prefix) {
+                        const RealClockRun& run, std::string prefix,
+                        bool own_now = false) {
   auto limiter = StrictRateLimiter<S>::create(
       StrategyBounds<S>::options(run.limit, run.window_ms),
       std::move(coordinator), {.prefix = std::move(prefix)});
   ASSERT_TRUE(limiter.ok()) << limiter.status();
-  engine_holds_bound<S>("strict", **limiter, run);
+  if (!own_now) {
+    engine_holds_bound<S>("strict", **limiter, run);
+    return;
+  }
+  const SystemClock clock;
+  calls_hold_bound<S>("strict check_at", run, [&](int) {
+    return (*limiter)->check_at("hot", clock.now_ms());
+  });
 }
 
-// As `strict_holds_bound`, each call passing its own `now` read just
-// before it (`check_at` on the system clock, the store's clock on one
-// machine): stale whenever a thread is preempted between its read and the
-// store's step, the common case with more threads than cores. The store's
-// default `ttl_slack_ms` keeps every stale `now` from reviving an ended
-// window (core/ttl_slack.h). For the windowed strategies.
+// `strict_holds_bound` with each call's own `now`, for the windowed
+// strategies.
 template <class S>
 void strict_check_at_holds_bound(std::shared_ptr<Coordinator> coordinator,
                                  const RealClockRun& run, std::string prefix) {
-  auto limiter = StrictRateLimiter<S>::create(
-      StrategyBounds<S>::options(run.limit, run.window_ms),
-      std::move(coordinator), {.prefix = std::move(prefix)});
-  ASSERT_TRUE(limiter.ok()) << limiter.status();
-  const SystemClock clock;
-  const Load load = hammer(run.threads, run_for(run), [&](int) {
-    return (*limiter)->check_at("hot", clock.now_ms());
-  });
-  EXPECT_EQ(load.errors, 0);
-  EXPECT_GT(load.calls, static_cast<int64_t>(load.admitted.size()));
-  report("strict check_at", S::kName, load,
-         StrategyBounds<S>::check(load, run.limit, run.window_ms));
+  strict_holds_bound<S>(std::move(coordinator), run, std::move(prefix),
+                        /*own_now=*/true);
 }
 
 template <class S>

@@ -46,12 +46,8 @@ class ForwardingCoordinator : public Coordinator {
   void do_check(const AnyStrategy& strategy, std::string_view key,
                 int64_t now_ms, double cost,
                 VerbCompletion<Decision>&& done) override {
-    if (refused("check", done)) return;
-    if (done.caller_waits()) {
-      std::move(done)(inner_->check(strategy, key, now_ms, cost));
-      return;
-    }
-    inner_->check_async(strategy, key, now_ms, cost, std::move(done).release());
+    forward<&Coordinator::check, &Coordinator::check_async>(
+        "check", done, strategy, key, now_ms, cost);
   }
   void do_peek(const AnyStrategy& strategy, std::string_view key,
                int64_t now_ms, VerbCompletion<Decision>&& done) override {
@@ -71,33 +67,18 @@ class ForwardingCoordinator : public Coordinator {
   }
   void do_lease(const LeaseBudget& budget, std::string_view key, int64_t want,
                 VerbCompletion<LeaseGrant>&& done) override {
-    if (refused("lease", done)) return;
-    if (done.caller_waits()) {
-      std::move(done)(inner_->lease(budget, key, want));
-      return;
-    }
-    inner_->lease_async(budget, key, want, std::move(done).release());
+    forward<&Coordinator::lease, &Coordinator::lease_async>("lease", done,
+                                                            budget, key, want);
   }
   void do_give_back(const LeaseBudget& budget, std::string_view key,
                     int64_t window_start_ms, int64_t credits,
                     std::string_view token,
                     VerbCompletion<int64_t>&& done) override {
-    if (refused("give_back", done)) return;
-    if (done.caller_waits()) {
-      std::move(done)(
-          inner_->give_back(budget, key, window_start_ms, credits, token));
-      return;
-    }
-    inner_->give_back_async(budget, key, window_start_ms, credits, token,
-                            std::move(done).release());
+    forward<&Coordinator::give_back, &Coordinator::give_back_async>(
+        "give_back", done, budget, key, window_start_ms, credits, token);
   }
   void do_now_ms(VerbCompletion<int64_t>&& done) override {
-    if (refused("now_ms", done)) return;
-    if (done.caller_waits()) {
-      std::move(done)(inner_->now_ms());
-      return;
-    }
-    inner_->now_ms_async(std::move(done).release());
+    forward<&Coordinator::now_ms, &Coordinator::now_ms_async>("now_ms", done);
   }
   void do_ping(VerbCompletion<Acknowledged>&& done) override {
     if (refused("ping", done)) return;
@@ -109,48 +90,29 @@ class ForwardingCoordinator : public Coordinator {
   void do_lease_windowed(const LeaseBudget& budget, std::string_view key,
                          int64_t want, int64_t now_ms,
                          VerbCompletion<LeaseGrant>&& done) override {
-    if (refused("lease_windowed", done)) return;
-    if (done.caller_waits()) {
-      std::move(done)(inner_->lease_windowed(budget, key, want, now_ms));
-      return;
-    }
-    inner_->lease_windowed_async(budget, key, want, now_ms,
-                                 std::move(done).release());
+    forward<&Coordinator::lease_windowed, &Coordinator::lease_windowed_async>(
+        "lease_windowed", done, budget, key, want, now_ms);
   }
   void do_reconcile(const LeaseBudget& budget, std::string_view key,
                     int64_t window_start_ms, int64_t leftover,
                     std::string_view token, int64_t now_ms,
                     VerbCompletion<int64_t>&& done) override {
-    if (refused("reconcile", done)) return;
-    if (done.caller_waits()) {
-      std::move(done)(inner_->reconcile(budget, key, window_start_ms, leftover,
-                                        token, now_ms));
-      return;
-    }
-    inner_->reconcile_async(budget, key, window_start_ms, leftover, token,
-                            now_ms, std::move(done).release());
+    forward<&Coordinator::reconcile, &Coordinator::reconcile_async>(
+        "reconcile", done, budget, key, window_start_ms, leftover, token,
+        now_ms);
   }
   void do_escrow_take(std::string_view key, int64_t want, int64_t now_ms,
                       VerbCompletion<LeaseGrant>&& done) override {
-    if (refused("escrow_take", done)) return;
-    if (done.caller_waits()) {
-      std::move(done)(inner_->escrow_take(key, want, now_ms));
-      return;
-    }
-    inner_->escrow_take_async(key, want, now_ms, std::move(done).release());
+    forward<&Coordinator::escrow_take, &Coordinator::escrow_take_async>(
+        "escrow_take", done, key, want, now_ms);
   }
   void do_escrow_refill(std::string_view key, int64_t granted,
                         int64_t window_start_ms, int64_t expires_at_ms,
                         int64_t now_ms,
                         VerbCompletion<int64_t>&& done) override {
-    if (refused("escrow_refill", done)) return;
-    if (done.caller_waits()) {
-      std::move(done)(inner_->escrow_refill(key, granted, window_start_ms,
-                                            expires_at_ms, now_ms));
-      return;
-    }
-    inner_->escrow_refill_async(key, granted, window_start_ms, expires_at_ms,
-                                now_ms, std::move(done).release());
+    forward<&Coordinator::escrow_refill, &Coordinator::escrow_refill_async>(
+        "escrow_refill", done, key, granted, window_start_ms, expires_at_ms,
+        now_ms);
   }
   void do_escrow_release(std::string_view key, int64_t window_start_ms,
                          int64_t now_ms,
@@ -161,13 +123,8 @@ class ForwardingCoordinator : public Coordinator {
   void do_heartbeat(std::string_view key, const HeartbeatReport& report,
                     const HeartbeatOptions& options, int64_t now_ms,
                     VerbCompletion<HeartbeatGrant>&& done) override {
-    if (refused("heartbeat", done)) return;
-    if (done.caller_waits()) {
-      std::move(done)(inner_->heartbeat(key, report, options, now_ms));
-      return;
-    }
-    inner_->heartbeat_async(key, report, options, now_ms,
-                            std::move(done).release());
+    forward<&Coordinator::heartbeat, &Coordinator::heartbeat_async>(
+        "heartbeat", done, key, report, options, now_ms);
   }
   void do_heartbeat_nodes(
       std::string_view key,
@@ -177,6 +134,20 @@ class ForwardingCoordinator : public Coordinator {
   }
 
  private:
+  // Answers `done`, once `admit` lets `verb` through, by the inner
+  // coordinator: its `Blocking` verb for a caller that waits, else its
+  // `Async` verb, given the same arguments and the completion.
+  template <auto Blocking, auto Async, class T, class... Args>
+  void forward(std::string_view verb, VerbCompletion<T>& done,
+               const Args&... args) {
+    if (refused(verb, done)) return;
+    if (done.caller_waits()) {
+      std::move(done)((inner_.get()->*Blocking)(args...));
+      return;
+    }
+    (inner_.get()->*Async)(args..., std::move(done).release());
+  }
+
   // Completes `done` with `admit(verb)`'s refusal; false when it admits.
   template <class T>
   bool refused(std::string_view verb, VerbCompletion<T>& done) {

@@ -15,7 +15,8 @@
 //   timelines.
 // - `stale_verb(...)`: one windowed verb of a `Coordinator` (fixed window,
 //   quota, token budget through `check`; the lease budget through
-//   `lease_windowed`) as a `StaleCall`.
+//   `lease_windowed`) as a `StaleCall`; `every_stale_verb()` and
+//   `stale_verb_test_name` instantiate a suite over them.
 // - `run_stale_timeline`: runs steps through a `StaleCall`; returns "" or
 //   the first window over its limit.
 // - `revives_an_ended_window`: the hand-picked negative control. It fills
@@ -141,6 +142,17 @@ inline const char* stale_verb_name(StaleVerb v) {
       return "lease";
   }
   return "?";
+}
+
+// A coordinator's suite of every verb: its parameters, and their test
+// names (`stale_verb_name`).
+inline auto every_stale_verb() {
+  return ::testing::Values(StaleVerb::kFixedWindow, StaleVerb::kQuota,
+                           StaleVerb::kTokenBudget, StaleVerb::kLease);
+}
+inline std::string stale_verb_test_name(
+    const ::testing::TestParamInfo<StaleVerb>& info) {
+  return stale_verb_name(info.param);
 }
 
 // Whether the verb's generated costs must all be 1 (a token budget lets

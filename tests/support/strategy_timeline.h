@@ -183,6 +183,14 @@ inline std::string run_generated_timeline(Coordinator& remote,
   return run_timeline(remote, tag, strategy, start, steps);
 }
 
+// The property's body: one generated timeline decides as the reference;
+// the first difference is logged and fails the case.
+inline void check_generated_timeline(Coordinator& remote, const char* tag) {
+  const std::string diff = run_generated_timeline(remote, tag);
+  RC_LOG() << diff;
+  RC_ASSERT(diff.empty());
+}
+
 // Hand-picked edges: equality boundaries, a cost above the ceiling,
 // extreme bucket counts, calendar quotas across month and week boundaries.
 // Each failure is reported with the strategy and start.

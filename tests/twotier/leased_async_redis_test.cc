@@ -129,17 +129,14 @@ TEST(LeasedAsyncRedis, EveryCallCompletesOnceWithinItsBoundThroughFaults) {
       {.limit = 1'000'000, .window_ms = 1000, .batch = 4}, redis);
   std::atomic<int> next_key{0};
   testing::FaultStream stream;
-  stream.run(
-      2, 128,
+  stream.run_through_freeze_then_kill(
+      server, 2, 128,
+      2 * (testing::kFaultCommandTimeout + testing::kFaultConnectTimeout) +
+          testing::kFaultMargin,
       [&](auto on_done) {
         const std::string key = absl::StrCat("k", next_key.fetch_add(1) % 16);
         limiter->check_async(key, 1, std::move(on_done));
-      },
-      [&](testing::FaultStream& f) { f.freeze_then_kill(server); });
-  stream.expect_each_once_within(
-      2 * (testing::kFaultCommandTimeout + testing::kFaultConnectTimeout) +
-      testing::kFaultMargin);
-  stream.expect_freeze_then_kill_seen();
+      });
 }
 
 }  // namespace
