@@ -7,7 +7,11 @@
 // fatal failure, naming the first violation and `replay`) and admitted
 // something; `first_failing_seed(within, run)`, the first seed in
 // 1 .. `within` whose run breaks an invariant: how a mutation row is
-// caught; and `expect_replays(run, seed, other_seed)`: `run(seed,
+// caught; `expect_caught_within(within, what, run)`, a mutation row's
+// test: some seed in 1 .. `within` breaks an invariant, and which one is
+// printed; `SwarmTally`, a swarm test's totals over its seeds (admissions,
+// seeds at the limit, the faults that ran) and their summary line; and
+// `expect_replays(run, seed, other_seed)`: `run(seed,
 // keep_trace)` twice makes the same history (a trace of over 100 events,
 // its hash, the event count and the first violation) and, if `other_seed`
 // is given, that seed another history (another hash).
@@ -18,6 +22,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <string>
 
@@ -56,6 +61,57 @@ uint64_t first_failing_seed(uint64_t within, Run run,
   }
   return 0;
 }
+
+// A mutation row: `run` (as for `first_failing_seed`) breaks an invariant
+// on some seed in 1 .. `within`, else a fatal failure "`what` survived
+// `within` seeds"; prints "`what`: caught at seed N" and that run's first
+// violation, which is also left in `*first` when given.
+template <class Run>
+void expect_caught_within(uint64_t within, const std::string& what, Run run,
+                          std::string* first = nullptr) {
+  std::string violation;
+  const uint64_t caught = first_failing_seed(within, run, &violation);
+  ASSERT_GT(caught, 0u) << what << " survived " << within << " seeds";
+  std::printf("%s: caught at seed %llu: %s\n", what.c_str(),
+              static_cast<unsigned long long>(caught), violation.c_str());
+  if (first != nullptr) *first = violation;
+}
+
+// A swarm test's totals over the seeds it ran: what was admitted, how many
+// seeds had a worst window at the limit, and the faults that ran.
+struct SwarmTally {
+  uint64_t seeds = 0;
+  int64_t admitted = 0;
+  int64_t full_windows = 0;  // seeds whose worst window reached the limit
+  int64_t lost = 0;          // messages lost
+  int64_t crashes = 0;
+  int64_t timeouts = 0;
+  int64_t errors = 0;
+
+  void add(const sim::SimResult& r, int64_t limit) {
+    ++seeds;
+    admitted += r.admitted;
+    full_windows += r.worst_window == limit;
+    lost += r.messages_lost;
+    crashes += r.crashes;
+    timeouts += r.timeouts;
+    errors += r.errors;
+  }
+
+  std::string summary() const {
+    char line[256];
+    std::snprintf(
+        line, sizeof line,
+        "%llu seeds: %lld admitted, %lld seeds with a window at "
+        "the limit, %lld messages lost, %lld crashes, %lld "
+        "timeouts, %lld errors",
+        static_cast<unsigned long long>(seeds),
+        static_cast<long long>(admitted), static_cast<long long>(full_windows),
+        static_cast<long long>(lost), static_cast<long long>(crashes),
+        static_cast<long long>(timeouts), static_cast<long long>(errors));
+    return line;
+  }
+};
 
 template <class Run>
 void expect_replays(Run run, uint64_t seed,
