@@ -41,7 +41,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
-#include <string>
 #include <vector>
 
 #include "support/held_coordinator.h"
@@ -231,34 +230,15 @@ class Fleet : public testing::ManualStore {
 
 using Graph = testing::BfsGraph<State>;
 
-template <class Step>
-Graph bfs(const Config& c, Step step) {
+// The production twin, checked against the transitions edge for edge,
+// from the initial state (full pool, nothing in flight).
+Graph checked_graph(const Config& c) {
   const Layout at{c.n};
   State init(at.size(), 0);
   init[at.pool()] = c.limit;
-  return testing::admission_bfs(init, 2 * c.n + 1, at.admitted(), step);
-}
-
-// The production twin, checked against the transitions edge for edge.
-Graph checked_graph(const Config& c) {
-  const Graph spec = bfs(c, [&](const std::vector<Action>&, const State& s,
-                                Action a) { return spec_step(c, s, a); });
-  const Graph prod = bfs(c, testing::replay_step<Fleet>(c));
-  testing::expect_same_graph(prod.next, spec.next);
-  EXPECT_EQ(prod.max_admitted, spec.max_admitted);
-  // On a difference, the first state whose successors differ.
-  for (const auto& [s, next] : prod.next) {
-    auto it = spec.next.find(s);
-    if (it != spec.next.end() && it->second == next) continue;
-    ADD_FAILURE() << "successors differ from " << ::testing::PrintToString(s)
-                  << ": production " << ::testing::PrintToString(next)
-                  << ", spec "
-                  << (it == spec.next.end()
-                          ? std::string("(unreachable)")
-                          : ::testing::PrintToString(it->second));
-    break;
-  }
-  const Layout at{c.n};
+  const Graph prod = testing::checked_twin_graph<Fleet>(
+      init, 2 * c.n + 1, at.admitted(),
+      [&](const State& s, Action a) { return spec_step(c, s, a); }, c);
   for (const auto& [s, next] : prod.next) {
     if (!c.coupled) continue;
     // Window-coupled, the window's budget is conserved with leases in
