@@ -24,7 +24,8 @@
 //   denial), then calls with a `now` inside the ended window; returns
 //   whether that window then counted more than its limit. With a slack of
 //   0 every store does (so the timelines above can fail); with the default
-//   none does.
+//   none does. `expect_memory_revival` is that control on a memory store,
+//   whose expired state a fresher denial drops.
 
 #ifndef THROTTLEKIT_TESTS_SUPPORT_STALE_NOW_TIMELINE_H_
 #define THROTTLEKIT_TESTS_SUPPORT_STALE_NOW_TIMELINE_H_
@@ -273,6 +274,24 @@ inline absl::StatusOr<bool> revives_an_ended_window(
   }
   return absl::DeadlineExceededError(
       "revives_an_ended_window: no fill landed in one window in 20 tries");
+}
+
+// The negative control on a memory store (`call`, with a manual `clock`):
+// once the filled window has ended, a fresher denial (cost `limit` + 1,
+// which admits nothing) drops its expired state; expects the ended window
+// then revived exactly when the store's TTL slack is 0 (`zero_slack`).
+inline void expect_memory_revival(const StaleCall& call,
+                                  const StaleClock& clock, int64_t limit,
+                                  int64_t window_ms, bool zero_slack) {
+  absl::StatusOr<bool> revived = revives_an_ended_window(
+      call, clock, limit, window_ms, 5,
+      [&](const std::string& key, int64_t now_ms) {
+        absl::StatusOr<Counted> denied = call(key, now_ms, limit + 1);
+        ASSERT_TRUE(denied.ok()) << denied.status();
+        EXPECT_EQ(denied->units, 0);
+      });
+  ASSERT_TRUE(revived.ok()) << revived.status();
+  EXPECT_EQ(*revived, zero_slack);
 }
 
 // The whole check on a store whose state expires on its own clock (Redis
