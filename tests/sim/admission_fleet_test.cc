@@ -52,9 +52,7 @@ TEST(AdmissionFleetSim, CarriedCreditsAreCaughtWithinTwentySeeds) {
 TEST(AdmissionFleetSim, ARunReplaysByteForByte) {
   AdmissionFleetConfig c = swarm_admission_config(5, 8);
   c.fleet.crashes = true;
-  testing::expect_replays(
-      [&](uint64_t s, bool keep) { return run_admission_fleet(s, c, keep); }, 5,
-      6);
+  testing::expect_replays(run_admission_fleet, c, 5, 6);
 }
 
 }  // namespace

@@ -114,9 +114,7 @@ TEST(ConcurrencyFleetSim, AForgottenReleaseIsCaughtAsAPermitLeak) {
 
 TEST(ConcurrencyFleetSim, ARunReplaysByteForByte) {
   const ConcurrencyFleetConfig c = swarm_concurrency_config(7, 5);
-  testing::expect_replays(
-      [&](uint64_t s, bool keep) { return run_concurrency_fleet(s, c, keep); },
-      7, std::nullopt);
+  testing::expect_replays(run_concurrency_fleet, c, 7, std::nullopt);
 }
 
 }  // namespace

@@ -66,9 +66,7 @@ TEST(FederatedFleetSim, ARunReplaysByteForByte) {
   c.escrow = true;
   c.regional_only = true;
   c.fleet.partitions = true;
-  testing::expect_replays(
-      [&](uint64_t s, bool keep) { return run_federated_fleet(s, c, keep); }, 7,
-      8);
+  testing::expect_replays(run_federated_fleet, c, 7, 8);
 }
 
 }  // namespace

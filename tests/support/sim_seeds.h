@@ -7,14 +7,16 @@
 // fatal failure, naming the first violation and `replay`) and admitted
 // something; `first_failing_seed(within, run)`, the first seed in
 // 1 .. `within` whose run breaks an invariant: how a mutation row is
-// caught; `expect_caught_within(within, what, run)`, a mutation row's
-// test: some seed in 1 .. `within` breaks an invariant, and which one is
-// printed; `SwarmTally`, a swarm test's totals over its seeds (admissions,
-// seeds at the limit, the faults that ran) and their summary line; and
-// `expect_replays(run, seed, other_seed)`: `run(seed,
-// keep_trace)` twice makes the same history (a trace of over 100 events,
-// its hash, the event count and the first violation) and, if `other_seed`
-// is given, that seed another history (another hash).
+// caught; `expect_caught_within(within, what, run, naming)`, a mutation
+// row's test: some seed in 1 .. `within` breaks an invariant (its first
+// violation naming `naming`, when given), and which one is printed;
+// `SwarmTally`, a swarm test's totals over its seeds (admissions, seeds at
+// the limit, the faults that ran) and their summary line; and
+// `expect_replays(run_fleet, config, seed, other_seed)`:
+// `run_fleet(seed, config, keep_trace)` twice makes the same history (a
+// trace of over 100 events, its hash, the event count and the first
+// violation) and, if `other_seed` is given, that seed another history
+// (another hash).
 
 #ifndef THROTTLEKIT_TESTS_SUPPORT_SIM_SEEDS_H_
 #define THROTTLEKIT_TESTS_SUPPORT_SIM_SEEDS_H_
@@ -64,17 +66,17 @@ uint64_t first_failing_seed(uint64_t within, Run run,
 
 // A mutation row: `run` (as for `first_failing_seed`) breaks an invariant
 // on some seed in 1 .. `within`, else a fatal failure "`what` survived
-// `within` seeds"; prints "`what`: caught at seed N" and that run's first
-// violation, which is also left in `*first` when given.
+// `within` seeds"; when `naming` is given, that run's first violation
+// contains it. Prints "`what`: caught at seed N" and the first violation.
 template <class Run>
 void expect_caught_within(uint64_t within, const std::string& what, Run run,
-                          std::string* first = nullptr) {
-  std::string violation;
-  const uint64_t caught = first_failing_seed(within, run, &violation);
+                          const std::string& naming = "") {
+  std::string first;
+  const uint64_t caught = first_failing_seed(within, run, &first);
   ASSERT_GT(caught, 0u) << what << " survived " << within << " seeds";
+  EXPECT_NE(first.find(naming), std::string::npos) << first;
   std::printf("%s: caught at seed %llu: %s\n", what.c_str(),
-              static_cast<unsigned long long>(caught), violation.c_str());
-  if (first != nullptr) *first = violation;
+              static_cast<unsigned long long>(caught), first.c_str());
 }
 
 // A swarm test's totals over the seeds it ran: what was admitted, how many
@@ -113,9 +115,12 @@ struct SwarmTally {
   }
 };
 
-template <class Run>
-void expect_replays(Run run, uint64_t seed,
+template <class RunFleet, class Config>
+void expect_replays(RunFleet run_fleet, const Config& config, uint64_t seed,
                     std::optional<uint64_t> other_seed) {
+  const auto run = [&](uint64_t s, bool keep_trace) {
+    return run_fleet(s, config, keep_trace);
+  };
   const sim::SimResult a = run(seed, /*keep_trace=*/true);
   const sim::SimResult b = run(seed, /*keep_trace=*/true);
   ASSERT_GT(a.trace.size(), 100u);
