@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "support/fair_fleet_tenants.h"
+#include "support/queued_async_calls.h"
 #include "support/run_threads.h"
 #include "support/test_time.h"
 #include "support/test_work.h"
@@ -740,68 +741,9 @@ TEST(FederatedFairEscrowAsync, CallsQueueBehindARequestInFlightAndLandInOrder) {
   ASSERT_TRUE(e.ok()) << e.status();
   Escrow& escrow = **e;
   auto reference = ref.make("eu", two_tenants(), 100, 4);
-  std::mutex mu;
-  std::vector<std::optional<absl::StatusOr<Decision>>> got(30);
-  std::vector<int> order;
-  const auto submit = [&](int k, const char* tenant, double cost) {
-    escrow.admit_async(tenant, cost, [&, k](absl::StatusOr<Decision> d) {
-      std::lock_guard<std::mutex> lock(mu);
-      EXPECT_FALSE(got[k].has_value()) << "once, " << k;
-      got[k] = std::move(d);
-      order.push_back(k);
-    });
-  };
-  const auto tenant_of = [](int k) { return k % 3 ? "a" : "b"; };
-  for (int k = 0; k < 20; ++k) submit(k, tenant_of(k), 1 + k % 2);
-  EXPECT_EQ(held->held(), 1u) << "one request in flight, the rest queued";
-  std::atomic<bool> blocking_done{false};
-  absl::StatusOr<Decision> blocking_answer;
-  std::thread blocking([&] {
-    blocking_answer = escrow.admit("b", 1);
-    blocking_done = true;
-  });
-  absl::SleepFor(absl::Milliseconds(50));
-  EXPECT_FALSE(blocking_done.load());
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    EXPECT_TRUE(order.empty());
-  }
-  held->deliver_all();
-  blocking.join();
-  ASSERT_TRUE(blocking_answer.ok()) << blocking_answer.status();
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    ASSERT_EQ(order.size(), 20u);
-    for (int k = 0; k < 20; ++k) {
-      EXPECT_EQ(order[k], k) << "arrival order";
-      ASSERT_TRUE(got[k]->ok()) << got[k]->status();
-      EXPECT_EQ(**got[k], *reference->admit(tenant_of(k), 1 + k % 2))
-          << "call " << k;
-    }
-  }
-  EXPECT_EQ(*blocking_answer, *reference->admit("b", 1));
-  EXPECT_GT(escrow.stats().pool_requests, 2);
-  // Calls of 9 credits each go past the allowance: the first asks, the
-  // others queue; the request fails, and so do they, at once.
-  for (int k = 20; k < 24; ++k) submit(k, "a", 9);
-  EXPECT_EQ(held->held(), 1u);
-  held->fail_next();
-  ASSERT_TRUE(held->deliver_one());
-  EXPECT_EQ(held->held(), 0u) << "no request sent for the queued calls";
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    for (int k = 20; k < 24; ++k) {
-      ASSERT_TRUE(got[k].has_value()) << k;
-      EXPECT_EQ(got[k]->status().code(), absl::StatusCode::kUnavailable) << k;
-    }
-  }
-  submit(24, "a", 9);
-  EXPECT_EQ(held->held(), 1u);
-  held->deliver_all();
-  std::lock_guard<std::mutex> lock(mu);
-  ASSERT_TRUE(got[24].has_value());
-  ASSERT_TRUE(got[24]->ok()) << got[24]->status();
-  EXPECT_EQ(**got[24], *reference->admit("a", 9));
+  testing::expect_queued_calls_land_in_order(
+      escrow, *reference, *held, [&] { held->fail_next(); },
+      [&] { return escrow.stats().pool_requests; });
 }
 
 // Region escrows as threads on one memory pool, two threads per escrow,

@@ -15,6 +15,7 @@
 
 #include "support/held_coordinator.h"
 #include "support/manual_store.h"
+#include "support/queued_async_calls.h"
 #include "support/run_threads.h"
 
 namespace throttlekit {
@@ -364,72 +365,10 @@ TEST(WeightedFairEscrowAsync, CallsQueueBehindALeaseInFlightAndLandInOrder) {
   // The same calls, blocking, on a store of their own: the reference.
   World ref;
   auto reference = ref.make(shared(ref.store));
-  std::mutex mu;
-  std::vector<std::optional<absl::StatusOr<Decision>>> got(24);
-  std::vector<int> order;
-  const auto submit = [&](int k, const char* tenant, double cost) {
-    escrow->admit_async(tenant, cost, [&, k](absl::StatusOr<Decision> d) {
-      std::lock_guard<std::mutex> lock(mu);
-      EXPECT_FALSE(got[k].has_value()) << "once, " << k;
-      got[k] = std::move(d);
-      order.push_back(k);
-    });
-  };
-  const auto tenant_of = [](int k) { return k % 3 ? "a" : "b"; };
-  for (int k = 0; k < 20; ++k) submit(k, tenant_of(k), 1 + k % 2);
-  EXPECT_EQ(held->held(), 1u) << "one lease in flight, the rest queued";
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    EXPECT_TRUE(order.empty());
-  }
-  // A blocking call behind them waits its turn in the queue.
-  std::atomic<bool> blocking_done{false};
-  absl::StatusOr<Decision> blocking_answer;
-  std::thread blocking([&] {
-    blocking_answer = escrow->admit("b", 1);
-    blocking_done = true;
-  });
-  absl::SleepFor(absl::Milliseconds(50));
-  EXPECT_FALSE(blocking_done.load());
-  // Each quantum of 8 credits serves a few calls; then a queued call
-  // leases again, until the queue is empty.
-  held->deliver_all();
-  blocking.join();
-  ASSERT_TRUE(blocking_answer.ok()) << blocking_answer.status();
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    ASSERT_EQ(order.size(), 20u);
-    for (int k = 0; k < 20; ++k) {
-      EXPECT_EQ(order[k], k) << "arrival order";
-      ASSERT_TRUE(got[k]->ok()) << got[k]->status();
-      EXPECT_EQ(**got[k], *reference->admit(tenant_of(k), 1 + k % 2))
-          << "call " << k;
-    }
-  }
-  EXPECT_EQ(*blocking_answer, *reference->admit("b", 1));
-  EXPECT_GT(escrow->stats().leases, 2);
-  // Calls of 9 credits each need a lease of their own: the first is sent,
-  // the other three queue; it fails, and so do they, at once.
-  for (int k = 20; k < 24; ++k) submit(k, "a", 9);
-  EXPECT_EQ(held->held(), 1u);
-  held->fail_next(1, absl::UnavailableError("store down"));
-  ASSERT_TRUE(held->deliver_one());
-  EXPECT_EQ(held->held(), 0u) << "no lease sent for the queued calls";
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    for (int k = 20; k < 24; ++k) {
-      ASSERT_TRUE(got[k].has_value()) << k;
-      EXPECT_EQ(got[k]->status().code(), absl::StatusCode::kUnavailable) << k;
-    }
-  }
-  // The next call leases again.
-  std::optional<absl::StatusOr<Decision>> after;
-  escrow->admit_async("a", 9, [&](absl::StatusOr<Decision> d) { after = d; });
-  EXPECT_EQ(held->held(), 1u);
-  held->deliver_all();
-  ASSERT_TRUE(after.has_value());
-  ASSERT_TRUE(after->ok()) << after->status();
-  EXPECT_EQ(**after, *reference->admit("a", 9));
+  testing::expect_queued_calls_land_in_order(
+      *escrow, *reference, *held,
+      [&] { held->fail_next(1, absl::UnavailableError("store down")); },
+      [&] { return escrow->stats().leases; });
 }
 
 // Threads mixing blocking and asynchronous calls while another thread
