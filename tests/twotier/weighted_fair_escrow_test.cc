@@ -188,56 +188,41 @@ TEST(WeightedFairEscrow, BadInputIsAStatus) {
   EXPECT_EQ(e->guaranteed_share("nope").status().code(),
             absl::StatusCode::kNotFound);
 
-  auto error = [&](WeightedFairEscrowOptions o) {
+  // `Escrow::create` refuses `o`, its message naming `what`.
+  const auto expect_refused = [&](const std::string& what,
+                                  WeightedFairEscrowOptions o) {
     auto r = Escrow::create(std::move(o), ClockRef<ManualClock>(w.clock));
-    EXPECT_FALSE(r.ok());
-    return std::string(r.status().message());
+    ASSERT_FALSE(r.ok()) << what;
+    EXPECT_NE(std::string(r.status().message()).find(what), std::string::npos)
+        << r.status();
   };
-  EXPECT_NE(error({.limit = 0, .window_ms = 1000, .tenants = {{.name = "a"}}})
-                .find("limit"),
-            std::string::npos);
-  EXPECT_NE(error({.limit = 10, .window_ms = 0, .tenants = {{.name = "a"}}})
-                .find("window_ms"),
-            std::string::npos);
-  EXPECT_NE(error({.limit = 10, .window_ms = 1000}).find("tenants"),
-            std::string::npos);
-  EXPECT_NE(error({.limit = 10,
-                   .window_ms = 1000,
-                   .tenants = {{.name = "a"}, {.name = "a"}}})
-                .find("duplicate"),
-            std::string::npos);
-  EXPECT_NE(error({.limit = 10, .window_ms = 1000, .tenants = {{.name = ""}}})
-                .find("tenants[0].name"),
-            std::string::npos);
-  EXPECT_NE(error({.limit = 10,
-                   .window_ms = 1000,
-                   .tenants = {{.name = "a", .weight = 0}}})
-                .find("tenants[0].weight"),
-            std::string::npos);
-  EXPECT_NE(error({.limit = 10,
-                   .window_ms = 1000,
-                   .tenants = {{.name = "a", .weight = std::nan("")}}})
-                .find("weight"),
-            std::string::npos);
-  EXPECT_NE(error({.limit = 10,
-                   .window_ms = 1000,
-                   .tenants = {{.name = "a", .hard_cap = 11}}})
-                .find("tenants[0].hard_cap"),
-            std::string::npos);
-  EXPECT_NE(error({.limit = 10,
-                   .window_ms = 1000,
-                   .tenants = {{.name = "a"}},
-                   .coordinator = w.store,
-                   .key = "k",
-                   .quantum = 11})
-                .find("quantum"),
-            std::string::npos);
-  EXPECT_NE(error({.limit = 10,
-                   .window_ms = 1000,
-                   .tenants = {{.name = "a"}},
-                   .coordinator = w.store})
-                .find("key"),
-            std::string::npos);
+  expect_refused("limit",
+                 {.limit = 0, .window_ms = 1000, .tenants = {{.name = "a"}}});
+  expect_refused("window_ms",
+                 {.limit = 10, .window_ms = 0, .tenants = {{.name = "a"}}});
+  expect_refused("tenants", {.limit = 10, .window_ms = 1000});
+  expect_refused("duplicate", {.limit = 10,
+                               .window_ms = 1000,
+                               .tenants = {{.name = "a"}, {.name = "a"}}});
+  // 10 per second for `tenant` alone.
+  const auto alone = [](WeightedFairEscrowOptions::Tenant tenant) {
+    return WeightedFairEscrowOptions{
+        .limit = 10, .window_ms = 1000, .tenants = {std::move(tenant)}};
+  };
+  expect_refused("tenants[0].name", alone({.name = ""}));
+  expect_refused("tenants[0].weight", alone({.name = "a", .weight = 0}));
+  expect_refused("weight", alone({.name = "a", .weight = std::nan("")}));
+  expect_refused("tenants[0].hard_cap", alone({.name = "a", .hard_cap = 11}));
+  expect_refused("quantum", {.limit = 10,
+                             .window_ms = 1000,
+                             .tenants = {{.name = "a"}},
+                             .coordinator = w.store,
+                             .key = "k",
+                             .quantum = 11});
+  expect_refused("key", {.limit = 10,
+                         .window_ms = 1000,
+                         .tenants = {{.name = "a"}},
+                         .coordinator = w.store});
 }
 
 // Multi-process: escrows sharing one budget through a coordinator.
