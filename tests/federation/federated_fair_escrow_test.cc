@@ -37,8 +37,8 @@
 #include <thread>
 #include <vector>
 
+#include "support/escrow_calls.h"
 #include "support/fair_fleet_tenants.h"
-#include "support/queued_async_calls.h"
 #include "support/run_threads.h"
 #include "support/test_time.h"
 #include "support/test_work.h"
@@ -77,16 +77,7 @@ struct World {
   }
 };
 
-// Admits `n` unit calls for `tenant` now; returns how many were allowed.
-int admit_n(Escrow& e, const std::string& tenant, int n) {
-  int allowed = 0;
-  for (int i = 0; i < n; ++i) {
-    absl::StatusOr<Decision> d = e.admit(tenant);
-    EXPECT_TRUE(d.ok()) << d.status();
-    allowed += d.ok() && d->allowed;
-  }
-  return allowed;
-}
+using testing::admit_n;
 
 // ---------------------------------------------------------------------------
 // The evaluation.

@@ -13,9 +13,9 @@
 #include <thread>
 #include <vector>
 
+#include "support/escrow_calls.h"
 #include "support/held_coordinator.h"
 #include "support/manual_store.h"
-#include "support/queued_async_calls.h"
 #include "support/run_threads.h"
 
 namespace throttlekit {
@@ -43,16 +43,7 @@ WeightedFairEscrowOptions three_tenants() {
                       {.name = "free", .weight = 1, .hard_cap = 100}}};
 }
 
-// Admits `n` unit calls for `tenant`; returns how many were allowed.
-int admit_n(Escrow& e, const std::string& tenant, int n) {
-  int allowed = 0;
-  for (int i = 0; i < n; ++i) {
-    absl::StatusOr<Decision> d = e.admit(tenant);
-    EXPECT_TRUE(d.ok()) << d.status();
-    allowed += d.ok() && d->allowed;
-  }
-  return allowed;
-}
+using testing::admit_n;
 
 TEST(WeightedFairEscrow, SharesAreTheWeightedWaterFilling) {
   World w;

@@ -1,9 +1,13 @@
-// tests/support/queued_async_calls.h
+// tests/support/escrow_calls.h
 //
-// Provides `expect_queued_calls_land_in_order(engine, reference, held,
-// fail_next, requests_sent)`, the async scenario both fair escrows pass
-// (tests/twotier/weighted_fair_escrow_test.cc over a held coordinator,
-// tests/federation/federated_fair_escrow_test.cc over a held region pool).
+// The calls both fair escrows' tests make alike
+// (tests/twotier/weighted_fair_escrow_test.cc, a `WeightedFairEscrow` over
+// a coordinator; tests/federation/federated_fair_escrow_test.cc, a
+// `FederatedFairEscrow` over a region pool): `admit_n(escrow, tenant, n)`,
+// `n` unit calls, returning how many were allowed; and
+// `expect_queued_calls_land_in_order(engine, reference, held, fail_next,
+// requests_sent)`, the async scenario (over a held coordinator or a held
+// region pool).
 // `engine` asks its store through `held`, which keeps each request until
 // the test delivers it (`held()`, `deliver_one()`, `deliver_all()`);
 // `reference` is the same engine on a store of its own, asked blocking.
@@ -19,8 +23,8 @@
 //   once, with no request sent for the queued ones.
 // - The next call asks again and answers as the reference does.
 
-#ifndef THROTTLEKIT_TESTS_SUPPORT_QUEUED_ASYNC_CALLS_H_
-#define THROTTLEKIT_TESTS_SUPPORT_QUEUED_ASYNC_CALLS_H_
+#ifndef THROTTLEKIT_TESTS_SUPPORT_ESCROW_CALLS_H_
+#define THROTTLEKIT_TESTS_SUPPORT_ESCROW_CALLS_H_
 
 #include <gtest/gtest.h>
 
@@ -29,6 +33,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -39,6 +44,18 @@
 #include "throttlekit/core/decision.h"
 
 namespace throttlekit::testing {
+
+// Admits `n` unit calls for `tenant` now; returns how many were allowed.
+template <class Escrow>
+int admit_n(Escrow& e, const std::string& tenant, int n) {
+  int allowed = 0;
+  for (int i = 0; i < n; ++i) {
+    absl::StatusOr<Decision> d = e.admit(tenant);
+    EXPECT_TRUE(d.ok()) << d.status();
+    allowed += d.ok() && d->allowed;
+  }
+  return allowed;
+}
 
 template <class Engine, class Reference, class Held>
 void expect_queued_calls_land_in_order(
@@ -113,4 +130,4 @@ void expect_queued_calls_land_in_order(
 
 }  // namespace throttlekit::testing
 
-#endif  // THROTTLEKIT_TESTS_SUPPORT_QUEUED_ASYNC_CALLS_H_
+#endif  // THROTTLEKIT_TESTS_SUPPORT_ESCROW_CALLS_H_
