@@ -818,73 +818,57 @@ TEST(FederatedFairEscrow, RefusesBadOptionsNamingTheField) {
                                       .key = "k",
                                       .region = "eu"};
   };
-  const auto message = [](FederatedFairEscrowOptions o) {
+  // The message of `good()` changed by `change`, refused as an invalid
+  // argument.
+  const auto message = [&](const auto& change) {
+    FederatedFairEscrowOptions o = good();
+    change(o);
     auto e = FederatedFairEscrow::create(std::move(o));
     EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
     return std::string(e.status().message());
   };
+  using O = FederatedFairEscrowOptions;
   ASSERT_TRUE(FederatedFairEscrow::create(good()).ok());
-  auto o = good();
-  o.limit = 0;
-  EXPECT_EQ(message(o),
+  EXPECT_EQ(message([](O& o) { o.limit = 0; }),
             "federated_fair_escrow: lease_budget.limit must be in [1, "
             "9007199254740991]; got 0");
-  o = good();
-  o.window_ms = -1;
-  EXPECT_NE(message(o).find("window_ms"), std::string::npos);
-  o = good();
-  o.tenants.clear();
-  EXPECT_EQ(message(o),
+  EXPECT_NE(message([](O& o) { o.window_ms = -1; }).find("window_ms"),
+            std::string::npos);
+  EXPECT_EQ(message([](O& o) { o.tenants.clear(); }),
             "federated_fair_escrow.tenants must hold 1 .. 2^16 tenants; got 0");
-  o = good();
-  o.tenants[1].weight = 1.5;
-  EXPECT_EQ(message(o),
+  EXPECT_EQ(message([](O& o) { o.tenants[1].weight = 1.5; }),
             "federated_fair_escrow.tenants[1].weight must be an integer in "
             "[1, 1e9]; got 1.5");
-  o = good();
-  o.tenants[0].weight = 0;
-  EXPECT_NE(message(o).find("tenants[0].weight"), std::string::npos);
-  o = good();
-  o.tenants[0].weight = 1e9;
-  o.tenants[1].weight = 1e9;
-  o.tenants.push_back({.name = "c", .weight = 1e9});
-  EXPECT_EQ(message(o),
+  EXPECT_NE(
+      message([](O& o) { o.tenants[0].weight = 0; }).find("tenants[0].weight"),
+      std::string::npos);
+  EXPECT_EQ(message([](O& o) {
+              o.tenants[0].weight = 1e9;
+              o.tenants[1].weight = 1e9;
+              o.tenants.push_back({.name = "c", .weight = 1e9});
+            }),
             "federated_fair_escrow.tenants: the weights sum to 3000000000; a "
             "region's weight must be at most 2^31");
-  o = good();
-  o.tenants[1].name = "a";
-  EXPECT_EQ(message(o),
+  EXPECT_EQ(message([](O& o) { o.tenants[1].name = "a"; }),
             "federated_fair_escrow.tenants[1].name \"a\" is a duplicate");
-  o = good();
-  o.tenants[0].name = "";
-  EXPECT_EQ(message(o),
+  EXPECT_EQ(message([](O& o) { o.tenants[0].name = ""; }),
             "federated_fair_escrow.tenants[0].name: key must not be empty");
-  o = good();
-  o.tenants[0].hard_cap = 101;
-  EXPECT_EQ(message(o),
+  EXPECT_EQ(message([](O& o) { o.tenants[0].hard_cap = 101; }),
             "federated_fair_escrow.tenants[0].hard_cap must be 0 (none) or in "
             "[1, limit = 100]; got 101");
-  o = good();
-  o.pool = nullptr;
-  EXPECT_EQ(message(o), "federated_fair_escrow.pool is null");
-  o = good();
-  o.key = "";
-  EXPECT_EQ(message(o), "federated_fair_escrow.key: key must not be empty");
-  o = good();
-  o.region = std::string(65, 'r');
-  EXPECT_EQ(message(o),
+  EXPECT_EQ(message([](O& o) { o.pool = nullptr; }),
+            "federated_fair_escrow.pool is null");
+  EXPECT_EQ(message([](O& o) { o.key = ""; }),
+            "federated_fair_escrow.key: key must not be empty");
+  EXPECT_EQ(message([](O& o) { o.region = std::string(65, 'r'); }),
             "federated_fair_escrow.region must be 1 .. 64 bytes; got 65");
-  o = good();
-  o.region = "";
-  EXPECT_NE(message(o).find("region"), std::string::npos);
-  o = good();
-  o.quantum = 101;
-  EXPECT_EQ(message(o),
+  EXPECT_NE(message([](O& o) { o.region = ""; }).find("region"),
+            std::string::npos);
+  EXPECT_EQ(message([](O& o) { o.quantum = 101; }),
             "federated_fair_escrow.quantum must be in [0, limit = 100]; got "
             "101");
-  o = good();
-  o.quantum = -1;
-  EXPECT_NE(message(o).find("quantum"), std::string::npos);
+  EXPECT_NE(message([](O& o) { o.quantum = -1; }).find("quantum"),
+            std::string::npos);
 }
 
 TEST(FederatedFairEscrow, RefusesBadCallsBeforeAskingThePool) {
