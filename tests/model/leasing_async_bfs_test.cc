@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "support/held_coordinator.h"
+#include "support/leasing_twin.h"
 #include "support/manual_store.h"
 #include "support/path_bfs.h"
 #include "throttlekit/twotier/leased_limiter.h"
@@ -52,14 +53,11 @@ namespace throttlekit {
 namespace leasing_async_bfs_test {
 namespace {
 
-using Limiter = BasicLeasedLimiter<ClockRef<ManualClock>>;
-constexpr int64_t kWindowMs = 1000;
+using Limiter = testing::TwinLimiter;
+constexpr int64_t kWindowMs = testing::kTwinWindowMs;
 
-struct Config {
-  int n;
-  int64_t limit;
-  int64_t batch;
-  bool coupled;
+// {{N, L, B, coupled}, W}.
+struct Config : testing::LeasingConfig {
   int64_t max_waiting;  // W
 };
 
@@ -133,14 +131,7 @@ class Fleet : public testing::ManualStore {
   explicit Fleet(const Config& c) : c_(c), at_{c.n} {
     for (int i = 0; i < c.n; ++i) {
       held_.push_back(std::make_shared<testing::HeldCoordinator>(store));
-      nodes_.push_back(*Limiter::create({.limit = c.limit,
-                                         .window_ms = kWindowMs,
-                                         .batch = c.batch,
-                                         .window_coupled = c.coupled,
-                                         .background_worker = false,
-                                         .max_keys = 16},
-                                        held_.back(),
-                                        testing::ManualClockRef(clock)));
+      nodes_.push_back(testing::leasing_node(c, held_.back(), clock));
     }
     pending_.assign(c.n, 0);
     spent_.assign(c.n, 0);
@@ -196,9 +187,7 @@ class Fleet : public testing::ManualStore {
     State s(at_.size(), 0);
     s[at_.pool()] = c_.limit - (leased() - window_leased_base_);
     for (int i = 0; i < c_.n; ++i) {
-      const double live = nodes_[i]->credits("k");
-      EXPECT_EQ(live, static_cast<double>(static_cast<int64_t>(live)));
-      s[at_.local(i)] = static_cast<int64_t>(live);
+      s[at_.local(i)] = testing::live_credits(*nodes_[i]);
       s[at_.waiting(i)] = pending_[i];
       const std::vector<int64_t> wants = held_[i]->wants();
       EXPECT_LE(wants.size(), 1u) << "one lease in flight per key and node";
@@ -210,11 +199,7 @@ class Fleet : public testing::ManualStore {
   }
 
  private:
-  int64_t leased() const {
-    int64_t sum = 0;
-    for (const auto& n : nodes_) sum += n->stats().leased_credits;
-    return sum;
-  }
+  int64_t leased() const { return testing::leased_credits(nodes_); }
   int64_t window_end() const {
     return (clock.now_ms() / kWindowMs + 1) * kWindowMs;
   }
@@ -257,8 +242,8 @@ struct Case {
 
 TEST(LeasingAsyncBfs, WindowCoupledAdmitsAtMostLWithLeasesInFlight) {
   for (const Case& k :
-       {Case{{1, 5, 2, true, 3}, 15}, Case{{2, 4, 2, true, 2}, 43},
-        Case{{2, 6, 3, true, 2}, 65}, Case{{3, 4, 2, true, 1}, 107}}) {
+       {Case{{{1, 5, 2, true}, 3}, 15}, Case{{{2, 4, 2, true}, 2}, 43},
+        Case{{{2, 6, 3, true}, 2}, 65}, Case{{{3, 4, 2, true}, 1}, 107}}) {
     const Graph g = checked_graph(k.c);
     EXPECT_EQ(g.next.size(), k.states) << "N=" << k.c.n << " L=" << k.c.limit;
     EXPECT_EQ(g.max_admitted, k.c.limit) << "N=" << k.c.n << " L=" << k.c.limit;
@@ -267,8 +252,8 @@ TEST(LeasingAsyncBfs, WindowCoupledAdmitsAtMostLWithLeasesInFlight) {
 
 TEST(LeasingAsyncBfs, CarriedCreditsOvershootByAtMostNTimesBMinusOne) {
   for (const Case& k :
-       {Case{{1, 5, 2, false, 3}, 31}, Case{{2, 4, 2, false, 2}, 144},
-        Case{{2, 6, 3, false, 2}, 390}}) {
+       {Case{{{1, 5, 2, false}, 3}, 31}, Case{{{2, 4, 2, false}, 2}, 144},
+        Case{{{2, 6, 3, false}, 2}, 390}}) {
     const Graph g = checked_graph(k.c);
     EXPECT_EQ(g.next.size(), k.states) << "N=" << k.c.n << " L=" << k.c.limit;
     // L + N(B-1): reached, and the maximum over every reachable state.
