@@ -30,13 +30,17 @@ std::unique_ptr<CachedDenyLimiter<S, Clock>> cached_deny(
   return made.ok() ? *std::move(made) : nullptr;
 }
 
-// Seeded traffic: the next call's clock step (0..89 ms) and cost (1..3).
+// Seeded traffic on twin stores: each call steps both clocks by 0..89 ms
+// and costs 1..3.
 struct Traffic {
   uint64_t x;
-  std::pair<int64_t, double> next() {
+  // Advances both twins' clocks by the next step; returns the next cost.
+  double next(Env& a, Env& b) {
     x = x * 6364136223846793005u + 1442695040888963407u;
-    return {static_cast<int64_t>((x >> 33) % 90),
-            1 + static_cast<double>((x >> 20) % 3)};
+    const auto step = static_cast<int64_t>((x >> 33) % 90);
+    a.clock.advance_ms(step);
+    b.clock.advance_ms(step);
+    return 1 + static_cast<double>((x >> 20) % 3);
   }
 };
 
@@ -75,9 +79,7 @@ TEST(CachedDenyLimiter, DecisionsEqualStrictModeOnEveryCall) {
       {.limit = 5, .period_ms = 1000}, b.store);
   Traffic traffic{12345};
   for (int i = 0; i < 5000; ++i) {
-    const auto [step, cost] = traffic.next();
-    a.clock.advance_ms(step);
-    b.clock.advance_ms(step);
+    const double cost = traffic.next(a, b);
     absl::StatusOr<Decision> dc = cached->check("k", cost);
     absl::StatusOr<Decision> ds = strict->check("k", cost);
     ASSERT_TRUE(dc.ok() && ds.ok());
@@ -130,9 +132,7 @@ TEST(CachedDenyLimiter, CheckAsyncDecidesAsCheckDoes) {
   auto async = cached_deny<Gcra>(b, {.limit = 5, .period_ms = 1000});
   Traffic traffic{777};
   for (int i = 0; i < 3000; ++i) {
-    const auto [step, cost] = traffic.next();
-    a.clock.advance_ms(step);
-    b.clock.advance_ms(step);
+    const double cost = traffic.next(a, b);
     absl::StatusOr<Decision> want = sync->check("k", cost);
     std::optional<absl::StatusOr<Decision>> got;
     async->check_async("k", cost, [&](absl::StatusOr<Decision> d) { got = d; });
