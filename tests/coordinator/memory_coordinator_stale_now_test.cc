@@ -28,19 +28,14 @@ class MemoryCoordinatorStaleNow : public ::testing::TestWithParam<StaleVerb> {
 };
 
 TEST_P(MemoryCoordinatorStaleNow, NoWindowCountsMoreThanItsLimit) {
-  testing::expect_stale_timelines_hold(
-      [&](StaleVerb verb, int64_t limit, int64_t window_ms,
-          const std::string& prefix) {
-        return testing::stale_verb(*store_, verb, limit, window_ms, prefix);
-      },
-      StaleClock::manual(clock_), GetParam(), kWindowMs, 300, 20261128);
+  testing::expect_stale_timelines_hold(testing::stale_verbs_of(*store_),
+                                       StaleClock::manual(clock_), GetParam(),
+                                       kWindowMs, 300, 20261128);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Verbs, MemoryCoordinatorStaleNow,
-    ::testing::Values(StaleVerb::kFixedWindow, StaleVerb::kQuota,
-                      StaleVerb::kTokenBudget, StaleVerb::kLease),
-    [](const auto& info) { return testing::stale_verb_name(info.param); });
+INSTANTIATE_TEST_SUITE_P(Verbs, MemoryCoordinatorStaleNow,
+                         ::testing::ValuesIn(testing::kEveryStaleVerb),
+                         testing::stale_verb_param_name);
 
 // The negative control: a fresher denial drops the expired window; with a
 // slack of 0 a `now` inside that window then counts it again, with the

@@ -63,9 +63,7 @@ INSTANTIATE_TEST_SUITE_P(Strategies, MemoryStoreStaleNow,
                          ::testing::Values(StaleVerb::kFixedWindow,
                                            StaleVerb::kQuota,
                                            StaleVerb::kTokenBudget),
-                         [](const auto& info) {
-                           return testing::stale_verb_name(info.param);
-                         });
+                         testing::stale_verb_param_name);
 
 // The negative control: a fresher denial reclaims the expired key; with a
 // slack of 0 a `now` inside its window then counts that window again.

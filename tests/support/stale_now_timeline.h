@@ -144,6 +144,16 @@ inline const char* stale_verb_name(StaleVerb v) {
   return "?";
 }
 
+// Every windowed verb, the parameters of the stores' suites, and gtest's
+// name for one of them.
+inline constexpr StaleVerb kEveryStaleVerb[] = {
+    StaleVerb::kFixedWindow, StaleVerb::kQuota, StaleVerb::kTokenBudget,
+    StaleVerb::kLease};
+inline std::string stale_verb_param_name(
+    const ::testing::TestParamInfo<StaleVerb>& info) {
+  return stale_verb_name(info.param);
+}
+
 // Whether the verb's generated costs must all be 1 (a token budget lets
 // the debit that crosses its limit through in full: only with unit debits
 // is its window bound the limit itself).
@@ -180,6 +190,16 @@ inline StaleCall stale_verb(Coordinator& store, StaleVerb verb, int64_t limit,
         store.check(strategy, prefix + key, now_ms, static_cast<double>(cost));
     if (!d.ok()) return d.status();
     return Counted{d->allowed ? cost : 0, d->reset_at_ms};
+  };
+}
+
+// `store`'s verbs as `expect_stale_timelines_hold` makes them
+// (`stale_verb`); `store` must outlive the calls.
+inline auto stale_verbs_of(Coordinator& store, std::string prefix = "") {
+  return [&store, prefix = std::move(prefix)](StaleVerb verb, int64_t limit,
+                                              int64_t window_ms,
+                                              const std::string& keys) {
+    return stale_verb(store, verb, limit, window_ms, prefix + keys);
   };
 }
 
@@ -306,14 +326,9 @@ inline void expect_stale_nows_hold_on(Coordinator& defaults, Coordinator& zero,
         store->wait_ready(absl::Now() + absl::Seconds(10));
     ASSERT_TRUE(ready.ok()) << ready;
   }
-  for (const StaleVerb verb : {StaleVerb::kFixedWindow, StaleVerb::kQuota,
-                               StaleVerb::kTokenBudget, StaleVerb::kLease}) {
-    expect_stale_timelines_hold(
-        [&](StaleVerb v, int64_t limit, int64_t window_ms,
-            const std::string& keys) {
-          return stale_verb(defaults, v, limit, window_ms, prefix + keys);
-        },
-        StaleClock::real(), verb, 10, cases, 20261128);
+  for (const StaleVerb verb : kEveryStaleVerb) {
+    expect_stale_timelines_hold(stale_verbs_of(defaults, prefix),
+                                StaleClock::real(), verb, 10, cases, 20261128);
   }
   for (const StaleVerb verb : {StaleVerb::kFixedWindow, StaleVerb::kLease}) {
     for (Coordinator* store : {&zero, &defaults}) {
