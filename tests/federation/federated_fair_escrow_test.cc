@@ -37,6 +37,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/created.h"
 #include "support/escrow_calls.h"
 #include "support/fair_fleet_tenants.h"
 #include "support/run_threads.h"
@@ -64,16 +65,14 @@ struct World {
   std::unique_ptr<Escrow> make(const std::string& region,
                                std::vector<Tenant> tenants, int64_t limit,
                                int64_t quantum = 16) {
-    auto e = Escrow::create({.limit = limit,
-                             .window_ms = kWindowMs,
-                             .tenants = std::move(tenants),
-                             .pool = pool,
-                             .key = "api",
-                             .region = region,
-                             .quantum = quantum},
-                            Clock(clock));
-    EXPECT_TRUE(e.ok()) << e.status();
-    return e.ok() ? *std::move(e) : nullptr;
+    return testing::made(Escrow::create({.limit = limit,
+                                         .window_ms = kWindowMs,
+                                         .tenants = std::move(tenants),
+                                         .pool = pool,
+                                         .key = "api",
+                                         .region = region,
+                                         .quantum = quantum},
+                                        Clock(clock)));
   }
 };
 

@@ -3,7 +3,9 @@
 // Provides `created<T>(options)`: what `T::create(options)` makes, the test
 // failing (EXPECT, with the status) where `create` refuses the options.
 // For the tests that build a value type (a strategy) from options they
-// know to be valid. And the converse, `expect_refused<T>(options, what)`:
+// know to be valid; `made(T::create(...))`, the same for an engine held
+// by pointer: the pointer, or nullptr with the test failed. And the
+// converse, `expect_refused<T>(options, what)`:
 // `T::create` refuses `options` as an invalid argument whose message
 // contains `what` (the field it names, perhaps with its range).
 
@@ -12,10 +14,12 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace throttlekit::testing {
 
@@ -24,6 +28,12 @@ T created(const typename T::Options& options) {
   auto made = T::create(options);
   EXPECT_TRUE(made.ok()) << made.status();
   return *std::move(made);
+}
+
+template <class T>
+std::unique_ptr<T> made(absl::StatusOr<std::unique_ptr<T>> result) {
+  EXPECT_TRUE(result.ok()) << result.status();
+  return result.ok() ? *std::move(result) : nullptr;
 }
 
 template <class T>

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "support/allocation_counter.h"
+#include "support/created.h"
 #include "support/manual_store.h"
 #include "throttlekit/strategy/fixed_window.h"
 #include "throttlekit/strategy/gcra.h"
@@ -24,10 +25,8 @@ template <class S>
 std::unique_ptr<CachedDenyLimiter<S, Clock>> cached_deny(
     Env& env, const typename S::Options& strategy,
     CachedDenyOptions options = {}) {
-  auto made = CachedDenyLimiter<S, Clock>::create(
-      strategy, env.store, std::move(options), Clock(env.clock));
-  EXPECT_TRUE(made.ok()) << made.status();
-  return made.ok() ? *std::move(made) : nullptr;
+  return testing::made(CachedDenyLimiter<S, Clock>::create(
+      strategy, env.store, std::move(options), Clock(env.clock)));
 }
 
 // Seeded traffic on twin stores: each call steps both clocks by 0..89 ms

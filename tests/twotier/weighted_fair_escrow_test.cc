@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/created.h"
 #include "support/escrow_calls.h"
 #include "support/held_coordinator.h"
 #include "support/manual_store.h"
@@ -27,9 +28,8 @@ using Escrow = BasicWeightedFairEscrow<ClockRef<ManualClock>>;
 
 struct World : testing::ManualStore {
   std::unique_ptr<Escrow> make(WeightedFairEscrowOptions o) {
-    auto e = Escrow::create(std::move(o), ClockRef<ManualClock>(clock));
-    EXPECT_TRUE(e.ok()) << e.status();
-    return e.ok() ? *std::move(e) : nullptr;
+    return testing::made(
+        Escrow::create(std::move(o), ClockRef<ManualClock>(clock)));
   }
 };
 
