@@ -59,10 +59,7 @@ RC_GTEST_PROP(FluidLpProperty, TwoAxisSolverIsOptimalOnMixedMagnitudes, ()) {
 RC_GTEST_PROP(FluidLpProperty, TwoAxisSolverPassesTheKktCertificate, ()) {
   const Instance in = gen_degenerate_instance(7, false);
   check_against_enumerator(in);
-  absl::StatusOr<Duals> p = solve_fluid_lp(in.classes, in.budgets);
-  RC_ASSERT(p.ok());
-  expect_kkt_certificate(in.classes, in.budgets, *p);
-  RC_ASSERT(!::testing::Test::HasFailure());
+  check_kkt_certificate(in);
 }
 
 // Larger instances than the properties draw: the benchmark's shape (no

@@ -14,6 +14,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "support/test_time.h"
@@ -78,6 +79,19 @@ std::unique_ptr<Adm> make(Slots& slots, std::shared_ptr<Window> rate,
   return *std::move(a);
 }
 
+// `a` is a denial that `axis` bound: that axis refused (its lane,
+// `lane`, names the denial), and the admission holds no slot.
+void expect_bound_by(const absl::StatusOr<Adm::Admission>& a, Axis axis,
+                     std::string_view lane) {
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_FALSE(a->allowed());
+  EXPECT_EQ(a->binding_axis(), axis);
+  EXPECT_EQ(a->deny_lane(), lane);
+  ASSERT_TRUE(a->axis(axis));
+  EXPECT_FALSE(a->axis(axis)->allowed);
+  EXPECT_FALSE(a->holds_slot());
+}
+
 TEST(UnifiedAdmission, AllThreeAdmitAndTheCallerHoldsTheSlot) {
   Slots slots(2);
   auto rate = window(5);
@@ -115,13 +129,10 @@ TEST(UnifiedAdmission, ConcurrencyBindsAndShortCircuits) {
   absl::StatusOr<Adm::Admission> held = adm->admit_at("t", kEpoch, 1);
   ASSERT_TRUE(held.ok() && held->allowed());
   absl::StatusOr<Adm::Admission> a = adm->admit_at("t", kEpoch + 7, 4);
-  ASSERT_TRUE(a.ok()) << a.status();
-  EXPECT_FALSE(a->allowed());
-  EXPECT_EQ(a->binding_axis(), Axis::kConcurrency);
-  EXPECT_EQ(a->deny_lane(), "concurrency");
+  ASSERT_NO_FATAL_FAILURE(
+      expect_bound_by(a, Axis::kConcurrency, "concurrency"));
   EXPECT_FALSE(a->axis(Axis::kRate));  // never asked
   EXPECT_FALSE(a->axis(Axis::kCost));
-  EXPECT_FALSE(a->holds_slot());
   // Nothing spent on the later axes.
   EXPECT_EQ(rate->peek("t")->remaining, 4);
   EXPECT_EQ(cost->forecast("t", 1)->spendable_now, 9);
@@ -207,15 +218,11 @@ TEST(UnifiedAdmission, RateBindsReleasesTheSlotAndLeavesCostUnasked) {
   auto adm = make(slots, rate, cost);
   ASSERT_TRUE(adm->admit_at("t", kEpoch, 2)->allowed());
   absl::StatusOr<Adm::Admission> a = adm->admit_at("t", kEpoch, 2);
-  ASSERT_TRUE(a.ok());
-  EXPECT_FALSE(a->allowed());
-  EXPECT_EQ(a->binding_axis(), Axis::kRate);
-  EXPECT_EQ(a->deny_lane(), "rate");
+  // The slot is released as the denial is made.
+  ASSERT_NO_FATAL_FAILURE(expect_bound_by(a, Axis::kRate, "rate"));
   EXPECT_TRUE(a->axis(Axis::kConcurrency)->allowed);
-  EXPECT_FALSE(a->axis(Axis::kRate)->allowed);
   EXPECT_FALSE(a->axis(Axis::kCost));
   EXPECT_EQ(cost->forecast("t", 1)->spendable_now, 8);  // only the first spent
-  EXPECT_FALSE(a->holds_slot());  // released as the denial was made
   // The first admission's slot was dropped with its handle (destroyed
   // above), this one's at the denial: nothing in flight.
   EXPECT_EQ(slots.limiter->inflight(), 0);
@@ -230,12 +237,8 @@ TEST(UnifiedAdmission, CostBindsAfterTheRateAxisHasCounted) {
   auto cost = bucket(10);
   auto adm = make(slots, rate, cost);
   absl::StatusOr<Adm::Admission> a = adm->admit_at("t", kEpoch, 11);
-  ASSERT_TRUE(a.ok());
-  EXPECT_FALSE(a->allowed());
-  EXPECT_EQ(a->binding_axis(), Axis::kCost);
-  EXPECT_EQ(a->deny_lane(), "cost");
+  ASSERT_NO_FATAL_FAILURE(expect_bound_by(a, Axis::kCost, "cost"));
   EXPECT_TRUE(a->axis(Axis::kRate)->allowed);
-  EXPECT_FALSE(a->axis(Axis::kCost)->allowed);
   // As the two engines called in sequence: the rate axis counted.
   EXPECT_EQ(rate->peek("t")->remaining, 4);
   EXPECT_EQ(slots.limiter->inflight(), 0);

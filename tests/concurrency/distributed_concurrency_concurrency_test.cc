@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/created.h"
 #include "throttlekit/concurrency/distributed_concurrency.h"
 #include "throttlekit/coordinator/memory_coordinator.h"
 
@@ -48,10 +49,7 @@ std::unique_ptr<DistributedConcurrency> node(Fleet& fleet, std::string id,
   o.eager_heartbeats = true;
   o.eager_debounce_ms = 1;
   o.local.initial_limit = local;
-  absl::StatusOr<std::unique_ptr<DistributedConcurrency>> n =
-      DistributedConcurrency::create(o, fleet.coordinator);
-  EXPECT_TRUE(n.ok()) << n.status();
-  return n.ok() ? *std::move(n) : nullptr;
+  return testing::made(DistributedConcurrency::create(o, fleet.coordinator));
 }
 
 // Until `stop` or `fleet.stop`: acquire, count in, hold ~50 us, count

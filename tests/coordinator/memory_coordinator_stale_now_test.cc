@@ -16,7 +16,6 @@ namespace throttlekit {
 namespace memory_coordinator_stale_now_test {
 namespace {
 
-using testing::StaleCall;
 using testing::StaleClock;
 using testing::StaleVerb;
 
@@ -29,12 +28,9 @@ class MemoryCoordinatorStaleNow : public ::testing::TestWithParam<StaleVerb> {
 };
 
 TEST_P(MemoryCoordinatorStaleNow, NoWindowCountsMoreThanItsLimit) {
-  testing::expect_stale_timelines_hold(
-      [&](StaleVerb verb, int64_t limit, int64_t window_ms,
-          const std::string& prefix) {
-        return testing::stale_verb(*store_, verb, limit, window_ms, prefix);
-      },
-      StaleClock::manual(clock_), GetParam(), kWindowMs, 300, 20261128);
+  testing::expect_stale_timelines_hold(testing::stale_verbs_of(*store_),
+                                       StaleClock::manual(clock_), GetParam(),
+                                       kWindowMs, 300, 20261128);
 }
 
 INSTANTIATE_TEST_SUITE_P(Verbs, MemoryCoordinatorStaleNow,
@@ -46,19 +42,13 @@ INSTANTIATE_TEST_SUITE_P(Verbs, MemoryCoordinatorStaleNow,
 // default slack the state is still there and the window stays full.
 TEST(MemoryCoordinatorStaleNow, OnlyASlackOfZeroRevivesAnEndedWindow) {
   for (const int64_t slack : {int64_t{0}, kDefaultTtlSlackMs}) {
+    SCOPED_TRACE(::testing::Message() << "slack " << slack);
     ManualClock clock(testing::kEpoch);
     auto store = *MemoryCoordinator::create({.ttl_slack_ms = slack});
-    const StaleCall call = testing::stale_verb(*store, StaleVerb::kFixedWindow,
-                                               3, kWindowMs, "neg:");
-    absl::StatusOr<bool> revived = testing::revives_an_ended_window(
-        call, StaleClock::manual(clock), 3, kWindowMs, 5,
-        [&](const std::string& key, int64_t now_ms) {
-          absl::StatusOr<testing::Counted> denied = call(key, now_ms, 4);
-          ASSERT_TRUE(denied.ok()) << denied.status();
-          EXPECT_EQ(denied->units, 0);
-        });
-    ASSERT_TRUE(revived.ok()) << revived.status();
-    EXPECT_EQ(*revived, slack == 0) << "slack " << slack;
+    testing::expect_memory_revival(
+        testing::stale_verb(*store, StaleVerb::kFixedWindow, 3, kWindowMs,
+                            "neg:"),
+        StaleClock::manual(clock), 3, kWindowMs, slack == 0);
   }
 }
 

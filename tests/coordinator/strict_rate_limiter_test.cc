@@ -6,10 +6,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "support/forwarding_coordinator.h"
 #include "throttlekit/coordinator/memory_coordinator.h"
-#include "throttlekit/coordinator/verb_completion.h"
 
 namespace throttlekit {
 namespace strict_rate_limiter_test {
@@ -17,41 +18,18 @@ namespace {
 
 constexpr int64_t kEpoch = 1'700'000'000'000;
 
-// A coordinator whose store is out: every call fails with `status`. Used
-// only to drive the fail policy, which is pure client logic.
-class OutCoordinator final : public Coordinator {
+// A coordinator whose store is out: every call fails with `status`, never
+// reaching the memory coordinator behind it. Used only to drive the fail
+// policy, which is pure client logic.
+class OutCoordinator final : public testing::ForwardingCoordinator {
  public:
-  explicit OutCoordinator(absl::Status status) : status_(std::move(status)) {}
+  explicit OutCoordinator(absl::Status status)
+      : ForwardingCoordinator(*MemoryCoordinator::create()),
+        status_(std::move(status)) {}
   std::string_view backend() const noexcept override { return "out"; }
 
  protected:
-  void do_check(const AnyStrategy&, std::string_view, int64_t, double,
-                VerbCompletion<Decision>&& done) override {
-    std::move(done)(status_);
-  }
-  void do_peek(const AnyStrategy&, std::string_view, int64_t,
-               VerbCompletion<Decision>&& done) override {
-    std::move(done)(status_);
-  }
-  void do_forecast(const AnyStrategy&, std::string_view, int64_t, double,
-                   VerbCompletion<Forecast>&& done) override {
-    std::move(done)(status_);
-  }
-  void do_reset(const AnyStrategy&, std::string_view,
-                VerbCompletion<Acknowledged>&& done) override {
-    std::move(done)(status_);
-  }
-  void do_lease(const LeaseBudget&, std::string_view, int64_t,
-                VerbCompletion<LeaseGrant>&& done) override {
-    std::move(done)(status_);
-  }
-  void do_give_back(const LeaseBudget&, std::string_view, int64_t, int64_t,
-                    std::string_view, VerbCompletion<int64_t>&& done) override {
-    std::move(done)(status_);
-  }
-  void do_now_ms(VerbCompletion<int64_t>&& done) override {
-    std::move(done)(status_);
-  }
+  absl::Status admit(std::string_view) override { return status_; }
 
  private:
   absl::Status status_;

@@ -37,6 +37,8 @@
 #include <thread>
 #include <vector>
 
+#include "support/created.h"
+#include "support/escrow_calls.h"
 #include "support/fair_fleet_tenants.h"
 #include "support/run_threads.h"
 #include "support/test_time.h"
@@ -63,29 +65,18 @@ struct World {
   std::unique_ptr<Escrow> make(const std::string& region,
                                std::vector<Tenant> tenants, int64_t limit,
                                int64_t quantum = 16) {
-    auto e = Escrow::create({.limit = limit,
-                             .window_ms = kWindowMs,
-                             .tenants = std::move(tenants),
-                             .pool = pool,
-                             .key = "api",
-                             .region = region,
-                             .quantum = quantum},
-                            Clock(clock));
-    EXPECT_TRUE(e.ok()) << e.status();
-    return e.ok() ? *std::move(e) : nullptr;
+    return testing::made(Escrow::create({.limit = limit,
+                                         .window_ms = kWindowMs,
+                                         .tenants = std::move(tenants),
+                                         .pool = pool,
+                                         .key = "api",
+                                         .region = region,
+                                         .quantum = quantum},
+                                        Clock(clock)));
   }
 };
 
-// Admits `n` unit calls for `tenant` now; returns how many were allowed.
-int admit_n(Escrow& e, const std::string& tenant, int n) {
-  int allowed = 0;
-  for (int i = 0; i < n; ++i) {
-    absl::StatusOr<Decision> d = e.admit(tenant);
-    EXPECT_TRUE(d.ok()) << d.status();
-    allowed += d.ok() && d->allowed;
-  }
-  return allowed;
-}
+using testing::admit_n;
 
 // ---------------------------------------------------------------------------
 // The evaluation.
@@ -740,68 +731,9 @@ TEST(FederatedFairEscrowAsync, CallsQueueBehindARequestInFlightAndLandInOrder) {
   ASSERT_TRUE(e.ok()) << e.status();
   Escrow& escrow = **e;
   auto reference = ref.make("eu", two_tenants(), 100, 4);
-  std::mutex mu;
-  std::vector<std::optional<absl::StatusOr<Decision>>> got(30);
-  std::vector<int> order;
-  const auto submit = [&](int k, const char* tenant, double cost) {
-    escrow.admit_async(tenant, cost, [&, k](absl::StatusOr<Decision> d) {
-      std::lock_guard<std::mutex> lock(mu);
-      EXPECT_FALSE(got[k].has_value()) << "once, " << k;
-      got[k] = std::move(d);
-      order.push_back(k);
-    });
-  };
-  const auto tenant_of = [](int k) { return k % 3 ? "a" : "b"; };
-  for (int k = 0; k < 20; ++k) submit(k, tenant_of(k), 1 + k % 2);
-  EXPECT_EQ(held->held(), 1u) << "one request in flight, the rest queued";
-  std::atomic<bool> blocking_done{false};
-  absl::StatusOr<Decision> blocking_answer;
-  std::thread blocking([&] {
-    blocking_answer = escrow.admit("b", 1);
-    blocking_done = true;
-  });
-  absl::SleepFor(absl::Milliseconds(50));
-  EXPECT_FALSE(blocking_done.load());
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    EXPECT_TRUE(order.empty());
-  }
-  held->deliver_all();
-  blocking.join();
-  ASSERT_TRUE(blocking_answer.ok()) << blocking_answer.status();
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    ASSERT_EQ(order.size(), 20u);
-    for (int k = 0; k < 20; ++k) {
-      EXPECT_EQ(order[k], k) << "arrival order";
-      ASSERT_TRUE(got[k]->ok()) << got[k]->status();
-      EXPECT_EQ(**got[k], *reference->admit(tenant_of(k), 1 + k % 2))
-          << "call " << k;
-    }
-  }
-  EXPECT_EQ(*blocking_answer, *reference->admit("b", 1));
-  EXPECT_GT(escrow.stats().pool_requests, 2);
-  // Calls of 9 credits each go past the allowance: the first asks, the
-  // others queue; the request fails, and so do they, at once.
-  for (int k = 20; k < 24; ++k) submit(k, "a", 9);
-  EXPECT_EQ(held->held(), 1u);
-  held->fail_next();
-  ASSERT_TRUE(held->deliver_one());
-  EXPECT_EQ(held->held(), 0u) << "no request sent for the queued calls";
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    for (int k = 20; k < 24; ++k) {
-      ASSERT_TRUE(got[k].has_value()) << k;
-      EXPECT_EQ(got[k]->status().code(), absl::StatusCode::kUnavailable) << k;
-    }
-  }
-  submit(24, "a", 9);
-  EXPECT_EQ(held->held(), 1u);
-  held->deliver_all();
-  std::lock_guard<std::mutex> lock(mu);
-  ASSERT_TRUE(got[24].has_value());
-  ASSERT_TRUE(got[24]->ok()) << got[24]->status();
-  EXPECT_EQ(**got[24], *reference->admit("a", 9));
+  testing::expect_queued_calls_land_in_order(
+      escrow, *reference, *held, [&] { held->fail_next(); },
+      [&] { return escrow.stats().pool_requests; });
 }
 
 // Region escrows as threads on one memory pool, two threads per escrow,
@@ -885,73 +817,57 @@ TEST(FederatedFairEscrow, RefusesBadOptionsNamingTheField) {
                                       .key = "k",
                                       .region = "eu"};
   };
-  const auto message = [](FederatedFairEscrowOptions o) {
+  // The message of `good()` changed by `change`, refused as an invalid
+  // argument.
+  const auto message = [&](const auto& change) {
+    FederatedFairEscrowOptions o = good();
+    change(o);
     auto e = FederatedFairEscrow::create(std::move(o));
     EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
     return std::string(e.status().message());
   };
+  using O = FederatedFairEscrowOptions;
   ASSERT_TRUE(FederatedFairEscrow::create(good()).ok());
-  auto o = good();
-  o.limit = 0;
-  EXPECT_EQ(message(o),
+  EXPECT_EQ(message([](O& o) { o.limit = 0; }),
             "federated_fair_escrow: lease_budget.limit must be in [1, "
             "9007199254740991]; got 0");
-  o = good();
-  o.window_ms = -1;
-  EXPECT_NE(message(o).find("window_ms"), std::string::npos);
-  o = good();
-  o.tenants.clear();
-  EXPECT_EQ(message(o),
+  EXPECT_NE(message([](O& o) { o.window_ms = -1; }).find("window_ms"),
+            std::string::npos);
+  EXPECT_EQ(message([](O& o) { o.tenants.clear(); }),
             "federated_fair_escrow.tenants must hold 1 .. 2^16 tenants; got 0");
-  o = good();
-  o.tenants[1].weight = 1.5;
-  EXPECT_EQ(message(o),
+  EXPECT_EQ(message([](O& o) { o.tenants[1].weight = 1.5; }),
             "federated_fair_escrow.tenants[1].weight must be an integer in "
             "[1, 1e9]; got 1.5");
-  o = good();
-  o.tenants[0].weight = 0;
-  EXPECT_NE(message(o).find("tenants[0].weight"), std::string::npos);
-  o = good();
-  o.tenants[0].weight = 1e9;
-  o.tenants[1].weight = 1e9;
-  o.tenants.push_back({.name = "c", .weight = 1e9});
-  EXPECT_EQ(message(o),
+  EXPECT_NE(
+      message([](O& o) { o.tenants[0].weight = 0; }).find("tenants[0].weight"),
+      std::string::npos);
+  EXPECT_EQ(message([](O& o) {
+              o.tenants[0].weight = 1e9;
+              o.tenants[1].weight = 1e9;
+              o.tenants.push_back({.name = "c", .weight = 1e9});
+            }),
             "federated_fair_escrow.tenants: the weights sum to 3000000000; a "
             "region's weight must be at most 2^31");
-  o = good();
-  o.tenants[1].name = "a";
-  EXPECT_EQ(message(o),
+  EXPECT_EQ(message([](O& o) { o.tenants[1].name = "a"; }),
             "federated_fair_escrow.tenants[1].name \"a\" is a duplicate");
-  o = good();
-  o.tenants[0].name = "";
-  EXPECT_EQ(message(o),
+  EXPECT_EQ(message([](O& o) { o.tenants[0].name = ""; }),
             "federated_fair_escrow.tenants[0].name: key must not be empty");
-  o = good();
-  o.tenants[0].hard_cap = 101;
-  EXPECT_EQ(message(o),
+  EXPECT_EQ(message([](O& o) { o.tenants[0].hard_cap = 101; }),
             "federated_fair_escrow.tenants[0].hard_cap must be 0 (none) or in "
             "[1, limit = 100]; got 101");
-  o = good();
-  o.pool = nullptr;
-  EXPECT_EQ(message(o), "federated_fair_escrow.pool is null");
-  o = good();
-  o.key = "";
-  EXPECT_EQ(message(o), "federated_fair_escrow.key: key must not be empty");
-  o = good();
-  o.region = std::string(65, 'r');
-  EXPECT_EQ(message(o),
+  EXPECT_EQ(message([](O& o) { o.pool = nullptr; }),
+            "federated_fair_escrow.pool is null");
+  EXPECT_EQ(message([](O& o) { o.key = ""; }),
+            "federated_fair_escrow.key: key must not be empty");
+  EXPECT_EQ(message([](O& o) { o.region = std::string(65, 'r'); }),
             "federated_fair_escrow.region must be 1 .. 64 bytes; got 65");
-  o = good();
-  o.region = "";
-  EXPECT_NE(message(o).find("region"), std::string::npos);
-  o = good();
-  o.quantum = 101;
-  EXPECT_EQ(message(o),
+  EXPECT_NE(message([](O& o) { o.region = ""; }).find("region"),
+            std::string::npos);
+  EXPECT_EQ(message([](O& o) { o.quantum = 101; }),
             "federated_fair_escrow.quantum must be in [0, limit = 100]; got "
             "101");
-  o = good();
-  o.quantum = -1;
-  EXPECT_NE(message(o).find("quantum"), std::string::npos);
+  EXPECT_NE(message([](O& o) { o.quantum = -1; }).find("quantum"),
+            std::string::npos);
 }
 
 TEST(FederatedFairEscrow, RefusesBadCallsBeforeAskingThePool) {

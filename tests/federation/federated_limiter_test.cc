@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "support/created.h"
 #include "support/forwarding_coordinator.h"
 #include "support/manual_store.h"
 #include "throttlekit/coordinator/memory_coordinator.h"
@@ -59,10 +60,8 @@ struct Fleet : testing::ManualStore {
                                   int64_t limit = 10) {
     o.region = std::move(name);
     o.background_worker = false;
-    auto l = Limiter::create(fixed(limit), global, std::move(o),
-                             testing::ManualClockRef(clock));
-    EXPECT_TRUE(l.ok()) << l.status();
-    return l.ok() ? *std::move(l) : nullptr;
+    return testing::made(Limiter::create(fixed(limit), global, std::move(o),
+                                         testing::ManualClockRef(clock)));
   }
 };
 

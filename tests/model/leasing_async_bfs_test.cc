@@ -41,10 +41,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
-#include <string>
 #include <vector>
 
 #include "support/held_coordinator.h"
+#include "support/leasing_twin.h"
 #include "support/manual_store.h"
 #include "support/path_bfs.h"
 #include "throttlekit/twotier/leased_limiter.h"
@@ -53,14 +53,11 @@ namespace throttlekit {
 namespace leasing_async_bfs_test {
 namespace {
 
-using Limiter = BasicLeasedLimiter<ClockRef<ManualClock>>;
-constexpr int64_t kWindowMs = 1000;
+using Limiter = testing::TwinLimiter;
+constexpr int64_t kWindowMs = testing::kTwinWindowMs;
 
-struct Config {
-  int n;
-  int64_t limit;
-  int64_t batch;
-  bool coupled;
+// {{N, L, B, coupled}, W}.
+struct Config : testing::LeasingConfig {
   int64_t max_waiting;  // W
 };
 
@@ -134,14 +131,7 @@ class Fleet : public testing::ManualStore {
   explicit Fleet(const Config& c) : c_(c), at_{c.n} {
     for (int i = 0; i < c.n; ++i) {
       held_.push_back(std::make_shared<testing::HeldCoordinator>(store));
-      nodes_.push_back(*Limiter::create({.limit = c.limit,
-                                         .window_ms = kWindowMs,
-                                         .batch = c.batch,
-                                         .window_coupled = c.coupled,
-                                         .background_worker = false,
-                                         .max_keys = 16},
-                                        held_.back(),
-                                        testing::ManualClockRef(clock)));
+      nodes_.push_back(testing::leasing_node(c, held_.back(), clock));
     }
     pending_.assign(c.n, 0);
     spent_.assign(c.n, 0);
@@ -197,9 +187,7 @@ class Fleet : public testing::ManualStore {
     State s(at_.size(), 0);
     s[at_.pool()] = c_.limit - (leased() - window_leased_base_);
     for (int i = 0; i < c_.n; ++i) {
-      const double live = nodes_[i]->credits("k");
-      EXPECT_EQ(live, static_cast<double>(static_cast<int64_t>(live)));
-      s[at_.local(i)] = static_cast<int64_t>(live);
+      s[at_.local(i)] = testing::live_credits(*nodes_[i]);
       s[at_.waiting(i)] = pending_[i];
       const std::vector<int64_t> wants = held_[i]->wants();
       EXPECT_LE(wants.size(), 1u) << "one lease in flight per key and node";
@@ -211,11 +199,7 @@ class Fleet : public testing::ManualStore {
   }
 
  private:
-  int64_t leased() const {
-    int64_t sum = 0;
-    for (const auto& n : nodes_) sum += n->stats().leased_credits;
-    return sum;
-  }
+  int64_t leased() const { return testing::leased_credits(nodes_); }
   int64_t window_end() const {
     return (clock.now_ms() / kWindowMs + 1) * kWindowMs;
   }
@@ -231,34 +215,15 @@ class Fleet : public testing::ManualStore {
 
 using Graph = testing::BfsGraph<State>;
 
-template <class Step>
-Graph bfs(const Config& c, Step step) {
+// The production twin, checked against the transitions edge for edge,
+// from the initial state (full pool, nothing in flight).
+Graph checked_graph(const Config& c) {
   const Layout at{c.n};
   State init(at.size(), 0);
   init[at.pool()] = c.limit;
-  return testing::admission_bfs(init, 2 * c.n + 1, at.admitted(), step);
-}
-
-// The production twin, checked against the transitions edge for edge.
-Graph checked_graph(const Config& c) {
-  const Graph spec = bfs(c, [&](const std::vector<Action>&, const State& s,
-                                Action a) { return spec_step(c, s, a); });
-  const Graph prod = bfs(c, testing::replay_step<Fleet>(c));
-  testing::expect_same_graph(prod.next, spec.next);
-  EXPECT_EQ(prod.max_admitted, spec.max_admitted);
-  // On a difference, the first state whose successors differ.
-  for (const auto& [s, next] : prod.next) {
-    auto it = spec.next.find(s);
-    if (it != spec.next.end() && it->second == next) continue;
-    ADD_FAILURE() << "successors differ from " << ::testing::PrintToString(s)
-                  << ": production " << ::testing::PrintToString(next)
-                  << ", spec "
-                  << (it == spec.next.end()
-                          ? std::string("(unreachable)")
-                          : ::testing::PrintToString(it->second));
-    break;
-  }
-  const Layout at{c.n};
+  const Graph prod = testing::checked_twin_graph<Fleet>(
+      init, 2 * c.n + 1, at.admitted(),
+      [&](const State& s, Action a) { return spec_step(c, s, a); }, c);
   for (const auto& [s, next] : prod.next) {
     if (!c.coupled) continue;
     // Window-coupled, the window's budget is conserved with leases in
@@ -277,8 +242,8 @@ struct Case {
 
 TEST(LeasingAsyncBfs, WindowCoupledAdmitsAtMostLWithLeasesInFlight) {
   for (const Case& k :
-       {Case{{1, 5, 2, true, 3}, 15}, Case{{2, 4, 2, true, 2}, 43},
-        Case{{2, 6, 3, true, 2}, 65}, Case{{3, 4, 2, true, 1}, 107}}) {
+       {Case{{{1, 5, 2, true}, 3}, 15}, Case{{{2, 4, 2, true}, 2}, 43},
+        Case{{{2, 6, 3, true}, 2}, 65}, Case{{{3, 4, 2, true}, 1}, 107}}) {
     const Graph g = checked_graph(k.c);
     EXPECT_EQ(g.next.size(), k.states) << "N=" << k.c.n << " L=" << k.c.limit;
     EXPECT_EQ(g.max_admitted, k.c.limit) << "N=" << k.c.n << " L=" << k.c.limit;
@@ -287,8 +252,8 @@ TEST(LeasingAsyncBfs, WindowCoupledAdmitsAtMostLWithLeasesInFlight) {
 
 TEST(LeasingAsyncBfs, CarriedCreditsOvershootByAtMostNTimesBMinusOne) {
   for (const Case& k :
-       {Case{{1, 5, 2, false, 3}, 31}, Case{{2, 4, 2, false, 2}, 144},
-        Case{{2, 6, 3, false, 2}, 390}}) {
+       {Case{{{1, 5, 2, false}, 3}, 31}, Case{{{2, 4, 2, false}, 2}, 144},
+        Case{{{2, 6, 3, false}, 2}, 390}}) {
     const Graph g = checked_graph(k.c);
     EXPECT_EQ(g.next.size(), k.states) << "N=" << k.c.n << " L=" << k.c.limit;
     // L + N(B-1): reached, and the maximum over every reachable state.

@@ -32,6 +32,7 @@
 #include <set>
 #include <vector>
 
+#include "support/leasing_twin.h"
 #include "support/manual_store.h"
 #include "support/path_bfs.h"
 #include "throttlekit/twotier/leased_limiter.h"
@@ -40,15 +41,9 @@ namespace throttlekit {
 namespace leasing_bfs_test {
 namespace {
 
-using Limiter = BasicLeasedLimiter<ClockRef<ManualClock>>;
-constexpr int64_t kWindowMs = 1000;
-
-struct Config {
-  int n;
-  int64_t limit;
-  int64_t batch;
-  bool coupled;
-};
+using Limiter = testing::TwinLimiter;
+using Config = testing::LeasingConfig;
+constexpr int64_t kWindowMs = testing::kTwinWindowMs;
 
 // pool, local[0..N), admitted.
 using State = std::vector<int64_t>;
@@ -82,13 +77,7 @@ class Fleet : public testing::ManualStore {
  public:
   explicit Fleet(const Config& c) : c_(c) {
     for (int i = 0; i < c.n; ++i) {
-      nodes_.push_back(*Limiter::create({.limit = c.limit,
-                                         .window_ms = kWindowMs,
-                                         .batch = c.batch,
-                                         .window_coupled = c.coupled,
-                                         .background_worker = false,
-                                         .max_keys = 16},
-                                        store, testing::ManualClockRef(clock)));
+      nodes_.push_back(testing::leasing_node(c, store, clock));
     }
   }
 
@@ -109,20 +98,14 @@ class Fleet : public testing::ManualStore {
     State s(c_.n + 2);
     s[0] = c_.limit - (leased() - window_leased_base_);
     for (int i = 0; i < c_.n; ++i) {
-      const double live = nodes_[i]->credits("k");
-      EXPECT_EQ(live, static_cast<double>(static_cast<int64_t>(live)));
-      s[1 + i] = static_cast<int64_t>(live);
+      s[1 + i] = testing::live_credits(*nodes_[i]);
     }
     s[c_.n + 1] = admitted_;
     return s;
   }
 
  private:
-  int64_t leased() const {
-    int64_t sum = 0;
-    for (const auto& n : nodes_) sum += n->stats().leased_credits;
-    return sum;
-  }
+  int64_t leased() const { return testing::leased_credits(nodes_); }
 
   Config c_;
   std::vector<std::unique_ptr<Limiter>> nodes_;
@@ -132,31 +115,14 @@ class Fleet : public testing::ManualStore {
 
 using Graph = testing::BfsGraph<State>;
 
-// Breadth-first search from the initial state (full pool, no credits);
-// `step(path, state, action)` returns the successor.
-template <class Step>
-Graph bfs(const Config& c, Step step) {
+// The production twin, checked against the spec graph edge for edge, from
+// the initial state (full pool, no credits).
+Graph checked_graph(const Config& c) {
   State init(c.n + 2, 0);
   init[0] = c.limit;
-  return testing::admission_bfs(init, c.n + 1, c.n + 1, step);
-}
-
-Graph spec_graph(const Config& c) {
-  return bfs(c, [&](const std::vector<Action>&, const State& s, Action a) {
-    return spec_step(c, s, a);
-  });
-}
-
-Graph production_graph(const Config& c) {
-  return bfs(c, testing::replay_step<Fleet>(c));
-}
-
-// The production twin, checked against the spec graph edge for edge.
-Graph checked_graph(const Config& c) {
-  const Graph spec = spec_graph(c);
-  Graph prod = production_graph(c);
-  testing::expect_same_graph(prod.next, spec.next);
-  EXPECT_EQ(prod.max_admitted, spec.max_admitted);
+  Graph prod = testing::checked_twin_graph<Fleet>(
+      init, c.n + 1, c.n + 1,
+      [&](const State& s, Action a) { return spec_step(c, s, a); }, c);
   for (const auto& [s, next] : prod.next) {
     // Local credits are below the batch (a lease spends one at once) ...
     for (int i = 0; i < c.n; ++i) EXPECT_LT(s[1 + i], c.batch);

@@ -34,12 +34,8 @@ TEST_P(PostgresStaleNow, NoWindowCountsMoreThanItsLimit) {
       testing::pg_options(testing::unique_table("tk_stale_now")));
   ASSERT_TRUE(pg->ping().ok());
   testing::expect_stale_timelines_hold(
-      [&](StaleVerb verb, int64_t limit, int64_t window_ms,
-          const std::string& prefix) {
-        return testing::stale_verb(*pg, verb, limit, window_ms, prefix);
-      },
-      StaleClock::real(), GetParam(), kWindowMs, 12, 20261128,
-      [&] {
+      testing::stale_verbs_of(*pg), StaleClock::real(), GetParam(), kWindowMs,
+      12, 20261128, [&] {
         absl::StatusOr<int64_t> swept = pg->sweep();
         ASSERT_TRUE(swept.ok()) << swept.status();
       });

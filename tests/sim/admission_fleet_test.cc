@@ -23,50 +23,36 @@ namespace {
 
 TEST(AdmissionFleetSim, EverySeedHoldsEveryAxis) {
   const uint64_t seeds = static_cast<uint64_t>(testing::scaled_work(300, 30));
-  int64_t admitted = 0, full_windows = 0, lost = 0, crashes = 0, timeouts = 0;
+  testing::SwarmTally tally;  // full windows: of the rate axis
   for (uint64_t seed = 1; seed <= seeds; ++seed) {
     const AdmissionFleetConfig c = swarm_admission_config(seed, 8);
     const SimResult r = run_admission_fleet(seed, c);
     ASSERT_NO_FATAL_FAILURE(
         testing::expect_seed_holds(r, admission_replay_command(seed, c)));
-    admitted += r.admitted;
-    full_windows += r.worst_window == c.fleet.limit;
-    lost += r.messages_lost;
-    crashes += r.crashes;
-    timeouts += r.timeouts;
+    tally.add(r, c.fleet.limit);
   }
   // The rate limit was reached, not just respected, and every fault ran.
-  EXPECT_GT(full_windows, static_cast<int64_t>(seeds) / 10);
-  EXPECT_GT(lost, 0);
-  EXPECT_GT(crashes, 0);
-  EXPECT_GT(timeouts, 0);
-  std::printf(
-      "%llu seeds: %lld admitted, %lld seeds with a rate window at the "
-      "limit, %lld messages lost, %lld crashes, %lld timeouts\n",
-      static_cast<unsigned long long>(seeds), static_cast<long long>(admitted),
-      static_cast<long long>(full_windows), static_cast<long long>(lost),
-      static_cast<long long>(crashes), static_cast<long long>(timeouts));
+  EXPECT_GT(tally.full_windows, static_cast<int64_t>(seeds) / 10);
+  EXPECT_GT(tally.lost, 0);
+  EXPECT_GT(tally.crashes, 0);
+  EXPECT_GT(tally.timeouts, 0);
+  std::printf("%s\n", tally.summary().c_str());
 }
 
 // The mutation table's row: both leased axes carrying credits past their
 // window break the rate or the cost bound within 20 seeds.
 TEST(AdmissionFleetSim, CarriedCreditsAreCaughtWithinTwentySeeds) {
-  const uint64_t caught = testing::first_failing_seed(20, [](uint64_t seed) {
+  testing::expect_caught_within(20, "window coupling off", [](uint64_t seed) {
     AdmissionFleetConfig c = swarm_admission_config(seed, 8);
     c.fleet.window_coupled = false;
     return run_admission_fleet(seed, c);
   });
-  ASSERT_GT(caught, 0u) << "the mutation survived 20 seeds";
-  std::printf("window coupling off: caught at seed %llu\n",
-              static_cast<unsigned long long>(caught));
 }
 
 TEST(AdmissionFleetSim, ARunReplaysByteForByte) {
   AdmissionFleetConfig c = swarm_admission_config(5, 8);
   c.fleet.crashes = true;
-  testing::expect_replays(
-      [&](uint64_t s, bool keep) { return run_admission_fleet(s, c, keep); }, 5,
-      6);
+  testing::expect_replays(run_admission_fleet, c, 5, 6);
 }
 
 }  // namespace

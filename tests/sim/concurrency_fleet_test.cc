@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 
 #include "support/sim_seeds.h"
 #include "support/test_work.h"
@@ -24,47 +25,35 @@ namespace {
 
 TEST(ConcurrencyFleetSim, EverySeedHoldsTheGlobalCeiling) {
   const uint64_t seeds = static_cast<uint64_t>(testing::scaled_work(150, 20));
-  int64_t admitted = 0, at_limit = 0, lost = 0, crashes = 0;
+  // Admitted: acquisitions; a window at the limit: a seed at the ceiling.
+  testing::SwarmTally tally;
   for (uint64_t seed = 1; seed <= seeds; ++seed) {
     const ConcurrencyFleetConfig c = swarm_concurrency_config(seed, 5);
     const SimResult r = run_concurrency_fleet(seed, c);
     ASSERT_NO_FATAL_FAILURE(
         testing::expect_seed_holds(r, concurrency_replay_command(seed, c)));
-    admitted += r.admitted;
-    at_limit += r.worst_window == c.local_limit;
-    lost += r.messages_lost;
-    crashes += r.crashes;
+    tally.add(r, c.local_limit);
   }
   // The ceiling was reached, not just respected, and the faults ran.
-  EXPECT_GT(at_limit, static_cast<int64_t>(seeds) / 4);
-  EXPECT_GT(lost, 0);
-  EXPECT_GT(crashes, 0);
-  std::printf(
-      "%llu seeds: %lld acquisitions, %lld seeds at the ceiling, "
-      "%lld messages lost, %lld crashes\n",
-      static_cast<unsigned long long>(seeds), static_cast<long long>(admitted),
-      static_cast<long long>(at_limit), static_cast<long long>(lost),
-      static_cast<long long>(crashes));
+  EXPECT_GT(tally.full_windows, static_cast<int64_t>(seeds) / 4);
+  EXPECT_GT(tally.lost, 0);
+  EXPECT_GT(tally.crashes, 0);
+  std::printf("%s\n", tally.summary().c_str());
 }
 
-// The first seed from 1 (at most `within`) on which `mutate` breaks the
-// ceiling; 0 if none.
-uint64_t first_failing(
-    uint64_t within,
-    const std::function<void(ConcurrencyFleetConfig&)>& mutate) {
-  return testing::first_failing_seed(within, [&](uint64_t seed) {
+// A run of seed `seed`'s swarm with `mutate` applied to its configuration.
+auto mutated(std::function<void(ConcurrencyFleetConfig&)> mutate) {
+  return [mutate = std::move(mutate)](uint64_t seed) {
     ConcurrencyFleetConfig c = swarm_concurrency_config(seed, 5);
     mutate(c);
     return run_concurrency_fleet(seed, c);
-  });
+  };
 }
 
 TEST(ConcurrencyFleetSim, HandoffOffIsCaughtWithinFiftySeeds) {
-  const uint64_t seed =
-      first_failing(50, [](ConcurrencyFleetConfig& c) { c.handoff = false; });
-  ASSERT_GT(seed, 0u) << "handoff off survived 50 seeds";
-  std::printf("handoff off: caught at seed %llu\n",
-              static_cast<unsigned long long>(seed));
+  testing::expect_caught_within(
+      50, "handoff off",
+      mutated([](ConcurrencyFleetConfig& c) { c.handoff = false; }));
 }
 
 // The shrinker on the handoff row's first failing seed: a configuration
@@ -72,7 +61,7 @@ TEST(ConcurrencyFleetSim, HandoffOffIsCaughtWithinFiftySeeds) {
 // run, or fewer faults.
 TEST(ConcurrencyFleetSim, TheShrinkerKeepsTheFailureWithLess) {
   const auto no_handoff = [](ConcurrencyFleetConfig& c) { c.handoff = false; };
-  const uint64_t seed = first_failing(50, no_handoff);
+  const uint64_t seed = testing::first_failing_seed(50, mutated(no_handoff));
   ASSERT_GT(seed, 0u);
   ConcurrencyFleetConfig c = swarm_concurrency_config(seed, 5);
   no_handoff(c);
@@ -91,24 +80,20 @@ TEST(ConcurrencyFleetSim, TheShrinkerKeepsTheFailureWithLess) {
 }
 
 TEST(ConcurrencyFleetSim, SelfFencingOffIsCaughtWithinFiftySeeds) {
-  const uint64_t seed = first_failing(50, [](ConcurrencyFleetConfig& c) {
-    c.self_fencing = false;
-    c.partitions = true;
-  });
-  ASSERT_GT(seed, 0u) << "self-fencing off survived 50 seeds";
-  std::printf("self-fencing off: caught at seed %llu\n",
-              static_cast<unsigned long long>(seed));
+  testing::expect_caught_within(50, "self-fencing off",
+                                mutated([](ConcurrencyFleetConfig& c) {
+                                  c.self_fencing = false;
+                                  c.partitions = true;
+                                }));
 }
 
 TEST(ConcurrencyFleetSim, AFencingMarginBelowTheDriftIsCaughtWithinFiftySeeds) {
   // 40% slow clocks: over a 250 ms lease, 100 ms, twice the 50 ms margin.
-  const uint64_t seed = first_failing(50, [](ConcurrencyFleetConfig& c) {
-    c.drift_ppm = 400'000;
-    c.partitions = true;
-  });
-  ASSERT_GT(seed, 0u) << "the drift survived 50 seeds";
-  std::printf("margin below the drift: caught at seed %llu\n",
-              static_cast<unsigned long long>(seed));
+  testing::expect_caught_within(50, "margin below the drift",
+                                mutated([](ConcurrencyFleetConfig& c) {
+                                  c.drift_ppm = 400'000;
+                                  c.partitions = true;
+                                }));
 }
 
 // The permit-leak check has teeth: a fleet where one admitted request
@@ -129,9 +114,7 @@ TEST(ConcurrencyFleetSim, AForgottenReleaseIsCaughtAsAPermitLeak) {
 
 TEST(ConcurrencyFleetSim, ARunReplaysByteForByte) {
   const ConcurrencyFleetConfig c = swarm_concurrency_config(7, 5);
-  testing::expect_replays(
-      [&](uint64_t s, bool keep) { return run_concurrency_fleet(s, c, keep); },
-      7, std::nullopt);
+  testing::expect_replays(run_concurrency_fleet, c, 7, std::nullopt);
 }
 
 }  // namespace

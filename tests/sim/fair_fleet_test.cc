@@ -20,13 +20,12 @@
 namespace throttlekit::sim {
 namespace {
 
-using testing::first_failing_seed;
 using testing::sound;
 
 TEST(FairFleetSim, EverySeedHoldsTheBudgetAndTheFairnessBand) {
   const uint64_t seeds = static_cast<uint64_t>(testing::scaled_work(300, 40));
-  int64_t checks = 0, judged_seeds = 0, full_windows = 0, errors = 0,
-          crashes = 0, below = 0, above = 0;
+  testing::SwarmTally tally;
+  int64_t checks = 0, judged_seeds = 0, below = 0, above = 0;
   int regions_seen = 0;
   for (uint64_t seed = 1; seed <= seeds; ++seed) {
     const int regions = 1 + static_cast<int>(seed % 4);
@@ -37,53 +36,44 @@ TEST(FairFleetSim, EverySeedHoldsTheBudgetAndTheFairnessBand) {
     checks += r.fairness_checks;
     judged_seeds += r.fairness_checks > 0;
     if (r.fairness_checks > 0) regions_seen |= 1 << regions;
-    full_windows += r.worst_window == c.fleet.limit;
-    errors += r.errors;
-    crashes += r.crashes;
+    tally.add(r, c.fleet.limit);
     below = std::max(below, r.fairness_most_below);
     above = std::max(above, r.fairness_most_above);
   }
   // The budget was reached, faults ran, and the band was judged on many
   // seeds, with every region count among them.
-  EXPECT_GT(full_windows, static_cast<int64_t>(seeds) / 4);
-  EXPECT_GT(errors, 0);
-  EXPECT_GT(crashes, 0);
+  EXPECT_GT(tally.full_windows, static_cast<int64_t>(seeds) / 4);
+  EXPECT_GT(tally.errors, 0);
+  EXPECT_GT(tally.crashes, 0);
   EXPECT_GT(judged_seeds, static_cast<int64_t>(seeds) / 5);
   EXPECT_EQ(regions_seen, 0b11110);
+  std::printf("%s\n", tally.summary().c_str());
   std::printf(
-      "%llu seeds: %lld (tenant, window) pairs judged on %lld seeds; "
-      "farthest below min(d, s) %lld, above %lld; %lld seeds at the "
-      "budget\n",
-      static_cast<unsigned long long>(seeds), static_cast<long long>(checks),
-      static_cast<long long>(judged_seeds), static_cast<long long>(below),
-      static_cast<long long>(above), static_cast<long long>(full_windows));
+      "%lld (tenant, window) pairs judged on %lld seeds; farthest below "
+      "min(d, s) %lld, above %lld\n",
+      static_cast<long long>(checks), static_cast<long long>(judged_seeds),
+      static_cast<long long>(below), static_cast<long long>(above));
 }
 
 // The mutation table's row: region 0 reporting twice its weight keeps
 // the budget but breaks the band; caught within 20 seeds.
 TEST(FairFleetSim, AGreedyRegionIsCaughtWithinTwentySeeds) {
-  std::string first;
-  const uint64_t caught = first_failing_seed(
-      20,
+  testing::expect_caught_within(
+      20, "greedy region",
       [](uint64_t seed) {
         FairFleetConfig c =
             swarm_fair_config(seed, 2 + static_cast<int>(seed % 3));
         c.greedy_region = true;
         return run_fair_fleet(seed, c);
       },
-      &first);
-  ASSERT_GT(caught, 0u) << "the mutation survived 20 seeds";
-  EXPECT_NE(first.find("outside ["), std::string::npos) << first;
-  std::printf("greedy region: caught at seed %llu: %s\n",
-              static_cast<unsigned long long>(caught), first.c_str());
+      "outside [");
 }
 
 TEST(FairFleetSim, ARunReplaysByteForByte) {
   FairFleetConfig c = swarm_fair_config(5, 3);
   c.fleet.partitions = true;
   c.fleet.crashes = true;
-  testing::expect_replays(
-      [&](uint64_t s, bool keep) { return run_fair_fleet(s, c, keep); }, 5, 6);
+  testing::expect_replays(run_fair_fleet, c, 5, 6);
 }
 
 }  // namespace

@@ -24,58 +24,41 @@ namespace {
 
 TEST(FederatedFleetSim, EverySeedHoldsTheWindowBound) {
   const uint64_t seeds = static_cast<uint64_t>(testing::scaled_work(300, 30));
-  int64_t admitted = 0, full_windows = 0, lost = 0, crashes = 0, timeouts = 0,
-          escrow = 0, regional_only = 0, many_regions = 0;
+  testing::SwarmTally tally;
+  int64_t escrow = 0, regional_only = 0, many_regions = 0;
   for (uint64_t seed = 1; seed <= seeds; ++seed) {
     const FederatedFleetConfig c = swarm_federated_config(seed, 9);
     const SimResult r = run_federated_fleet(seed, c);
     ASSERT_NO_FATAL_FAILURE(
         testing::expect_seed_holds(r, federated_replay_command(seed, c)));
-    admitted += r.admitted;
-    full_windows += r.worst_window == c.fleet.limit;
-    lost += r.messages_lost;
-    crashes += r.crashes;
-    timeouts += r.timeouts;
+    tally.add(r, c.fleet.limit);
     escrow += c.escrow;
     regional_only += c.regional_only;
     many_regions += c.regions > 1;
   }
   // The bound was reached, every fault kind ran, and the seeds covered
   // escrows, the regional-only policy and several regions.
-  EXPECT_GT(full_windows, static_cast<int64_t>(seeds) / 4);
-  EXPECT_GT(lost, 0);
-  EXPECT_GT(crashes, 0);
-  EXPECT_GT(timeouts, 0);
+  EXPECT_GT(tally.full_windows, static_cast<int64_t>(seeds) / 4);
+  EXPECT_GT(tally.lost, 0);
+  EXPECT_GT(tally.crashes, 0);
+  EXPECT_GT(tally.timeouts, 0);
   EXPECT_GT(escrow, static_cast<int64_t>(seeds) / 4);
   EXPECT_GT(regional_only, 0);
   EXPECT_GT(many_regions, static_cast<int64_t>(seeds) / 2);
-  std::printf(
-      "%llu seeds: %lld admitted, %lld seeds with a window at the limit, "
-      "%lld with escrows (%lld regional-only), %lld messages lost, %lld "
-      "crashes, %lld timeouts\n",
-      static_cast<unsigned long long>(seeds), static_cast<long long>(admitted),
-      static_cast<long long>(full_windows), static_cast<long long>(escrow),
-      static_cast<long long>(regional_only), static_cast<long long>(lost),
-      static_cast<long long>(crashes), static_cast<long long>(timeouts));
-}
-
-// The first seed (from 1) on which clocks behind break the bound.
-uint64_t first_failing_behind_seed(uint64_t within) {
-  return testing::first_failing_seed(within, [](uint64_t seed) {
-    FederatedFleetConfig c = swarm_federated_config(seed, 9);
-    c.clocks_behind = true;
-    return run_federated_fleet(seed, c);
-  });
+  std::printf("%s; %lld with escrows (%lld regional-only)\n",
+              tally.summary().c_str(), static_cast<long long>(escrow),
+              static_cast<long long>(regional_only));
 }
 
 // The mutation table's row for the federated fleet: process clocks up to
 // 50 ms behind the coordinator's (a process spends a rolled window's
 // credits for as long as it lags) are caught within 20 seeds.
 TEST(FederatedFleetSim, ClocksBehindAreCaughtWithinTwentySeeds) {
-  const uint64_t seed = first_failing_behind_seed(20);
-  ASSERT_GT(seed, 0u) << "the mutation survived 20 seeds";
-  std::printf("clocks behind: caught at seed %llu\n",
-              static_cast<unsigned long long>(seed));
+  testing::expect_caught_within(20, "clocks behind", [](uint64_t seed) {
+    FederatedFleetConfig c = swarm_federated_config(seed, 9);
+    c.clocks_behind = true;
+    return run_federated_fleet(seed, c);
+  });
 }
 
 TEST(FederatedFleetSim, ARunReplaysByteForByte) {
@@ -83,9 +66,7 @@ TEST(FederatedFleetSim, ARunReplaysByteForByte) {
   c.escrow = true;
   c.regional_only = true;
   c.fleet.partitions = true;
-  testing::expect_replays(
-      [&](uint64_t s, bool keep) { return run_federated_fleet(s, c, keep); }, 7,
-      8);
+  testing::expect_replays(run_federated_fleet, c, 7, 8);
 }
 
 }  // namespace

@@ -28,8 +28,8 @@ using testing::sound;
 TEST(LeasedFleetSim, EverySeedHoldsTheWindowBound) {
   const uint64_t seeds = static_cast<uint64_t>(testing::scaled_work(400, 40));
   LivenessTally liveness;
-  int64_t admitted = 0, windows = 0, full_windows = 0, lost = 0, crashes = 0,
-          timeouts = 0;
+  testing::SwarmTally tally;
+  int64_t windows = 0;
   int64_t decided[3] = {};  // outages decided, per drawn fail policy
   for (uint64_t seed = 1; seed <= seeds; ++seed) {
     const LeasedFleetConfig c = swarm_config(seed, 8);
@@ -37,19 +37,15 @@ TEST(LeasedFleetSim, EverySeedHoldsTheWindowBound) {
     ASSERT_TRUE(sound(r, replay_command(seed, c)));
     liveness.add(r, c.partitions || c.crashes);
     EXPECT_GT(r.admitted, 0) << replay_command(seed, c);
-    admitted += r.admitted;
+    tally.add(r, c.limit);
     windows += r.windows_checked;
-    full_windows += r.worst_window == c.limit;
-    lost += r.messages_lost;
-    crashes += r.crashes;
-    timeouts += r.timeouts;
     decided[c.fail_mode] += r.outage_decisions;
   }
   // The bound was reached, not just respected, and every fault kind ran.
-  EXPECT_GT(full_windows, static_cast<int64_t>(seeds) / 4);
-  EXPECT_GT(lost, 0);
-  EXPECT_GT(crashes, 0);
-  EXPECT_GT(timeouts, 0);
+  EXPECT_GT(tally.full_windows, static_cast<int64_t>(seeds) / 4);
+  EXPECT_GT(tally.lost, 0);
+  EXPECT_GT(tally.crashes, 0);
+  EXPECT_GT(tally.timeouts, 0);
   // Each fail policy decided outages (each checked as it was decided),
   // except kPropagate, which decides none.
   EXPECT_EQ(decided[FailPolicy::kPropagate], 0);
@@ -63,14 +59,8 @@ TEST(LeasedFleetSim, EverySeedHoldsTheWindowBound) {
   std::printf("outages decided: %lld fail-open, %lld fail-closed\n",
               static_cast<long long>(decided[FailPolicy::kOpen]),
               static_cast<long long>(decided[FailPolicy::kClosed]));
-  std::printf(
-      "%llu seeds: %lld admitted over %lld (key, window) pairs, %lld "
-      "seeds with a window at the limit, %lld messages lost, %lld "
-      "crashes, %lld timeouts\n",
-      static_cast<unsigned long long>(seeds), static_cast<long long>(admitted),
-      static_cast<long long>(windows), static_cast<long long>(full_windows),
-      static_cast<long long>(lost), static_cast<long long>(crashes),
-      static_cast<long long>(timeouts));
+  std::printf("%s; over %lld (key, window) pairs\n", tally.summary().c_str(),
+              static_cast<long long>(windows));
 }
 
 // The workloads average the configured rate and never pass their peak
@@ -121,58 +111,54 @@ TEST(LeasedFleetSim, BurstsAndADayHoldTheBoundAndTheFloor) {
   }
 }
 
+// Seed `seed`'s swarm with window coupling off: credits carried past
+// their window, with the coupled bound asserted.
+LeasedFleetConfig uncoupled_config(uint64_t seed) {
+  LeasedFleetConfig c = swarm_config(seed, 8);
+  c.window_coupled = false;
+  return c;
+}
+
+SimResult run_uncoupled(uint64_t seed) {
+  return run_leased_fleet(seed, uncoupled_config(seed));
+}
+
 // The first seed (from 1) on which carried credits break the coupled bound.
 uint64_t first_failing_uncoupled_seed(uint64_t within) {
-  return first_failing_seed(within, [](uint64_t seed) {
-    LeasedFleetConfig c = swarm_config(seed, 8);
-    c.window_coupled = false;
-    return run_leased_fleet(seed, c);
-  });
+  return first_failing_seed(within, run_uncoupled);
 }
 
 // The mutation table's row for the leased fleet: window coupling off with
 // the coupled bound asserted is caught within 20 seeds.
 TEST(LeasedFleetSim, CarriedCreditsAreCaughtWithinTwentySeeds) {
-  const uint64_t seed = first_failing_uncoupled_seed(20);
-  ASSERT_GT(seed, 0u) << "the mutation survived 20 seeds";
-  std::printf("window coupling off: caught at seed %llu\n",
-              static_cast<unsigned long long>(seed));
+  testing::expect_caught_within(20, "window coupling off", run_uncoupled);
 }
 
 // The fail policy's row: engines built without the configured policy
 // (an outage reaches the caller as a status under fail-open or
 // fail-closed) are caught within 20 seeds.
 TEST(LeasedFleetSim, ADroppedFailPolicyIsCaughtWithinTwentySeeds) {
-  std::string first;
-  const uint64_t caught = first_failing_seed(
-      20,
+  testing::expect_caught_within(
+      20, "policy dropped",
       [](uint64_t seed) {
         LeasedFleetConfig c = swarm_config(seed, 8);
         c.policy_dropped = true;
         return run_leased_fleet(seed, c);
       },
-      &first);
-  ASSERT_GT(caught, 0u) << "the mutation survived 20 seeds";
-  EXPECT_NE(first.find("under fail policy"), std::string::npos) << first;
-  std::printf("policy dropped: caught at seed %llu\n",
-              static_cast<unsigned long long>(caught));
+      "under fail policy");
 }
 
 TEST(LeasedFleetSim, AFailingSeedReplaysByteForByte) {
   const uint64_t seed = first_failing_uncoupled_seed(20);
   ASSERT_GT(seed, 0u);
-  LeasedFleetConfig c = swarm_config(seed, 8);
-  c.window_coupled = false;
-  testing::expect_replays(
-      [&](uint64_t s, bool keep) { return run_leased_fleet(s, c, keep); }, seed,
-      seed + 1000);
+  const LeasedFleetConfig c = uncoupled_config(seed);
+  testing::expect_replays(run_leased_fleet, c, seed, seed + 1000);
 }
 
 TEST(LeasedFleetSim, TheShrinkerKeepsTheFailureWithLess) {
   const uint64_t seed = first_failing_uncoupled_seed(20);
   ASSERT_GT(seed, 0u);
-  LeasedFleetConfig c = swarm_config(seed, 8);
-  c.window_coupled = false;
+  const LeasedFleetConfig c = uncoupled_config(seed);
   const LeasedFleetConfig small = shrink(seed, c);
   EXPECT_GT(run_leased_fleet(seed, small).violations, 0)
       << replay_command(seed, small);

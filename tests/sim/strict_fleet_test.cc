@@ -27,39 +27,30 @@
 namespace throttlekit::sim {
 namespace {
 
-using testing::first_failing_seed;
 using testing::sound;
 
 TEST(StrictFleetSim, EverySeedHoldsTheWindowBound) {
   const uint64_t seeds = static_cast<uint64_t>(testing::scaled_work(300, 30));
   LivenessTally liveness;
-  int64_t admitted = 0, full_windows = 0, lost = 0, timeouts = 0;
+  testing::SwarmTally tally;
   for (uint64_t seed = 1; seed <= seeds; ++seed) {
     const StrictFleetConfig c = swarm_strict_config(seed, 8);
     const SimResult r = run_strict_fleet(seed, c);
     ASSERT_TRUE(sound(r, strict_replay_command(seed, c)));
     liveness.add(r, c.fleet.partitions || c.fleet.crashes);
     EXPECT_GT(r.admitted, 0) << strict_replay_command(seed, c);
-    admitted += r.admitted;
-    full_windows += r.worst_window == c.fleet.limit;
-    lost += r.messages_lost;
-    timeouts += r.timeouts;
+    tally.add(r, c.fleet.limit);
   }
   // The bound was reached and the network lost messages and timed out.
-  EXPECT_GT(full_windows, static_cast<int64_t>(seeds) / 4);
-  EXPECT_GT(lost, 0);
-  EXPECT_GT(timeouts, 0);
+  EXPECT_GT(tally.full_windows, static_cast<int64_t>(seeds) / 4);
+  EXPECT_GT(tally.lost, 0);
+  EXPECT_GT(tally.timeouts, 0);
   // Liveness: windows judged after the faults healed, on seeds whose
   // partitions or crashes had healed among them, none below the floor.
   EXPECT_GT(liveness.windows, static_cast<int64_t>(seeds) / 2);
   EXPECT_GT(liveness.healed_seeds, 0);
   std::printf("%s\n", liveness.summary().c_str());
-  std::printf(
-      "%llu seeds: %lld admitted, %lld seeds with a window at the limit, "
-      "%lld messages lost, %lld timeouts\n",
-      static_cast<unsigned long long>(seeds), static_cast<long long>(admitted),
-      static_cast<long long>(full_windows), static_cast<long long>(lost),
-      static_cast<long long>(timeouts));
+  std::printf("%s\n", tally.summary().c_str());
 }
 
 // `nodes` nodes asking `per_sec_per_node` for one key of 100 per 100 ms
@@ -164,17 +155,6 @@ TEST(StrictFleetSim, ARestartReAdmitsWhatTheLostStateCountedAndNoMore) {
                    [](LeasedFleetConfig& f) { f.store_restart = true; });
 }
 
-// The first seed (from 1) on which a stale `now` on a store without TTL
-// slack breaks the bound.
-uint64_t first_failing_stale_seed(uint64_t within) {
-  return first_failing_seed(within, [](uint64_t seed) {
-    StrictFleetConfig c = swarm_strict_config(seed, 8);
-    c.stale_now = true;
-    c.store_ttl_slack_ms = 0;
-    return run_strict_fleet(seed, c);
-  });
-}
-
 // The same swarm of faults with the nodes naming their own `now` on the
 // store's default slack: no seed breaks the bound.
 TEST(StrictFleetSim, StaleNowsOnTheDefaultSlackHoldTheBoundOnEverySeed) {
@@ -189,10 +169,13 @@ TEST(StrictFleetSim, StaleNowsOnTheDefaultSlackHoldTheBoundOnEverySeed) {
 // The mutation table's row: a stale-`now` re-grant is caught within 20
 // seeds.
 TEST(StrictFleetSim, AStaleNowReGrantIsCaughtWithinTwentySeeds) {
-  const uint64_t seed = first_failing_stale_seed(20);
-  ASSERT_GT(seed, 0u) << "the mutation survived 20 seeds";
-  std::printf("stale now: caught at seed %llu\n",
-              static_cast<unsigned long long>(seed));
+  // A stale `now` on a store without TTL slack.
+  testing::expect_caught_within(20, "stale now", [](uint64_t seed) {
+    StrictFleetConfig c = swarm_strict_config(seed, 8);
+    c.stale_now = true;
+    c.store_ttl_slack_ms = 0;
+    return run_strict_fleet(seed, c);
+  });
 }
 
 // The cached-deny mode on the same seeds: the bound, the liveness floor,
@@ -224,20 +207,15 @@ TEST(StrictFleetSim, CachedDenyNodesHoldTheBoundAndDenyOnlyInRefusedWindows) {
 // hold each remembered denial for twice its hint, past the window that
 // refused it; caught within 20 seeds.
 TEST(StrictFleetSim, SlowClocksStretchingCachedDenialsAreCaughtWithin20Seeds) {
-  std::string first;
-  const uint64_t caught = first_failing_seed(
-      20,
+  testing::expect_caught_within(
+      20, "slow clocks",
       [](uint64_t seed) {
         StrictFleetConfig c = swarm_strict_config(seed, 8);
         c.cached_deny = true;
         c.slow_clocks = true;
         return run_strict_fleet(seed, c);
       },
-      &first);
-  ASSERT_GT(caught, 0u) << "the mutation survived 20 seeds";
-  EXPECT_NE(first.find("from its cache"), std::string::npos) << first;
-  std::printf("slow clocks: caught at seed %llu\n",
-              static_cast<unsigned long long>(caught));
+      "from its cache");
 }
 
 // The fail policy, on the seeds of each mode: outages were decided by the
@@ -281,17 +259,15 @@ TEST(StrictFleetSim, EveryOutageIsDecidedByTheDrawnFailPolicy) {
 // configured policy are caught within 20 seeds, in both modes.
 TEST(StrictFleetSim, ADroppedFailPolicyIsCaughtWithin20Seeds) {
   for (const bool cached : {false, true}) {
-    const uint64_t caught = first_failing_seed(20, [cached](uint64_t seed) {
-      StrictFleetConfig c = swarm_strict_config(seed, 8);
-      c.cached_deny = cached;
-      c.fleet.policy_dropped = true;
-      return run_strict_fleet(seed, c);
-    });
-    EXPECT_GT(caught, 0u) << (cached ? "cached deny" : "strict")
-                          << ": the mutation survived 20 seeds";
-    std::printf("%s, policy dropped: caught at seed %llu\n",
-                cached ? "cached deny" : "strict",
-                static_cast<unsigned long long>(caught));
+    // A failure here ends only this mode's run: the other is still tried.
+    testing::expect_caught_within(
+        20, std::string(cached ? "cached deny" : "strict") + ", policy dropped",
+        [cached](uint64_t seed) {
+          StrictFleetConfig c = swarm_strict_config(seed, 8);
+          c.cached_deny = cached;
+          c.fleet.policy_dropped = true;
+          return run_strict_fleet(seed, c);
+        });
   }
 }
 
@@ -300,9 +276,7 @@ TEST(StrictFleetSim, ARunReplaysByteForByte) {
   c.fleet.partitions = true;
   c.fleet.crashes = true;
   c.stale_now = true;
-  testing::expect_replays(
-      [&](uint64_t s, bool keep) { return run_strict_fleet(s, c, keep); }, 7,
-      8);
+  testing::expect_replays(run_strict_fleet, c, 7, 8);
 }
 
 }  // namespace

@@ -34,11 +34,8 @@ constexpr int kChecksPerThread = 2000;
 // admitted); returns how many were admitted in all.
 template <class Allowed>
 long admitted_by_threads(Allowed allowed) {
-  return testing::run_threads(kThreads, [&](int) {
-    long n = 0;
-    for (int i = 0; i < kChecksPerThread; ++i) n += allowed(i);
-    return n;
-  });
+  return testing::admitted_by_threads(kThreads, kChecksPerThread,
+                                      [&](int, int i) { return allowed(i); });
 }
 
 TEST(MemoryStoreConcurrency, OneKeyAtLimitAdmitsExactlyLimit) {

@@ -69,19 +69,13 @@ INSTANTIATE_TEST_SUITE_P(Strategies, MemoryStoreStaleNow,
 // slack of 0 a `now` inside its window then counts that window again.
 TEST(MemoryStoreStaleNow, OnlyASlackOfZeroRevivesAnEndedWindow) {
   for (const int64_t slack : {int64_t{0}, kDefaultTtlSlackMs}) {
+    SCOPED_TRACE(::testing::Message() << "slack " << slack);
     ManualClock clock(testing::kEpoch);
     RateLimiterOptions options;
     options.store.ttl_slack_ms = slack;
-    const StaleCall call = limiter_call<FixedWindow>(3, kWindowMs, options);
-    absl::StatusOr<bool> revived = testing::revives_an_ended_window(
-        call, StaleClock::manual(clock), 3, kWindowMs, 5,
-        [&](const std::string& key, int64_t now_ms) {
-          absl::StatusOr<Counted> denied = call(key, now_ms, 4);
-          ASSERT_TRUE(denied.ok()) << denied.status();
-          EXPECT_EQ(denied->units, 0);
-        });
-    ASSERT_TRUE(revived.ok()) << revived.status();
-    EXPECT_EQ(*revived, slack == 0) << "slack " << slack;
+    testing::expect_memory_revival(
+        limiter_call<FixedWindow>(3, kWindowMs, options),
+        StaleClock::manual(clock), 3, kWindowMs, slack == 0);
   }
 }
 

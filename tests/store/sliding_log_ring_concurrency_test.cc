@@ -38,6 +38,17 @@ std::vector<T> collect_from_threads(Fn fn) {
   return all;
 }
 
+// Any `limit` + 1 of the admissions (their `now`s, in any order) span at
+// least `window` ms: no window holds more than `limit`.
+void expect_at_most_limit_per_window(std::vector<int64_t> admitted,
+                                     int64_t limit, int64_t window) {
+  std::sort(admitted.begin(), admitted.end());
+  for (size_t i = 0; i + limit < admitted.size(); ++i) {
+    ASSERT_GE(admitted[i + limit] - admitted[i], window)
+        << "at " << admitted[i];
+  }
+}
+
 TEST(SlidingLogRingConcurrency, FixedNowAdmitsExactlyLimit) {
   constexpr int64_t kLimit = 1000;
   constexpr int kAttempts = 3000;  // per thread: 12000 calls for 1000 slots
@@ -130,11 +141,8 @@ TEST(SlidingLogRingConcurrency, AdmittingRegimeLosesNoAdmission) {
         }
       });
   ASSERT_EQ(ring->admissions(), static_cast<int64_t>(admitted.size()));
-  std::vector<int64_t> sorted = admitted;
-  std::sort(sorted.begin(), sorted.end());
-  for (size_t i = 0; i + kLimit < sorted.size(); ++i) {
-    ASSERT_GE(sorted[i + kLimit] - sorted[i], kWindow) << "at " << sorted[i];
-  }
+  ASSERT_NO_FATAL_FAILURE(
+      expect_at_most_limit_per_window(admitted, kLimit, kWindow));
   EXPECT_GE(admitted.size(), static_cast<size_t>(kThreads * kCalls) * 9 / 10);
 }
 
@@ -184,12 +192,8 @@ TEST(SlidingLogRingConcurrency, MovingClockNeverExceedsLimitPerWindow) {
       });
   // No admission lost: every allowed decision is one ticket of the ring.
   EXPECT_EQ(ring->admissions(), static_cast<int64_t>(admitted.size()));
-  // Any kLimit + 1 admissions span at least a window.
-  std::vector<int64_t> sorted = admitted;
-  std::sort(sorted.begin(), sorted.end());
-  for (size_t i = 0; i + kLimit < sorted.size(); ++i) {
-    ASSERT_GE(sorted[i + kLimit] - sorted[i], kWindow) << "at " << sorted[i];
-  }
+  ASSERT_NO_FATAL_FAILURE(
+      expect_at_most_limit_per_window(admitted, kLimit, kWindow));
   // And the ring was really at its limit most of the time: the clock moved
   // about 2000 ms, room for about 100 windows of 16.
   const int64_t elapsed = clock.now_ms() - kEpoch;

@@ -71,13 +71,9 @@ TYPED_TEST(StrategyConcurrency, OneKeyAtLimitAdmitsExactlyLimit) {
   auto strategy = TypeParam::create(exact_limit_options<TypeParam>());
   ASSERT_TRUE(strategy.ok()) << strategy.status();
   auto store = *MemoryStore<TypeParam>::create(*strategy);
-  const long admitted = testing::run_threads(kThreads, [&](int) {
-    long n = 0;
-    for (int i = 0; i < kChecksPerThread; ++i) {
-      n += store->check("hot", kEpoch, 1).allowed;
-    }
-    return n;
-  });
+  const long admitted = testing::admitted_by_threads(
+      kThreads, kChecksPerThread,
+      [&](int, int) { return store->check("hot", kEpoch, 1).allowed; });
   EXPECT_EQ(admitted, kLimit);
   // The key is at its limit: every further check is denied.
   EXPECT_FALSE(store->check("hot", kEpoch, 1).allowed);
@@ -88,15 +84,12 @@ TYPED_TEST(StrategyConcurrency, ManyKeysThroughTheLimiterEachAdmitLimit) {
   auto limiter = RateLimiter<TypeParam>::create(
       exact_limit_options<TypeParam>(), {.store = {.max_keys = 64}});
   ASSERT_TRUE(limiter.ok()) << limiter.status();
-  const long admitted = testing::run_threads(kThreads, [&](int t) {
-    long n = 0;
-    for (int i = 0; i < kChecksPerThread; ++i) {
-      const std::string key = "k" + std::to_string((i + t) % kKeys);
-      absl::StatusOr<Decision> d = limiter->check_at(key, kEpoch, 1);
-      n += d.ok() && d->allowed;
-    }
-    return n;
-  });
+  const long admitted = testing::admitted_by_threads(
+      kThreads, kChecksPerThread, [&](int t, int i) {
+        const std::string key = "k" + std::to_string((i + t) % kKeys);
+        absl::StatusOr<Decision> d = limiter->check_at(key, kEpoch, 1);
+        return d.ok() && d->allowed;
+      });
   EXPECT_EQ(admitted, kKeys * kLimit);
 }
 

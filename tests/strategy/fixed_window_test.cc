@@ -8,6 +8,7 @@
 #include <string>
 
 #include "support/created.h"
+#include "support/repeated_denial.h"
 #include "support/test_time.h"
 
 namespace throttlekit {
@@ -78,16 +79,11 @@ TEST(FixedWindow, DenialWritesNothingAndRepeats) {
   FixedWindow f = make(5, 1000);
   FixedWindow::State s;
   ASSERT_TRUE(f.check(s, kEpoch + 1, 4).allowed);
-  const FixedWindow::State before = s;
-  Decision d1 = f.check(s, kEpoch + 2, 2);
-  Decision d2 = f.check(s, kEpoch + 2, 2);
-  EXPECT_FALSE(d1.allowed);
-  EXPECT_EQ(d1, (Decision{false, 5, 1, kEpoch + 1000, 998}));
-  EXPECT_EQ(d1, d2);
-  EXPECT_EQ(s, before);
+  EXPECT_EQ(testing::repeated_denial(f, s, kEpoch + 2, 2),
+            (Decision{false, 5, 1, kEpoch + 1000, 998}));
+  // A denied call on a cold key leaves it cold.
   FixedWindow::State cold;
-  EXPECT_FALSE(f.check(cold, kEpoch, 6).allowed);
-  EXPECT_EQ(cold, FixedWindow::State{});
+  EXPECT_FALSE(testing::repeated_denial(f, cold, kEpoch, 6).allowed);
 }
 
 TEST(FixedWindow, BackwardClockWithinTheWindowKeepsTheCount) {
@@ -182,17 +178,8 @@ TEST(FixedWindow, ExpiredStateDecidesLikeCold) {
 }
 
 TEST(FixedWindow, RejectsBadOptionsNamingTheField) {
-  auto bad_limit = FixedWindow::create({0, 1000});
-  ASSERT_FALSE(bad_limit.ok());
-  EXPECT_EQ(bad_limit.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(
-      std::string(bad_limit.status().message()).find("fixed_window.limit"),
-      std::string::npos);
-  auto bad_window = FixedWindow::create({5, 0});
-  ASSERT_FALSE(bad_window.ok());
-  EXPECT_NE(
-      std::string(bad_window.status().message()).find("fixed_window.window_ms"),
-      std::string::npos);
+  testing::expect_refused<FixedWindow>({0, 1000}, "fixed_window.limit");
+  testing::expect_refused<FixedWindow>({5, 0}, "fixed_window.window_ms");
   EXPECT_FALSE(FixedWindow::create({-1, 1000}).ok());
   EXPECT_FALSE(FixedWindow::create({5, -1000}).ok());
   EXPECT_FALSE(FixedWindow::create({kMaxSafeInteger + 1, 1000}).ok());

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "support/created.h"
+#include "support/repeated_denial.h"
 #include "support/test_time.h"
 
 namespace throttlekit {
@@ -39,13 +40,9 @@ TEST(Gcra, DeniesBurstPlusOneAndDenialWritesNothing) {
   Gcra g = make(5, 500, 3);  // T = 100, tau = 300, reported limit = burst
   Gcra::State s;
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(g.check(s, kEpoch, 1).allowed);
-  Gcra::State before = s;
-  Decision d1 = g.check(s, kEpoch, 1);
-  Decision d2 = g.check(s, kEpoch, 1);
-  EXPECT_FALSE(d1.allowed);
-  EXPECT_EQ(d1.limit, 3);
-  EXPECT_EQ(s, before);
-  EXPECT_EQ(d1, d2);  // repeated denials report the same thing
+  const Decision d = testing::repeated_denial(g, s, kEpoch, 1);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.limit, 3);
 }
 
 TEST(Gcra, EqualityAtAllowAtAdmits) {
@@ -140,10 +137,7 @@ TEST(Gcra, ExpiryIsExactlyWhenStateBecomesCold) {
 }
 
 TEST(Gcra, RejectsBadOptionsNamingTheField) {
-  auto bad_limit = Gcra::create({0, 1000, 0});
-  ASSERT_FALSE(bad_limit.ok());
-  EXPECT_EQ(bad_limit.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(bad_limit.status().message().find("gcra.limit"), std::string::npos);
+  testing::expect_refused<Gcra>({0, 1000, 0}, "gcra.limit");
   EXPECT_FALSE(Gcra::create({10, 0, 0}).ok());
   EXPECT_FALSE(Gcra::create({10, -5, 0}).ok());
   EXPECT_FALSE(Gcra::create({10, 1000, -1}).ok());

@@ -113,13 +113,7 @@ TEST(LeakyBucket, ExpiryIsTheNextDeparture) {
 }
 
 TEST(LeakyBucket, RejectsBadOptionsNamingTheField) {
-  auto expect_bad = [](LeakyBucket::Options o, const std::string& what) {
-    auto b = LeakyBucket::create(o);
-    ASSERT_FALSE(b.ok()) << what;
-    EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(std::string(b.status().message()).find(what), std::string::npos)
-        << b.status();
-  };
+  const auto expect_bad = testing::expect_refused<LeakyBucket>;
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const double inf = std::numeric_limits<double>::infinity();
   expect_bad({0, 10}, "leaky_bucket.rate_per_sec must be finite, > 0");

@@ -293,13 +293,7 @@ TEST(Quota, PolicyWindow) {
 }
 
 TEST(Quota, RejectsBadOptionsNamingTheField) {
-  auto expect_bad = [](Quota::Options o, const std::string& what) {
-    auto q = Quota::create(o);
-    ASSERT_FALSE(q.ok()) << what;
-    EXPECT_EQ(q.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(std::string(q.status().message()).find(what), std::string::npos)
-        << q.status();
-  };
+  const auto expect_bad = testing::expect_refused<Quota>;
   expect_bad(daily(0), "quota.limit must be in [1, 9007199254740991]");
   expect_bad(daily(kMaxSafeInteger + 1), "quota.limit");
   expect_bad(daily(1, 841), "quota.offset_minutes must be in [-840, 840]");

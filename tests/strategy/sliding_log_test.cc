@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "support/created.h"
+#include "support/repeated_denial.h"
 #include "support/test_time.h"
 
 namespace throttlekit {
@@ -78,14 +79,10 @@ TEST(SlidingLog, DenialWritesNothingNotEvenAPrune) {
   SlidingLog::State s;
   ASSERT_TRUE(log.check(s, kEpoch, 1).allowed);
   ASSERT_TRUE(log.check(s, kEpoch + 500, 1).allowed);
-  const SlidingLog::State before = s;
   // At +1000 the unit at kEpoch has expired; cost 2 still does not fit, and
   // the expired run is not dropped by the denial.
-  Decision d1 = log.check(s, kEpoch + 1000, 2);
-  Decision d2 = log.check(s, kEpoch + 1000, 2);
-  EXPECT_EQ(d1, (Decision{false, 2, 1, kEpoch + 1500, 500}));
-  EXPECT_EQ(d1, d2);
-  EXPECT_EQ(s, before);
+  EXPECT_EQ(testing::repeated_denial(log, s, kEpoch + 1000, 2),
+            (Decision{false, 2, 1, kEpoch + 1500, 500}));
   EXPECT_EQ(s.runs().size(), 2u);
 }
 
@@ -310,18 +307,9 @@ TEST(SlidingLog, MaxSafeIntegerLimitAndCost) {
 }
 
 TEST(SlidingLog, RejectsBadOptionsNamingTheField) {
-  auto bad_limit = SlidingLog::create({0, 1000});
-  ASSERT_FALSE(bad_limit.ok());
-  EXPECT_EQ(bad_limit.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(std::string(bad_limit.status().message())
-                .find("sliding_log.limit must be in [1, 9007199254740991]"),
-            std::string::npos)
-      << bad_limit.status();
-  auto bad_window = SlidingLog::create({10, 0});
-  ASSERT_FALSE(bad_window.ok());
-  EXPECT_NE(
-      std::string(bad_window.status().message()).find("sliding_log.window_ms"),
-      std::string::npos);
+  testing::expect_refused<SlidingLog>(
+      {0, 1000}, "sliding_log.limit must be in [1, 9007199254740991]");
+  testing::expect_refused<SlidingLog>({10, 0}, "sliding_log.window_ms");
   EXPECT_FALSE(SlidingLog::create({10, -1}).ok());
   EXPECT_FALSE(SlidingLog::create({kMaxSafeInteger + 1, 10}).ok());
   EXPECT_FALSE(SlidingLog::create({10, kMaxSafeInteger + 1}).ok());

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "support/created.h"
+#include "support/repeated_denial.h"
 #include "support/test_time.h"
 
 namespace throttlekit {
@@ -156,12 +157,8 @@ TEST(SlidingWindow, DenialWritesNothingAndRepeats) {
   SlidingWindow sw = tenths();
   SlidingWindow::State s;
   ASSERT_TRUE(sw.check(s, kEpoch + 10, 8).allowed);
-  const SlidingWindow::State before = s;
-  Decision d1 = sw.check(s, kEpoch + 20, 3);
-  Decision d2 = sw.check(s, kEpoch + 20, 3);
-  EXPECT_EQ(d1, (Decision{false, 10, 2, kEpoch + 1100, 80}));
-  EXPECT_EQ(d1, d2);
-  EXPECT_EQ(s, before);
+  EXPECT_EQ(testing::repeated_denial(sw, s, kEpoch + 20, 3),
+            (Decision{false, 10, 2, kEpoch + 1100, 80}));
 }
 
 TEST(SlidingWindow, BackwardClockCountsIntoTheLatestTick) {
@@ -277,25 +274,13 @@ TEST(SlidingWindow, ExpiryWithAFractionalTickIsNeverEarly) {
 }
 
 TEST(SlidingWindow, RejectsBadOptionsNamingTheField) {
-  const auto message = [](const SlidingWindow::Options& o) {
-    auto r = SlidingWindow::create(o);
-    EXPECT_FALSE(r.ok());
-    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-    return std::string(r.status().message());
-  };
-  EXPECT_NE(message({0, 1000, 10}).find("sliding_window.limit"),
-            std::string::npos);
-  EXPECT_NE(message({10, 0, 10}).find("sliding_window.window_ms"),
-            std::string::npos);
-  EXPECT_NE(message({10, 1000, 0}).find("sliding_window.buckets"),
-            std::string::npos);
-  EXPECT_NE(message({10, 1'000'000, 100'001}).find("100000"),
-            std::string::npos);
-  EXPECT_NE(message({10, 5, 10}).find("sliding_window.buckets"),
-            std::string::npos);
-  EXPECT_NE(
-      message({kMaxSafeInteger + 1, 1000, 10}).find("sliding_window.limit"),
-      std::string::npos);
+  const auto expect_bad = testing::expect_refused<SlidingWindow>;
+  expect_bad({0, 1000, 10}, "sliding_window.limit");
+  expect_bad({10, 0, 10}, "sliding_window.window_ms");
+  expect_bad({10, 1000, 0}, "sliding_window.buckets");
+  expect_bad({10, 1'000'000, 100'001}, "100000");
+  expect_bad({10, 5, 10}, "sliding_window.buckets");
+  expect_bad({kMaxSafeInteger + 1, 1000, 10}, "sliding_window.limit");
   SlidingWindow::Options defaults{10, 1000};
   EXPECT_EQ(defaults.buckets, 10);
   EXPECT_TRUE(SlidingWindow::create(defaults).ok());

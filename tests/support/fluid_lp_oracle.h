@@ -5,8 +5,9 @@
 // solver (every basic solution of the primal, solved by Gaussian elimination;
 // the dual objective written out again; a KKT certificate), the random
 // instances the properties draw (tie-heavy small integers, and degenerate
-// shapes across magnitudes), and the checks of a solver against the oracle and
-// against the enumerator.
+// shapes across magnitudes), and the checks of a solver against the oracle
+// (`check_against_primal_oracle`, `check_kkt_certificate`) and against the
+// enumerator.
 
 #ifndef THROTTLEKIT_TESTS_SUPPORT_FLUID_LP_ORACLE_H_
 #define THROTTLEKIT_TESTS_SUPPORT_FLUID_LP_ORACLE_H_
@@ -293,6 +294,16 @@ inline void check_against_primal_oracle(const Instance& in,
   // The header's D agrees with the test's.
   RC_ASSERT(std::abs(fluid_lp_dual_objective(in.classes, in.budgets, *p) - d) <=
             tol);
+}
+
+// The property form of the KKT certificate: `solver` answers `in`, and
+// its duals pass `expect_kkt_certificate` (a failure there fails the case).
+inline void check_kkt_certificate(const Instance& in,
+                                  Solver solver = &solve_fluid_lp) {
+  absl::StatusOr<Duals> p = solver(in.classes, in.budgets);
+  RC_ASSERT(p.ok());
+  expect_kkt_certificate(in.classes, in.budgets, *p);
+  RC_ASSERT(!::testing::Test::HasFailure());
 }
 
 // Degenerate instances (tests/admission/fluid_lp_2axis_test.cc says which

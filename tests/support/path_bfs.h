@@ -10,8 +10,9 @@
 //
 // Around it, the twins' common scaffolding: `admission_bfs` (the graph and
 // the most admitted in any state), `replay_step<Twin>(args...)` (the step
-// that rebuilds a production twin along the path) and `expect_same_graph`
-// (production's transitions equal the spec's).
+// that rebuilds a production twin along the path), `expect_same_graph`
+// (production's transitions equal the spec's) and `checked_twin_graph`
+// (the two searches side by side, expected equal).
 
 #ifndef THROTTLEKIT_TESTS_SUPPORT_PATH_BFS_H_
 #define THROTTLEKIT_TESTS_SUPPORT_PATH_BFS_H_
@@ -24,6 +25,7 @@
 #include <deque>
 #include <map>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -93,13 +95,44 @@ auto replay_step(const Args&... args) {
       };
 }
 
-// Expects the production twin's graph to equal the spec's, edge for edge.
+// Expects the production twin's graph to equal the spec's, edge for edge;
+// on a difference, names the first state whose successors differ.
 template <class State>
 void expect_same_graph(const StateGraph<State>& production,
                        const StateGraph<State>& spec) {
   EXPECT_EQ(production.size(), spec.size());
   EXPECT_TRUE(production == spec)
       << "the production limiters' transitions differ from the spec's";
+  for (const auto& [s, next] : production) {
+    auto it = spec.find(s);
+    if (it != spec.end() && it->second == next) continue;
+    ADD_FAILURE() << "successors differ from " << ::testing::PrintToString(s)
+                  << ": production " << ::testing::PrintToString(next)
+                  << ", spec "
+                  << (it == spec.end() ? std::string("(unreachable)")
+                                       : ::testing::PrintToString(it->second));
+    break;
+  }
+}
+
+// The production twin's graph (`admission_bfs` with
+// `replay_step<Twin>(args...)`) beside the spec's (`spec_step(state,
+// action)` from the same `init`): expected equal edge for edge, with the
+// same most admitted. Returns production's.
+template <class Twin, class State, class SpecStep, class... Args>
+BfsGraph<State> checked_twin_graph(const State& init, int actions,
+                                   size_t admitted_at, SpecStep spec_step,
+                                   const Args&... args) {
+  const BfsGraph<State> spec =
+      admission_bfs(init, actions, admitted_at,
+                    [&](const std::vector<int>&, const State& s, int a) {
+                      return spec_step(s, a);
+                    });
+  BfsGraph<State> prod =
+      admission_bfs(init, actions, admitted_at, replay_step<Twin>(args...));
+  expect_same_graph(prod.next, spec.next);
+  EXPECT_EQ(prod.max_admitted, spec.max_admitted);
+  return prod;
 }
 
 }  // namespace throttlekit::testing

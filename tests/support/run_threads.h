@@ -2,7 +2,10 @@
 //
 // Provides `run_threads(n, fn)`: starts n threads, releases them together
 // (so they contend from the first call), runs `fn(thread_index)` on each and
-// returns the sum of what they return (0 when `fn` returns nothing).
+// returns the sum of what they return (0 when `fn` returns nothing). And
+// `admitted_by_threads(n, checks, allowed)`: n threads released together
+// each make `checks` calls `allowed(thread_index, i)` (whether call i was
+// admitted); returns how many were admitted in all.
 
 #ifndef THROTTLEKIT_TESTS_SUPPORT_RUN_THREADS_H_
 #define THROTTLEKIT_TESTS_SUPPORT_RUN_THREADS_H_
@@ -33,6 +36,15 @@ long run_threads(int threads, Fn fn) {
   go.store(true, std::memory_order_release);
   for (auto& th : pool) th.join();
   return total.load();
+}
+
+template <class Allowed>
+long admitted_by_threads(int threads, int checks, Allowed allowed) {
+  return run_threads(threads, [&](int t) {
+    long n = 0;
+    for (int i = 0; i < checks; ++i) n += allowed(t, i);
+    return n;
+  });
 }
 
 }  // namespace throttlekit::testing

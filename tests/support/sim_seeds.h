@@ -7,10 +7,16 @@
 // fatal failure, naming the first violation and `replay`) and admitted
 // something; `first_failing_seed(within, run)`, the first seed in
 // 1 .. `within` whose run breaks an invariant: how a mutation row is
-// caught; and `expect_replays(run, seed, other_seed)`: `run(seed,
-// keep_trace)` twice makes the same history (a trace of over 100 events,
-// its hash, the event count and the first violation) and, if `other_seed`
-// is given, that seed another history (another hash).
+// caught; `expect_caught_within(within, what, run, naming)`, a mutation
+// row's test: some seed in 1 .. `within` breaks an invariant (its first
+// violation naming `naming`, when given), and which one is printed;
+// `SwarmTally`, a swarm test's totals over its seeds (admissions, seeds at
+// the limit, the faults that ran) and their summary line; and
+// `expect_replays(run_fleet, config, seed, other_seed)`:
+// `run_fleet(seed, config, keep_trace)` twice makes the same history (a
+// trace of over 100 events, its hash, the event count and the first
+// violation) and, if `other_seed` is given, that seed another history
+// (another hash).
 
 #ifndef THROTTLEKIT_TESTS_SUPPORT_SIM_SEEDS_H_
 #define THROTTLEKIT_TESTS_SUPPORT_SIM_SEEDS_H_
@@ -18,6 +24,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <string>
 
@@ -57,9 +64,63 @@ uint64_t first_failing_seed(uint64_t within, Run run,
   return 0;
 }
 
+// A mutation row: `run` (as for `first_failing_seed`) breaks an invariant
+// on some seed in 1 .. `within`, else a fatal failure "`what` survived
+// `within` seeds"; when `naming` is given, that run's first violation
+// contains it. Prints "`what`: caught at seed N" and the first violation.
 template <class Run>
-void expect_replays(Run run, uint64_t seed,
+void expect_caught_within(uint64_t within, const std::string& what, Run run,
+                          const std::string& naming = "") {
+  std::string first;
+  const uint64_t caught = first_failing_seed(within, run, &first);
+  ASSERT_GT(caught, 0u) << what << " survived " << within << " seeds";
+  EXPECT_NE(first.find(naming), std::string::npos) << first;
+  std::printf("%s: caught at seed %llu: %s\n", what.c_str(),
+              static_cast<unsigned long long>(caught), first.c_str());
+}
+
+// A swarm test's totals over the seeds it ran: what was admitted, how many
+// seeds had a worst window at the limit, and the faults that ran.
+struct SwarmTally {
+  uint64_t seeds = 0;
+  int64_t admitted = 0;
+  int64_t full_windows = 0;  // seeds whose worst window reached the limit
+  int64_t lost = 0;          // messages lost
+  int64_t crashes = 0;
+  int64_t timeouts = 0;
+  int64_t errors = 0;
+
+  void add(const sim::SimResult& r, int64_t limit) {
+    ++seeds;
+    admitted += r.admitted;
+    full_windows += r.worst_window == limit;
+    lost += r.messages_lost;
+    crashes += r.crashes;
+    timeouts += r.timeouts;
+    errors += r.errors;
+  }
+
+  std::string summary() const {
+    char line[256];
+    std::snprintf(
+        line, sizeof line,
+        "%llu seeds: %lld admitted, %lld seeds with a window at "
+        "the limit, %lld messages lost, %lld crashes, %lld "
+        "timeouts, %lld errors",
+        static_cast<unsigned long long>(seeds),
+        static_cast<long long>(admitted), static_cast<long long>(full_windows),
+        static_cast<long long>(lost), static_cast<long long>(crashes),
+        static_cast<long long>(timeouts), static_cast<long long>(errors));
+    return line;
+  }
+};
+
+template <class RunFleet, class Config>
+void expect_replays(RunFleet run_fleet, const Config& config, uint64_t seed,
                     std::optional<uint64_t> other_seed) {
+  const auto run = [&](uint64_t s, bool keep_trace) {
+    return run_fleet(s, config, keep_trace);
+  };
   const sim::SimResult a = run(seed, /*keep_trace=*/true);
   const sim::SimResult b = run(seed, /*keep_trace=*/true);
   ASSERT_GT(a.trace.size(), 100u);

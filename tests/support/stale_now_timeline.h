@@ -25,7 +25,8 @@
 //   denial), then calls with a `now` inside the ended window; returns
 //   whether that window then counted more than its limit. With a slack of
 //   0 every store does (so the timelines above can fail); with the default
-//   none does.
+//   none does. `expect_memory_revival` is that control on a memory store,
+//   whose expired state a fresher denial drops.
 
 #ifndef THROTTLEKIT_TESTS_SUPPORT_STALE_NOW_TIMELINE_H_
 #define THROTTLEKIT_TESTS_SUPPORT_STALE_NOW_TIMELINE_H_
@@ -144,12 +145,12 @@ inline const char* stale_verb_name(StaleVerb v) {
   return "?";
 }
 
-// A coordinator's suite of every verb: its parameters, and their test
-// names (`stale_verb_name`).
-inline auto every_stale_verb() {
-  return ::testing::Values(StaleVerb::kFixedWindow, StaleVerb::kQuota,
-                           StaleVerb::kTokenBudget, StaleVerb::kLease);
-}
+// Every windowed verb; a coordinator's suite of them all (its parameters,
+// and their test names: `stale_verb_test_name`).
+inline constexpr StaleVerb kEveryStaleVerb[] = {
+    StaleVerb::kFixedWindow, StaleVerb::kQuota, StaleVerb::kTokenBudget,
+    StaleVerb::kLease};
+inline auto every_stale_verb() { return ::testing::ValuesIn(kEveryStaleVerb); }
 inline std::string stale_verb_test_name(
     const ::testing::TestParamInfo<StaleVerb>& info) {
   return stale_verb_name(info.param);
@@ -191,6 +192,16 @@ inline StaleCall stale_verb(Coordinator& store, StaleVerb verb, int64_t limit,
         store.check(strategy, prefix + key, now_ms, static_cast<double>(cost));
     if (!d.ok()) return d.status();
     return Counted{d->allowed ? cost : 0, d->reset_at_ms};
+  };
+}
+
+// `store`'s verbs as `expect_stale_timelines_hold` makes them
+// (`stale_verb`); `store` must outlive the calls.
+inline auto stale_verbs_of(Coordinator& store, std::string prefix = "") {
+  return [&store, prefix = std::move(prefix)](StaleVerb verb, int64_t limit,
+                                              int64_t window_ms,
+                                              const std::string& keys) {
+    return stale_verb(store, verb, limit, window_ms, prefix + keys);
   };
 }
 
@@ -287,6 +298,24 @@ inline absl::StatusOr<bool> revives_an_ended_window(
       "revives_an_ended_window: no fill landed in one window in 20 tries");
 }
 
+// The negative control on a memory store (`call`, with a manual `clock`):
+// once the filled window has ended, a fresher denial (cost `limit` + 1,
+// which admits nothing) drops its expired state; expects the ended window
+// then revived exactly when the store's TTL slack is 0 (`zero_slack`).
+inline void expect_memory_revival(const StaleCall& call,
+                                  const StaleClock& clock, int64_t limit,
+                                  int64_t window_ms, bool zero_slack) {
+  absl::StatusOr<bool> revived = revives_an_ended_window(
+      call, clock, limit, window_ms, 5,
+      [&](const std::string& key, int64_t now_ms) {
+        absl::StatusOr<Counted> denied = call(key, now_ms, limit + 1);
+        ASSERT_TRUE(denied.ok()) << denied.status();
+        EXPECT_EQ(denied->units, 0);
+      });
+  ASSERT_TRUE(revived.ok()) << revived.status();
+  EXPECT_EQ(*revived, zero_slack);
+}
+
 // The whole check on a store whose state expires on its own clock (Redis
 // in any topology): `cases` timelines of each windowed verb on `defaults`
 // (a coordinator with the default slack), and the negative control of the
@@ -299,14 +328,9 @@ inline void expect_stale_nows_hold_on(Coordinator& defaults, Coordinator& zero,
         store->wait_ready(absl::Now() + absl::Seconds(10));
     ASSERT_TRUE(ready.ok()) << ready;
   }
-  for (const StaleVerb verb : {StaleVerb::kFixedWindow, StaleVerb::kQuota,
-                               StaleVerb::kTokenBudget, StaleVerb::kLease}) {
-    expect_stale_timelines_hold(
-        [&](StaleVerb v, int64_t limit, int64_t window_ms,
-            const std::string& keys) {
-          return stale_verb(defaults, v, limit, window_ms, prefix + keys);
-        },
-        StaleClock::real(), verb, 10, cases, 20261128);
+  for (const StaleVerb verb : kEveryStaleVerb) {
+    expect_stale_timelines_hold(stale_verbs_of(defaults, prefix),
+                                StaleClock::real(), verb, 10, cases, 20261128);
   }
   for (const StaleVerb verb : {StaleVerb::kFixedWindow, StaleVerb::kLease}) {
     for (Coordinator* store : {&zero, &defaults}) {

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "support/allocation_counter.h"
+#include "support/created.h"
 #include "support/manual_store.h"
 #include "throttlekit/strategy/fixed_window.h"
 #include "throttlekit/strategy/gcra.h"
@@ -19,21 +20,33 @@ constexpr int64_t kEpoch = testing::kManualEpoch;
 using Clock = testing::ManualClockRef;
 using Env = testing::ManualStore;
 
-// Seeded traffic: the next call's clock step (0..89 ms) and cost (1..3).
+// A cached-deny limiter over `env`'s store, on its clock.
+template <class S>
+std::unique_ptr<CachedDenyLimiter<S, Clock>> cached_deny(
+    Env& env, const typename S::Options& strategy,
+    CachedDenyOptions options = {}) {
+  return testing::made(CachedDenyLimiter<S, Clock>::create(
+      strategy, env.store, std::move(options), Clock(env.clock)));
+}
+
+// Seeded traffic on twin stores: each call steps both clocks by 0..89 ms
+// and costs 1..3.
 struct Traffic {
   uint64_t x;
-  std::pair<int64_t, double> next() {
+  // Advances both twins' clocks by the next step; returns the next cost.
+  double next(Env& a, Env& b) {
     x = x * 6364136223846793005u + 1442695040888963407u;
-    return {static_cast<int64_t>((x >> 33) % 90),
-            1 + static_cast<double>((x >> 20) % 3)};
+    const auto step = static_cast<int64_t>((x >> 33) % 90);
+    a.clock.advance_ms(step);
+    b.clock.advance_ms(step);
+    return 1 + static_cast<double>((x >> 20) % 3);
   }
 };
 
 TEST(CachedDenyLimiter, AFloodOnABlockedKeyCostsNoRoundTrips) {
   Env s;
-  auto limiter = *CachedDenyLimiter<FixedWindow, Clock>::create(
-      {.limit = 3, .window_ms = 1000}, s.store, {.prefix = "t"},
-      Clock(s.clock));
+  auto limiter = cached_deny<FixedWindow>(s, {.limit = 3, .window_ms = 1000},
+                                          {.prefix = "t"});
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(limiter->check("k")->allowed);
   absl::StatusOr<Decision> first = limiter->check("k");
   ASSERT_TRUE(first.ok());
@@ -60,15 +73,12 @@ TEST(CachedDenyLimiter, DecisionsEqualStrictModeOnEveryCall) {
   // every decision's verdict is the same (cached denials are exact here,
   // one node, no resets), and cached-deny makes fewer round trips.
   Env a, b;
-  auto cached = *CachedDenyLimiter<Gcra, Clock>::create(
-      {.limit = 5, .period_ms = 1000}, a.store, {}, Clock(a.clock));
+  auto cached = cached_deny<Gcra>(a, {.limit = 5, .period_ms = 1000});
   auto strict = *StrictRateLimiter<Gcra>::create(
       {.limit = 5, .period_ms = 1000}, b.store);
   Traffic traffic{12345};
   for (int i = 0; i < 5000; ++i) {
-    const auto [step, cost] = traffic.next();
-    a.clock.advance_ms(step);
-    b.clock.advance_ms(step);
+    const double cost = traffic.next(a, b);
     absl::StatusOr<Decision> dc = cached->check("k", cost);
     absl::StatusOr<Decision> ds = strict->check("k", cost);
     ASSERT_TRUE(dc.ok() && ds.ok());
@@ -80,8 +90,7 @@ TEST(CachedDenyLimiter, DecisionsEqualStrictModeOnEveryCall) {
 
 TEST(CachedDenyLimiter, ASmallerCostStillAsksTheStore) {
   Env s;
-  auto limiter = *CachedDenyLimiter<FixedWindow, Clock>::create(
-      {.limit = 10, .window_ms = 1000}, s.store, {}, Clock(s.clock));
+  auto limiter = cached_deny<FixedWindow>(s, {.limit = 10, .window_ms = 1000});
   EXPECT_TRUE(limiter->check("k", 8)->allowed);
   EXPECT_FALSE(limiter->check("k", 5)->allowed);
   EXPECT_FALSE(limiter->check("k", 6)->allowed);  // cached
@@ -91,8 +100,7 @@ TEST(CachedDenyLimiter, ASmallerCostStillAsksTheStore) {
 
 TEST(CachedDenyLimiter, ResetForgetsTheCachedDenial) {
   Env s;
-  auto limiter = *CachedDenyLimiter<FixedWindow, Clock>::create(
-      {.limit = 1, .window_ms = 1000}, s.store, {}, Clock(s.clock));
+  auto limiter = cached_deny<FixedWindow>(s, {.limit = 1, .window_ms = 1000});
   EXPECT_TRUE(limiter->check("k")->allowed);
   EXPECT_FALSE(limiter->check("k")->allowed);
   EXPECT_EQ(limiter->cached(), 1u);
@@ -103,8 +111,7 @@ TEST(CachedDenyLimiter, ResetForgetsTheCachedDenial) {
 
 TEST(CachedDenyLimiter, CheckAtDrivesStoreAndCacheWithOneClock) {
   Env s;
-  auto limiter = *CachedDenyLimiter<FixedWindow, Clock>::create(
-      {.limit = 1, .window_ms = 1000}, s.store, {}, Clock(s.clock));
+  auto limiter = cached_deny<FixedWindow>(s, {.limit = 1, .window_ms = 1000});
   const int64_t t = kEpoch + 10'000;
   EXPECT_TRUE(limiter->check_at("k", t)->allowed);
   EXPECT_EQ(limiter->check_at("k", t + 400)->retry_after_ms, 600);
@@ -120,15 +127,11 @@ TEST(CachedDenyLimiter, CheckAsyncDecidesAsCheckDoes) {
   // coordinator, whose step completes inline) gives check's decision and
   // the same counters.
   Env a, b;
-  auto sync = *CachedDenyLimiter<Gcra, Clock>::create(
-      {.limit = 5, .period_ms = 1000}, a.store, {}, Clock(a.clock));
-  auto async = *CachedDenyLimiter<Gcra, Clock>::create(
-      {.limit = 5, .period_ms = 1000}, b.store, {}, Clock(b.clock));
+  auto sync = cached_deny<Gcra>(a, {.limit = 5, .period_ms = 1000});
+  auto async = cached_deny<Gcra>(b, {.limit = 5, .period_ms = 1000});
   Traffic traffic{777};
   for (int i = 0; i < 3000; ++i) {
-    const auto [step, cost] = traffic.next();
-    a.clock.advance_ms(step);
-    b.clock.advance_ms(step);
+    const double cost = traffic.next(a, b);
     absl::StatusOr<Decision> want = sync->check("k", cost);
     std::optional<absl::StatusOr<Decision>> got;
     async->check_async("k", cost, [&](absl::StatusOr<Decision> d) { got = d; });
@@ -143,8 +146,7 @@ TEST(CachedDenyLimiter, CheckAsyncDecidesAsCheckDoes) {
 
 TEST(CachedDenyLimiter, ACachedDenialCompletesInlineWithoutAllocating) {
   Env s;
-  auto limiter = *CachedDenyLimiter<FixedWindow, Clock>::create(
-      {.limit = 1, .window_ms = 1000}, s.store, {}, Clock(s.clock));
+  auto limiter = cached_deny<FixedWindow>(s, {.limit = 1, .window_ms = 1000});
   ASSERT_TRUE(limiter->check("k")->allowed);
   ASSERT_FALSE(limiter->check("k")->allowed);  // now cached
   int denied = 0;
@@ -161,8 +163,7 @@ TEST(CachedDenyLimiter, ACachedDenialCompletesInlineWithoutAllocating) {
 
 TEST(CachedDenyLimiter, BadInputIsAStatus) {
   Env s;
-  auto limiter = *CachedDenyLimiter<FixedWindow, Clock>::create(
-      {.limit = 1, .window_ms = 1000}, s.store, {}, Clock(s.clock));
+  auto limiter = cached_deny<FixedWindow>(s, {.limit = 1, .window_ms = 1000});
   EXPECT_EQ(limiter->check("").status().code(),
             absl::StatusCode::kInvalidArgument);
   for (double cost : {0.0, -1.0, std::nan("")}) {

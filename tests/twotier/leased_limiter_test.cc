@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/created.h"
 #include "support/manual_store.h"
 #include "support/run_threads.h"
 #include "throttlekit/coordinator/memory_coordinator.h"
@@ -30,9 +31,8 @@ struct Fleet : testing::ManualStore {
 
   Fleet(int n, LeasedLimiterOptions o) {
     for (int i = 0; i < n; ++i) {
-      auto l = Limiter::create(o, store, ClockRef<ManualClock>(clock));
-      EXPECT_TRUE(l.ok()) << l.status();
-      nodes.push_back(*std::move(l));
+      nodes.push_back(testing::made(
+          Limiter::create(o, store, ClockRef<ManualClock>(clock))));
     }
   }
 };

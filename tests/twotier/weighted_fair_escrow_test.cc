@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "support/created.h"
+#include "support/escrow_calls.h"
 #include "support/held_coordinator.h"
 #include "support/manual_store.h"
 #include "support/run_threads.h"
@@ -26,9 +28,8 @@ using Escrow = BasicWeightedFairEscrow<ClockRef<ManualClock>>;
 
 struct World : testing::ManualStore {
   std::unique_ptr<Escrow> make(WeightedFairEscrowOptions o) {
-    auto e = Escrow::create(std::move(o), ClockRef<ManualClock>(clock));
-    EXPECT_TRUE(e.ok()) << e.status();
-    return e.ok() ? *std::move(e) : nullptr;
+    return testing::made(
+        Escrow::create(std::move(o), ClockRef<ManualClock>(clock)));
   }
 };
 
@@ -42,16 +43,7 @@ WeightedFairEscrowOptions three_tenants() {
                       {.name = "free", .weight = 1, .hard_cap = 100}}};
 }
 
-// Admits `n` unit calls for `tenant`; returns how many were allowed.
-int admit_n(Escrow& e, const std::string& tenant, int n) {
-  int allowed = 0;
-  for (int i = 0; i < n; ++i) {
-    absl::StatusOr<Decision> d = e.admit(tenant);
-    EXPECT_TRUE(d.ok()) << d.status();
-    allowed += d.ok() && d->allowed;
-  }
-  return allowed;
-}
+using testing::admit_n;
 
 TEST(WeightedFairEscrow, SharesAreTheWeightedWaterFilling) {
   World w;
@@ -187,56 +179,41 @@ TEST(WeightedFairEscrow, BadInputIsAStatus) {
   EXPECT_EQ(e->guaranteed_share("nope").status().code(),
             absl::StatusCode::kNotFound);
 
-  auto error = [&](WeightedFairEscrowOptions o) {
+  // `Escrow::create` refuses `o`, its message naming `what`.
+  const auto expect_refused = [&](const std::string& what,
+                                  WeightedFairEscrowOptions o) {
     auto r = Escrow::create(std::move(o), ClockRef<ManualClock>(w.clock));
-    EXPECT_FALSE(r.ok());
-    return std::string(r.status().message());
+    ASSERT_FALSE(r.ok()) << what;
+    EXPECT_NE(std::string(r.status().message()).find(what), std::string::npos)
+        << r.status();
   };
-  EXPECT_NE(error({.limit = 0, .window_ms = 1000, .tenants = {{.name = "a"}}})
-                .find("limit"),
-            std::string::npos);
-  EXPECT_NE(error({.limit = 10, .window_ms = 0, .tenants = {{.name = "a"}}})
-                .find("window_ms"),
-            std::string::npos);
-  EXPECT_NE(error({.limit = 10, .window_ms = 1000}).find("tenants"),
-            std::string::npos);
-  EXPECT_NE(error({.limit = 10,
-                   .window_ms = 1000,
-                   .tenants = {{.name = "a"}, {.name = "a"}}})
-                .find("duplicate"),
-            std::string::npos);
-  EXPECT_NE(error({.limit = 10, .window_ms = 1000, .tenants = {{.name = ""}}})
-                .find("tenants[0].name"),
-            std::string::npos);
-  EXPECT_NE(error({.limit = 10,
-                   .window_ms = 1000,
-                   .tenants = {{.name = "a", .weight = 0}}})
-                .find("tenants[0].weight"),
-            std::string::npos);
-  EXPECT_NE(error({.limit = 10,
-                   .window_ms = 1000,
-                   .tenants = {{.name = "a", .weight = std::nan("")}}})
-                .find("weight"),
-            std::string::npos);
-  EXPECT_NE(error({.limit = 10,
-                   .window_ms = 1000,
-                   .tenants = {{.name = "a", .hard_cap = 11}}})
-                .find("tenants[0].hard_cap"),
-            std::string::npos);
-  EXPECT_NE(error({.limit = 10,
-                   .window_ms = 1000,
-                   .tenants = {{.name = "a"}},
-                   .coordinator = w.store,
-                   .key = "k",
-                   .quantum = 11})
-                .find("quantum"),
-            std::string::npos);
-  EXPECT_NE(error({.limit = 10,
-                   .window_ms = 1000,
-                   .tenants = {{.name = "a"}},
-                   .coordinator = w.store})
-                .find("key"),
-            std::string::npos);
+  expect_refused("limit",
+                 {.limit = 0, .window_ms = 1000, .tenants = {{.name = "a"}}});
+  expect_refused("window_ms",
+                 {.limit = 10, .window_ms = 0, .tenants = {{.name = "a"}}});
+  expect_refused("tenants", {.limit = 10, .window_ms = 1000});
+  expect_refused("duplicate", {.limit = 10,
+                               .window_ms = 1000,
+                               .tenants = {{.name = "a"}, {.name = "a"}}});
+  // 10 per second for `tenant` alone.
+  const auto alone = [](WeightedFairEscrowOptions::Tenant tenant) {
+    return WeightedFairEscrowOptions{
+        .limit = 10, .window_ms = 1000, .tenants = {std::move(tenant)}};
+  };
+  expect_refused("tenants[0].name", alone({.name = ""}));
+  expect_refused("tenants[0].weight", alone({.name = "a", .weight = 0}));
+  expect_refused("weight", alone({.name = "a", .weight = std::nan("")}));
+  expect_refused("tenants[0].hard_cap", alone({.name = "a", .hard_cap = 11}));
+  expect_refused("quantum", {.limit = 10,
+                             .window_ms = 1000,
+                             .tenants = {{.name = "a"}},
+                             .coordinator = w.store,
+                             .key = "k",
+                             .quantum = 11});
+  expect_refused("key", {.limit = 10,
+                         .window_ms = 1000,
+                         .tenants = {{.name = "a"}},
+                         .coordinator = w.store});
 }
 
 // Multi-process: escrows sharing one budget through a coordinator.
@@ -364,72 +341,10 @@ TEST(WeightedFairEscrowAsync, CallsQueueBehindALeaseInFlightAndLandInOrder) {
   // The same calls, blocking, on a store of their own: the reference.
   World ref;
   auto reference = ref.make(shared(ref.store));
-  std::mutex mu;
-  std::vector<std::optional<absl::StatusOr<Decision>>> got(24);
-  std::vector<int> order;
-  const auto submit = [&](int k, const char* tenant, double cost) {
-    escrow->admit_async(tenant, cost, [&, k](absl::StatusOr<Decision> d) {
-      std::lock_guard<std::mutex> lock(mu);
-      EXPECT_FALSE(got[k].has_value()) << "once, " << k;
-      got[k] = std::move(d);
-      order.push_back(k);
-    });
-  };
-  const auto tenant_of = [](int k) { return k % 3 ? "a" : "b"; };
-  for (int k = 0; k < 20; ++k) submit(k, tenant_of(k), 1 + k % 2);
-  EXPECT_EQ(held->held(), 1u) << "one lease in flight, the rest queued";
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    EXPECT_TRUE(order.empty());
-  }
-  // A blocking call behind them waits its turn in the queue.
-  std::atomic<bool> blocking_done{false};
-  absl::StatusOr<Decision> blocking_answer;
-  std::thread blocking([&] {
-    blocking_answer = escrow->admit("b", 1);
-    blocking_done = true;
-  });
-  absl::SleepFor(absl::Milliseconds(50));
-  EXPECT_FALSE(blocking_done.load());
-  // Each quantum of 8 credits serves a few calls; then a queued call
-  // leases again, until the queue is empty.
-  held->deliver_all();
-  blocking.join();
-  ASSERT_TRUE(blocking_answer.ok()) << blocking_answer.status();
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    ASSERT_EQ(order.size(), 20u);
-    for (int k = 0; k < 20; ++k) {
-      EXPECT_EQ(order[k], k) << "arrival order";
-      ASSERT_TRUE(got[k]->ok()) << got[k]->status();
-      EXPECT_EQ(**got[k], *reference->admit(tenant_of(k), 1 + k % 2))
-          << "call " << k;
-    }
-  }
-  EXPECT_EQ(*blocking_answer, *reference->admit("b", 1));
-  EXPECT_GT(escrow->stats().leases, 2);
-  // Calls of 9 credits each need a lease of their own: the first is sent,
-  // the other three queue; it fails, and so do they, at once.
-  for (int k = 20; k < 24; ++k) submit(k, "a", 9);
-  EXPECT_EQ(held->held(), 1u);
-  held->fail_next(1, absl::UnavailableError("store down"));
-  ASSERT_TRUE(held->deliver_one());
-  EXPECT_EQ(held->held(), 0u) << "no lease sent for the queued calls";
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    for (int k = 20; k < 24; ++k) {
-      ASSERT_TRUE(got[k].has_value()) << k;
-      EXPECT_EQ(got[k]->status().code(), absl::StatusCode::kUnavailable) << k;
-    }
-  }
-  // The next call leases again.
-  std::optional<absl::StatusOr<Decision>> after;
-  escrow->admit_async("a", 9, [&](absl::StatusOr<Decision> d) { after = d; });
-  EXPECT_EQ(held->held(), 1u);
-  held->deliver_all();
-  ASSERT_TRUE(after.has_value());
-  ASSERT_TRUE(after->ok()) << after->status();
-  EXPECT_EQ(**after, *reference->admit("a", 9));
+  testing::expect_queued_calls_land_in_order(
+      *escrow, *reference, *held,
+      [&] { held->fail_next(1, absl::UnavailableError("store down")); },
+      [&] { return escrow->stats().leases; });
 }
 
 // Threads mixing blocking and asynchronous calls while another thread
