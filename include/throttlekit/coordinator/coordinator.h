@@ -116,7 +116,7 @@ class Coordinator {
       return;
     }
     do_check(strategy, key, now_ms, cost,
-             VerbCompletion<Decision>(std::move(on_done)));
+             VerbCompletion<Decision>::borrowed(on_done));
   }
 
   // The decision a cost-1 request would get, without writing anything (not
@@ -173,7 +173,7 @@ class Coordinator {
       std::move(on_done)(std::move(s));
       return;
     }
-    do_lease(budget, key, want, VerbCompletion<LeaseGrant>(std::move(on_done)));
+    do_lease(budget, key, want, VerbCompletion<LeaseGrant>::borrowed(on_done));
   }
 
   // Gives `credits` back to the window that started at `window_start_ms`
@@ -238,7 +238,7 @@ class Coordinator {
       return;
     }
     do_lease_windowed(budget, key, want, now_ms,
-                      VerbCompletion<LeaseGrant>(std::move(on_done)));
+                      VerbCompletion<LeaseGrant>::borrowed(on_done));
   }
 
   // Gives `leftover` credits of the window that started at
@@ -303,7 +303,7 @@ class Coordinator {
       return;
     }
     do_escrow_take(key, want, now_ms,
-                   VerbCompletion<LeaseGrant>(std::move(on_done)));
+                   VerbCompletion<LeaseGrant>::borrowed(on_done));
   }
 
   // Deposits `granted` credits of the coordinator window
@@ -420,7 +420,7 @@ class Coordinator {
       return;
     }
     do_heartbeat(key, report, options, now_ms,
-                 VerbCompletion<HeartbeatGrant>(std::move(on_done)));
+                 VerbCompletion<HeartbeatGrant>::borrowed(on_done));
   }
 
   // `key`'s node table as stored, sorted by id (empty for a cold key),

@@ -38,6 +38,14 @@ class VerbCompletion {
   // The completion of an asynchronous caller, who does not wait for it.
   explicit VerbCompletion(Completion<T> done) noexcept
       : done_(std::move(done)) {}
+  // The same, `done` owned by the caller and alive until the hook returns
+  // (the `*_async` verb's own argument): a hook that completes inline runs
+  // it in place, and moving this completion (to keep it past the hook)
+  // moves `done` out; so the inline path relocates no type-erased
+  // callable.
+  static VerbCompletion borrowed(Completion<T>& done) noexcept {
+    return VerbCompletion(&done);
+  }
 
   // The completion of a caller blocked on this thread until it runs.
   static VerbCompletion waited(Completion<T> done) noexcept {
@@ -53,11 +61,13 @@ class VerbCompletion {
 
   VerbCompletion(VerbCompletion&& other) noexcept
       : latch_(other.latch_), caller_waits_(other.caller_waits_) {
-    if (latch_ == nullptr) new (&done_) Completion<T>(std::move(other.done_));
+    if (latch_ != nullptr) return;
+    new (&done_) Completion<T>(
+        std::move(other.borrowed_ != nullptr ? *other.borrowed_ : other.done_));
   }
   VerbCompletion& operator=(VerbCompletion&&) = delete;
   ~VerbCompletion() {
-    if (latch_ == nullptr) done_.~Completion<T>();
+    if (latch_ == nullptr && borrowed_ == nullptr) done_.~Completion<T>();
   }
 
   // Whether the caller is blocked on the calling thread until this runs.
@@ -67,6 +77,8 @@ class VerbCompletion {
   void operator()(absl::StatusOr<T> v) && {
     if (latch_ != nullptr) {
       latch_->complete(std::move(v));
+    } else if (borrowed_ != nullptr) {
+      std::move (*borrowed_)(std::move(v));
     } else {
       std::move(done_)(std::move(v));
     }
@@ -76,6 +88,7 @@ class VerbCompletion {
   // coordinator's `*_async` verb (which then owes it the same contract).
   Completion<T> release() && {
     if (latch_ != nullptr) return latch_->completion();
+    if (borrowed_ != nullptr) return std::move(*borrowed_);
     return std::move(done_);
   }
 
@@ -99,13 +112,17 @@ class VerbCompletion {
       : done_(std::move(done)), caller_waits_(caller_waits) {}
   explicit VerbCompletion(CompletionLatch<T>* latch) noexcept
       : latch_(latch), caller_waits_(true) {}
+  explicit VerbCompletion(Completion<T>* borrowed) noexcept
+      : borrowed_(borrowed) {}
 
   // Exactly one is live: `latch_` when set (the waiter's latch), else
-  // `done_` (a union member, so the blocking verb never constructs it).
+  // `borrowed_` when set (the caller's own completion), else `done_` (a
+  // union member, so neither of the others constructs it).
   union {
     Completion<T> done_;
   };
   CompletionLatch<T>* latch_ = nullptr;
+  Completion<T>* borrowed_ = nullptr;
   bool caller_waits_ = false;
 };
 
