@@ -258,8 +258,7 @@ absl::StatusOr<EnvoyRateLimit> rate_limit(const YAML::Node& n,
     if (absl::Status s = for_each_item(
             rep, child(path, "replaces"), errors,
             "a list of {name: <a limit's name>}",
-            [&](const YAML::Node& item, const std::string& at,
-                size_t) -> absl::Status {
+            [&](const YAML::Node& item, const std::string& at) -> absl::Status {
               absl::StatusOr<Map> e = mapping(item, at, errors);
               if (!e.ok()) return e.status();
               std::optional<std::string> replaced;
@@ -507,8 +506,7 @@ absl::StatusOr<EnvoyConfig> envoy_block(const YAML::Node& n,
     if (absl::Status s = for_each_item(
             ds, child(path, "domains"), errors,
             "a list of domains ({domain, descriptors})",
-            [&](const YAML::Node& item, const std::string& at,
-                size_t) -> absl::Status {
+            [&](const YAML::Node& item, const std::string& at) -> absl::Status {
               absl::StatusOr<EnvoyDomain> d = domain(
                   item, at, errors, absl::StrCat(errors.source(), ": ", at));
               if (!d.ok()) return d.status();
@@ -523,8 +521,7 @@ absl::StatusOr<EnvoyConfig> envoy_block(const YAML::Node& n,
   if (const YAML::Node fs = m->get("files"); fs.IsDefined()) {
     if (absl::Status s = for_each_item(
             fs, child(path, "files"), errors, "a list of file names",
-            [&](const YAML::Node& item, const std::string& at,
-                size_t) -> absl::Status {
+            [&](const YAML::Node& item, const std::string& at) -> absl::Status {
               if (!item.IsScalar() || item.Scalar().empty()) {
                 return errors.at(at, absl::StrCat("must be a file name; got ",
                                                   quoted(item)));

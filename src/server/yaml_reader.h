@@ -63,7 +63,7 @@ class Errors {
   std::string source_;
 };
 
-// Calls `item(element, at, i)` for each element of the list `n` at `path`
+// Calls `item(element, at)` for each element of the list `n` at `path`
 // (`at` is `path[i]`), stopping at the first error it returns; a node that
 // is not a list is the error "<path>: must be <what>".
 template <class Item>
@@ -73,8 +73,7 @@ absl::Status for_each_item(const YAML::Node& n, const std::string& path,
   if (!n.IsSequence())
     return errors.at(path, absl::StrCat("must be ", sv(what)));
   for (size_t i = 0; i < n.size(); ++i) {
-    if (absl::Status s = item(n[i], absl::StrCat(path, "[", i, "]"), i);
-        !s.ok()) {
+    if (absl::Status s = item(n[i], absl::StrCat(path, "[", i, "]")); !s.ok()) {
       return s;
     }
   }
