@@ -109,9 +109,8 @@ std::unique_ptr<RedisCoordinator> cluster_coordinator(
        .cluster_seeds = {absl::StrCat("127.0.0.1:", base_port())},
        .ttl_slack_ms = ttl_slack_ms});
   EXPECT_TRUE(c.ok()) << c.status();
-  for (int i = 0; i < 200 && (*c)->stats().refreshes == 0; ++i) {
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+  const absl::Status ready = (*c)->wait_ready(absl::Now() + absl::Seconds(10));
+  EXPECT_TRUE(ready.ok()) << ready;
   EXPECT_GE((*c)->stats().refreshes, 1);
   return *std::move(c);
 }
@@ -790,8 +789,14 @@ KillOutcome admit_through_a_kill(std::shared_ptr<RedisCoordinator> redis,
   std::thread probe([&] {
     lag = testing::max_replication_lag(victim, replica, key, killed);
   });
+  // Traffic for at least 500 ms and until 100 admissions have been
+  // acknowledged (with durable_writes, each waits for the replica).
   const absl::Time traffic_start = absl::Now();
   absl::SleepFor(absl::Milliseconds(500));
+  for (int i = 0; i < 1000 && before_kill.load() < 100; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_GE(before_kill.load(), 100) << "no traffic flowed before the kill";
   const absl::Time killed_at = absl::Now();
   killed = true;
   EXPECT_EQ(kill(pid, SIGKILL), 0);
@@ -860,6 +865,11 @@ TEST(RedisCluster, APrimaryKilledUnderTrafficLosesAtMostTheLagsWrites) {
         {.command_timeout = absl::Seconds(1),
          .cluster_seeds = {absl::StrCat("127.0.0.1:", base_port())},
          .durable_writes = durable});
+    // Ready before traffic, as a service is: the first round's failover
+    // may still be settling (the restarted node resyncing).
+    const absl::Status ready =
+        redis->wait_ready(absl::Now() + absl::Seconds(10));
+    ASSERT_TRUE(ready.ok()) << ready;
     const KillOutcome k = admit_through_a_kill(
         redis, absl::StrCat("cl-kill:", getpid(), ":", durable));
     const double bound =

@@ -29,21 +29,39 @@ inline int redis_port() {
   return std::atoi(env_or("THROTTLEKIT_REDIS_PORT", "16379").c_str());
 }
 
-// A coordinator on the fixture server.
+// How long a test waits for a new coordinator's connections (wait_ready).
+inline constexpr absl::Duration kReadyWithin = absl::Seconds(10);
+
+// A coordinator on the fixture server. On the fixture's port it is ready
+// when returned: its connections open and set up (scripts loaded), as a
+// service waits for before taking traffic (`wait_ready`), so a test's first
+// calls are calls, not a wait for a connection inside their deadline (a
+// connection set up under the parallel pass's load can take longer than a
+// 250 ms deadline). On another port (nothing listening, a private server)
+// it is returned at once.
 inline std::unique_ptr<RedisCoordinator> redis_coordinator(
     RedisCoordinatorOptions options = {}) {
   options.port = options.port == 6379 ? redis_port() : options.port;
   auto c = RedisCoordinator::create(options);
   if (!c.ok()) std::abort();
+  if (options.port == redis_port()) {
+    if (absl::Status s = (*c)->wait_ready(absl::Now() + kReadyWithin);
+        !s.ok()) {
+      std::fprintf(stderr, "the fixture's Redis is not ready: %s\n",
+                   s.ToString().c_str());
+    }
+  }
   return *std::move(c);
 }
 
-// A coordinator on the fixture server for a forked fleet process, or null
-// if it cannot connect: the process then reports an error (aborting would
-// only leave its report missing).
+// A ready coordinator on the fixture server for a forked fleet process, or
+// null if it cannot connect: the process then reports an error (aborting
+// would only leave its report missing).
 inline std::shared_ptr<RedisCoordinator> fleet_redis_coordinator() {
   auto c = RedisCoordinator::create({.port = redis_port()});
-  if (!c.ok()) return nullptr;
+  if (!c.ok() || !(*c)->wait_ready(absl::Now() + kReadyWithin).ok()) {
+    return nullptr;
+  }
   return *std::move(c);
 }
 
