@@ -166,10 +166,11 @@ absl::StatusOr<std::vector<QuotaSend>> QuotaBudget::assign(int64_t share,
   for (Records& r : retired_) r.drop_expired(now_ms);
   std::erase_if(retired_, [](const Records& r) { return r.list.empty(); });
 
-  // An assignment not refreshed within its TTL may have lapsed at the
-  // client, whose next token bucket then starts full: start it afresh.
+  // An assignment whose refresh could arrive after the client's TTL ran
+  // out may have lapsed there, and the client's next token bucket would
+  // start full: retire its records and start it afresh.
   for (auto& [id, c] : clients_) {
-    if (c.last.has_value() && now_ms >= c.last->sent_ms + ttl_ms()) {
+    if (c.last.has_value() && lapsed(*c.last, now_ms)) {
       if (c.last->tokens > 0) {
         retire(c);
       } else {
@@ -297,7 +298,7 @@ std::optional<QuotaClientView> QuotaBudget::client(std::string_view client_id,
                     .target = c.target,
                     .committed = c.records.at(now_ms),
                     .capped = c.capped};
-  if (c.last.has_value() && now_ms < c.last->sent_ms + ttl_ms()) {
+  if (c.last.has_value() && !lapsed(*c.last, now_ms)) {
     v.holding = c.last->tokens;
     v.last_sent_ms = c.last->sent_ms;
   }

@@ -54,12 +54,12 @@
 // - Fresh buckets. Envoy's first token bucket, and one after a DENY_ALL or
 //   an expiry, starts full; a replaced one keeps the old one's fill ratio.
 //   So when a client that held a token bucket is sent DENY_ALL, or its
-//   assignment may have lapsed (no refresh within its TTL), its records are
-//   retired: they go on counting, as a forgotten client's do, until they
-//   expire, and the client starts again from nothing, so the full bucket it
-//   gets next is paid as new budget. That keeps the fleet bound
-//   (docs/rlqs.md, "The bound"): admissions in any interval I are at most
-//   R*I/F + R + R*(floor(I/(ttl + slack)) + 1).
+//   assignment may have lapsed (not refreshed within ttl - slack, so a
+//   refresh could arrive after it expired), its records are retired: they go on
+//   counting, as a forgotten client's do, until they expire, and the client
+//   starts again from nothing, so the full bucket it gets next is paid as new
+//   budget. That keeps the fleet bound (docs/rlqs.md, "The bound"): admissions
+//   in any interval I are at most R*I/F + R + R*(floor(I/(ttl + slack)) + 1).
 // - The wire. An assignment is a token bucket {max_tokens = T,
 //   tokens_per_fill = T, fill_interval = F} with its TTL in whole seconds,
 //   or DENY_ALL when T is 0. tokens_per_fill is always set (Envoy reads an
@@ -67,8 +67,9 @@
 //   fill_interval's nanos when it decides whether a bucket changed).
 //
 // The caller calls `assign` after each report (or batch of reports), and
-// again at `next_due_ms()`, within the delivery slack: a refresh later than
-// the TTL lets a client's assignment lapse.
+// again at `next_due_ms()`; a refresh due at ttl/2 but not sent by
+// ttl - slack lets the client's assignment lapse (the bound still holds; the
+// client waits for budget as a new one would).
 //
 // Thread-safety: none. A QuotaBudget is single-threaded state; its owner
 // serializes every call (for instance under one mutex per budget).
@@ -131,8 +132,8 @@ struct QuotaClientView {
   bool active = false;
   int64_t demand = 0;  // tokens per fill interval, from its last report
   int64_t target = 0;  // its water-filling share at the last assign
-  // The tokens of the last assignment sent (0: DENY_ALL) while it may still
-  // be in force (sent less than a TTL ago); nullopt: none.
+  // The tokens of the last assignment sent (0: DENY_ALL) while a refresh
+  // is still in time (sent at most ttl - slack ago); nullopt: none.
   std::optional<int64_t> holding;
   int64_t last_sent_ms = 0;  // when that was sent
   int64_t committed = 0;     // committed_c(now)
@@ -223,6 +224,11 @@ class QuotaBudget {
   explicit QuotaBudget(const QuotaBudgetOptions& options) : options_(options) {}
 
   int64_t ttl_ms() const { return options_.ttl_s * 1000; }
+  // Whether a refresh of `last` sent at `now_ms` could arrive after the
+  // client's copy expired (sent more than ttl - slack after it).
+  bool lapsed(const Sent& last, int64_t now_ms) const {
+    return now_ms > last.sent_ms + ttl_ms() - options_.delivery_slack_ms;
+  }
   // Moves `c`'s records to the retired ones: they go on counting, and `c`
   // starts from nothing.
   void retire(Client& c);
