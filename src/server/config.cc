@@ -47,44 +47,6 @@ absl::StatusOr<double> positive(const YAML::Node& n, const std::string& path,
   return v;
 }
 
-// Milliseconds: an integer, or a string with a unit (ms, s, m, h, d).
-absl::StatusOr<int64_t> duration(const YAML::Node& n, const std::string& path,
-                                 const Errors& errors) {
-  const auto bad = [&] {
-    return errors.at(
-        path, absl::StrCat("must be a duration in [1 ms, 2^53-1 ms]: an "
-                           "integer of milliseconds or a number with a unit "
-                           "(ms, s, m, h, d); got ",
-                           quoted(n)));
-  };
-  if (!n.IsScalar()) return bad();
-  const std::string& s = n.Scalar();
-  size_t digits = 0;
-  while (digits < s.size() && s[digits] >= '0' && s[digits] <= '9') ++digits;
-  int64_t value = 0;
-  if (digits == 0 || digits > 16 ||
-      !absl::SimpleAtoi(absl::string_view(s.data(), digits), &value)) {
-    return bad();
-  }
-  const std::string_view unit = std::string_view(s).substr(digits);
-  int64_t scale = 0;
-  if (unit.empty() || unit == "ms") {
-    scale = 1;
-  } else if (unit == "s") {
-    scale = 1000;
-  } else if (unit == "m") {
-    scale = 60'000;
-  } else if (unit == "h") {
-    scale = 3'600'000;
-  } else if (unit == "d") {
-    scale = 86'400'000;
-  } else {
-    return bad();
-  }
-  if (value < 1 || value > kMaxSafeInteger / scale) return bad();
-  return value * scale;
-}
-
 // The window of a windowed strategy: exactly one of `period`, `window`
 // (durations), `periodMs`, `windowMs` (milliseconds).
 absl::StatusOr<int64_t> window(Map& m) {
@@ -604,13 +566,16 @@ absl::StatusOr<ServerConfig> parse_document(const YAML::Node& doc,
     TK_ASSIGN(config.envoy,
               yaml_reader::envoy_block(envoy, "envoy", errors, base_dir));
   }
+  if (const YAML::Node rlqs = top->get("rlqs"); rlqs.IsDefined()) {
+    TK_ASSIGN(config.rlqs, yaml_reader::rlqs_block(rlqs, "rlqs", errors));
+  }
   const YAML::Node limiters = top->get("limiters");
   if (!limiters.IsDefined()) {
-    if (!config.envoy.domains.empty()) {
+    if (!config.envoy.domains.empty() || !config.rlqs.domains.empty()) {
       if (absl::Status s = top->unknown(); !s.ok()) return s;
       return config;
     }
-    return errors.at("", "missing `limiters` (or an `envoy` block)");
+    return errors.at("", "missing `limiters` (or an `envoy` or `rlqs` block)");
   }
   if (!limiters.IsMap() || limiters.size() == 0) {
     return errors.at("limiters",

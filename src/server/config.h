@@ -40,7 +40,9 @@
 // `1s`, `5m`, `1h`, `1d`. Unknown keys are errors (a misspelt option must
 // not silently fall back to a default). Nesting deeper than 64 levels is
 // refused. An `envoy:` block holds rate-limit domains in the format of
-// Envoy's reference rate-limit service (envoy_config.h, docs/envoy.md).
+// Envoy's reference rate-limit service (envoy_config.h, docs/envoy.md); an
+// `rlqs:` block the rate limit quota service's domains (rlqs_config.h,
+// docs/rlqs.md).
 // Thread-safety: the functions read the files named and are otherwise pure.
 
 #ifndef THROTTLEKIT_SRC_SERVER_CONFIG_H_
@@ -55,6 +57,7 @@
 
 #include "absl/status/statusor.h"
 #include "envoy_config.h"
+#include "rlqs_config.h"
 #include "throttlekit/concurrency/adaptive_concurrency.h"
 #include "throttlekit/concurrency/distributed_concurrency.h"
 #include "throttlekit/coordinator/any_strategy.h"
@@ -144,8 +147,11 @@ struct PolicySpec {
 struct ServerConfig {
   std::vector<PolicySpec> policies;  // in document order; names unique
   // The Envoy rate-limit service's domains (`envoy:`, docs/envoy.md); a
-  // document needs `limiters`, `envoy` or both.
+  // document needs at least one of `limiters`, `envoy` and `rlqs`.
   EnvoyConfig envoy;
+  // The rate limit quota service's domains (`rlqs:`, docs/rlqs.md); no
+  // domains when the document has no `rlqs` block.
+  RlqsConfig rlqs;
   // An Admit slot not renewed (Heartbeat) for this long is reclaimed.
   int64_t lease_ttl_ms = 30'000;
   // Keys longer than this are refused (kInvalidArgument).

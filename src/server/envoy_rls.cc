@@ -11,11 +11,11 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl_view.h"
 #include "envoy_rls_tree.h"
 #include "metrics.h"
 #include "throttlekit/core/decision.h"
+#include "value_pattern.h"
 
 namespace throttlekit::server {
 
@@ -32,31 +32,6 @@ std::optional<RateLimitPolicyName> policy_name_for(std::string_view s) {
     return *std::move(n);
   }
   return std::nullopt;
-}
-
-// Whether `value` matches the pattern split on `*` into `parts` (at least
-// two): it starts with the first part, ends with the last, and holds the
-// middle ones in order between them; each `*` matches any run of bytes.
-bool matches(const std::vector<std::string>& parts, std::string_view value) {
-  const std::string& first = parts.front();
-  const std::string& last = parts.back();
-  if (value.size() < first.size() + last.size()) return false;
-  if (value.substr(0, first.size()) != first) return false;
-  if (value.substr(value.size() - last.size()) != last) return false;
-  std::string_view middle =
-      value.substr(first.size(), value.size() - first.size() - last.size());
-  for (size_t i = 1; i + 1 < parts.size(); ++i) {
-    const size_t at = middle.find(parts[i]);
-    if (at == std::string_view::npos) return false;
-    middle.remove_prefix(at + parts[i].size());
-  }
-  return true;
-}
-
-// Appends `s` length-prefixed (`5:users`), so no two sequences of strings
-// make the same key.
-void append_field(std::string& key, std::string_view s) {
-  absl::StrAppend(&key, s.size(), ":", sv(s));
 }
 
 // The reply to a limit of 0 requests: refused until the unit's window
@@ -267,10 +242,7 @@ absl::StatusOr<std::unique_ptr<EnvoyLimits>> EnvoyLimits::create(
           d.value.empty() ? d.key : absl::StrCat(d.key, "_", d.value);
       node->path =
           parent.empty() ? segment : absl::StrCat(parent, ".", segment);
-      if (d.value.find('*') != std::string::npos) {
-        std::vector<std::string> parts = absl::StrSplit(d.value, '*');
-        node->pattern = std::move(parts);
-      }
+      node->pattern = split_value_pattern(d.value);
       node->value = d.value;
       node->share_threshold = d.share_threshold;
       node->shadow = d.shadow_mode;
@@ -565,10 +537,10 @@ absl::Status EnvoyLimits::plan(const rls::RateLimitRequest& req,
       p.unit = *unit;
       // Per domain and full descriptor (keys and values), as the
       // reference keys an override.
-      append_field(p.key, domain.name);
+      append_length_prefixed(p.key, domain.name);
       for (const rlc::RateLimitDescriptor::Entry& e : d.entries()) {
-        append_field(p.key, e.key());
-        append_field(p.key, e.value());
+        append_length_prefixed(p.key, e.key());
+        append_length_prefixed(p.key, e.value());
       }
     } else {
       // The counter key is built along the way: each entry's value (or, for
@@ -585,14 +557,15 @@ absl::Status EnvoyLimits::plan(const rls::RateLimitRequest& req,
           }
           for (size_t q = 0; next == nullptr && q < by_key.patterns.size();
                ++q) {
-            if (matches(by_key.patterns[q]->pattern, e.value())) {
+            if (matches_value_pattern(by_key.patterns[q]->pattern, e.value())) {
               next = by_key.patterns[q];
             }
           }
           if (next == nullptr) next = by_key.any;
         }
         if (next == nullptr) break;
-        append_field(key, next->share_threshold ? next->value : e.value());
+        append_length_prefixed(key,
+                               next->share_threshold ? next->value : e.value());
         if (j == entries - 1) {
           if (next->has_limit) p.node = next;
         } else {

@@ -2,9 +2,10 @@
 //
 // Provides the YAML reading helpers the server's configuration parsers share
 // (config.cc for our policies, envoy_config.cc for the Envoy rate-limit
-// service's format): errors that name the source, the path in the document
-// and the problem; mappings whose unknown keys are errors; bounded integers
-// and strict booleans; the nesting cap. Internal to src/server.
+// service's format, rlqs_config.cc for the rate limit quota service's):
+// errors that name the source, the path in the document and the problem;
+// mappings whose unknown keys are errors; bounded integers, durations and
+// strict booleans; the nesting cap. Internal to src/server.
 //
 // Thread-safety: plain values and pure functions.
 
@@ -27,6 +28,8 @@
 #include "absl_view.h"
 #include "config.h"
 #include "envoy_config.h"
+#include "rlqs_config.h"
+#include "throttlekit/core/decision.h"
 
 // `lhs = *expr` when `expr` (an absl::StatusOr) holds a value; otherwise
 // returns its status from the enclosing function: a reader's field-by-field
@@ -170,6 +173,45 @@ inline absl::StatusOr<int64_t> integer(const YAML::Node& n,
   return v;
 }
 
+// Milliseconds: an integer, or a string with a unit (ms, s, m, h, d).
+inline absl::StatusOr<int64_t> duration(const YAML::Node& n,
+                                        const std::string& path,
+                                        const Errors& errors) {
+  const auto bad = [&] {
+    return errors.at(
+        path, absl::StrCat("must be a duration in [1 ms, 2^53-1 ms]: an "
+                           "integer of milliseconds or a number with a unit "
+                           "(ms, s, m, h, d); got ",
+                           quoted(n)));
+  };
+  if (!n.IsScalar()) return bad();
+  const std::string& s = n.Scalar();
+  size_t digits = 0;
+  while (digits < s.size() && s[digits] >= '0' && s[digits] <= '9') ++digits;
+  int64_t value = 0;
+  if (digits == 0 || digits > 16 ||
+      !absl::SimpleAtoi(absl::string_view(s.data(), digits), &value)) {
+    return bad();
+  }
+  const std::string_view unit = std::string_view(s).substr(digits);
+  int64_t scale = 0;
+  if (unit.empty() || unit == "ms") {
+    scale = 1;
+  } else if (unit == "s") {
+    scale = 1000;
+  } else if (unit == "m") {
+    scale = 60'000;
+  } else if (unit == "h") {
+    scale = 3'600'000;
+  } else if (unit == "d") {
+    scale = 86'400'000;
+  } else {
+    return bad();
+  }
+  if (value < 1 || value > kMaxSafeInteger / scale) return bad();
+  return value * scale;
+}
+
 // `true` or `false` (YAML's other spellings are refused: one way to say it).
 inline absl::StatusOr<bool> boolean(const YAML::Node& n,
                                     const std::string& path,
@@ -220,6 +262,12 @@ absl::StatusOr<EnvoyConfig> envoy_block(const YAML::Node& n,
                                         const std::string& path,
                                         const Errors& errors,
                                         std::string_view base_dir);
+
+// The server document's `rlqs:` block at `path` (rlqs_config.cc): the rate
+// limit quota service's domains, each unique.
+absl::StatusOr<RlqsConfig> rlqs_block(const YAML::Node& n,
+                                      const std::string& path,
+                                      const Errors& errors);
 
 }  // namespace throttlekit::server::yaml_reader
 

@@ -284,7 +284,8 @@ TEST(EnvoyConfig, RefusesEachBadDocument) {
     const char* expect;  // a substring of the error
   };
   const Case cases[] = {
-      {"version: 1", "(document): missing `limiters` (or an `envoy` block)"},
+      {"version: 1",
+       "(document): missing `limiters` (or an `envoy` or `rlqs` block)"},
       {"version: 1\nenvoy: {}",
        "envoy: needs at least one domain (domains or files)"},
       {"version: 1\nenvoy: {domains: []}", "envoy: needs at least one domain"},
