@@ -45,7 +45,7 @@ void QuotaStream::on_write_done(bool /*ok*/) {
   {
     MutexLock lock(mu_);
     writing_ = false;
-    if (pending_finish_.has_value()) {
+    if (pending_finish_.has_value() && started_) {
       finish = std::move(pending_finish_);
       pending_finish_.reset();
     } else if (!queue_.empty() && !finishing_) {
@@ -71,13 +71,27 @@ void QuotaStream::finish(const grpc::Status& status) {
     if (finishing_) return;
     finishing_ = true;
     queue_.clear();
-    if (writing_) {
+    if (writing_ || !started_) {
       pending_finish_ = status;
       return;
     }
     writer = writer_;
   }
   if (writer != nullptr) writer->finish(status);
+}
+
+void QuotaStream::start() {
+  QuotaStreamWriter* writer = nullptr;
+  std::optional<grpc::Status> finish;
+  {
+    MutexLock lock(mu_);
+    started_ = true;
+    if (writing_ || !pending_finish_.has_value()) return;
+    finish = std::move(pending_finish_);
+    pending_finish_.reset();
+    writer = writer_;
+  }
+  if (writer != nullptr) writer->finish(*finish);
 }
 
 void QuotaStream::detach() {

@@ -58,10 +58,15 @@ class QuotaStream {
   // the number of actions queued (0 once the stream is finishing).
   size_t push(
       std::vector<rlqs_pb::RateLimitQuotaResponse::BucketAction> actions);
+  // The reactor has started its first read: a finish asked for before it
+  // (a shutdown racing the stream's creation) runs now, so gRPC never sees
+  // StartRead after Finish.
+  void start();
   // The reactor's OnWriteDone: sends what queued meanwhile, or the
   // deferred finish.
   void on_write_done(bool ok);
-  // Ends the stream with `status` (after the write in flight, if any);
+  // Ends the stream with `status` (after the write in flight, if any, and
+  // not before `start`);
   // the first call wins, pushes after it are dropped.
   void finish(const grpc::Status& status);
   // The reactor is gone (OnDone): nothing more is written.
@@ -102,6 +107,7 @@ class QuotaStream {
   rlqs_pb::RateLimitQuotaResponse out_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<grpc::Status> pending_finish_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Blanket> blankets_ ABSL_GUARDED_BY(mu_);
 };

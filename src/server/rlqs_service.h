@@ -49,6 +49,7 @@ class RlqsService final
         return;
       }
       StartRead(&in_);
+      stream_->start();
     }
 
     void OnReadDone(bool ok) override {
