@@ -7,7 +7,8 @@
 // unmatched buckets, a stream break keeps the budget committed until the
 // assignment expires, a demand shift is followed within three report
 // periods, a short run of several clients stays within docs/rlqs.md's
-// bound and near the limit, metrics, and shutdown with streams open.
+// bound and near the limit, metrics, a reload leaves the rlqs block as it
+// was, and shutdown with streams open.
 //
 // Reports come every 1 s here (Envoy: 5 s): `time_elapsed` is whole
 // seconds, so a shorter period would read as 0 s and halve the demand the
@@ -434,6 +435,28 @@ TEST_F(QuotaDoorTest, ARunOfFiveClientsStaysWithinTheBoundAndNearTheLimit) {
                        static_cast<double>(steady_to - steady_from);
   EXPECT_GE(per_s, 0.9 * kLimit);
   EXPECT_LE(per_s, 1.2 * kLimit);
+}
+
+// A reload (config_watcher.cc applies a changed document's `envoy:` block
+// through `reload_envoy`) leaves the quota door on the block it started
+// with (docs/rlqs.md, "Reloading").
+TEST_F(QuotaDoorTest, AReloadKeepsTheRlqsBlockTheServerStartedWith) {
+  RlqsEmulator& a = client();
+  std::vector<Load> load = {{&a, kApi, 300}};
+  ASSERT_TRUE(drive(load, 4000, [&] { return holds_tokens(a, kApi, 100); }));
+  absl::StatusOr<ServerConfig> next = parse_config(
+      "version: 1\nrlqs:\n  domains:\n    - domain: edge\n      buckets:\n"
+      "        - match: {name: api}\n          limit: {requests: 7, per: 1s}\n",
+      "next.yaml");
+  ASSERT_TRUE(next.ok()) << next.status();
+  ASSERT_TRUE(server_->policies().reload_envoy(next->envoy).ok());
+  // A new client of the same bucket splits the old limit of 100.
+  RlqsEmulator& b = client();
+  load.push_back({&b, kApi, 300});
+  EXPECT_TRUE(drive(
+      load, 6000,
+      [&] { return tokens_of(a, kApi) == 50 && tokens_of(b, kApi) == 50; }))
+      << tokens_of(a, kApi) << " + " << tokens_of(b, kApi);
 }
 
 TEST_F(QuotaDoorTest, ShutdownFinishesOpenStreams) {
