@@ -24,7 +24,9 @@
 #include "envoy_service.h"
 #include "fleet_service.h"
 #include "monitor_service.h"
+#include "quota_door.h"
 #include "rate_limiter_service.h"
+#include "rlqs_service.h"
 #include "throttlekit/concurrency/beat_scheduler.h"
 #include "throttlekit/core/binding_axis.h"
 #include "throttlekit/observe/decision_observer.h"
@@ -36,6 +38,7 @@ using services::EnvoyRateLimitService;
 using services::FleetService;
 using services::MonitorService;
 using services::RateLimiterService;
+using services::RlqsService;
 
 bool is_loopback_peer(std::string_view peer) {
   const auto starts = [&](std::string_view p) {
@@ -54,6 +57,10 @@ struct Server::Impl {
   std::unique_ptr<EnvoyRateLimitService> envoy;
   std::unique_ptr<FleetService> fleet;
   std::unique_ptr<MonitorService> monitor;
+  // The quota door's budgets and streams: declared before the gRPC server,
+  // so the reactors go before it does.
+  std::unique_ptr<QuotaDoor> quota;
+  std::unique_ptr<RlqsService> rlqs;
   std::unique_ptr<grpc::Server> grpc_server;
   int port = 0;
   // Reclaims expired slots (null when the options turned it off).
@@ -134,6 +141,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::start(
       *impl->policies, *impl->leases, std::move(options.monitor_secret),
       options.watch_cancel_check_ms);
   builder.RegisterService(impl->monitor.get());
+  impl->quota =
+      std::make_unique<QuotaDoor>(impl->policies->config().rlqs, options.clock);
+  impl->rlqs = std::make_unique<RlqsService>(*impl->quota);
+  builder.RegisterService(impl->rlqs.get());
   impl->grpc_server = builder.BuildAndStart();
   if (impl->grpc_server == nullptr || impl->port == 0) {
     return absl::UnavailableError(absl::StrCat(
@@ -186,6 +197,7 @@ void Server::shutdown() {
   if (impl_->reaper != nullptr) impl_->reaper->stop();
   if (impl_->readiness != nullptr) impl_->readiness->stop();
   impl_->monitor->stop();  // Watch streams end, so Shutdown need not wait
+  impl_->quota->stop();    // so do the quota streams
   impl_->grpc_server->Shutdown();
   // Credits federated limiters hold go back to their windows.
   impl_->policies->close().IgnoreError();
@@ -328,6 +340,7 @@ std::string Server::prometheus_text() {
       envoy != nullptr) {
     envoy->append_prometheus(out);
   }
+  impl_->quota->append_prometheus(out);
   family("throttlekit_envoy_reloads_total", "counter",
          "Envoy door: configuration reloads by result (applied, refused: the "
          "domains in force stayed).");
@@ -340,6 +353,8 @@ std::string Server::prometheus_text() {
 
 Policies& Server::policies() { return *impl_->policies; }
 SlotLeases& Server::leases() { return *impl_->leases; }
+
+QuotaDoor& Server::quota_door() { return *impl_->quota; }
 
 size_t Server::blocking_pool_threads() const {
   return impl_->blocking->threads();

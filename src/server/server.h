@@ -6,7 +6,9 @@
 // federated policies), `throttlekit.v1.Monitor` (GetSnapshot, Watch),
 // Envoy's global rate-limit service
 // (`envoy.service.ratelimit.v3.RateLimitService`, envoy_rls.h,
-// docs/envoy.md) over the configured domains, and the standard gRPC health
+// docs/envoy.md) over the configured domains, Envoy's rate limit quota
+// service (`envoy.service.rate_limit_quota.v3.RateLimitQuotaService`,
+// quota_door.h, docs/rlqs.md), and the standard gRPC health
 // service, in plaintext or over TLS (`ServerOptions`).
 //
 //     auto policies = Policies::create(*config, store);
@@ -80,6 +82,8 @@ struct ServerOptions {
 // `ipv6:[::ffff:127.x.y.z]:port`, or a `unix:` socket.
 bool is_loopback_peer(std::string_view peer);
 
+class QuotaDoor;
+
 class Server {
  public:
   // Listens and serves; kUnavailable naming the address if it cannot bind
@@ -102,6 +106,8 @@ class Server {
 
   Policies& policies();
   SlotLeases& leases();
+  // The rate limit quota service's state (quota_door.h, docs/rlqs.md).
+  QuotaDoor& quota_door();
   // Threads the blocking pool has started (ServerOptions::blocking_threads):
   // 0 while every RPC served has run on an asynchronous engine.
   size_t blocking_pool_threads() const;

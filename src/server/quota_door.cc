@@ -1,0 +1,425 @@
+// src/server/quota_door.cc: the quota door's budgets, streams and pusher
+// (quota_door.h).
+
+#include "quota_door.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl_view.h"
+#include "metrics.h"
+
+namespace throttlekit::server {
+namespace {
+
+using Action = rlqs_pb::RateLimitQuotaResponse::BucketAction;
+constexpr int64_t kMaxCount = int64_t{1} << 40;
+constexpr int64_t kMaxElapsedS = 86'400;
+constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+
+Action assignment_action(const rlqs_pb::BucketId& id, int64_t ttl_s) {
+  Action a;
+  *a.mutable_bucket_id() = id;
+  a.mutable_quota_assignment_action()
+      ->mutable_assignment_time_to_live()
+      ->set_seconds(ttl_s);
+  return a;
+}
+
+Action blanket_action(const rlqs_pb::BucketId& id, RlqsBlanket rule,
+                      int64_t ttl_s) {
+  Action a = assignment_action(id, ttl_s);
+  a.mutable_quota_assignment_action()
+      ->mutable_rate_limit_strategy()
+      ->set_blanket_rule(rule == RlqsBlanket::kAllowAll
+                             ? ::envoy::type::v3::RateLimitStrategy::ALLOW_ALL
+                             : ::envoy::type::v3::RateLimitStrategy::DENY_ALL);
+  return a;
+}
+
+Action quota_action(const rlqs_pb::BucketId& id, const QuotaAssignment& q) {
+  if (q.deny_all()) return blanket_action(id, RlqsBlanket::kDenyAll, q.ttl_s);
+  Action a = assignment_action(id, q.ttl_s);
+  auto* tb = a.mutable_quota_assignment_action()
+                 ->mutable_rate_limit_strategy()
+                 ->mutable_token_bucket();
+  tb->set_max_tokens(static_cast<uint32_t>(q.tokens));
+  tb->mutable_tokens_per_fill()->set_value(static_cast<uint32_t>(q.tokens));
+  tb->mutable_fill_interval()->set_seconds(q.fill_interval_s);
+  return a;
+}
+
+// The first problem of `message` on a stream whose domain is `domain`
+// (empty before its first message), naming the field; OK if none.
+absl::Status validate(const rlqs_pb::RateLimitQuotaUsageReports& message,
+                      const std::string& domain) {
+  const char* const where = "StreamRateLimitQuotas: ";
+  if (domain.empty() && message.domain().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "domain: empty in the stream's first message"));
+  }
+  if (!domain.empty() && !message.domain().empty() &&
+      message.domain() != domain) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "domain: \"", sv(message.domain()),
+                     "\" differs from the stream's \"", domain,
+                     "\" (one domain per stream)"));
+  }
+  for (int i = 0; i < message.bucket_quota_usages_size(); ++i) {
+    const auto& u = message.bucket_quota_usages(i);
+    const std::string field = absl::StrCat("bucket_quota_usages[", i, "].");
+    if (u.bucket_id().bucket().empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, field, "bucket_id: empty"));
+    }
+    const std::pair<const char*, uint64_t> counts[] = {
+        {"num_requests_allowed", u.num_requests_allowed()},
+        {"num_requests_denied", u.num_requests_denied()}};
+    for (const auto& [name, count] : counts) {
+      if (count > static_cast<uint64_t>(kMaxCount)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, field, name, ": ", count, " is over 2^40"));
+      }
+    }
+    const auto& t = u.time_elapsed();
+    if (t.seconds() < 0 || t.nanos() < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, field, "time_elapsed: negative"));
+    }
+    if (t.seconds() > kMaxElapsedS ||
+        (t.seconds() == kMaxElapsedS && t.nanos() > 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, field, "time_elapsed: ", t.seconds(), " s is over a day"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+QuotaDoor::QuotaDoor(RlqsConfig config, ServerClock clock,
+                     std::unique_ptr<ShareSource> shares)
+    : config_(std::move(config)),
+      clock_(clock),
+      shares_(shares != nullptr ? std::move(shares)
+                                : std::make_unique<FixedShare>()) {
+  for (const RlqsDomain& d : config_.domains) {
+    auto& rules = counters_.emplace_back();
+    // One per rule, and the last for the unmatched buckets.
+    for (size_t i = 0; i <= d.buckets.size(); ++i) {
+      rules.push_back(std::make_unique<Counters>());
+    }
+  }
+  pusher_ = std::thread([this] { pusher_loop(); });
+}
+
+QuotaDoor::~QuotaDoor() { stop(); }
+
+std::shared_ptr<QuotaStream> QuotaDoor::open(QuotaStreamWriter* writer) {
+  MutexLock lock(mu_);
+  if (stopped_) return nullptr;
+  auto stream = std::make_shared<QuotaStream>(next_id_++, writer);
+  streams_[stream->id()].stream = stream;
+  streams_total_.fetch_add(1, std::memory_order_relaxed);
+  return stream;
+}
+
+absl::Status QuotaDoor::report(
+    QuotaStream& stream, const rlqs_pb::RateLimitQuotaUsageReports& message) {
+  reports_.fetch_add(1, std::memory_order_relaxed);
+  const auto bad = [&](absl::Status s) {
+    bad_reports_.fetch_add(1, std::memory_order_relaxed);
+    return s;
+  };
+  if (absl::Status s = validate(message, stream.domain()); !s.ok()) {
+    return bad(std::move(s));
+  }
+  const std::string& name =
+      stream.domain().empty() ? message.domain() : stream.domain();
+  if (config_.domains.empty()) {
+    return bad(absl::NotFoundError(
+        absl::StrCat("StreamRateLimitQuotas: unknown domain \"", name,
+                     "\" (this server has no rlqs domains configured)")));
+  }
+  const RlqsDomain* domain = config_.find(name);
+  if (domain == nullptr &&
+      config_.unknown_domain == RlqsUnknownDomain::kNotFound) {
+    return bad(absl::NotFoundError(
+        absl::StrCat("StreamRateLimitQuotas: unknown domain \"", name, "\"")));
+  }
+  const int64_t now = clock_.now_ms();
+  std::shared_ptr<QuotaStream> self;
+  {
+    MutexLock lock(mu_);
+    if (stopped_) {
+      return absl::UnavailableError(
+          "StreamRateLimitQuotas: the server is shutting down");
+    }
+    auto it = streams_.find(stream.id());
+    if (it == streams_.end()) {
+      return absl::InternalError("StreamRateLimitQuotas: stream not open");
+    }
+    self = it->second.stream;
+  }
+  if (stream.domain().empty()) stream.domain() = message.domain();
+
+  Pushes pushes;
+  int64_t due = kNever;
+  const size_t di = domain != nullptr
+                        ? static_cast<size_t>(domain - config_.domains.data())
+                        : 0;
+  for (const auto& u : message.bucket_quota_usages()) {
+    RlqsBucketId id;
+    for (const auto& [k, v] : u.bucket_id().bucket()) id.emplace(k, v);
+    // The bucket id's own key (collision-free, key order).
+    const std::string bucket_key = rlqs_budget_key(0, false, id);
+    const auto allowed = static_cast<int64_t>(u.num_requests_allowed());
+    const auto denied = static_cast<int64_t>(u.num_requests_denied());
+    std::optional<RlqsRuleMatch> match;
+    if (domain != nullptr) match = match_rlqs_bucket(*domain, id);
+    const RlqsBucketRule* rule =
+        match.has_value() ? &domain->buckets[match->rule] : nullptr;
+    if (domain != nullptr) {
+      Counters& c = counters(
+          *domain, match.has_value() ? match->rule : domain->buckets.size());
+      c.allowed.fetch_add(allowed, std::memory_order_relaxed);
+      c.denied.fetch_add(denied, std::memory_order_relaxed);
+    }
+    if (rule == nullptr || !rule->limit.has_value()) {
+      const RlqsBlanket blanket = rule != nullptr     ? rule->blanket
+                                  : domain != nullptr ? domain->unmatched
+                                                      : RlqsBlanket::kAllowAll;
+      const int64_t ttl_s = rule != nullptr     ? rule->assignment_ttl_s
+                            : domain != nullptr ? domain->assignment_ttl_s
+                                                : kDefaultRlqsAssignmentTtlS;
+      Action a = blanket_action(u.bucket_id(), blanket, ttl_s);
+      if (stream.set_blanket(bucket_key, a, ttl_s * 1000, now)) {
+        pushes[self].push_back(std::move(a));
+        due = std::min(due, now + ttl_s * 1000 / 2);
+      }
+      continue;
+    }
+    const std::string client = absl::StrCat(stream.id(), "/", bucket_key);
+    std::shared_ptr<Budget> budget;
+    {
+      MutexLock lock(mu_);
+      std::shared_ptr<Budget>& slot = budgets_[{di, match->budget_key}];
+      if (slot == nullptr) {
+        const int64_t ttl_ms = rule->assignment_ttl_s * 1000;
+        absl::StatusOr<QuotaBudget> created = QuotaBudget::create(
+            {.fill_interval_s = rule->limit->fill_interval_s,
+             .ttl_s = rule->assignment_ttl_s,
+             .delivery_slack_ms = std::min<int64_t>(1000, ttl_ms / 4)});
+        if (!created.ok()) return created.status();
+        slot = std::make_shared<Budget>(*std::move(created), *domain,
+                                        match->rule, match->budget_key);
+      }
+      budget = slot;
+      auto it = streams_.find(stream.id());
+      if (it != streams_.end()) it->second.clients[client] = budget;
+    }
+    Budget& b = *budget;
+    MutexLock lock(b.mu);
+    b.targets[client] = Target{self, u.bucket_id()};
+    b.budget
+        .report(client, allowed, denied,
+                u.time_elapsed().seconds() * 1000 +
+                    u.time_elapsed().nanos() / 1'000'000,
+                now)
+        .IgnoreError();  // validated above
+    assign_locked(b, now, pushes);
+    due = std::min(due, b.budget.next_due_ms());
+  }
+  push(pushes);
+  bool wake = false;
+  if (due != kNever) {
+    MutexLock lock(mu_);
+    // Only when something is due before the pusher means to look.
+    wake = due < pusher_due_ms_;
+    wake_ = wake_ || wake;
+  }
+  if (wake) cv_.notify_one();
+  return absl::OkStatus();
+}
+
+void QuotaDoor::assign_locked(Budget& b, int64_t now_ms, Pushes& out) {
+  const RlqsLimit& limit = *b.domain->buckets[b.rule].limit;
+  absl::StatusOr<std::vector<QuotaSend>> sends =
+      b.budget.assign(shares_->share(b.domain->domain, b.key, limit), now_ms);
+  if (!sends.ok()) return;  // a share out of range: nothing sent
+  for (const QuotaSend& s : *sends) {
+    auto it = b.targets.find(s.client_id);
+    if (it == b.targets.end()) continue;
+    std::shared_ptr<QuotaStream> stream = it->second.stream.lock();
+    if (stream == nullptr) continue;
+    out[stream].push_back(quota_action(it->second.bucket_id, s.assignment));
+  }
+}
+
+void QuotaDoor::push(Pushes& pushes) {
+  for (auto& [stream, actions] : pushes) {
+    assignments_.fetch_add(
+        static_cast<int64_t>(stream->push(std::move(actions))),
+        std::memory_order_relaxed);
+  }
+}
+
+void QuotaDoor::close(QuotaStream& stream) {
+  Open open;
+  {
+    MutexLock lock(mu_);
+    auto it = streams_.find(stream.id());
+    if (it == streams_.end()) return;
+    open = std::move(it->second);
+    streams_.erase(it);
+    wake_ = true;
+  }
+  cv_.notify_one();
+  const int64_t now = clock_.now_ms();
+  for (auto& [client, budget] : open.clients) {
+    MutexLock lock(budget->mu);
+    budget->budget.forget(client, now);
+    budget->targets.erase(client);
+  }
+}
+
+void QuotaDoor::pusher_loop() {
+  MutexLock lock(mu_);
+  while (!stopped_) {
+    wake_ = false;
+    pusher_due_ms_ = kNever;  // a report while it looks wakes it again
+    std::vector<std::shared_ptr<Budget>> budgets;
+    budgets.reserve(budgets_.size());
+    for (const auto& [key, b] : budgets_) budgets.push_back(b);
+    std::vector<std::shared_ptr<QuotaStream>> streams;
+    for (const auto& [id, o] : streams_) streams.push_back(o.stream);
+    lock.unlock();
+
+    const int64_t now = clock_.now_ms();
+    int64_t next = kNever;
+    Pushes pushes;
+    for (const std::shared_ptr<Budget>& ptr : budgets) {
+      Budget& b = *ptr;
+      MutexLock budget_lock(b.mu);
+      if (b.budget.next_due_ms() <= now) assign_locked(b, now, pushes);
+      next = std::min(next, b.budget.next_due_ms());
+    }
+    push(pushes);
+    for (const std::shared_ptr<QuotaStream>& s : streams) {
+      int64_t sent = 0;
+      next = std::min(next, s->refresh_blankets(now, &sent));
+      assignments_.fetch_add(sent, std::memory_order_relaxed);
+    }
+    budgets.clear();
+    streams.clear();
+
+    lock.lock();
+    if (stopped_ || wake_) continue;
+    // A manual clock moves without waking anyone: look every 5 ms.
+    const int64_t cap = clock_.manual != nullptr ? 5 : 1000;
+    pusher_due_ms_ = next;
+    const int64_t wait_ms =
+        next == kNever ? cap
+                       : std::clamp<int64_t>(next - clock_.now_ms(), 1, cap);
+    NativeWait native(mu_);
+    cv_.wait_for(
+        native.lock(), std::chrono::milliseconds(wait_ms),
+        [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopped_ || wake_; });
+  }
+}
+
+void QuotaDoor::stop() {
+  std::vector<std::shared_ptr<QuotaStream>> streams;
+  {
+    MutexLock lock(mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    for (const auto& [id, o] : streams_) streams.push_back(o.stream);
+  }
+  cv_.notify_one();
+  if (pusher_.joinable()) pusher_.join();
+  for (const auto& s : streams) {
+    s->finish(
+        grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                     "StreamRateLimitQuotas: the server is shutting down"));
+  }
+}
+
+size_t QuotaDoor::streams_open() {
+  MutexLock lock(mu_);
+  return streams_.size();
+}
+
+size_t QuotaDoor::budgets() {
+  MutexLock lock(mu_);
+  return budgets_.size();
+}
+
+void QuotaDoor::append_prometheus(std::string& out) {
+  size_t open = 0;
+  std::vector<std::shared_ptr<Budget>> budgets;
+  {
+    MutexLock lock(mu_);
+    open = streams_.size();
+    for (const auto& [key, b] : budgets_) budgets.push_back(b);
+  }
+  size_t clients = 0;
+  for (const auto& b : budgets) {
+    MutexLock lock(b->mu);
+    clients += b->budget.client_count();
+  }
+  const auto family = [&](std::string_view name, std::string_view type,
+                          std::string_view help) {
+    absl::StrAppend(&out, "# HELP ", sv(name), " ", sv(help), "\n# TYPE ",
+                    sv(name), " ", sv(type), "\n");
+  };
+  const auto one = [&](std::string_view name, std::string_view type,
+                       std::string_view help, int64_t value) {
+    family(name, type, help);
+    absl::StrAppend(&out, sv(name), " ", value, "\n");
+  };
+  one("throttlekit_rlqs_streams_open", "gauge",
+      "Quota door: RLQS streams open.", static_cast<int64_t>(open));
+  one("throttlekit_rlqs_streams_total", "counter",
+      "Quota door: RLQS streams opened since start.",
+      streams_total_.load(std::memory_order_relaxed));
+  one("throttlekit_rlqs_budgets", "gauge",
+      "Quota door: budgets tracked (one per domain and budget key).",
+      static_cast<int64_t>(budgets.size()));
+  one("throttlekit_rlqs_clients", "gauge",
+      "Quota door: clients (stream and bucket) the budgets track, forgotten "
+      "ones included while their assignments count.",
+      static_cast<int64_t>(clients));
+  one("throttlekit_rlqs_reports_total", "counter",
+      "Quota door: usage report messages received.",
+      reports_.load(std::memory_order_relaxed));
+  one("throttlekit_rlqs_bad_reports_total", "counter",
+      "Quota door: reports refused (the stream ended with their status).",
+      bad_reports_.load(std::memory_order_relaxed));
+  one("throttlekit_rlqs_assignments_sent_total", "counter",
+      "Quota door: bucket actions queued to streams.",
+      assignments_.load(std::memory_order_relaxed));
+  family("throttlekit_rlqs_requests_total", "counter",
+         "Quota door: requests the clients reported, by domain, rule (its "
+         "index, or \"unmatched\") and outcome.");
+  for (size_t d = 0; d < config_.domains.size(); ++d) {
+    const std::string domain = prometheus_label(config_.domains[d].domain);
+    for (size_t r = 0; r < counters_[d].size(); ++r) {
+      const std::string rule = r == config_.domains[d].buckets.size()
+                                   ? std::string("unmatched")
+                                   : absl::StrCat(r);
+      const Counters& c = *counters_[d][r];
+      absl::StrAppend(&out, "throttlekit_rlqs_requests_total{domain=\"", domain,
+                      "\",rule=\"", rule, "\",allowed=\"true\"} ",
+                      c.allowed.load(std::memory_order_relaxed), "\n",
+                      "throttlekit_rlqs_requests_total{domain=\"", domain,
+                      "\",rule=\"", rule, "\",allowed=\"false\"} ",
+                      c.denied.load(std::memory_order_relaxed), "\n");
+    }
+  }
+}
+
+}  // namespace throttlekit::server

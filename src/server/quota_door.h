@@ -1,0 +1,181 @@
+// src/server/quota_door.h (internal)
+//
+// Provides `QuotaDoor`: the state of throttlekit-server's rate limit quota
+// service (docs/rlqs.md, "The stream service"), and `ShareSource`, where a
+// budget's share on this server comes from (`FixedShare`: the rule's whole
+// limit, one server; the fleet's heartbeat shares are the next increment).
+//
+// - Streams. Each open stream (quota_stream.h) has a server-unique id. Its
+//   first report fixes its domain; each bucket it reports subscribes it to
+//   that bucket's assignments (Envoy ignores actions for buckets it has not
+//   reported).
+// - Reports. A report is validated whole before anything changes; then
+//   each usage is matched to a rule of the domain (rlqs_config.h). A
+//   bucket of an ALLOW_ALL or DENY_ALL rule, an unmatched one, or any
+//   bucket of an unknown domain under `unknownDomain: allow` gets a blanket
+//   rule with its TTL, re-sent every ttl/2. A bucket of a limited rule
+//   feeds its budget: one `QuotaBudget` per (domain, budget key), created
+//   on its first report from the rule's options, whose clients are
+//   (stream, bucket id) pairs; `report` then `assign(share)`, and every
+//   assignment returned is pushed at once, to this stream and to the
+//   others (a lowered one lets a client whose demand jumped be raised
+//   soon).
+// - The pusher, one thread, wakes at the earliest `next_due_ms()` of any
+//   budget, at a blanket refresh, or when a stream closed (its `forget`
+//   makes a budget due), and pushes what `assign` returns.
+// - A stream's end (half-close, cancel, error, shutdown) forgets its
+//   clients in every budget they reported: their records count until they
+//   expire.
+// - The delivery slack of every budget (QuotaBudgetOptions) is
+//   min(1 s, ttl/4), leaving the pusher at least ttl/4 between a refresh's
+//   due time and the lapse of the assignment it extends.
+//
+// The configuration is the one the server started with: a reload
+// (config_watcher.h) changes the Envoy door only, so budgets never change
+// options under a running client (docs/rlqs.md, "Reloading").
+//
+// Thread-safety: every method is safe to call concurrently. Lock order:
+// the door's mutex, then one budget's, then a stream's (a leaf); a push
+// (gRPC's StartWrite) never holds the door's or a budget's mutex.
+
+#ifndef THROTTLEKIT_SRC_SERVER_QUOTA_DOOR_H_
+#define THROTTLEKIT_SRC_SERVER_QUOTA_DOOR_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "policies.h"
+#include "quota_budget.h"
+#include "quota_stream.h"
+#include "rlqs_config.h"
+#include "throttlekit/core/mutex.h"
+
+namespace throttlekit::server {
+
+// This server's part of a budget's global limit, tokens per fill interval.
+// The seam for the fleet: a heartbeat-coordinated source gives each server
+// its share, and the assignments' expiry must then stay within its lease.
+class ShareSource {
+ public:
+  virtual ~ShareSource() = default;
+  // Called under the budget's mutex at each assign; must not block.
+  virtual int64_t share(std::string_view domain, std::string_view budget_key,
+                        const RlqsLimit& limit) = 0;
+};
+
+// One server holds the whole limit.
+class FixedShare final : public ShareSource {
+ public:
+  int64_t share(std::string_view, std::string_view,
+                const RlqsLimit& limit) override {
+    return limit.requests;
+  }
+};
+
+class QuotaDoor {
+ public:
+  // Serves `config` (no domains: every stream ends NOT_FOUND) on `clock`.
+  QuotaDoor(RlqsConfig config, ServerClock clock,
+            std::unique_ptr<ShareSource> shares = nullptr);
+  ~QuotaDoor();
+  QuotaDoor(const QuotaDoor&) = delete;
+  QuotaDoor& operator=(const QuotaDoor&) = delete;
+
+  // A new stream writing through `writer`; null once stopped (the caller
+  // finishes it UNAVAILABLE).
+  std::shared_ptr<QuotaStream> open(QuotaStreamWriter* writer);
+  // Handles one message of `stream`. A non-OK status is what the stream
+  // is to end with (INVALID_ARGUMENT naming the field and the bucket's
+  // index, NOT_FOUND for an unknown domain under `unknownDomain:
+  // notFound`); nothing changed then.
+  absl::Status report(QuotaStream& stream,
+                      const rlqs_pb::RateLimitQuotaUsageReports& message);
+  // The stream is done (the reactor's OnDone): its clients are forgotten.
+  void close(QuotaStream& stream);
+  // Finishes every stream UNAVAILABLE, refuses new ones and stops the
+  // pusher. Idempotent; the server calls it before gRPC's Shutdown.
+  void stop();
+
+  // The door's families of the Prometheus text (docs/rlqs.md, "Metrics").
+  void append_prometheus(std::string& out);
+
+  // For tests and metrics.
+  size_t streams_open();
+  size_t budgets();
+
+ private:
+  struct Counters {
+    std::atomic<int64_t> allowed{0};
+    std::atomic<int64_t> denied{0};
+  };
+  // Where a budget client's assignments go.
+  struct Target {
+    std::weak_ptr<QuotaStream> stream;
+    rlqs_pb::BucketId bucket_id;
+  };
+  struct Budget {
+    Budget(QuotaBudget b, const RlqsDomain& d, size_t r, std::string k)
+        : domain(&d), rule(r), key(std::move(k)), budget(std::move(b)) {}
+    const RlqsDomain* domain;
+    size_t rule;
+    std::string key;
+    Mutex mu;
+    QuotaBudget budget ABSL_GUARDED_BY(mu);
+    std::map<std::string, Target> targets ABSL_GUARDED_BY(mu);
+  };
+  struct Open {
+    std::shared_ptr<QuotaStream> stream;
+    // The budget clients it reported: (budget, client id).
+    std::map<std::string, std::shared_ptr<Budget>> clients;
+  };
+  using Pushes =
+      std::map<std::shared_ptr<QuotaStream>,
+               std::vector<rlqs_pb::RateLimitQuotaResponse::BucketAction>>;
+
+  // Assigns `b` at `now_ms` (requires b.mu) and adds its sends to `out`.
+  void assign_locked(Budget& b, int64_t now_ms, Pushes& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(b.mu);
+  void push(Pushes& pushes);
+  void pusher_loop();
+  Counters& counters(const RlqsDomain& d, size_t rule) {
+    return *counters_[static_cast<size_t>(&d - config_.domains.data())][rule];
+  }
+
+  const RlqsConfig config_;
+  const ServerClock clock_;
+  const std::unique_ptr<ShareSource> shares_;
+  // Per domain, per rule: what the clients reported (bounded labels).
+  std::vector<std::vector<std::unique_ptr<Counters>>> counters_;
+
+  Mutex mu_;
+  std::condition_variable cv_;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  // When the pusher next looks unless woken.
+  int64_t pusher_due_ms_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<int64_t, Open> streams_ ABSL_GUARDED_BY(mu_);
+  // By domain index and budget key.
+  std::map<std::pair<size_t, std::string>, std::shared_ptr<Budget>> budgets_
+      ABSL_GUARDED_BY(mu_);
+
+  std::atomic<int64_t> reports_{0};
+  std::atomic<int64_t> bad_reports_{0};
+  std::atomic<int64_t> assignments_{0};
+  std::atomic<int64_t> streams_total_{0};
+
+  std::thread pusher_;
+};
+
+}  // namespace throttlekit::server
+
+#endif  // THROTTLEKIT_SRC_SERVER_QUOTA_DOOR_H_

@@ -1,0 +1,478 @@
+// The quota door's stream service (src/server/rlqs_service.h,
+// quota_door.h, docs/rlqs.md): a real server on loopback over the embedded
+// store on the real clock, and clients that behave as Envoy's filter does
+// (rlqs_emulator.h) or raw streams for bad input. One client gets the whole
+// limit, equal demands split it, bad reports end their stream with their
+// status and change nothing, unknown domains both ways, blanket rules and
+// unmatched buckets, a stream break keeps the budget committed until the
+// assignment expires, a demand shift is followed within three report
+// periods, a short run of several clients stays within docs/rlqs.md's
+// bound and near the limit, metrics, a reload leaves the rlqs block as it
+// was, and shutdown with streams open.
+//
+// Reports come every 1 s here (Envoy: 5 s): `time_elapsed` is whole
+// seconds, so a shorter period would read as 0 s and halve the demand the
+// server sees. The TTL is the least allowed, 2 s, with a fill interval of
+// 1 s.
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "config.h"
+#include "gtest/gtest.h"
+#include "policies.h"
+#include "quota_door.h"
+#include "rlqs_emulator.h"
+#include "server.h"
+#include "support/manual_clock_server.h"
+
+namespace throttlekit::server {
+namespace rlqs_service_test {
+namespace {
+
+using testing::RlqsEmulator;
+using testing::RlqsEmulatorOptions;
+using testing::RlqsId;
+using testing::steady_ms;
+using Kind = RlqsEmulator::Kind;
+
+constexpr int64_t kLimit = 100;
+constexpr int64_t kPeriodMs = 1000;
+
+const char* const kConfig = R"(
+version: 1
+rlqs:
+  unknownDomain: allow
+  domains:
+    - domain: edge
+      assignmentTtl: 2s
+      buckets:
+        - match: {name: api}
+          limit: {requests: 100, per: 1s}
+        - match: {name: open}
+          allow: true
+        - match: {name: closed}
+          deny: true
+      unmatched: deny
+    - domain: strict
+      buckets:
+        - match: {name: api}
+          limit: {requests: 10, per: 1s}
+)";
+
+const RlqsId kApi = {{"name", "api"}};
+
+// A server of `yaml` on the real clock, and its clients.
+class QuotaDoorTest : public ::testing::Test {
+ protected:
+  void start(const std::string& yaml = kConfig) {
+    absl::StatusOr<ServerConfig> config = parse_config(yaml, "test.yaml");
+    ASSERT_TRUE(config.ok()) << config.status();
+    auto policies = Policies::create(*config, nullptr);
+    ASSERT_TRUE(policies.ok()) << policies.status();
+    auto server =
+        Server::start(*std::move(policies), {.listen = "127.0.0.1:0"});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+  }
+  void SetUp() override { start(); }
+  void TearDown() override {
+    clients_.clear();
+    if (server_ != nullptr) server_->shutdown();
+  }
+
+  RlqsEmulator& client(RlqsEmulatorOptions o = {
+                           .report_period_ms = kPeriodMs}) {
+    clients_.push_back(std::make_unique<RlqsEmulator>(
+        testing::loopback_channel(server_->port()), std::move(o)));
+    return *clients_.back();
+  }
+
+  QuotaDoor& door() { return server_->quota_door(); }
+
+  std::unique_ptr<Server> server_;
+  std::vector<std::unique_ptr<RlqsEmulator>> clients_;
+};
+
+// Requests at steady rates: each (client, bucket) at its rate per second,
+// in 5 ms steps, until `done` holds or `max_ms` passed; returns whether
+// `done` held.
+struct Load {
+  RlqsEmulator* client;
+  RlqsId bucket;
+  double per_s;
+  double issued = 0;
+};
+bool drive(
+    std::vector<Load>& loads, int64_t max_ms,
+    const std::function<bool()>& done = [] { return false; }) {
+  const int64_t start = steady_ms();
+  int64_t last = start;
+  while (true) {
+    const int64_t now = steady_ms();
+    for (Load& l : loads) {
+      l.issued += l.per_s * static_cast<double>(now - last) / 1000.0;
+      for (; l.issued >= 1; l.issued -= 1) (void)l.client->request(l.bucket);
+    }
+    last = now;
+    if (done()) return true;
+    if (now - start >= max_ms) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+bool holds_tokens(RlqsEmulator& c, const RlqsId& id, uint32_t at_least) {
+  std::optional<RlqsEmulator::View> v = c.bucket(id);
+  return v.has_value() && v->kind == Kind::kTokenBucket &&
+         v->max_tokens >= at_least;
+}
+
+uint32_t tokens_of(RlqsEmulator& c, const RlqsId& id) {
+  std::optional<RlqsEmulator::View> v = c.bucket(id);
+  return v.has_value() && v->kind == Kind::kTokenBucket ? v->max_tokens : 0;
+}
+
+TEST_F(QuotaDoorTest, OneClientGetsTheWholeLimit) {
+  RlqsEmulator& a = client();
+  std::vector<Load> load = {{&a, kApi, 300}};
+  ASSERT_TRUE(drive(load, 4000, [&] { return holds_tokens(a, kApi, 100); }));
+  EXPECT_EQ(tokens_of(a, kApi), kLimit);
+  std::optional<RlqsEmulator::View> v = a.bucket(kApi);
+  EXPECT_EQ(v->tokens_per_fill, kLimit);
+  EXPECT_EQ(door().budgets(), 1u);
+  EXPECT_EQ(door().streams_open(), 1u);
+  // The metrics name the domain and the rule, not the bucket id.
+  const std::string text = server_->prometheus_text();
+  EXPECT_TRUE(absl::StrContains(text, "throttlekit_rlqs_streams_open 1\n"))
+      << text;
+  EXPECT_TRUE(absl::StrContains(text, "throttlekit_rlqs_budgets 1\n"));
+  EXPECT_TRUE(absl::StrContains(text, "throttlekit_rlqs_clients 1\n"));
+  EXPECT_TRUE(
+      absl::StrContains(text, "throttlekit_rlqs_bad_reports_total 0\n"));
+  EXPECT_TRUE(absl::StrContains(
+      text,
+      "throttlekit_rlqs_requests_total{domain=\"edge\",rule=\"0\",allowed="
+      "\"true\"} "));
+  EXPECT_FALSE(absl::StrContains(
+      text,
+      "throttlekit_rlqs_requests_total{domain=\"edge\",rule=\"0\","
+      "allowed=\"false\"} 0\n"))
+      << "the denied requests reported are counted";
+  EXPECT_FALSE(
+      absl::StrContains(text, "throttlekit_rlqs_assignments_sent_total 0\n"));
+}
+
+TEST_F(QuotaDoorTest, TwoClientsWithEqualDemandSplitTheLimit) {
+  RlqsEmulator& a = client();
+  RlqsEmulator& b = client();
+  std::vector<Load> load = {{&a, kApi, 300}, {&b, kApi, 300}};
+  uint32_t most = 0;
+  ASSERT_TRUE(drive(load, 5000,
+                    [&] {
+                      const uint32_t ta = tokens_of(a, kApi),
+                                     tb = tokens_of(b, kApi);
+                      most = std::max(most, ta + tb);
+                      return ta == 50 && tb == 50;
+                    }))
+      << tokens_of(a, kApi) << " + " << tokens_of(b, kApi);
+  EXPECT_LE(most, kLimit);
+  EXPECT_EQ(door().budgets(), 1u);
+}
+
+// A raw stream, for what the emulator would never send.
+class RawStream {
+ public:
+  explicit RawStream(int port)
+      : stub_(rlqs_pb::RateLimitQuotaService::NewStub(
+            testing::loopback_channel(port))),
+        rw_(stub_->StreamRateLimitQuotas(&ctx_)) {}
+  void send(const std::string& domain,
+            std::vector<rlqs_pb::RateLimitQuotaUsageReports::BucketQuotaUsage>
+                usages) {
+    rlqs_pb::RateLimitQuotaUsageReports r;
+    r.set_domain(domain);
+    for (auto& u : usages) *r.add_bucket_quota_usages() = std::move(u);
+    rw_->Write(r);
+  }
+  // Reads until the stream ends; its status.
+  grpc::Status end() {
+    rlqs_pb::RateLimitQuotaResponse resp;
+    while (rw_->Read(&resp)) {
+    }
+    return rw_->Finish();
+  }
+
+ private:
+  std::unique_ptr<rlqs_pb::RateLimitQuotaService::Stub> stub_;
+  grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::ClientReaderWriter<rlqs_pb::RateLimitQuotaUsageReports,
+                                           rlqs_pb::RateLimitQuotaResponse>>
+      rw_;
+};
+
+rlqs_pb::RateLimitQuotaUsageReports::BucketQuotaUsage usage(
+    const RlqsId& id, int64_t allowed = 1, int64_t elapsed_s = 0) {
+  rlqs_pb::RateLimitQuotaUsageReports::BucketQuotaUsage u;
+  for (const auto& [k, v] : id)
+    (*u.mutable_bucket_id()->mutable_bucket())[k] = v;
+  u.set_num_requests_allowed(static_cast<uint64_t>(allowed));
+  u.mutable_time_elapsed()->set_seconds(elapsed_s);
+  return u;
+}
+
+TEST_F(QuotaDoorTest, BadReportsEndTheirStreamNamingTheFieldAndChangeNothing) {
+  // A well-behaved client holds the whole limit throughout.
+  RlqsEmulator& good = client();
+  std::vector<Load> load = {{&good, kApi, 300}};
+  ASSERT_TRUE(drive(load, 4000, [&] { return holds_tokens(good, kApi, 100); }));
+  const RlqsId fresh = {{"name", "api"}, {"tenant", "fresh"}};
+  const auto with = [&](auto edit) {
+    auto u = usage(fresh);
+    edit(u);
+    return u;
+  };
+  struct Case {
+    std::string name;
+    std::string first_domain;  // empty: no first well-formed message
+    std::string domain;
+    std::vector<rlqs_pb::RateLimitQuotaUsageReports::BucketQuotaUsage> usages;
+    std::string expected;
+  };
+  using U = rlqs_pb::RateLimitQuotaUsageReports::BucketQuotaUsage;
+  const std::vector<Case> cases = {
+      {"no domain", "", "", {usage(fresh)}, "domain: empty"},
+      {"domain change",
+       "edge",
+       "strict",
+       {usage(fresh)},
+       "domain: \"strict\" differs from the stream's \"edge\""},
+      {"empty bucket id",
+       "",
+       "edge",
+       {usage(fresh), U()},
+       "bucket_quota_usages[1].bucket_id: empty"},
+      {"count over 2^40",
+       "",
+       "edge",
+       {usage(fresh),
+        with([](U& u) { u.set_num_requests_denied((uint64_t{1} << 40) + 1); })},
+       "bucket_quota_usages[1].num_requests_denied: 1099511627777 is over "
+       "2^40"},
+      {"negative elapsed",
+       "",
+       "edge",
+       {with([](U& u) { u.mutable_time_elapsed()->set_seconds(-1); })},
+       "bucket_quota_usages[0].time_elapsed: negative"},
+      {"elapsed over a day",
+       "",
+       "edge",
+       {with([](U& u) { u.mutable_time_elapsed()->set_seconds(86'401); })},
+       "bucket_quota_usages[0].time_elapsed: 86401 s is over a day"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    RawStream s(server_->port());
+    if (!c.first_domain.empty()) {
+      s.send(c.first_domain, {});
+    }
+    s.send(c.domain, c.usages);
+    const grpc::Status st = s.end();
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_TRUE(absl::StrContains(st.error_message(), c.expected))
+        << st.error_message();
+  }
+  // Nothing else changed: no budget for the fresh bucket, and the good
+  // client still holds the whole limit.
+  EXPECT_EQ(door().budgets(), 1u);
+  EXPECT_EQ(tokens_of(good, kApi), kLimit);
+  EXPECT_TRUE(absl::StrContains(server_->prometheus_text(),
+                                "throttlekit_rlqs_bad_reports_total 6\n"));
+}
+
+TEST_F(QuotaDoorTest, AnUnknownDomainIsAllowedAllOrNotFound) {
+  RlqsEmulator& c =
+      client({.domain = "elsewhere", .report_period_ms = kPeriodMs});
+  (void)c.request(kApi);
+  EXPECT_TRUE(c.wait_for_bucket(
+      kApi, [](const auto& v) { return v.kind == Kind::kAllowAll; }, 3000));
+  EXPECT_EQ(door().budgets(), 0u);
+
+  clients_.clear();
+  server_->shutdown();
+  start(
+      absl::StrCat("version: 1\nrlqs:\n  unknownDomain: notFound\n"
+                   "  domains:\n    - domain: edge\n"));
+  RawStream s(server_->port());
+  s.send("elsewhere", {usage(kApi)});
+  const grpc::Status st = s.end();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(absl::StrContains(st.error_message(), "\"elsewhere\""))
+      << st.error_message();
+}
+
+TEST_F(QuotaDoorTest, BlanketRulesAndUnmatchedBucketsAreRefreshed) {
+  RlqsEmulator& c = client();
+  const RlqsId open = {{"name", "open"}}, closed = {{"name", "closed"}},
+               other = {{"name", "other"}};
+  (void)c.request(open);
+  (void)c.request(closed);
+  (void)c.request(other);
+  const auto is = [](Kind k) {
+    return [k](const RlqsEmulator::View& v) { return v.kind == k; };
+  };
+  ASSERT_TRUE(c.wait_for_bucket(open, is(Kind::kAllowAll), 3000));
+  ASSERT_TRUE(c.wait_for_bucket(closed, is(Kind::kDenyAll), 3000));
+  ASSERT_TRUE(c.wait_for_bucket(other, is(Kind::kDenyAll), 3000));
+  EXPECT_TRUE(c.request(open));
+  EXPECT_FALSE(c.request(closed));
+  EXPECT_FALSE(c.request(other));
+  EXPECT_EQ(door().budgets(), 0u);
+  // Re-sent at half the TTL (2 s): the assignment's end moves on.
+  const int64_t first_end = c.bucket(open)->expires_ms;
+  EXPECT_TRUE(c.wait_for_bucket(
+      open, [&](const auto& v) { return v.expires_ms > first_end; }, 2500));
+}
+
+TEST_F(QuotaDoorTest, ABrokenStreamsBudgetStaysCommittedUntilItExpires) {
+  RlqsEmulator& a = client();
+  std::vector<Load> load = {{&a, kApi, 300}};
+  ASSERT_TRUE(drive(load, 4000, [&] { return holds_tokens(a, kApi, 100); }));
+  a.break_stream();
+  // What the broken stream's client may go on using, and until when.
+  const int64_t a_until = a.bucket(kApi)->expires_ms;
+  RlqsEmulator& b = client();
+  std::vector<Load> load_b = {{&b, kApi, 300}};
+  int64_t first_tokens_ms = 0;
+  ASSERT_TRUE(drive(load_b, 6000, [&] {
+    if (first_tokens_ms == 0 && tokens_of(b, kApi) > 0) {
+      first_tokens_ms = steady_ms();
+    }
+    return holds_tokens(b, kApi, 90);
+  }));
+  EXPECT_GE(first_tokens_ms, a_until)
+      << "the new client got budget while the old one could still hold it";
+}
+
+TEST_F(QuotaDoorTest, AClientWhoseDemandJumpsReachesItsShareInThreePeriods) {
+  const int64_t period = 1500;  // 3 periods cover a report and ttl + slack
+  RlqsEmulator& a = client({.report_period_ms = period});
+  RlqsEmulator& b = client({.report_period_ms = period});
+  std::vector<Load> load = {{&a, kApi, 300}, {&b, kApi, 5}};
+  ASSERT_TRUE(drive(load, 5000, [&] {
+    return tokens_of(b, kApi) > 0 &&
+           tokens_of(a, kApi) + tokens_of(b, kApi) >= 90;
+  }));
+  EXPECT_LT(tokens_of(b, kApi), 40u);
+  load[1].per_s = 300;  // b's demand jumps: its share is 50
+  const int64_t jump = steady_ms();
+  ASSERT_TRUE(
+      drive(load, 3 * period, [&] { return holds_tokens(b, kApi, 40); }))
+      << "b holds " << tokens_of(b, kApi) << " after " << steady_ms() - jump
+      << " ms";
+}
+
+// Admissions of all clients in any window of `window_ms`: the most.
+int64_t most_in_window(std::vector<int64_t> times, int64_t window_ms) {
+  std::sort(times.begin(), times.end());
+  int64_t most = 0;
+  size_t lo = 0;
+  for (size_t hi = 0; hi < times.size(); ++hi) {
+    while (times[hi] - times[lo] >= window_ms) ++lo;
+    most = std::max<int64_t>(most, static_cast<int64_t>(hi - lo + 1));
+  }
+  return most;
+}
+
+TEST_F(QuotaDoorTest, ARunOfFiveClientsStaysWithinTheBoundAndNearTheLimit) {
+  constexpr int kClients = 5;
+  std::vector<Load> load;
+  for (int i = 0; i < kClients; ++i) load.push_back({&client(), kApi, 40});
+  // Steady: 200 per second asked of 100. The clients' first reports come
+  // one after another, and each early target (a client alone wants 50)
+  // stays committed until it expires (ttl + slack = 2.5 s), capping the
+  // later raises: the split is steady from about 3.6 s.
+  drive(load, 4000);
+  const int64_t steady_from = steady_ms();
+  drive(load, 1000);
+  const int64_t steady_to = steady_ms();
+  // Shifts: one client nearly stops, one breaks its stream, one doubles.
+  load[0].per_s = 5;
+  load[4].per_s = 80;
+  drive(load, 500);
+  load[3].client->break_stream();
+  drive(load, 1500);
+
+  std::vector<int64_t> all;
+  int64_t steady = 0;
+  for (int i = 0; i < kClients; ++i) {
+    for (int64_t t : load[i].client->admitted(kApi)) {
+      all.push_back(t);
+      if (t >= steady_from && t < steady_to) ++steady;
+    }
+  }
+  // docs/rlqs.md, "The bound": R*I/F + R + R*(floor(I/L) + 1), with
+  // L = ttl + slack = 2.5 s here.
+  const auto bound = [](int64_t window_ms) {
+    return kLimit * window_ms / 1000 + kLimit + kLimit * (window_ms / 2500 + 1);
+  };
+  for (int64_t w : {1000, 2000, 3000, 5000}) {
+    EXPECT_LE(most_in_window(all, w), bound(w)) << "window " << w << " ms";
+  }
+  // At steady demand above the limit the clients together get near it.
+  const double per_s = static_cast<double>(steady) * 1000.0 /
+                       static_cast<double>(steady_to - steady_from);
+  EXPECT_GE(per_s, 0.9 * kLimit);
+  EXPECT_LE(per_s, 1.2 * kLimit);
+}
+
+// A reload (config_watcher.cc applies a changed document's `envoy:` block
+// through `reload_envoy`) leaves the quota door on the block it started
+// with (docs/rlqs.md, "Reloading").
+TEST_F(QuotaDoorTest, AReloadKeepsTheRlqsBlockTheServerStartedWith) {
+  RlqsEmulator& a = client();
+  std::vector<Load> load = {{&a, kApi, 300}};
+  ASSERT_TRUE(drive(load, 4000, [&] { return holds_tokens(a, kApi, 100); }));
+  absl::StatusOr<ServerConfig> next = parse_config(
+      "version: 1\nrlqs:\n  domains:\n    - domain: edge\n      buckets:\n"
+      "        - match: {name: api}\n          limit: {requests: 7, per: 1s}\n",
+      "next.yaml");
+  ASSERT_TRUE(next.ok()) << next.status();
+  ASSERT_TRUE(server_->policies().reload_envoy(next->envoy).ok());
+  // A new client of the same bucket splits the old limit of 100.
+  RlqsEmulator& b = client();
+  load.push_back({&b, kApi, 300});
+  EXPECT_TRUE(drive(
+      load, 6000,
+      [&] { return tokens_of(a, kApi) == 50 && tokens_of(b, kApi) == 50; }))
+      << tokens_of(a, kApi) << " + " << tokens_of(b, kApi);
+}
+
+TEST_F(QuotaDoorTest, ShutdownFinishesOpenStreams) {
+  RlqsEmulator& c = client();
+  (void)c.request(kApi);
+  ASSERT_TRUE(c.wait_for_bucket(
+      kApi, [](const auto& v) { return v.kind != Kind::kNone; }, 3000));
+  ASSERT_EQ(door().streams_open(), 1u);
+  server_->shutdown();
+  const std::optional<grpc::Status> st = c.wait_for_end(3000);
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(st->error_code(), grpc::StatusCode::UNAVAILABLE)
+      << st->error_message();
+  EXPECT_EQ(door().streams_open(), 0u);
+}
+
+}  // namespace
+}  // namespace rlqs_service_test
+}  // namespace throttlekit::server
