@@ -887,8 +887,12 @@ TEST(RedisCluster, APrimaryKilledUnderTrafficLosesAtMostTheLagsWrites) {
     // With durable_writes a write also waits for the restarted node to
     // resync as the new primary's replica (a full sync): longer.
     EXPECT_LT(k.resumed, absl::Seconds(durable == 0 ? 12 : 30));
-    if (durable == 0) EXPECT_LE(k.lost, bound);
-    if (durable == 1) EXPECT_LE(k.lost, 0) << "no acknowledged write lost";
+    if (durable == 0) {
+      EXPECT_LE(k.lost, bound);
+    }
+    if (durable == 1) {
+      EXPECT_LE(k.lost, 0) << "no acknowledged write lost";
+    }
     // Every slot is served again.
     for (int i = 0; i < 12; ++i) {
       absl::StatusOr<Decision> d = redis->check(

@@ -477,7 +477,9 @@ TEST(RedisSentinel, AManualFailoverMovesCallsToThePromotedReplica) {
     }
     EXPECT_NE(sentinel_primary(), before) << "the replica was promoted";
     print("manual failover", durable, f);
-    if (durable == 1) EXPECT_LE(f.lost, 0) << "no acknowledged write lost";
+    if (durable == 1) {
+      EXPECT_LE(f.lost, 0) << "no acknowledged write lost";
+    }
     if (durable == 0) {
       EXPECT_LT(f.lost * 10, f.acknowledged)
           << "the move waited for the announcement";
@@ -532,8 +534,12 @@ TEST(RedisSentinel, ChecksResumeAfterThePrimaryIsKilled) {
         });
     print("primary killed", durable, f);
     EXPECT_GT(f.failed, 0) << "calls failed while no primary served";
-    if (durable == 0) EXPECT_LE(f.lost, crash_bound(f));
-    if (durable == 1) EXPECT_LE(f.lost, 0) << "no acknowledged write lost";
+    if (durable == 0) {
+      EXPECT_LE(f.lost, crash_bound(f));
+    }
+    if (durable == 1) {
+      EXPECT_LE(f.lost, 0) << "no acknowledged write lost";
+    }
     // Down after 1 s, the sentinels' agreement and election (about 1 to 2
     // s), with slack for a loaded machine.
     EXPECT_LT(f.moved, absl::Seconds(15)) << sentinel_log_events();

@@ -449,7 +449,9 @@ class OffLoopbackAddress {
   }
   ~OffLoopbackAddress() {
     std::string out;
-    if (!undo_.empty()) EXPECT_TRUE(run(undo_, out)) << undo_ << ": " << out;
+    if (!undo_.empty()) {
+      EXPECT_TRUE(run(undo_, out)) << undo_ << ": " << out;
+    }
   }
   OffLoopbackAddress(const OffLoopbackAddress&) = delete;
   OffLoopbackAddress& operator=(const OffLoopbackAddress&) = delete;
@@ -632,12 +634,16 @@ TEST(ServerDoor, MonitorTopKeysFindTheHeavyHitters) {
   // 3 heavy keys (60, 40, 25 checks) among 300 keys checked once each.
   for (int i = 0; i < 300; ++i) {
     ASSERT_TRUE(door.check("fixed", absl::StrCat("light-", i), 1, d).ok());
-    if (i % 5 == 0) ASSERT_TRUE(door.check("fixed", "heavy-a", 1, d).ok());
+    if (i % 5 == 0) {
+      ASSERT_TRUE(door.check("fixed", "heavy-a", 1, d).ok());
+    }
     if (i % 15 == 0) {
       ASSERT_TRUE(door.check("fixed", "heavy-b", 1, d).ok());
       ASSERT_TRUE(door.check("fixed", "heavy-b", 1, d).ok());
     }
-    if (i % 12 == 0) ASSERT_TRUE(door.check("fixed", "heavy-c", 1, d).ok());
+    if (i % 12 == 0) {
+      ASSERT_TRUE(door.check("fixed", "heavy-c", 1, d).ok());
+    }
   }
   const Policy* p = door.server().policies().find("fixed");
   const std::vector<KeyCount> top = p->metrics->top_requested(3);
@@ -984,7 +990,9 @@ grpc::StatusCode check_over(const std::shared_ptr<grpc::Channel>& channel) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   const grpc::Status s = stub->Check(&ctx, req, &resp);
-  if (s.ok()) EXPECT_TRUE(resp.decision().allowed());
+  if (s.ok()) {
+    EXPECT_TRUE(resp.decision().allowed());
+  }
   return s.error_code();
 }
 
