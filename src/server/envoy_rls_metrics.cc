@@ -16,6 +16,7 @@
 #include "envoy_rls.h"
 #include "envoy_rls_tree.h"
 #include "metrics.h"
+#include "prometheus_family.h"
 
 namespace throttlekit::server {
 
@@ -49,8 +50,7 @@ void EnvoyLimits::append_prometheus(std::string& out) const {
   }
   const auto family = [&](std::string_view name, std::string_view help,
                           std::atomic<int64_t> LimitCounters::*field) {
-    absl::StrAppend(&out, "# HELP ", sv(name), " ", sv(help), "\n# TYPE ",
-                    sv(name), " counter\n");
+    append_family(out, name, "counter", help);
     for (const Row& r : rows) {
       absl::StrAppend(&out, sv(name), "{domain=\"", r.domain, "\",key1=\"",
                       r.key, "\"} ",

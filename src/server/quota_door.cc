@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl_view.h"
 #include "metrics.h"
+#include "prometheus_family.h"
 
 namespace throttlekit::server {
 namespace {
@@ -373,8 +374,7 @@ void QuotaDoor::append_prometheus(std::string& out) {
   }
   const auto family = [&](std::string_view name, std::string_view type,
                           std::string_view help) {
-    absl::StrAppend(&out, "# HELP ", sv(name), " ", sv(help), "\n# TYPE ",
-                    sv(name), " ", sv(type), "\n");
+    append_family(out, name, type, help);
   };
   const auto one = [&](std::string_view name, std::string_view type,
                        std::string_view help, int64_t value) {

@@ -24,6 +24,7 @@
 #include "envoy_service.h"
 #include "fleet_service.h"
 #include "monitor_service.h"
+#include "prometheus_family.h"
 #include "quota_door.h"
 #include "rate_limiter_service.h"
 #include "rlqs_service.h"
@@ -218,8 +219,7 @@ std::string Server::prometheus_text() {
   std::string out;
   const auto family = [&](std::string_view name, std::string_view type,
                           std::string_view help) {
-    absl::StrAppend(&out, "# HELP ", sv(name), " ", sv(help), "\n# TYPE ",
-                    sv(name), " ", sv(type), "\n");
+    append_family(out, name, type, help);
   };
   struct Row {
     std::string label;
