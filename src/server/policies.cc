@@ -283,6 +283,7 @@ absl::StatusOr<std::unique_ptr<Policies>> Policies::create(
   out->config_ = config;
   out->store_name_ = store == nullptr ? "memory" : store->backend();
   out->store_ = store;
+  out->node_id_ = context.node_id.empty() ? default_node_id() : context.node_id;
   for (const PolicySpec& spec : config.policies) {
     auto p = std::make_unique<Policy>();
     p->name = spec.name;

@@ -1,7 +1,7 @@
 // src/server/policies.h
 //
 // Provides `Policies`: the configured policies (config.h) built into the
-// library's engines over one store, and `ServerClock`, the clock they read.
+// library's engines over one store (reading `ServerClock`, server_clock.h).
 //
 //   - a limiter (`strategy:`) is `RateLimiter<S>` on the embedded store, or
 //     `StrictRateLimiter<S>` over the Redis or Postgres coordinator (one
@@ -47,6 +47,7 @@
 #include "denial_signal.h"
 #include "engine.h"
 #include "metrics.h"
+#include "server_clock.h"
 #include "throttlekit/admission/unified_admission.h"
 #include "throttlekit/concurrency/distributed_concurrency.h"
 #include "throttlekit/coordinator/coordinator.h"
@@ -58,14 +59,6 @@
 #include "throttlekit/federation/region_pool.h"
 
 namespace throttlekit::server {
-
-// The wall clock, or a manual one a test moves. Thread-safe.
-struct ServerClock {
-  const ManualClock* manual = nullptr;  // null: the system clock
-  int64_t now_ms() const noexcept {
-    return manual != nullptr ? manual->now_ms() : SystemClock{}.now_ms();
-  }
-};
 
 using ServerAdmission = BasicUnifiedAdmission<Engine, Engine, ServerClock>;
 using ServerFederatedLimiter = BasicFederatedLimiter<ServerClock>;
@@ -171,6 +164,9 @@ class Policies {
   std::string_view store_name() const { return store_name_; }
   // The shared store; null for the embedded one.
   const std::shared_ptr<Coordinator>& store() const { return store_; }
+  // This server's node id in the fleet (PolicyContext::node_id, or
+  // `default_node_id()`).
+  const std::string& node_id() const { return node_id_; }
   // Told of every policy's denials (their metrics share it), for
   // Monitor.Watch.
   DenialSignal& denial_signal() const { return *denial_signal_; }
@@ -207,6 +203,7 @@ class Policies {
 
   ServerConfig config_;
   std::string_view store_name_;
+  std::string node_id_;
   std::shared_ptr<Coordinator> store_;
   const std::shared_ptr<DenialSignal> denial_signal_ =
       std::make_shared<DenialSignal>();

@@ -282,6 +282,15 @@ int64_t QuotaBudget::committed(int64_t now_ms) const {
   return sum;
 }
 
+int64_t QuotaBudget::demand() const {
+  constexpr int64_t kMax = (int64_t{1} << 53) - 1;
+  int64_t sum = 0;
+  for (const auto& [id, c] : clients_) {
+    if (c.active) sum = std::min(kMax, sum + c.demand);
+  }
+  return sum;
+}
+
 int64_t QuotaBudget::committed(std::string_view client_id,
                                int64_t now_ms) const {
   const auto it = clients_.find(client_id);

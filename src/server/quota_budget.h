@@ -181,6 +181,10 @@ class QuotaBudget {
   // sum_c committed_c(now_ms), forgotten clients and retired records
   // included.
   int64_t committed(int64_t now_ms) const;
+  // The sum of the active clients' demands (tokens per fill interval, as
+  // their last reports gave them), at most 2^53-1: what this budget asks of
+  // a fleet.
+  int64_t demand() const;
   // committed_c(now_ms) of one client (its retired records excluded); 0 for
   // an unknown id.
   int64_t committed(std::string_view client_id, int64_t now_ms) const;

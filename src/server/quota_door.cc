@@ -168,6 +168,7 @@ absl::Status QuotaDoor::report(
   if (stream.domain().empty()) stream.domain() = message.domain();
 
   Pushes pushes;
+  std::vector<std::shared_ptr<Budget>> touched;
   int64_t due = kNever;
   const size_t di = domain != nullptr
                         ? static_cast<size_t>(domain - config_.domains.data())
@@ -209,14 +210,13 @@ absl::Status QuotaDoor::report(
       MutexLock lock(mu_);
       std::shared_ptr<Budget>& slot = budgets_[{di, match->budget_key}];
       if (slot == nullptr) {
-        const int64_t ttl_ms = rule->assignment_ttl_s * 1000;
-        absl::StatusOr<QuotaBudget> created = QuotaBudget::create(
-            {.fill_interval_s = rule->limit->fill_interval_s,
-             .ttl_s = rule->assignment_ttl_s,
-             .delivery_slack_ms = std::min<int64_t>(1000, ttl_ms / 4)});
-        if (!created.ok()) return created.status();
-        slot = std::make_shared<Budget>(*std::move(created), *domain,
-                                        match->rule, match->budget_key);
+        absl::StatusOr<std::shared_ptr<Budget>> created =
+            create_budget(*domain, match->rule, match->budget_key);
+        if (!created.ok()) {
+          budgets_.erase({di, match->budget_key});
+          return created.status();
+        }
+        slot = *std::move(created);
       }
       budget = slot;
       auto it = streams_.find(stream.id());
@@ -231,8 +231,18 @@ absl::Status QuotaDoor::report(
                     u.time_elapsed().nanos() / 1'000'000,
                 now)
         .IgnoreError();  // validated above
+    if (std::find(touched.begin(), touched.end(), budget) == touched.end()) {
+      touched.push_back(std::move(budget));
+    }
+  }
+  // Each budget the message reported is assigned once, after all of its
+  // usages: several buckets of one shared budget (and a bucket repeated)
+  // get one assignment each from the whole message's demands.
+  for (const std::shared_ptr<Budget>& budget : touched) {
+    Budget& b = *budget;
+    MutexLock lock(b.mu);
     assign_locked(b, now, pushes);
-    due = std::min(due, b.budget.next_due_ms());
+    if (!b.waiting) due = std::min(due, b.budget.next_due_ms());
   }
   push(pushes);
   bool wake = false;
@@ -246,10 +256,55 @@ absl::Status QuotaDoor::report(
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::shared_ptr<QuotaDoor::Budget>> QuotaDoor::create_budget(
+    const RlqsDomain& domain, size_t rule, const std::string& key) {
+  const RlqsBucketRule& r = domain.buckets[rule];
+  const int64_t ttl_ms = r.assignment_ttl_s * 1000;
+  const QuotaBudgetOptions options{
+      .fill_interval_s = r.limit->fill_interval_s,
+      .ttl_s = r.assignment_ttl_s,
+      .delivery_slack_ms = std::min<int64_t>(1000, ttl_ms / 4)};
+  absl::StatusOr<QuotaBudget> created = QuotaBudget::create(options);
+  if (!created.ok()) return created.status();
+  auto budget =
+      std::make_shared<Budget>(*std::move(created), domain, rule, key);
+  std::weak_ptr<Budget> weak = budget;
+  budget->share = shares_->track(QuotaBudgetRef{
+      .domain = domain.domain,
+      .budget_key = key,
+      .limit = *r.limit,
+      .commit_ms = ttl_ms + options.delivery_slack_ms,
+      .usage = [weak](int64_t now_ms) -> std::optional<QuotaUsage> {
+        std::shared_ptr<Budget> b = weak.lock();
+        if (b == nullptr) return std::nullopt;
+        MutexLock lock(b->mu);
+        return QuotaUsage{.committed = b->budget.committed(now_ms),
+                          .demand = b->budget.demand()};
+      },
+      .changed =
+          [this, weak] {
+            std::shared_ptr<Budget> b = weak.lock();
+            if (b == nullptr) return;
+            b->share_moved.store(true, std::memory_order_release);
+            wake();
+          }});
+  return budget;
+}
+
+void QuotaDoor::wake() {
+  {
+    MutexLock lock(mu_);
+    wake_ = true;
+  }
+  cv_.notify_one();
+}
+
 void QuotaDoor::assign_locked(Budget& b, int64_t now_ms, Pushes& out) {
-  const RlqsLimit& limit = *b.domain->buckets[b.rule].limit;
+  const std::optional<int64_t> share = b.share->at(now_ms);
+  b.waiting = !share.has_value();
+  if (b.waiting) return;  // assigned when the share moves
   absl::StatusOr<std::vector<QuotaSend>> sends =
-      b.budget.assign(shares_->share(b.domain->domain, b.key, limit), now_ms);
+      b.budget.assign(*share, now_ms);
   if (!sends.ok()) return;  // a share out of range: nothing sent
   for (const QuotaSend& s : *sends) {
     auto it = b.targets.find(s.client_id);
@@ -276,15 +331,15 @@ void QuotaDoor::close(QuotaStream& stream) {
     if (it == streams_.end()) return;
     open = std::move(it->second);
     streams_.erase(it);
-    wake_ = true;
   }
-  cv_.notify_one();
   const int64_t now = clock_.now_ms();
   for (auto& [client, budget] : open.clients) {
     MutexLock lock(budget->mu);
     budget->budget.forget(client, now);
     budget->targets.erase(client);
   }
+  // After the forgets, so the pusher's next look sees them.
+  wake();
 }
 
 void QuotaDoor::pusher_loop() {
@@ -304,9 +359,12 @@ void QuotaDoor::pusher_loop() {
     Pushes pushes;
     for (const std::shared_ptr<Budget>& ptr : budgets) {
       Budget& b = *ptr;
+      const bool moved = b.share_moved.exchange(false);
       MutexLock budget_lock(b.mu);
-      if (b.budget.next_due_ms() <= now) assign_locked(b, now, pushes);
-      next = std::min(next, b.budget.next_due_ms());
+      if (moved || (!b.waiting && b.budget.next_due_ms() <= now)) {
+        assign_locked(b, now, pushes);
+      }
+      if (!b.waiting) next = std::min(next, b.budget.next_due_ms());
     }
     push(pushes);
     for (const std::shared_ptr<QuotaStream>& s : streams) {
@@ -319,12 +377,8 @@ void QuotaDoor::pusher_loop() {
 
     lock.lock();
     if (stopped_ || wake_) continue;
-    // A manual clock moves without waking anyone: look every 5 ms.
-    const int64_t cap = clock_.manual != nullptr ? 5 : 1000;
     pusher_due_ms_ = next;
-    const int64_t wait_ms =
-        next == kNever ? cap
-                       : std::clamp<int64_t>(next - clock_.now_ms(), 1, cap);
+    const int64_t wait_ms = wait_ms_until(clock_, next, 1000);
     NativeWait native(mu_);
     cv_.wait_for(
         native.lock(), std::chrono::milliseconds(wait_ms),
@@ -342,6 +396,7 @@ void QuotaDoor::stop() {
   }
   cv_.notify_one();
   if (pusher_.joinable()) pusher_.join();
+  shares_->stop();
   for (const auto& s : streams) {
     s->finish(
         grpc::Status(grpc::StatusCode::UNAVAILABLE,

@@ -1,9 +1,10 @@
 // src/server/quota_door.h (internal)
 //
 // Provides `QuotaDoor`: the state of throttlekit-server's rate limit quota
-// service (docs/rlqs.md, "The stream service"), and `ShareSource`, where a
-// budget's share on this server comes from (`FixedShare`: the rule's whole
-// limit, one server; the fleet's heartbeat shares are the next increment).
+// service (docs/rlqs.md, "The stream service"). Each budget's share on this
+// server comes from a `ShareSource` (quota_share.h): the rule's whole limit
+// on a server alone, the store's heartbeat step in a fleet
+// (heartbeat_share.h).
 //
 // - Streams. Each open stream (quota_stream.h) has a server-unique id. Its
 //   first report fixes its domain; each bucket it reports subscribes it to
@@ -16,13 +17,16 @@
 //   rule with its TTL, re-sent every ttl/2. A bucket of a limited rule
 //   feeds its budget: one `QuotaBudget` per (domain, budget key), created
 //   on its first report from the rule's options, whose clients are
-//   (stream, bucket id) pairs; `report` then `assign(share)`, and every
-//   assignment returned is pushed at once, to this stream and to the
-//   others (a lowered one lets a client whose demand jumped be raised
-//   soon).
+//   (stream, bucket id) pairs. Every usage is `report`ed first; then each
+//   budget the message touched is assigned once, `assign(share)` with the
+//   share its source gives now (none yet: nothing is assigned until the
+//   source says the share moved), and every assignment returned is pushed
+//   at once, to this stream and to the others (a lowered one lets a
+//   client whose demand jumped be raised soon).
 // - The pusher, one thread, wakes at the earliest `next_due_ms()` of any
-//   budget, at a blanket refresh, or when a stream closed (its `forget`
-//   makes a budget due), and pushes what `assign` returns.
+//   budget, at a blanket refresh, when a stream closed (its `forget`
+//   makes a budget due), or when a budget's share moved, and pushes what
+//   `assign` returns.
 // - A stream's end (half-close, cancel, error, shutdown) forgets its
 //   clients in every budget they reported: their records count until they
 //   expire.
@@ -53,37 +57,19 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "policies.h"
 #include "quota_budget.h"
+#include "quota_share.h"
 #include "quota_stream.h"
 #include "rlqs_config.h"
+#include "server_clock.h"
 #include "throttlekit/core/mutex.h"
 
 namespace throttlekit::server {
 
-// This server's part of a budget's global limit, tokens per fill interval.
-// The seam for the fleet: a heartbeat-coordinated source gives each server
-// its share, and the assignments' expiry must then stay within its lease.
-class ShareSource {
- public:
-  virtual ~ShareSource() = default;
-  // Called under the budget's mutex at each assign; must not block.
-  virtual int64_t share(std::string_view domain, std::string_view budget_key,
-                        const RlqsLimit& limit) = 0;
-};
-
-// One server holds the whole limit.
-class FixedShare final : public ShareSource {
- public:
-  int64_t share(std::string_view, std::string_view,
-                const RlqsLimit& limit) override {
-    return limit.requests;
-  }
-};
-
 class QuotaDoor {
  public:
-  // Serves `config` (no domains: every stream ends NOT_FOUND) on `clock`.
+  // Serves `config` (no domains: every stream ends NOT_FOUND) on `clock`,
+  // with each budget's share from `shares` (null: `FixedShare`).
   QuotaDoor(RlqsConfig config, ServerClock clock,
             std::unique_ptr<ShareSource> shares = nullptr);
   ~QuotaDoor();
@@ -101,8 +87,9 @@ class QuotaDoor {
                       const rlqs_pb::RateLimitQuotaUsageReports& message);
   // The stream is done (the reactor's OnDone): its clients are forgotten.
   void close(QuotaStream& stream);
-  // Finishes every stream UNAVAILABLE, refuses new ones and stops the
-  // pusher. Idempotent; the server calls it before gRPC's Shutdown.
+  // Finishes every stream UNAVAILABLE, refuses new ones, stops the pusher
+  // and the share source. Idempotent; the server calls it before gRPC's
+  // Shutdown.
   void stop();
 
   // The door's families of the Prometheus text (docs/rlqs.md, "Metrics").
@@ -128,8 +115,14 @@ class QuotaDoor {
     const RlqsDomain* domain;
     size_t rule;
     std::string key;
+    // Set before the budget is published; read under `mu`.
+    std::shared_ptr<BudgetShare> share;
+    // The source said the share moved: the pusher assigns it.
+    std::atomic<bool> share_moved{false};
     Mutex mu;
     QuotaBudget budget ABSL_GUARDED_BY(mu);
+    // No share known at the last assign: not due until the share moves.
+    bool waiting ABSL_GUARDED_BY(mu) = false;
     std::map<std::string, Target> targets ABSL_GUARDED_BY(mu);
   };
   struct Open {
@@ -141,11 +134,17 @@ class QuotaDoor {
       std::map<std::shared_ptr<QuotaStream>,
                std::vector<rlqs_pb::RateLimitQuotaResponse::BucketAction>>;
 
+  // A new budget of `domain`'s rule `rule` (which has a limit), tracked by
+  // the share source.
+  absl::StatusOr<std::shared_ptr<Budget>> create_budget(
+      const RlqsDomain& domain, size_t rule, const std::string& key);
   // Assigns `b` at `now_ms` (requires b.mu) and adds its sends to `out`.
   void assign_locked(Budget& b, int64_t now_ms, Pushes& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(b.mu);
   void push(Pushes& pushes);
   void pusher_loop();
+  // Wakes the pusher now.
+  void wake();
   Counters& counters(const RlqsDomain& d, size_t rule) {
     return *counters_[static_cast<size_t>(&d - config_.domains.data())][rule];
   }

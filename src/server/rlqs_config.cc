@@ -309,6 +309,17 @@ absl::StatusOr<RlqsConfig> rlqs_block(const YAML::Node& n,
           absl::StrCat("must be allow or notFound; got ", quoted(u)));
     }
   }
+  if (const YAML::Node h = m->get("fleetHeartbeat"); h.IsDefined()) {
+    const absl::StatusOr<int64_t> ms =
+        duration(h, child(path, "fleetHeartbeat"), errors);
+    if (!ms.ok() || *ms < kMinRlqsFleetHeartbeatMs ||
+        *ms > kMaxRlqsFleetHeartbeatMs) {
+      return errors.at(
+          child(path, "fleetHeartbeat"),
+          absl::StrCat("must be a duration in [10ms, 1m]; got ", quoted(h)));
+    }
+    config.fleet_heartbeat_ms = *ms;
+  }
   const YAML::Node ds = m->get("domains");
   if (!ds.IsDefined()) {
     return errors.at(path, "missing `domains` (at least one domain)");

@@ -8,6 +8,7 @@
 //
 //     rlqs:
 //       unknownDomain: allow
+//       fleetHeartbeat: 1s                 # on a shared store
 //       domains:
 //         - domain: edge
 //           assignmentTtl: 6s
@@ -54,6 +55,11 @@ inline constexpr int64_t kMaxRlqsFillIntervalS = 86'400;
 inline constexpr int64_t kMinRlqsAssignmentTtlS = 2;
 inline constexpr int64_t kMaxRlqsAssignmentTtlS = 3'600;
 inline constexpr int64_t kDefaultRlqsAssignmentTtlS = 6;
+// How often a server on a shared store beats for each budget it serves
+// (`fleetHeartbeat`, docs/rlqs.md "The fleet"): bounds and default, ms.
+inline constexpr int64_t kMinRlqsFleetHeartbeatMs = 10;
+inline constexpr int64_t kMaxRlqsFleetHeartbeatMs = 60'000;
+inline constexpr int64_t kDefaultRlqsFleetHeartbeatMs = 1000;
 
 // An assignment that counts nothing.
 enum class RlqsBlanket {
@@ -125,6 +131,8 @@ struct RlqsDomain {
 struct RlqsConfig {
   std::vector<RlqsDomain> domains;
   RlqsUnknownDomain unknown_domain = RlqsUnknownDomain::kAllow;
+  // On a shared store: each server's beat period per budget.
+  int64_t fleet_heartbeat_ms = kDefaultRlqsFleetHeartbeatMs;
 
   // The domain named `name`, or null.
   const RlqsDomain* find(std::string_view name) const;

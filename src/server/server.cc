@@ -23,6 +23,7 @@
 #include "envoy_rls.h"
 #include "envoy_service.h"
 #include "fleet_service.h"
+#include "heartbeat_share.h"
 #include "monitor_service.h"
 #include "prometheus_family.h"
 #include "quota_door.h"
@@ -142,8 +143,21 @@ absl::StatusOr<std::unique_ptr<Server>> Server::start(
       *impl->policies, *impl->leases, std::move(options.monitor_secret),
       options.watch_cancel_check_ms);
   builder.RegisterService(impl->monitor.get());
-  impl->quota =
-      std::make_unique<QuotaDoor>(impl->policies->config().rlqs, options.clock);
+  // On a shared store each budget's share comes from the fleet's heartbeat
+  // step (docs/rlqs.md, "The fleet"); alone, a budget's share is its limit.
+  std::unique_ptr<ShareSource> shares;
+  if (const std::shared_ptr<Coordinator>& store = impl->policies->store();
+      store != nullptr && !impl->policies->config().rlqs.domains.empty()) {
+    absl::StatusOr<std::unique_ptr<HeartbeatShare>> fleet =
+        HeartbeatShare::create(
+            {.node_id = impl->policies->node_id(),
+             .heartbeat_ms = impl->policies->config().rlqs.fleet_heartbeat_ms},
+            store, options.clock);
+    if (!fleet.ok()) return fleet.status();
+    shares = *std::move(fleet);
+  }
+  impl->quota = std::make_unique<QuotaDoor>(impl->policies->config().rlqs,
+                                            options.clock, std::move(shares));
   impl->rlqs = std::make_unique<RlqsService>(*impl->quota);
   builder.RegisterService(impl->rlqs.get());
   impl->grpc_server = builder.BuildAndStart();

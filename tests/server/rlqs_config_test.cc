@@ -40,6 +40,7 @@ TEST(RlqsConfig, LoadsTheDocumentedShape) {
 version: 1
 rlqs:
   unknownDomain: notFound
+  fleetHeartbeat: 250ms
   domains:
     - domain: edge
       assignmentTtl: 10s
@@ -59,6 +60,7 @@ rlqs:
     - domain: other
 )");
   EXPECT_EQ(c.unknown_domain, RlqsUnknownDomain::kNotFound);
+  EXPECT_EQ(c.fleet_heartbeat_ms, 250);
   ASSERT_EQ(c.domains.size(), 2u);
   const RlqsDomain& edge = c.domains[0];
   EXPECT_EQ(edge.domain, "edge");
@@ -109,6 +111,7 @@ TEST(RlqsConfig, AConfigWithOnlyRlqsIsAccepted) {
   EXPECT_TRUE(c->envoy.domains.empty());
   ASSERT_EQ(c->rlqs.domains.size(), 1u);
   EXPECT_EQ(c->rlqs.unknown_domain, RlqsUnknownDomain::kAllow);
+  EXPECT_EQ(c->rlqs.fleet_heartbeat_ms, kDefaultRlqsFleetHeartbeatMs);
 }
 
 TEST(RlqsConfig, SitsBesideLimitersAndTheEnvoyDoor) {
@@ -172,7 +175,13 @@ TEST(RlqsConfig, RefusesEachBadDocument) {
        "server.yaml: rlqs.domains: must be a list of domains"},
       {"version: 1\nrlqs: {domains: [{domain: d}], extra: 1}",
        "server.yaml: rlqs.extra: unknown key; expected one of domains, "
-       "unknownDomain"},
+       "fleetHeartbeat, unknownDomain"},
+      {"version: 1\nrlqs: {fleetHeartbeat: 9ms, domains: [{domain: d}]}",
+       "server.yaml: rlqs.fleetHeartbeat: must be a duration in [10ms, 1m]; "
+       "got \"9ms\""},
+      {"version: 1\nrlqs: {fleetHeartbeat: 2m, domains: [{domain: d}]}",
+       "server.yaml: rlqs.fleetHeartbeat: must be a duration in [10ms, 1m]; "
+       "got \"2m\""},
       {"version: 1\nrlqs: {unknownDomain: deny, domains: [{domain: d}]}",
        "server.yaml: rlqs.unknownDomain: must be allow or notFound; got "
        "\"deny\""},

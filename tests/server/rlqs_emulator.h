@@ -22,7 +22,8 @@
 // - stream breaks: `break_stream` cancels the stream; the buckets and
 //   their assignments stay until they expire, counts of reports that
 //   could not be sent are lost, and the next report tick opens a new
-//   stream.
+//   stream (`move_to` another server first, as a client whose server
+//   died is sent elsewhere).
 //
 // It records every request allowed, with its time, per bucket, so tests
 // count admissions per interval. Time is the steady clock, in ms.
@@ -83,8 +84,8 @@ class RlqsEmulator {
 
   RlqsEmulator(std::shared_ptr<grpc::Channel> channel,
                RlqsEmulatorOptions options)
-      : stub_(rlqs_pb::RateLimitQuotaService::NewStub(std::move(channel))),
-        options_(std::move(options)) {
+      : options_(std::move(options)),
+        stub_(rlqs_pb::RateLimitQuotaService::NewStub(std::move(channel))) {
     timer_ = std::thread([this] { timer_loop(); });
   }
   ~RlqsEmulator() {
@@ -126,6 +127,17 @@ class RlqsEmulator {
     }
     if (first.has_value()) send(*first);
     return allowed;
+  }
+
+  // From now on, streams open on `channel` (another server of the fleet,
+  // as a load balancer would send a client whose server went away); the
+  // stream open now is cancelled.
+  void move_to(std::shared_ptr<grpc::Channel> channel) {
+    {
+      std::lock_guard lock(mu_);
+      stub_ = rlqs_pb::RateLimitQuotaService::NewStub(std::move(channel));
+    }
+    break_stream();
   }
 
   // Cancels the stream (as a connection loss would).
@@ -406,9 +418,9 @@ class RlqsEmulator {
     }
   }
 
-  const std::unique_ptr<rlqs_pb::RateLimitQuotaService::Stub> stub_;
   const RlqsEmulatorOptions options_;
   std::mutex mu_;
+  std::unique_ptr<rlqs_pb::RateLimitQuotaService::Stub> stub_;  // mu_
   std::condition_variable cv_;
   bool stopping_ = false;
   std::map<std::string, Bucket> buckets_;

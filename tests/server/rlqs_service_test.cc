@@ -35,6 +35,8 @@
 #include "policies.h"
 #include "quota_door.h"
 #include "rlqs_emulator.h"
+#include "rlqs_fleet_run.h"
+#include "rlqs_load.h"
 #include "server.h"
 #include "support/manual_clock_server.h"
 
@@ -42,10 +44,15 @@ namespace throttlekit::server {
 namespace rlqs_service_test {
 namespace {
 
+using testing::drive;
+using testing::holds_tokens;
+using testing::Load;
+using testing::most_in_window;
 using testing::RlqsEmulator;
 using testing::RlqsEmulatorOptions;
 using testing::RlqsId;
 using testing::steady_ms;
+using testing::tokens_of;
 using Kind = RlqsEmulator::Kind;
 
 constexpr int64_t kLimit = 100;
@@ -105,44 +112,6 @@ class QuotaDoorTest : public ::testing::Test {
   std::unique_ptr<Server> server_;
   std::vector<std::unique_ptr<RlqsEmulator>> clients_;
 };
-
-// Requests at steady rates: each (client, bucket) at its rate per second,
-// in 5 ms steps, until `done` holds or `max_ms` passed; returns whether
-// `done` held.
-struct Load {
-  RlqsEmulator* client;
-  RlqsId bucket;
-  double per_s;
-  double issued = 0;
-};
-bool drive(
-    std::vector<Load>& loads, int64_t max_ms,
-    const std::function<bool()>& done = [] { return false; }) {
-  const int64_t start = steady_ms();
-  int64_t last = start;
-  while (true) {
-    const int64_t now = steady_ms();
-    for (Load& l : loads) {
-      l.issued += l.per_s * static_cast<double>(now - last) / 1000.0;
-      for (; l.issued >= 1; l.issued -= 1) (void)l.client->request(l.bucket);
-    }
-    last = now;
-    if (done()) return true;
-    if (now - start >= max_ms) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-}
-
-bool holds_tokens(RlqsEmulator& c, const RlqsId& id, uint32_t at_least) {
-  std::optional<RlqsEmulator::View> v = c.bucket(id);
-  return v.has_value() && v->kind == Kind::kTokenBucket &&
-         v->max_tokens >= at_least;
-}
-
-uint32_t tokens_of(RlqsEmulator& c, const RlqsId& id) {
-  std::optional<RlqsEmulator::View> v = c.bucket(id);
-  return v.has_value() && v->kind == Kind::kTokenBucket ? v->max_tokens : 0;
-}
 
 TEST_F(QuotaDoorTest, OneClientGetsTheWholeLimit) {
   RlqsEmulator& a = client();
@@ -383,18 +352,6 @@ TEST_F(QuotaDoorTest, AClientWhoseDemandJumpsReachesItsShareInThreePeriods) {
       << " ms";
 }
 
-// Admissions of all clients in any window of `window_ms`: the most.
-int64_t most_in_window(std::vector<int64_t> times, int64_t window_ms) {
-  std::sort(times.begin(), times.end());
-  int64_t most = 0;
-  size_t lo = 0;
-  for (size_t hi = 0; hi < times.size(); ++hi) {
-    while (times[hi] - times[lo] >= window_ms) ++lo;
-    most = std::max<int64_t>(most, static_cast<int64_t>(hi - lo + 1));
-  }
-  return most;
-}
-
 TEST_F(QuotaDoorTest, ARunOfFiveClientsStaysWithinTheBoundAndNearTheLimit) {
   constexpr int kClients = 5;
   std::vector<Load> load;
@@ -424,17 +381,27 @@ TEST_F(QuotaDoorTest, ARunOfFiveClientsStaysWithinTheBoundAndNearTheLimit) {
   }
   // docs/rlqs.md, "The bound": R*I/F + R + R*(floor(I/L) + 1), with
   // L = ttl + slack = 2.5 s here.
-  const auto bound = [](int64_t window_ms) {
-    return kLimit * window_ms / 1000 + kLimit + kLimit * (window_ms / 2500 + 1);
-  };
   for (int64_t w : {1000, 2000, 3000, 5000}) {
-    EXPECT_LE(most_in_window(all, w), bound(w)) << "window " << w << " ms";
+    EXPECT_LE(most_in_window(all, w), testing::rlqs_bound(kLimit, 1, 2500, w))
+        << "window " << w << " ms";
   }
   // At steady demand above the limit the clients together get near it.
   const double per_s = static_cast<double>(steady) * 1000.0 /
                        static_cast<double>(steady_to - steady_from);
   EXPECT_GE(per_s, 0.9 * kLimit);
   EXPECT_LE(per_s, 1.2 * kLimit);
+}
+
+// The fleet scenario (rlqs_fleet_run.h) on one server over the embedded
+// store: 50 clients over and under the limit, stream breaks and a demand
+// jump, within the bound.
+TEST(QuotaDoorAlone, FiftyClientsShareOneBudgetWithinTheBound) {
+  absl::StatusOr<ServerConfig> config =
+      parse_config(testing::rlqs_fleet_yaml("edge"), "fleet.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  testing::run_rlqs_fleet(1, "edge", [&](int) {
+    return testing::start_rlqs_server(*config, nullptr, "alone");
+  });
 }
 
 // A reload (config_watcher.cc applies a changed document's `envoy:` block

@@ -1,0 +1,188 @@
+// tests/server/rlqs_fleet_run.h
+//
+// `run_rlqs_fleet`: the quota door's fleet scenario (docs/rlqs.md, "What
+// proves it"), 50 clients that behave as Envoy's filter does
+// (rlqs_emulator.h) spread over one to three throttlekit-servers, on the
+// real clock, one budget of 100 requests per second (TTL 2 s, so
+// L = ttl + slack = 2.5 s; reports every 2 s):
+//
+// 1. Over the limit: every client asks 4 per second (200 in all); three
+//    streams break and reconnect. The clients together must admit at
+//    least 0.9 of the limit.
+// 2. Under it: every client asks one per 4 s; they must admit at least
+//    0.9 of what they ask. Then one client's demand jumps to 60 per
+//    second: within 3 reports it must hold at least 0.8 of its
+//    water-filling share (51 of 100: each of the 49 others wants 1).
+// 3. With more than one server: over the limit again; the last server is
+//    killed (its clients move to the others, as a load balancer sends
+//    them), then restarted (a new incarnation) and its clients move back.
+//    The fleet must admit at least 0.7 of the limit at the end.
+// Throughout, the admissions of all clients in any window of 1, 2.5 and 5
+// seconds stay within the bound R*I/F + R + R*(floor(I/L) + 1).
+//
+// The clients deny requests while they hold no assignment (docs/rlqs.md,
+// assumption A4), so every admission is under an assignment.
+
+#ifndef THROTTLEKIT_TESTS_SERVER_RLQS_FLEET_RUN_H_
+#define THROTTLEKIT_TESTS_SERVER_RLQS_FLEET_RUN_H_
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "config.h"
+#include "policies.h"
+#include "rlqs_emulator.h"
+#include "rlqs_load.h"
+#include "server.h"
+#include "support/manual_clock_server.h"
+
+namespace throttlekit::testing {
+
+inline constexpr int64_t kFleetLimit = 100;
+inline constexpr int64_t kFleetCommitMs = 2500;  // ttl 2 s + slack 0.5 s
+inline constexpr int64_t kFleetReportMs = 2000;
+inline constexpr int kFleetClients = 50;
+
+// The `rlqs:` configuration of the scenario's domain.
+inline std::string rlqs_fleet_yaml(const std::string& domain) {
+  return absl::StrCat(R"(
+version: 1
+rlqs:
+  fleetHeartbeat: 100ms
+  domains:
+    - domain: )",
+                      domain, R"(
+      assignmentTtl: 2s
+      buckets:
+        - match: {name: api}
+          limit: {requests: 100, per: 1s}
+)");
+}
+
+// A server of `config` over `store` (null: the embedded one) as node
+// `node_id`, on a free loopback port; null (and a test failure) if it
+// cannot start.
+inline std::unique_ptr<server::Server> start_rlqs_server(
+    const server::ServerConfig& config, std::shared_ptr<Coordinator> store,
+    const std::string& node_id) {
+  auto policies = server::Policies::create(config, std::move(store), {},
+                                           {.node_id = node_id});
+  EXPECT_TRUE(policies.ok()) << policies.status();
+  if (!policies.ok()) return nullptr;
+  auto server =
+      server::Server::start(*std::move(policies), {.listen = "127.0.0.1:0"});
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? *std::move(server) : nullptr;
+}
+
+// Runs the scenario on servers `start(i)` starts (i in [0, servers); the
+// same i again after a kill: a new process on the same store). Reports
+// failures through gtest.
+inline void run_rlqs_fleet(
+    int servers, const std::string& domain,
+    const std::function<std::unique_ptr<server::Server>(int)>& start) {
+  std::vector<std::unique_ptr<server::Server>> fleet;
+  for (int i = 0; i < servers; ++i) {
+    fleet.push_back(start(i));
+    ASSERT_NE(fleet.back(), nullptr);
+  }
+  const RlqsId api = {{"name", "api"}};
+  std::vector<std::unique_ptr<RlqsEmulator>> clients;
+  std::vector<Load> load;
+  for (int c = 0; c < kFleetClients; ++c) {
+    clients.push_back(std::make_unique<RlqsEmulator>(
+        loopback_channel(fleet[c % servers]->port()),
+        RlqsEmulatorOptions{.domain = domain,
+                            .report_period_ms = kFleetReportMs,
+                            .deny_without_assignment = true}));
+    load.push_back({clients.back().get(), api, 4});
+  }
+  const auto admitted_between = [&](int64_t from, int64_t to) {
+    int64_t n = 0;
+    for (auto& c : clients) {
+      for (int64_t t : c->admitted(api)) n += t >= from && t < to ? 1 : 0;
+    }
+    return n;
+  };
+  const auto rate = [&](int64_t from, int64_t to) {
+    return static_cast<double>(admitted_between(from, to)) * 1000.0 /
+           static_cast<double>(to - from);
+  };
+
+  // 1. Over the limit, with three stream breaks.
+  drive(load, 2500);
+  for (int c : {5, 10, 15}) clients[c]->break_stream();
+  drive(load, 2500);
+  int64_t from = steady_ms();
+  drive(load, 3000);
+  EXPECT_GE(rate(from, steady_ms()), 0.9 * kFleetLimit)
+      << "over the limit, " << servers << " server(s)";
+
+  // 2. Under it, then one client's demand jumps.
+  for (Load& l : load) l.per_s = 0.25;
+  drive(load, 5000);
+  from = steady_ms();
+  drive(load, 4000);
+  const double asked = 0.25 * kFleetClients;
+  EXPECT_GE(rate(from, steady_ms()), 0.9 * asked)
+      << "under the limit, " << servers << " server(s)";
+  RlqsEmulator& jumper = *clients[0];
+  load[0].per_s = 60;
+  const int64_t jump = steady_ms();
+  // Its water-filling share: 100 less the 49 others' demand of 1 each.
+  const uint32_t share = kFleetLimit - (kFleetClients - 1);
+  EXPECT_TRUE(drive(load, 3 * kFleetReportMs,
+                    [&] {
+                      return holds_tokens(
+                          jumper, api, static_cast<uint32_t>(0.8 * share + 1));
+                    }))
+      << "the jumping client holds " << tokens_of(jumper, api) << " after "
+      << steady_ms() - jump << " ms, " << servers << " server(s)";
+
+  // 3. A server killed and restarted, over the limit.
+  if (servers > 1) {
+    for (Load& l : load) l.per_s = 4;
+    drive(load, 2000);
+    const int last = servers - 1;
+    fleet[last]->shutdown();
+    fleet[last].reset();
+    for (int c = last; c < kFleetClients; c += servers) {
+      clients[c]->move_to(loopback_channel(fleet[c % last]->port()));
+    }
+    drive(load, 4000);
+    fleet[last] = start(last);
+    ASSERT_NE(fleet[last], nullptr);
+    for (int c = last; c < kFleetClients; c += servers) {
+      clients[c]->move_to(loopback_channel(fleet[last]->port()));
+    }
+    drive(load, 4000);
+    from = steady_ms();
+    drive(load, 2000);
+    EXPECT_GE(rate(from, steady_ms()), 0.7 * kFleetLimit)
+        << "after a server was killed and restarted";
+  }
+
+  std::vector<int64_t> all;
+  for (auto& c : clients) {
+    for (int64_t t : c->admitted(api)) all.push_back(t);
+  }
+  for (int64_t w : {int64_t{1000}, kFleetCommitMs, int64_t{5000}}) {
+    EXPECT_LE(most_in_window(all, w),
+              rlqs_bound(kFleetLimit, 1, kFleetCommitMs, w))
+        << "window " << w << " ms, " << servers << " server(s)";
+  }
+  clients.clear();
+  for (auto& s : fleet) {
+    if (s != nullptr) s->shutdown();
+  }
+}
+
+}  // namespace throttlekit::testing
+
+#endif  // THROTTLEKIT_TESTS_SERVER_RLQS_FLEET_RUN_H_
