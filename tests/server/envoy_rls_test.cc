@@ -42,6 +42,7 @@
 #include "server.h"
 #include "support/envoy_request.h"
 #include "support/manual_clock_server.h"
+#include "support/script_entries.h"
 #include "support/test_time.h"
 #include "throttlekit/coordinator/memory_coordinator.h"
 #include "throttlekit/store/rate_limiter.h"
@@ -1225,19 +1226,12 @@ TEST(EnvoyRls, TheSharedScriptAnswersAsWritten) {
   const char* dir = std::getenv("THROTTLEKIT_ENVOY_SCRIPT_DIR");
   ASSERT_NE(dir, nullptr) << "THROTTLEKIT_ENVOY_SCRIPT_DIR is not set";
   EnvoyDoor door(load_config(absl::StrCat(dir, "/server.yaml")));
-  std::ifstream in(absl::StrCat(dir, "/script.txt"));
-  ASSERT_TRUE(in.good());
-  std::string line;
-  int number = 0;
+  const auto entries =
+      testing::read_script_entries(absl::StrCat(dir, "/script.txt"));
+  ASSERT_TRUE(entries.ok()) << entries.status();
   int steps = 0;
   std::optional<rls::RateLimitRequest> pending;
-  while (std::getline(in, line)) {
-    ++number;
-    if (line.empty() || line[0] == '#') continue;
-    const size_t colon = line.find(':');
-    ASSERT_NE(colon, std::string::npos) << "script.txt:" << number;
-    const std::string tag = line.substr(0, colon);
-    const std::string body = line.substr(colon + 1);
+  for (const auto& [number, tag, body] : *entries) {
     if (tag == "request") {
       pending.emplace();
       ASSERT_TRUE(
