@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "share_lease.h"
 #include "value_pattern.h"
 
 namespace throttlekit::server {
@@ -33,35 +34,24 @@ class HeartbeatShare::Slot final : public BudgetShare {
  public:
   Slot(QuotaBudgetRef ref, std::string key, HeartbeatOptions options,
        int64_t margin_ms)
-      : ref(std::move(ref)),
-        key(std::move(key)),
-        options(options),
-        margin_ms(margin_ms) {}
+      : ref(std::move(ref)), key(std::move(key)), options(options) {
+    lease.commit_ms = this->ref.commit_ms;
+    lease.lease_ttl_ms = options.lease_ttl_ms;
+    lease.margin_ms = margin_ms;
+  }
 
   std::optional<int64_t> at(int64_t now_ms) override {
     MutexLock lock(mu);
-    served = effective_locked(now_ms);
+    served = lease.at(now_ms);
     return served;
-  }
-
-  // The share at `now_ms`: nullopt before a grant, 0 once an assignment
-  // sent now could outlive the lease.
-  std::optional<int64_t> effective_locked(int64_t now_ms) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    if (!granted) return std::nullopt;
-    return now_ms <= lease_until_ms - ref.commit_ms ? share : 0;
   }
 
   const QuotaBudgetRef ref;
   const std::string key;
   const HeartbeatOptions options;
-  const int64_t margin_ms;
 
   Mutex mu;
-  bool granted ABSL_GUARDED_BY(mu) = false;
-  int64_t share ABSL_GUARDED_BY(mu) = 0;
-  int64_t generation ABSL_GUARDED_BY(mu) = 0;
-  int64_t lease_until_ms ABSL_GUARDED_BY(mu) = 0;
+  ShareLease lease ABSL_GUARDED_BY(mu);
   int64_t seq ABSL_GUARDED_BY(mu) = 0;
   bool in_flight ABSL_GUARDED_BY(mu) = false;
   int64_t next_beat_ms ABSL_GUARDED_BY(mu) = 0;
@@ -170,10 +160,10 @@ std::optional<HeartbeatShareView> HeartbeatShare::view(
   }
   if (slot == nullptr) return std::nullopt;
   MutexLock lock(slot->mu);
-  return HeartbeatShareView{.granted = slot->granted,
-                            .share = slot->share,
-                            .generation = slot->generation,
-                            .lease_until_ms = slot->lease_until_ms,
+  return HeartbeatShareView{.granted = slot->lease.granted,
+                            .share = slot->lease.share,
+                            .generation = slot->lease.generation,
+                            .lease_until_ms = slot->lease.lease_until_ms,
                             .beats = slot->beats,
                             .failed_beats = slot->failed_beats};
 }
@@ -220,7 +210,7 @@ int64_t HeartbeatShare::beat(const std::shared_ptr<Slot>& slot,
     if (slot->next_beat_ms > now_ms) return slot->next_beat_ms;
     slot->next_beat_ms = now_ms + options_.heartbeat_ms;
     slot->in_flight = true;
-    applied = slot->generation;
+    applied = slot->lease.generation;
     seq = ++slot->seq;
   }
   // The snapshot: the applied generation, then the commitments read after
@@ -248,16 +238,8 @@ int64_t HeartbeatShare::beat(const std::shared_ptr<Slot>& slot,
           slot->in_flight = false;
           if (grant.ok() && !grant->stale) {
             ++slot->beats;
-            // Grants are monotone per node: an older one is not applied.
-            if (!slot->granted || grant->generation > slot->generation) {
-              slot->share = grant->share;
-              slot->generation = grant->generation;
-            }
-            slot->granted = true;
-            slot->lease_until_ms = std::max(
-                slot->lease_until_ms,
-                sent_ms + slot->options.lease_ttl_ms - slot->margin_ms);
-            moved = slot->effective_locked(clock_.now_ms()) != slot->served;
+            slot->lease.apply(*grant, sent_ms);
+            moved = slot->lease.at(clock_.now_ms()) != slot->served;
           } else {
             ++slot->failed_beats;
           }

@@ -6,7 +6,8 @@
 // lowered share stays reserved while the server reports its commitments; a
 // server cut off from the store fences before the store can give its part
 // to others; a restarted server is a new node; `changed` tells the door
-// when the share moved; a dropped budget is no longer beaten.
+// when the share moved; a dropped budget is no longer beaten; and the pure
+// lease rule (share_lease.h).
 
 #include "heartbeat_share.h"
 
@@ -23,6 +24,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "share_lease.h"
 #include "support/forwarding_coordinator.h"
 #include "throttlekit/coordinator/memory_coordinator.h"
 
@@ -217,6 +219,26 @@ TEST(HeartbeatShare, ADroppedBudgetIsNoLongerBeaten) {
   a->dropped = true;
   EXPECT_TRUE(
       eventually([&] { return !a->source->view("edge", "api").has_value(); }));
+}
+
+TEST(ShareLease, AppliesNewerGrantsAndFencesBeforeTheLeaseLapses) {
+  ShareLease l{.commit_ms = 2500, .lease_ttl_ms = 2900, .margin_ms = 100};
+  EXPECT_EQ(l.at(0), std::nullopt);
+  l.apply({.share = 40, .generation = 3}, /*sent_ms=*/1000);
+  // lease_until = 1000 + 2900 - 100 = 3800: a send at t expires by
+  // t + 2500, so sends are allowed through t = 1300.
+  EXPECT_EQ(l.lease_until_ms, 3800);
+  EXPECT_EQ(l.at(1300), 40);
+  EXPECT_EQ(l.at(1301), 0);
+  // An older generation is not applied, but its beat renews the lease.
+  l.apply({.share = 90, .generation = 2}, 1200);
+  EXPECT_EQ(l.at(1500), 40);
+  // A late answer of an earlier beat never shortens the lease.
+  l.apply({.share = 40, .generation = 3}, 1100);
+  EXPECT_EQ(l.lease_until_ms, 4000);
+  l.apply({.share = 10, .generation = 4}, 1300);
+  EXPECT_EQ(l.lease_until_ms, 4100);
+  EXPECT_EQ(l.at(1600), 10);
 }
 
 TEST(HeartbeatShare, StoreKeysAreLengthPrefixed) {
