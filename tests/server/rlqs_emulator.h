@@ -175,6 +175,31 @@ class RlqsEmulator {
     return it == buckets_.end() ? std::vector<int64_t>{}
                                 : it->second.admitted_ms;
   }
+  // A token bucket installed: capacity `max_tokens` from `from_ms` until
+  // `to_ms` (replaced, blanket-ruled or expired; its expiry while it is
+  // the last).
+  struct Held {
+    int64_t from_ms = 0;
+    int64_t to_ms = 0;
+    uint32_t max_tokens = 0;
+  };
+  // Every token bucket `id` has held, in order (abandoned ones included).
+  std::vector<Held> held(const RlqsId& id) {
+    std::lock_guard lock(mu_);
+    std::vector<Held> out;
+    if (auto a = abandoned_held_.find(key(id)); a != abandoned_held_.end()) {
+      out = a->second;
+    }
+    auto it = buckets_.find(key(id));
+    if (it == buckets_.end()) return out;
+    out.insert(out.end(), it->second.held.begin(), it->second.held.end());
+    if (it->second.tb.has_value()) {
+      out.push_back({it->second.tb->installed_ms, it->second.expires_ms,
+                     it->second.tb->proto.max_tokens()});
+    }
+    return out;
+  }
+
   // Bucket actions applied (ignored ones not counted).
   int64_t actions() {
     std::lock_guard lock(mu_);
@@ -232,6 +257,7 @@ class RlqsEmulator {
     double tokens = 0;
     double rate_per_ms = 0;
     int64_t at_ms = 0;
+    int64_t installed_ms = 0;
   };
   struct Bucket {
     rlqs_pb::BucketId id;
@@ -241,6 +267,7 @@ class RlqsEmulator {
     std::optional<TokenBucket> tb;
     int64_t expires_ms = 0;
     std::vector<int64_t> admitted_ms;
+    std::vector<Held> held;  // the token buckets it held before `tb`
   };
   struct Stream {
     grpc::ClientContext ctx;
@@ -277,8 +304,15 @@ class RlqsEmulator {
   static void expire(Bucket& b, int64_t now) {
     if (b.kind != Kind::kNone && now >= b.expires_ms) {
       b.kind = Kind::kNone;
-      b.tb.reset();
+      drop_token_bucket(b, b.expires_ms);
     }
+  }
+  // Ends `b`'s token bucket (if any) at `at_ms`, in its history.
+  static void drop_token_bucket(Bucket& b, int64_t at_ms) {
+    if (!b.tb.has_value()) return;
+    b.held.push_back({b.tb->installed_ms, std::min(at_ms, b.expires_ms),
+                      b.tb->proto.max_tokens()});
+    b.tb.reset();
   }
   bool decide(Bucket& b, int64_t now) {
     expire(b, now);
@@ -306,6 +340,9 @@ class RlqsEmulator {
       if (it == buckets_.end()) continue;  // never reported: ignored
       ++actions_;
       if (a.has_abandon_action()) {
+        drop_token_bucket(it->second, now);
+        std::vector<Held>& kept = abandoned_held_[it->first];
+        kept.insert(kept.end(), it->second.held.begin(), it->second.held.end());
         buckets_.erase(it);
         continue;
       }
@@ -324,6 +361,7 @@ class RlqsEmulator {
         if (!same) {
           TokenBucket next;
           next.proto = tb;
+          next.installed_ms = now;
           const int64_t fill_s = tb.fill_interval().seconds();
           next.rate_per_ms =
               fill_s > 0 ? tb.tokens_per_fill().value() / (fill_s * 1000.0)
@@ -338,11 +376,12 @@ class RlqsEmulator {
           } else {
             next.tokens = tb.max_tokens();
           }
+          drop_token_bucket(b, now);
           b.tb = next;
         }
         b.kind = Kind::kTokenBucket;
       } else if (strategy.has_blanket_rule()) {
-        b.tb.reset();
+        drop_token_bucket(b, now);
         b.kind = strategy.blanket_rule() ==
                          ::envoy::type::v3::RateLimitStrategy::ALLOW_ALL
                      ? Kind::kAllowAll
@@ -427,6 +466,8 @@ class RlqsEmulator {
   std::shared_ptr<Stream> current_;
   std::vector<std::shared_ptr<Stream>> all_streams_;
   std::optional<grpc::Status> last_status_;
+  // What abandoned buckets held, by bucket key (for `held`).
+  std::map<std::string, std::vector<Held>> abandoned_held_;
   int64_t actions_ = 0;
   std::thread timer_;
 };

@@ -18,7 +18,9 @@
 //    them), then restarted (a new incarnation) and its clients move back.
 //    The fleet must admit at least 0.7 of the limit at the end.
 // Throughout, the admissions of all clients in any window of 1, 2.5 and 5
-// seconds stay within the bound R*I/F + R + R*(floor(I/L) + 1).
+// seconds stay within the bound R*I/F + R + R*(floor(I/L) + 1), and the
+// token buckets installed at any one instant hold at most R together. Each
+// client's requests come from a thread of its own (LoadThreads).
 //
 // The clients deny requests while they hold no assignment (docs/rlqs.md,
 // assumption A4), so every admission is under an assignment.
@@ -115,63 +117,72 @@ inline void run_rlqs_fleet(
            static_cast<double>(to - from);
   };
 
+  LoadThreads threads(load);
+
   // 1. Over the limit, with three stream breaks.
-  drive(load, 2500);
+  LoadThreads::wait(2500);
   for (int c : {5, 10, 15}) clients[c]->break_stream();
-  drive(load, 2500);
+  LoadThreads::wait(2500);
   int64_t from = steady_ms();
-  drive(load, 3000);
+  LoadThreads::wait(3000);
   EXPECT_GE(rate(from, steady_ms()), 0.9 * kFleetLimit)
       << "over the limit, " << servers << " server(s)";
 
   // 2. Under it, then one client's demand jumps.
-  for (Load& l : load) l.per_s = 0.25;
-  drive(load, 5000);
+  threads.set_all(0.25);
+  LoadThreads::wait(5000);
   from = steady_ms();
-  drive(load, 4000);
+  LoadThreads::wait(4000);
   const double asked = 0.25 * kFleetClients;
   EXPECT_GE(rate(from, steady_ms()), 0.9 * asked)
       << "under the limit, " << servers << " server(s)";
   RlqsEmulator& jumper = *clients[0];
-  load[0].per_s = 60;
+  threads.set_rate(0, 60);
   const int64_t jump = steady_ms();
   // Its water-filling share: 100 less the 49 others' demand of 1 each.
   const uint32_t share = kFleetLimit - (kFleetClients - 1);
-  EXPECT_TRUE(drive(load, 3 * kFleetReportMs,
-                    [&] {
-                      return holds_tokens(
-                          jumper, api, static_cast<uint32_t>(0.8 * share + 1));
-                    }))
+  EXPECT_TRUE(LoadThreads::wait(3 * kFleetReportMs,
+                                [&] {
+                                  return holds_tokens(
+                                      jumper, api,
+                                      static_cast<uint32_t>(0.8 * share + 1));
+                                }))
       << "the jumping client holds " << tokens_of(jumper, api) << " after "
       << steady_ms() - jump << " ms, " << servers << " server(s)";
 
   // 3. A server killed and restarted, over the limit.
   if (servers > 1) {
-    for (Load& l : load) l.per_s = 4;
-    drive(load, 2000);
+    threads.set_all(4);
+    LoadThreads::wait(2000);
     const int last = servers - 1;
     fleet[last]->shutdown();
     fleet[last].reset();
     for (int c = last; c < kFleetClients; c += servers) {
       clients[c]->move_to(loopback_channel(fleet[c % last]->port()));
     }
-    drive(load, 4000);
+    LoadThreads::wait(4000);
     fleet[last] = start(last);
     ASSERT_NE(fleet[last], nullptr);
     for (int c = last; c < kFleetClients; c += servers) {
       clients[c]->move_to(loopback_channel(fleet[last]->port()));
     }
-    drive(load, 4000);
+    LoadThreads::wait(4000);
     from = steady_ms();
-    drive(load, 2000);
+    LoadThreads::wait(2000);
     EXPECT_GE(rate(from, steady_ms()), 0.7 * kFleetLimit)
         << "after a server was killed and restarted";
   }
 
+  threads.stop();
   std::vector<int64_t> all;
+  std::vector<RlqsEmulator::Held> held;
   for (auto& c : clients) {
     for (int64_t t : c->admitted(api)) all.push_back(t);
+    for (const RlqsEmulator::Held& h : c->held(api)) held.push_back(h);
   }
+  // The invariant the bound rests on, at every instant of the run: the
+  // token buckets installed at once hold at most the budget.
+  EXPECT_LE(most_held_at_once(held), kFleetLimit) << servers << " server(s)";
   for (int64_t w : {int64_t{1000}, kFleetCommitMs, int64_t{5000}}) {
     EXPECT_LE(most_in_window(all, w),
               rlqs_bound(kFleetLimit, 1, kFleetCommitMs, w))

@@ -385,6 +385,11 @@ TEST_F(QuotaDoorTest, ARunOfFiveClientsStaysWithinTheBoundAndNearTheLimit) {
     EXPECT_LE(most_in_window(all, w), testing::rlqs_bound(kLimit, 1, 2500, w))
         << "window " << w << " ms";
   }
+  std::vector<RlqsEmulator::Held> held;
+  for (const Load& l : load) {
+    for (const auto& h : l.client->held(kApi)) held.push_back(h);
+  }
+  EXPECT_LE(testing::most_held_at_once(held), kLimit);
   // At steady demand above the limit the clients together get near it.
   const double per_s = static_cast<double>(steady) * 1000.0 /
                        static_cast<double>(steady_to - steady_from);
