@@ -26,7 +26,9 @@
 //   died is sent elsewhere).
 //
 // It records every request allowed, with its time, per bucket, so tests
-// count admissions per interval. Time is the steady clock, in ms.
+// count admissions per interval, and every token bucket it held (`held`,
+// rlqs_held.h), so they check what all clients held at once. Time is the steady
+// clock, in ms.
 //
 // Thread-safety: every method is safe to call concurrently.
 
@@ -50,6 +52,7 @@
 #include <vector>
 
 #include "envoy/service/rate_limit_quota/v3/rlqs.grpc.pb.h"
+#include "rlqs_held.h"
 
 namespace throttlekit::testing {
 
@@ -175,14 +178,8 @@ class RlqsEmulator {
     return it == buckets_.end() ? std::vector<int64_t>{}
                                 : it->second.admitted_ms;
   }
-  // A token bucket installed: capacity `max_tokens` from `from_ms` until
-  // `to_ms` (replaced, blanket-ruled or expired; its expiry while it is
-  // the last).
-  struct Held {
-    int64_t from_ms = 0;
-    int64_t to_ms = 0;
-    uint32_t max_tokens = 0;
-  };
+  using Held = RlqsHeld;
+
   // Every token bucket `id` has held, in order (abandoned ones included).
   std::vector<Held> held(const RlqsId& id) {
     std::lock_guard lock(mu_);

@@ -120,9 +120,9 @@ inline void run_rlqs_fleet(
   LoadThreads threads(load);
 
   // 1. Over the limit, with three stream breaks.
-  LoadThreads::wait(2500);
+  LoadThreads::wait(2000);
   for (int c : {5, 10, 15}) clients[c]->break_stream();
-  LoadThreads::wait(2500);
+  LoadThreads::wait(2000);
   int64_t from = steady_ms();
   LoadThreads::wait(3000);
   EXPECT_GE(rate(from, steady_ms()), 0.9 * kFleetLimit)
@@ -130,9 +130,9 @@ inline void run_rlqs_fleet(
 
   // 2. Under it, then one client's demand jumps.
   threads.set_all(0.25);
-  LoadThreads::wait(5000);
+  LoadThreads::wait(4500);
   from = steady_ms();
-  LoadThreads::wait(4000);
+  LoadThreads::wait(4000);  // one request of each client
   const double asked = 0.25 * kFleetClients;
   EXPECT_GE(rate(from, steady_ms()), 0.9 * asked)
       << "under the limit, " << servers << " server(s)";
@@ -160,13 +160,13 @@ inline void run_rlqs_fleet(
     for (int c = last; c < kFleetClients; c += servers) {
       clients[c]->move_to(loopback_channel(fleet[c % last]->port()));
     }
-    LoadThreads::wait(4000);
+    LoadThreads::wait(3000);
     fleet[last] = start(last);
     ASSERT_NE(fleet[last], nullptr);
     for (int c = last; c < kFleetClients; c += servers) {
       clients[c]->move_to(loopback_channel(fleet[last]->port()));
     }
-    LoadThreads::wait(4000);
+    LoadThreads::wait(3500);
     from = steady_ms();
     LoadThreads::wait(2000);
     EXPECT_GE(rate(from, steady_ms()), 0.7 * kFleetLimit)

@@ -12,9 +12,7 @@
 // - `most_in_window`: the most admissions in any window of a length;
 // - `rlqs_bound`: docs/rlqs.md's bound on them, R*I/F + R +
 //   R*(floor(I/L) + 1);
-// - `most_held_at_once`: the most token-bucket capacity the clients held
-//   together at any instant (each installed bucket is one of its client's
-//   unexpired records, so docs/rlqs.md's invariant keeps it within R).
+// - and, from rlqs_held.h, `most_held_at_once`.
 //
 // Thread-safety: the functions are called from the test's one thread;
 // LoadThreads' methods too (its threads only call the emulators, which
@@ -31,10 +29,10 @@
 #include <memory>
 #include <optional>
 #include <thread>
-#include <utility>
 #include <vector>
 
 #include "rlqs_emulator.h"
+#include "rlqs_held.h"
 
 namespace throttlekit::testing {
 
@@ -170,26 +168,6 @@ inline int64_t rlqs_bound(int64_t limit, int64_t fill_s, int64_t commit_ms,
                           int64_t window_ms) {
   return limit * window_ms / (fill_s * 1000) + limit +
          limit * (window_ms / commit_ms + 1);
-}
-
-// The largest sum over `held` intervals overlapping at one instant (an
-// interval ending at t does not overlap one starting at t).
-inline int64_t most_held_at_once(const std::vector<RlqsEmulator::Held>& held) {
-  std::vector<std::pair<int64_t, int64_t>> events;  // (time, +/- tokens)
-  for (const RlqsEmulator::Held& h : held) {
-    if (h.to_ms <= h.from_ms) continue;
-    events.emplace_back(h.from_ms, h.max_tokens);
-    events.emplace_back(h.to_ms, -static_cast<int64_t>(h.max_tokens));
-  }
-  // Ends before starts at one instant.
-  std::sort(events.begin(), events.end());
-  int64_t sum = 0;
-  int64_t most = 0;
-  for (const auto& [t, d] : events) {
-    sum += d;
-    most = std::max(most, sum);
-  }
-  return most;
 }
 
 }  // namespace throttlekit::testing
