@@ -256,6 +256,17 @@ absl::StatusOr<std::vector<QuotaSend>> QuotaBudget::assign(int64_t share,
     }
     any_capped = any_capped || c->capped;
   }
+  if (active.empty()) {
+    // Nobody reports: due when the last record expires, so the owner sees
+    // the budget idle (and may drop it).
+    int64_t last = 0;
+    const auto latest = [&](const Records& r) {
+      for (const Record& x : r.list) last = std::max(last, x.expires_ms);
+    };
+    for (const auto& [id, c] : clients_) latest(c.records);
+    for (const Records& r : retired_) latest(r);
+    if (last > 0) next_due_ms_ = last;
+  }
   if (any_capped) {
     const auto front = [&](const Records& r) {
       if (!r.list.empty() && r.list.front().tokens > 0) {
@@ -280,6 +291,16 @@ int64_t QuotaBudget::committed(int64_t now_ms) const {
   for (const auto& [id, c] : clients_) sum += c.records.at(now_ms);
   for (const Records& r : retired_) sum += r.at(now_ms);
   return sum;
+}
+
+bool QuotaBudget::idle(int64_t now_ms) const {
+  for (const auto& [id, c] : clients_) {
+    if (c.active || c.records.at(now_ms) > 0) return false;
+  }
+  for (const Records& r : retired_) {
+    if (r.at(now_ms) > 0) return false;
+  }
+  return true;
 }
 
 int64_t QuotaBudget::demand() const {

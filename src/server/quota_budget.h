@@ -174,13 +174,17 @@ class QuotaBudget {
 
   // When `assign` should next run though no report came: the earliest
   // refresh (half a TTL after a client's last assignment), the earliest
-  // expiry that frees budget for a capped raise, or the time of a report or
-  // forget since the last assign. INT64_MAX when nothing is due.
+  // expiry that frees budget for a capped raise, the time of a report or
+  // forget since the last assign, or, when no client reports, the expiry
+  // of the last record (then `idle`). INT64_MAX when nothing is due.
   int64_t next_due_ms() const { return next_due_ms_; }
 
   // sum_c committed_c(now_ms), forgotten clients and retired records
   // included.
   int64_t committed(int64_t now_ms) const;
+  // No client reports it and nothing it sent still counts at `now_ms`:
+  // the budget can be dropped (a new one would start from the same state).
+  bool idle(int64_t now_ms) const;
   // The sum of the active clients' demands (tokens per fill interval, as
   // their last reports gave them), at most 2^53-1: what this budget asks of
   // a fleet.

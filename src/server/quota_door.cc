@@ -41,6 +41,13 @@ Action blanket_action(const rlqs_pb::BucketId& id, RlqsBlanket rule,
   return a;
 }
 
+Action abandon_action(const rlqs_pb::BucketId& id) {
+  Action a;
+  *a.mutable_bucket_id() = id;
+  a.mutable_abandon_action();
+  return a;
+}
+
 Action quota_action(const rlqs_pb::BucketId& id, const QuotaAssignment& q) {
   if (q.deny_all()) return blanket_action(id, RlqsBlanket::kDenyAll, q.ttl_s);
   Action a = assignment_action(id, q.ttl_s);
@@ -190,6 +197,13 @@ absl::Status QuotaDoor::report(
       c.allowed.fetch_add(allowed, std::memory_order_relaxed);
       c.denied.fetch_add(denied, std::memory_order_relaxed);
     }
+    if (stream.idle_for(bucket_key, allowed + denied > 0, now,
+                        config_.abandon_idle_ms)) {
+      abandon(stream, bucket_key, now);
+      pushes[self].push_back(abandon_action(u.bucket_id()));
+      abandoned_.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
     if (rule == nullptr || !rule->limit.has_value()) {
       const RlqsBlanket blanket = rule != nullptr     ? rule->blanket
                                   : domain != nullptr ? domain->unmatched
@@ -206,31 +220,23 @@ absl::Status QuotaDoor::report(
     }
     const std::string client = absl::StrCat(stream.id(), "/", bucket_key);
     std::shared_ptr<Budget> budget;
-    {
-      MutexLock lock(mu_);
-      std::shared_ptr<Budget>& slot = budgets_[{di, match->budget_key}];
-      if (slot == nullptr) {
-        absl::StatusOr<std::shared_ptr<Budget>> created =
-            create_budget(*domain, match->rule, match->budget_key);
-        if (!created.ok()) {
-          budgets_.erase({di, match->budget_key});
-          return created.status();
-        }
-        slot = *std::move(created);
-      }
-      budget = slot;
-      auto it = streams_.find(stream.id());
-      if (it != streams_.end()) it->second.clients[client] = budget;
+    while (true) {
+      absl::StatusOr<std::shared_ptr<Budget>> found =
+          budget_for(di, *domain, *match, stream.id(), client);
+      if (!found.ok()) return found.status();
+      budget = *std::move(found);
+      Budget& b = *budget;
+      MutexLock lock(b.mu);
+      if (b.dropped) continue;  // dropped while idle, just now: a new one
+      b.targets[client] = Target{self, u.bucket_id()};
+      b.budget
+          .report(client, allowed, denied,
+                  u.time_elapsed().seconds() * 1000 +
+                      u.time_elapsed().nanos() / 1'000'000,
+                  now)
+          .IgnoreError();  // validated above
+      break;
     }
-    Budget& b = *budget;
-    MutexLock lock(b.mu);
-    b.targets[client] = Target{self, u.bucket_id()};
-    b.budget
-        .report(client, allowed, denied,
-                u.time_elapsed().seconds() * 1000 +
-                    u.time_elapsed().nanos() / 1'000'000,
-                now)
-        .IgnoreError();  // validated above
     if (std::find(touched.begin(), touched.end(), budget) == touched.end()) {
       touched.push_back(std::move(budget));
     }
@@ -289,6 +295,59 @@ absl::StatusOr<std::shared_ptr<QuotaDoor::Budget>> QuotaDoor::create_budget(
             wake();
           }});
   return budget;
+}
+
+absl::StatusOr<std::shared_ptr<QuotaDoor::Budget>> QuotaDoor::budget_for(
+    size_t di, const RlqsDomain& domain, const RlqsRuleMatch& match,
+    int64_t stream_id, const std::string& client) {
+  MutexLock lock(mu_);
+  std::shared_ptr<Budget>& slot = budgets_[{di, match.budget_key}];
+  if (slot == nullptr) {
+    absl::StatusOr<std::shared_ptr<Budget>> created =
+        create_budget(domain, match.rule, match.budget_key);
+    if (!created.ok()) {
+      budgets_.erase({di, match.budget_key});
+      return created.status();
+    }
+    slot = *std::move(created);
+  }
+  auto it = streams_.find(stream_id);
+  if (it != streams_.end()) it->second.clients[client] = slot;
+  return slot;
+}
+
+void QuotaDoor::abandon(QuotaStream& stream, const std::string& bucket_key,
+                        int64_t now_ms) {
+  stream.forget_blanket(bucket_key);
+  const std::string client = absl::StrCat(stream.id(), "/", bucket_key);
+  std::shared_ptr<Budget> budget;
+  {
+    MutexLock lock(mu_);
+    auto it = streams_.find(stream.id());
+    if (it == streams_.end()) return;
+    auto c = it->second.clients.find(client);
+    if (c == it->second.clients.end()) return;
+    budget = std::move(c->second);
+    it->second.clients.erase(c);
+  }
+  MutexLock lock(budget->mu);
+  budget->budget.forget(client, now_ms);
+  budget->targets.erase(client);
+}
+
+void QuotaDoor::drop_idle(const std::vector<std::shared_ptr<Budget>>& idle) {
+  if (idle.empty()) return;
+  MutexLock lock(mu_);
+  const int64_t now = clock_.now_ms();
+  for (const std::shared_ptr<Budget>& b : idle) {
+    const size_t di = static_cast<size_t>(b->domain - config_.domains.data());
+    auto it = budgets_.find({di, b->key});
+    if (it == budgets_.end() || it->second != b) continue;
+    MutexLock budget_lock(b->mu);
+    if (!b->budget.idle(now)) continue;
+    b->dropped = true;
+    budgets_.erase(it);
+  }
 }
 
 void QuotaDoor::wake() {
@@ -357,16 +416,20 @@ void QuotaDoor::pusher_loop() {
     const int64_t now = clock_.now_ms();
     int64_t next = kNever;
     Pushes pushes;
+    std::vector<std::shared_ptr<Budget>> idle;
     for (const std::shared_ptr<Budget>& ptr : budgets) {
       Budget& b = *ptr;
       const bool moved = b.share_moved.exchange(false);
       MutexLock budget_lock(b.mu);
       if (moved || (!b.waiting && b.budget.next_due_ms() <= now)) {
         assign_locked(b, now, pushes);
+        if (b.budget.idle(now)) idle.push_back(ptr);
       }
       if (!b.waiting) next = std::min(next, b.budget.next_due_ms());
     }
     push(pushes);
+    drop_idle(idle);
+    idle.clear();
     for (const std::shared_ptr<QuotaStream>& s : streams) {
       int64_t sent = 0;
       next = std::min(next, s->refresh_blankets(now, &sent));
@@ -454,6 +517,9 @@ void QuotaDoor::append_prometheus(std::string& out) {
   one("throttlekit_rlqs_bad_reports_total", "counter",
       "Quota door: reports refused (the stream ended with their status).",
       bad_reports_.load(std::memory_order_relaxed));
+  one("throttlekit_rlqs_abandoned_total", "counter",
+      "Quota door: buckets abandoned (reported idle for abandonIdle).",
+      abandoned_.load(std::memory_order_relaxed));
   one("throttlekit_rlqs_assignments_sent_total", "counter",
       "Quota door: bucket actions queued to streams.",
       assignments_.load(std::memory_order_relaxed));

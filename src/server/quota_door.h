@@ -27,6 +27,13 @@
 //   budget, at a blanket refresh, when a stream closed (its `forget`
 //   makes a budget due), or when a budget's share moved, and pushes what
 //   `assign` returns.
+// - Abandon. A bucket a stream reports with no requests for `abandonIdle`
+//   gets an abandon action (the client erases it, and reports it afresh
+//   at its next request): its blanket is no longer refreshed and its
+//   budget client is forgotten (its records count until they expire).
+// - A budget no client reports whose records have all expired is dropped
+//   by the pusher (a report finding it dropped takes a new one), and with
+//   it its beats in a fleet.
 // - A stream's end (half-close, cancel, error, shutdown) forgets its
 //   clients in every budget they reported: their records count until they
 //   expire.
@@ -123,6 +130,9 @@ class QuotaDoor {
     QuotaBudget budget ABSL_GUARDED_BY(mu);
     // No share known at the last assign: not due until the share moves.
     bool waiting ABSL_GUARDED_BY(mu) = false;
+    // Idle and dropped from the door: a report that finds it takes a new
+    // one.
+    bool dropped ABSL_GUARDED_BY(mu) = false;
     std::map<std::string, Target> targets ABSL_GUARDED_BY(mu);
   };
   struct Open {
@@ -138,6 +148,19 @@ class QuotaDoor {
   // the share source.
   absl::StatusOr<std::shared_ptr<Budget>> create_budget(
       const RlqsDomain& domain, size_t rule, const std::string& key);
+  // The budget of `match` (created on first use), with `client` of stream
+  // `stream_id` recorded as reporting it.
+  absl::StatusOr<std::shared_ptr<Budget>> budget_for(size_t di,
+                                                     const RlqsDomain& domain,
+                                                     const RlqsRuleMatch& match,
+                                                     int64_t stream_id,
+                                                     const std::string& client);
+  // Forgets bucket `bucket_key` of `stream` (reported idle): no more
+  // blanket refreshes, and its budget client is forgotten.
+  void abandon(QuotaStream& stream, const std::string& bucket_key,
+               int64_t now_ms);
+  // Drops each of `idle` that is still idle from the door's budgets.
+  void drop_idle(const std::vector<std::shared_ptr<Budget>>& idle);
   // Assigns `b` at `now_ms` (requires b.mu) and adds its sends to `out`.
   void assign_locked(Budget& b, int64_t now_ms, Pushes& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(b.mu);
@@ -170,6 +193,7 @@ class QuotaDoor {
   std::atomic<int64_t> reports_{0};
   std::atomic<int64_t> bad_reports_{0};
   std::atomic<int64_t> assignments_{0};
+  std::atomic<int64_t> abandoned_{0};
   std::atomic<int64_t> streams_total_{0};
 
   std::thread pusher_;

@@ -133,4 +133,22 @@ int64_t QuotaStream::refresh_blankets(int64_t now_ms, int64_t* sent) {
   return next;
 }
 
+void QuotaStream::forget_blanket(const std::string& key) {
+  MutexLock lock(mu_);
+  blankets_.erase(key);
+}
+
+bool QuotaStream::idle_for(const std::string& key, bool used, int64_t now_ms,
+                           int64_t idle_ms) {
+  MutexLock lock(mu_);
+  if (used || idle_ms <= 0) {
+    idle_since_.erase(key);
+    return false;
+  }
+  const auto it = idle_since_.try_emplace(key, now_ms).first;
+  if (now_ms - it->second < idle_ms) return false;
+  idle_since_.erase(it);
+  return true;
+}
+
 }  // namespace throttlekit::server

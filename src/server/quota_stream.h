@@ -3,7 +3,8 @@
 // Provides `QuotaStream`: one RLQS stream as the quota door sees it
 // (docs/rlqs.md, "The stream service"): its client id, the domain its
 // first report fixed, the blanket-rule buckets it reported (refreshed at
-// half their TTL), and its outbox. gRPC allows one write in flight per
+// half their TTL), since when each bucket has been reported idle, and its
+// outbox. gRPC allows one write in flight per
 // stream, so actions queue while a write is out and go together in the
 // next response; `finish` waits for the write in flight. The stream talks
 // to its reactor through `QuotaStreamWriter`, so the door never touches
@@ -91,6 +92,15 @@ class QuotaStream {
   // `now_ms`); returns when the next is due (INT64_MAX: none) and adds the
   // number pushed to `*sent`.
   int64_t refresh_blankets(int64_t now_ms, int64_t* sent);
+  // Stops re-sending the blanket assignment of bucket `key` (abandoned).
+  void forget_blanket(const std::string& key);
+
+  // Notes a report of bucket `key` at `now_ms` that counted requests
+  // (`used`) or none, and returns true when the bucket has been reported
+  // with none for `idle_ms` or more (it is then forgotten here, as if never
+  // reported). `idle_ms` 0: never.
+  bool idle_for(const std::string& key, bool used, int64_t now_ms,
+                int64_t idle_ms);
 
  private:
   // Takes the queue into `out_`; requires mu_, a queue and no write out.
@@ -110,6 +120,8 @@ class QuotaStream {
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<grpc::Status> pending_finish_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Blanket> blankets_ ABSL_GUARDED_BY(mu_);
+  // Buckets reported with no requests: since when.
+  std::map<std::string, int64_t> idle_since_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace throttlekit::server

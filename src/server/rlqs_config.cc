@@ -320,6 +320,19 @@ absl::StatusOr<RlqsConfig> rlqs_block(const YAML::Node& n,
     }
     config.fleet_heartbeat_ms = *ms;
   }
+  if (const YAML::Node a = m->get("abandonIdle"); a.IsDefined()) {
+    const bool zero = a.IsScalar() && (a.Scalar() == "0" || a.Scalar() == "0s");
+    const absl::StatusOr<int64_t> ms =
+        zero ? absl::StatusOr<int64_t>(0)
+             : duration(a, child(path, "abandonIdle"), errors);
+    if (!ms.ok() || *ms > kMaxRlqsAbandonIdleMs) {
+      return errors.at(
+          child(path, "abandonIdle"),
+          absl::StrCat("must be 0s (never) or a duration up to 1d; got ",
+                       quoted(a)));
+    }
+    config.abandon_idle_ms = *ms;
+  }
   const YAML::Node ds = m->get("domains");
   if (!ds.IsDefined()) {
     return errors.at(path, "missing `domains` (at least one domain)");

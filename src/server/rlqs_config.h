@@ -9,6 +9,7 @@
 //     rlqs:
 //       unknownDomain: allow
 //       fleetHeartbeat: 1s                 # on a shared store
+//       abandonIdle: 1m                    # 0s: never
 //       domains:
 //         - domain: edge
 //           assignmentTtl: 6s
@@ -60,6 +61,10 @@ inline constexpr int64_t kDefaultRlqsAssignmentTtlS = 6;
 inline constexpr int64_t kMinRlqsFleetHeartbeatMs = 10;
 inline constexpr int64_t kMaxRlqsFleetHeartbeatMs = 60'000;
 inline constexpr int64_t kDefaultRlqsFleetHeartbeatMs = 1000;
+// A bucket a client reports with no requests for this long is abandoned
+// (`abandonIdle`, docs/rlqs.md "Abandon"): bounds and default, ms; 0 never.
+inline constexpr int64_t kMaxRlqsAbandonIdleMs = 86'400'000;
+inline constexpr int64_t kDefaultRlqsAbandonIdleMs = 60'000;
 
 // An assignment that counts nothing.
 enum class RlqsBlanket {
@@ -133,6 +138,8 @@ struct RlqsConfig {
   RlqsUnknownDomain unknown_domain = RlqsUnknownDomain::kAllow;
   // On a shared store: each server's beat period per budget.
   int64_t fleet_heartbeat_ms = kDefaultRlqsFleetHeartbeatMs;
+  // How long a bucket is reported idle before it is abandoned; 0: never.
+  int64_t abandon_idle_ms = kDefaultRlqsAbandonIdleMs;
 
   // The domain named `name`, or null.
   const RlqsDomain* find(std::string_view name) const;

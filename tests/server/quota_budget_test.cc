@@ -242,6 +242,23 @@ TEST(QuotaBudget, ForgettingAClientKeepsItsCommitmentsUntilTheyExpire) {
   EXPECT_EQ(b.client_count(), 1u);
 }
 
+TEST(QuotaBudget, ABudgetNobodyReportsIsIdleOnceItsRecordsExpire) {
+  QuotaBudget b = budget();
+  EXPECT_TRUE(b.idle(0));  // nothing yet
+  report(b, "a", 100, 0);
+  EXPECT_FALSE(b.idle(0));  // a reports
+  EXPECT_EQ(assign(b, 100, 0), (Sends{{"a", 100}}));
+  b.forget("a", 1000);
+  EXPECT_FALSE(b.idle(1000));  // a's 100 counts until 0 + 6 s + 1 s
+  EXPECT_EQ(assign(b, 100, 1000), Sends{});
+  EXPECT_EQ(b.next_due_ms(), 7000);  // when the last record expires
+  EXPECT_FALSE(b.idle(6999));
+  EXPECT_TRUE(b.idle(7000));
+  EXPECT_EQ(assign(b, 100, 7000), Sends{});
+  EXPECT_EQ(b.client_count(), 0u);
+  EXPECT_EQ(b.next_due_ms(), std::numeric_limits<int64_t>::max());
+}
+
 TEST(QuotaBudget, AForgottenClientThatReportsAgainRejoins) {
   QuotaBudget b = budget();
   report(b, "a", 10, 0);

@@ -41,6 +41,7 @@ version: 1
 rlqs:
   unknownDomain: notFound
   fleetHeartbeat: 250ms
+  abandonIdle: 30s
   domains:
     - domain: edge
       assignmentTtl: 10s
@@ -61,6 +62,7 @@ rlqs:
 )");
   EXPECT_EQ(c.unknown_domain, RlqsUnknownDomain::kNotFound);
   EXPECT_EQ(c.fleet_heartbeat_ms, 250);
+  EXPECT_EQ(c.abandon_idle_ms, 30'000);
   ASSERT_EQ(c.domains.size(), 2u);
   const RlqsDomain& edge = c.domains[0];
   EXPECT_EQ(edge.domain, "edge");
@@ -112,6 +114,12 @@ TEST(RlqsConfig, AConfigWithOnlyRlqsIsAccepted) {
   ASSERT_EQ(c->rlqs.domains.size(), 1u);
   EXPECT_EQ(c->rlqs.unknown_domain, RlqsUnknownDomain::kAllow);
   EXPECT_EQ(c->rlqs.fleet_heartbeat_ms, kDefaultRlqsFleetHeartbeatMs);
+  EXPECT_EQ(c->rlqs.abandon_idle_ms, kDefaultRlqsAbandonIdleMs);
+  absl::StatusOr<ServerConfig> never = parse_config(
+      "version: 1\nrlqs: {abandonIdle: 0s, domains: [{domain: e}]}\n",
+      "server.yaml");
+  ASSERT_TRUE(never.ok()) << never.status();
+  EXPECT_EQ(never->rlqs.abandon_idle_ms, 0);
 }
 
 TEST(RlqsConfig, SitsBesideLimitersAndTheEnvoyDoor) {
@@ -174,8 +182,14 @@ TEST(RlqsConfig, RefusesEachBadDocument) {
       {"version: 1\nrlqs: {domains: {domain: d}}",
        "server.yaml: rlqs.domains: must be a list of domains"},
       {"version: 1\nrlqs: {domains: [{domain: d}], extra: 1}",
-       "server.yaml: rlqs.extra: unknown key; expected one of domains, "
-       "fleetHeartbeat, unknownDomain"},
+       "server.yaml: rlqs.extra: unknown key; expected one of abandonIdle, "
+       "domains, fleetHeartbeat, unknownDomain"},
+      {"version: 1\nrlqs: {abandonIdle: 2d, domains: [{domain: d}]}",
+       "server.yaml: rlqs.abandonIdle: must be 0s (never) or a duration up "
+       "to 1d; got \"2d\""},
+      {"version: 1\nrlqs: {abandonIdle: soon, domains: [{domain: d}]}",
+       "server.yaml: rlqs.abandonIdle: must be 0s (never) or a duration up "
+       "to 1d; got \"soon\""},
       {"version: 1\nrlqs: {fleetHeartbeat: 9ms, domains: [{domain: d}]}",
        "server.yaml: rlqs.fleetHeartbeat: must be a duration in [10ms, 1m]; "
        "got \"9ms\""},

@@ -412,6 +412,48 @@ TEST(QuotaDoorAlone, FiftyClientsShareOneBudgetWithinTheBound) {
 // A reload (config_watcher.cc applies a changed document's `envoy:` block
 // through `reload_envoy`) leaves the quota door on the block it started
 // with (docs/rlqs.md, "Reloading").
+// abandonIdle: a bucket reported with no requests for 2 s is abandoned
+// (the client erases it), its budget is dropped once the assignment it
+// held has expired, and the next request reports the bucket afresh.
+TEST_F(QuotaDoorTest, AnIdleBucketIsAbandonedAndItsBudgetDropped) {
+  server_->shutdown();
+  start(R"(
+version: 1
+rlqs:
+  abandonIdle: 2s
+  domains:
+    - domain: edge
+      assignmentTtl: 2s
+      buckets:
+        - match: {name: api}
+          limit: {requests: 100, per: 1s}
+        - match: {name: open}
+          allow: true
+)");
+  const RlqsId open = {{"name", "open"}};
+  RlqsEmulator& a = client();
+  std::vector<Load> load = {{&a, kApi, 20}, {&a, open, 5}};
+  ASSERT_TRUE(drive(load, 3000, [&] {
+    return holds_tokens(a, kApi, 1) && a.bucket(open).has_value() &&
+           a.bucket(open)->kind == Kind::kAllowAll;
+  }));
+  EXPECT_EQ(door().budgets(), 1u);
+  // Idle from now: the reports of the next 2 s and more count nothing.
+  const int64_t idle_from = steady_ms();
+  ASSERT_TRUE(testing::LoadThreads::wait(6000, [&] {
+    return !a.bucket(kApi).has_value() && !a.bucket(open).has_value();
+  }));
+  EXPECT_GE(steady_ms() - idle_from, 2000);
+  EXPECT_TRUE(absl::StrContains(server_->prometheus_text(),
+                                "throttlekit_rlqs_abandoned_total 2\n"));
+  // The budget goes once the 100 it assigned no longer counts.
+  EXPECT_TRUE(
+      testing::LoadThreads::wait(5000, [&] { return door().budgets() == 0; }));
+  // Traffic again: reported afresh, a new budget, tokens again.
+  ASSERT_TRUE(drive(load, 3000, [&] { return holds_tokens(a, kApi, 1); }));
+  EXPECT_EQ(door().budgets(), 1u);
+}
+
 TEST_F(QuotaDoorTest, AReloadKeepsTheRlqsBlockTheServerStartedWith) {
   RlqsEmulator& a = client();
   std::vector<Load> load = {{&a, kApi, 300}};
