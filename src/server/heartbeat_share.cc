@@ -52,7 +52,6 @@ class HeartbeatShare::Slot final : public BudgetShare {
 
   Mutex mu;
   ShareLease lease ABSL_GUARDED_BY(mu);
-  int64_t seq ABSL_GUARDED_BY(mu) = 0;
   bool in_flight ABSL_GUARDED_BY(mu) = false;
   int64_t next_beat_ms ABSL_GUARDED_BY(mu) = 0;
   // What `at` last returned: a grant that moves it calls `changed`.
@@ -211,7 +210,9 @@ int64_t HeartbeatShare::beat(const std::shared_ptr<Slot>& slot,
     slot->next_beat_ms = now_ms + options_.heartbeat_ms;
     slot->in_flight = true;
     applied = slot->lease.generation;
-    seq = ++slot->seq;
+    // One sequence for all of this node's keys: a budget dropped and made
+    // again beats on a row its predecessor left, and must be newer there.
+    seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
   }
   // The snapshot: the applied generation, then the commitments read after
   // it. Only this beat's completion applies a grant, and it is the only

@@ -46,6 +46,7 @@
 #ifndef THROTTLEKIT_SRC_SERVER_HEARTBEAT_SHARE_H_
 #define THROTTLEKIT_SRC_SERVER_HEARTBEAT_SHARE_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -134,6 +135,8 @@ class HeartbeatShare final : public ShareSource {
   // Beats sent and not yet completed.
   int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::shared_ptr<Slot>> slots_ ABSL_GUARDED_BY(mu_);
+  // The beats' sequence numbers, strictly increasing over all keys.
+  std::atomic<int64_t> next_seq_{1};
   std::thread thread_;
 };
 

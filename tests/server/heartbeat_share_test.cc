@@ -219,6 +219,19 @@ TEST(HeartbeatShare, ADroppedBudgetIsNoLongerBeaten) {
   a->dropped = true;
   EXPECT_TRUE(
       eventually([&] { return !a->source->view("edge", "api").has_value(); }));
+  // The same budget made again beats on the row its predecessor left
+  // (still live at the store): its beats are newer there, never stale.
+  std::shared_ptr<BudgetShare> again = a->source->track(
+      QuotaBudgetRef{.domain = "edge",
+                     .budget_key = "api",
+                     .limit = {.requests = kLimit, .fill_interval_s = 1},
+                     .commit_ms = kCommitMs,
+                     .usage = [](int64_t) -> std::optional<QuotaUsage> {
+                       return QuotaUsage{.committed = 0, .demand = 10};
+                     },
+                     .changed = [] {}});
+  ASSERT_TRUE(eventually([&] { return again->at(now_ms()) == 10; }));
+  EXPECT_EQ(a->source->view("edge", "api")->failed_beats, 0);
 }
 
 TEST(ShareLease, AppliesNewerGrantsAndFencesBeforeTheLeaseLapses) {
