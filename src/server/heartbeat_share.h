@@ -14,9 +14,9 @@
 //   limit and `demand` = its clients' demand; the step runs with handoff
 //   (a server is reserved max(acknowledged share, highest share issued and
 //   not acknowledged, reported commitments)), demand-proportional targets,
-//   and a lease of `lease_ttl_ms(commit)` = commit + 3 heartbeats + the
-//   fence margin. So at the store the reserves of the live servers sum to
-//   at most the limit, and between two beats a server's commitments stay
+//   and a lease of `lease_ttl_ms(commit)` = commit + max(3 heartbeats,
+//   1 s) + the fence margin. So at the store the reserves of the live servers
+//   sum to at most the limit, and between two beats a server's commitments stay
 //   below what the store reserves for it (QuotaBudget raises only up to
 //   its share; a lowered share drains as its records expire, still
 //   reported).
@@ -26,7 +26,8 @@
 //   the server sent has expired before its part can go to others. A
 //   server cut off from the store lowers its clients to DENY_ALL as their
 //   assignments come up for refresh, one lease after its last beat at
-//   most. One late beat does not fence (the lease covers three).
+//   most. Neither a late beat nor a store that stalls for less than a
+//   second fences (the lease covers three beats and at least a second).
 // - Incarnations: `<incarnation>` is the wall clock in ms when the source
 //   was created (and a per-process count): a restarted server is a new
 //   node, and its previous incarnation's row stays reserved until its
@@ -46,6 +47,7 @@
 #ifndef THROTTLEKIT_SRC_SERVER_HEARTBEAT_SHARE_H_
 #define THROTTLEKIT_SRC_SERVER_HEARTBEAT_SHARE_H_
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -103,9 +105,11 @@ class HeartbeatShare final : public ShareSource {
   static std::string store_key(std::string_view domain,
                                std::string_view budget_key);
   // The lease of a budget whose assignments count `commit_ms` after they
-  // are sent.
+  // are sent: those, then what a server may go without an answered beat
+  // before it fences, then the margin.
   int64_t lease_ttl_ms(int64_t commit_ms) const {
-    return commit_ms + 3 * options_.heartbeat_ms + options_.fence_margin_ms;
+    return commit_ms + std::max<int64_t>(3 * options_.heartbeat_ms, 1000) +
+           options_.fence_margin_ms;
   }
   // `<node id>#<incarnation>`: this server's node at the store.
   const std::string& node() const { return node_; }

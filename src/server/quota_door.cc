@@ -176,7 +176,7 @@ absl::Status QuotaDoor::report(
 
   Pushes pushes;
   std::vector<std::shared_ptr<Budget>> touched;
-  int64_t due = kNever;
+  int64_t blanket_due = kNever;
   const size_t di = domain != nullptr
                         ? static_cast<size_t>(domain - config_.domains.data())
                         : 0;
@@ -214,7 +214,7 @@ absl::Status QuotaDoor::report(
       Action a = blanket_action(u.bucket_id(), blanket, ttl_s);
       if (stream.set_blanket(bucket_key, a, ttl_s * 1000, now)) {
         pushes[self].push_back(std::move(a));
-        due = std::min(due, now + ttl_s * 1000 / 2);
+        blanket_due = std::min(blanket_due, now + ttl_s * 1000 / 2);
       }
       continue;
     }
@@ -223,12 +223,25 @@ absl::Status QuotaDoor::report(
     while (true) {
       absl::StatusOr<std::shared_ptr<Budget>> found =
           budget_for(di, *domain, *match, stream.id(), client);
-      if (!found.ok()) return found.status();
+      if (!found.ok()) {
+        // What this message reported so far is left to the pusher.
+        std::vector<int64_t> due;
+        for (const std::shared_ptr<Budget>& t : touched) {
+          MutexLock lock(t->mu);
+          due.push_back(due_locked(*t));
+        }
+        queue(touched, due, blanket_due, stream.id());
+        return found.status();
+      }
       budget = *std::move(found);
       Budget& b = *budget;
       MutexLock lock(b.mu);
       if (b.dropped) continue;  // dropped while idle, just now: a new one
-      b.targets[client] = Target{self, u.bucket_id()};
+      // A client id names its stream and bucket id: its target never
+      // changes (and the bucket id, a protobuf map, is copied once).
+      if (b.targets.find(client) == b.targets.end()) {
+        b.targets.emplace(client, Target{self, u.bucket_id()});
+      }
       b.budget
           .report(client, allowed, denied,
                   u.time_elapsed().seconds() * 1000 +
@@ -244,22 +257,62 @@ absl::Status QuotaDoor::report(
   // Each budget the message reported is assigned once, after all of its
   // usages: several buckets of one shared budget (and a bucket repeated)
   // get one assignment each from the whole message's demands.
+  std::vector<int64_t> due;
+  due.reserve(touched.size());
   for (const std::shared_ptr<Budget>& budget : touched) {
     Budget& b = *budget;
     MutexLock lock(b.mu);
     assign_locked(b, now, pushes);
-    if (!b.waiting) due = std::min(due, b.budget.next_due_ms());
+    due.push_back(due_locked(b));
   }
   push(pushes);
-  bool wake = false;
-  if (due != kNever) {
-    MutexLock lock(mu_);
-    // Only when something is due before the pusher means to look.
-    wake = due < pusher_due_ms_;
-    wake_ = wake_ || wake;
-  }
-  if (wake) cv_.notify_one();
+  queue(touched, due, blanket_due, stream.id());
   return absl::OkStatus();
+}
+
+void QuotaDoor::queue(const std::vector<std::shared_ptr<Budget>>& budgets,
+                      const std::vector<int64_t>& due_ms,
+                      int64_t blanket_due_ms, int64_t stream_id) {
+  bool wake = false;
+  {
+    MutexLock lock(mu_);
+    for (size_t i = 0; i < budgets.size(); ++i) {
+      wake = queue_locked(budgets[i], due_ms[i]) || wake;
+    }
+    if (blanket_due_ms != kNever) {
+      auto it = streams_.find(stream_id);
+      if (it != streams_.end()) {
+        wake = queue_blankets_locked(it, blanket_due_ms) || wake;
+      }
+    }
+  }
+  // Only when something is due before the pusher means to look.
+  if (wake) cv_.notify_one();
+}
+
+bool QuotaDoor::queue_locked(const std::shared_ptr<Budget>& b, int64_t due_ms,
+                             bool wake) {
+  if (due_ms == kNever || b->queued_ms <= due_ms) return false;
+  if (b->queued_ms != kNever) due_.erase({b->queued_ms, b});
+  due_.emplace(due_ms, b);
+  b->queued_ms = due_ms;
+  if (!wake || due_ms >= pusher_due_ms_) return false;
+  wake_ = true;
+  return true;
+}
+
+bool QuotaDoor::queue_blankets_locked(std::map<int64_t, Open>::iterator it,
+                                      int64_t due_ms, bool wake) {
+  Open& o = it->second;
+  if (due_ms == kNever || o.blanket_queued_ms <= due_ms) return false;
+  if (o.blanket_queued_ms != kNever) {
+    blanket_due_.erase({o.blanket_queued_ms, it->first});
+  }
+  blanket_due_.emplace(due_ms, it->first);
+  o.blanket_queued_ms = due_ms;
+  if (!wake || due_ms >= pusher_due_ms_) return false;
+  wake_ = true;
+  return true;
 }
 
 absl::StatusOr<std::shared_ptr<QuotaDoor::Budget>> QuotaDoor::create_budget(
@@ -292,7 +345,13 @@ absl::StatusOr<std::shared_ptr<QuotaDoor::Budget>> QuotaDoor::create_budget(
             std::shared_ptr<Budget> b = weak.lock();
             if (b == nullptr) return;
             b->share_moved.store(true, std::memory_order_release);
-            wake();
+            {
+              MutexLock lock(mu_);
+              // First in the queue, whatever it waits for.
+              queue_locked(b, std::numeric_limits<int64_t>::min());
+              wake_ = true;
+            }
+            cv_.notify_one();
           }});
   return budget;
 }
@@ -330,9 +389,14 @@ void QuotaDoor::abandon(QuotaStream& stream, const std::string& bucket_key,
     budget = std::move(c->second);
     it->second.clients.erase(c);
   }
-  MutexLock lock(budget->mu);
-  budget->budget.forget(client, now_ms);
-  budget->targets.erase(client);
+  int64_t due = kNever;
+  {
+    MutexLock lock(budget->mu);
+    budget->budget.forget(client, now_ms);
+    budget->targets.erase(client);
+    due = due_locked(*budget);
+  }
+  queue({budget}, {due}, kNever, stream.id());
 }
 
 void QuotaDoor::drop_idle(const std::vector<std::shared_ptr<Budget>>& idle) {
@@ -347,15 +411,11 @@ void QuotaDoor::drop_idle(const std::vector<std::shared_ptr<Budget>>& idle) {
     if (!b->budget.idle(now)) continue;
     b->dropped = true;
     budgets_.erase(it);
+    if (b->queued_ms != kNever) {
+      due_.erase({b->queued_ms, b});
+      b->queued_ms = kNever;
+    }
   }
-}
-
-void QuotaDoor::wake() {
-  {
-    MutexLock lock(mu_);
-    wake_ = true;
-  }
-  cv_.notify_one();
 }
 
 void QuotaDoor::assign_locked(Budget& b, int64_t now_ms, Pushes& out) {
@@ -390,15 +450,23 @@ void QuotaDoor::close(QuotaStream& stream) {
     if (it == streams_.end()) return;
     open = std::move(it->second);
     streams_.erase(it);
+    if (open.blanket_queued_ms != kNever) {
+      blanket_due_.erase({open.blanket_queued_ms, stream.id()});
+    }
   }
   const int64_t now = clock_.now_ms();
+  std::vector<std::shared_ptr<Budget>> forgotten;
+  std::vector<int64_t> due;
   for (auto& [client, budget] : open.clients) {
     MutexLock lock(budget->mu);
     budget->budget.forget(client, now);
     budget->targets.erase(client);
+    forgotten.push_back(budget);
+    due.push_back(due_locked(*budget));
   }
-  // After the forgets, so the pusher's next look sees them.
-  wake();
+  // After the forgets, so the pusher's next look sees them: each budget is
+  // due now (unless it waits for a share).
+  queue(forgotten, due, kNever, stream.id());
 }
 
 void QuotaDoor::pusher_loop() {
@@ -406,40 +474,72 @@ void QuotaDoor::pusher_loop() {
   while (!stopped_) {
     wake_ = false;
     pusher_due_ms_ = kNever;  // a report while it looks wakes it again
+    const int64_t now = clock_.now_ms();
+    // What is due: taken off the queues, queued again below.
     std::vector<std::shared_ptr<Budget>> budgets;
-    budgets.reserve(budgets_.size());
-    for (const auto& [key, b] : budgets_) budgets.push_back(b);
+    while (!due_.empty() && due_.begin()->first <= now) {
+      auto node = due_.extract(due_.begin());
+      node.value().second->queued_ms = kNever;
+      budgets.push_back(std::move(node.value().second));
+    }
     std::vector<std::shared_ptr<QuotaStream>> streams;
-    for (const auto& [id, o] : streams_) streams.push_back(o.stream);
+    std::vector<int64_t> ids;
+    while (!blanket_due_.empty() && blanket_due_.begin()->first <= now) {
+      const int64_t id = blanket_due_.begin()->second;
+      blanket_due_.erase(blanket_due_.begin());
+      auto it = streams_.find(id);
+      if (it == streams_.end()) continue;
+      it->second.blanket_queued_ms = kNever;
+      streams.push_back(it->second.stream);
+      ids.push_back(id);
+    }
     lock.unlock();
 
-    const int64_t now = clock_.now_ms();
-    int64_t next = kNever;
     Pushes pushes;
+    std::vector<int64_t> due(budgets.size(), kNever);
     std::vector<std::shared_ptr<Budget>> idle;
-    for (const std::shared_ptr<Budget>& ptr : budgets) {
-      Budget& b = *ptr;
+    for (size_t i = 0; i < budgets.size(); ++i) {
+      Budget& b = *budgets[i];
       const bool moved = b.share_moved.exchange(false);
       MutexLock budget_lock(b.mu);
       if (moved || (!b.waiting && b.budget.next_due_ms() <= now)) {
         assign_locked(b, now, pushes);
-        if (b.budget.idle(now)) idle.push_back(ptr);
+        if (b.budget.idle(now)) idle.push_back(budgets[i]);
       }
-      if (!b.waiting) next = std::min(next, b.budget.next_due_ms());
+      if (!b.waiting) due[i] = b.budget.next_due_ms();
     }
     push(pushes);
     drop_idle(idle);
     idle.clear();
-    for (const std::shared_ptr<QuotaStream>& s : streams) {
+    std::vector<int64_t> blanket_due(streams.size(), kNever);
+    for (size_t i = 0; i < streams.size(); ++i) {
       int64_t sent = 0;
-      next = std::min(next, s->refresh_blankets(now, &sent));
+      blanket_due[i] = streams[i]->refresh_blankets(now, &sent);
       assignments_.fetch_add(sent, std::memory_order_relaxed);
     }
-    budgets.clear();
-    streams.clear();
+    streams.clear();  // not under mu_: a closed stream's last owner
 
     lock.lock();
+    // Each at its own next time, or earlier if a report queued it
+    // meanwhile; the pusher reads the queues' fronts below, so these need
+    // not wake it.
+    for (size_t i = 0; i < budgets.size(); ++i) {
+      queue_locked(budgets[i], due[i], /*wake=*/false);
+    }
+    for (size_t i = 0; i < ids.size(); ++i) {
+      auto it = streams_.find(ids[i]);
+      if (it != streams_.end()) {
+        queue_blankets_locked(it, blanket_due[i], /*wake=*/false);
+      }
+    }
+    budgets.clear();  // budgets_ owns them
     if (stopped_ || wake_) continue;
+    int64_t next = kNever;
+    if (!due_.empty()) next = due_.begin()->first;
+    if (!blanket_due_.empty()) {
+      next = std::min(next, blanket_due_.begin()->first);
+    }
+    if (next <= clock_.now_ms()) continue;
     pusher_due_ms_ = next;
     const int64_t wait_ms = wait_ms_until(clock_, next, 1000);
     NativeWait native(mu_);

@@ -26,7 +26,15 @@
 // - The pusher, one thread, wakes at the earliest `next_due_ms()` of any
 //   budget, at a blanket refresh, when a stream closed (its `forget`
 //   makes a budget due), or when a budget's share moved, and pushes what
-//   `assign` returns.
+//   `assign` returns. It finds what is due in two ordered queues, not by
+//   scanning: budgets by due time (`due_`) and streams by their next
+//   blanket refresh (`blanket_due_`). A budget's entry is never later
+//   than its `next_due_ms()` (a report, an assign or a forget that makes
+//   it earlier moves the entry; one that makes it later leaves it, and the
+//   pusher, finding nothing due there, queues it again at its real time);
+//   a budget waiting for a share is not queued until the share moves,
+//   which queues it first. So a look costs O(log n) per budget or stream
+//   due, whatever the number tracked.
 // - Abandon. A bucket a stream reports with no requests for `abandonIdle`
 //   gets an abandon action (the client erases it, and reports it afresh
 //   at its next request): its blanket is no longer refreshed and its
@@ -55,8 +63,10 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -134,11 +144,16 @@ class QuotaDoor {
     // one.
     bool dropped ABSL_GUARDED_BY(mu) = false;
     std::map<std::string, Target> targets ABSL_GUARDED_BY(mu);
+    // Its key in the door's `due_` (kNever: not queued). Guarded by the
+    // door's `mu_` (not expressible as an annotation here).
+    int64_t queued_ms = std::numeric_limits<int64_t>::max();
   };
   struct Open {
     std::shared_ptr<QuotaStream> stream;
     // The budget clients it reported: (budget, client id).
     std::map<std::string, std::shared_ptr<Budget>> clients;
+    // Its key in `blanket_due_` (kNever: not queued).
+    int64_t blanket_queued_ms = std::numeric_limits<int64_t>::max();
   };
   using Pushes =
       std::map<std::shared_ptr<QuotaStream>,
@@ -165,9 +180,27 @@ class QuotaDoor {
   void assign_locked(Budget& b, int64_t now_ms, Pushes& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(b.mu);
   void push(Pushes& pushes);
+  // When the pusher is to look at `b` (kNever: not until its share moves).
+  static int64_t due_locked(Budget& b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(b.mu) {
+    return b.waiting ? std::numeric_limits<int64_t>::max()
+                     : b.budget.next_due_ms();
+  }
+  // Queues each of `budgets` at its `due_ms` and the open stream
+  // `stream_id`'s blanket refresh at `blanket_due_ms` (kNever: nothing),
+  // and wakes the pusher if any is due before it means to look.
+  void queue(const std::vector<std::shared_ptr<Budget>>& budgets,
+             const std::vector<int64_t>& due_ms, int64_t blanket_due_ms,
+             int64_t stream_id);
+  // Queues `b` for the pusher at `due_ms` unless it is already queued at
+  // or before it (kNever: nothing to queue). Returns true if the pusher is
+  // to be woken (it meant to look later); with `wake`, also sets wake_.
+  bool queue_locked(const std::shared_ptr<Budget>& b, int64_t due_ms,
+                    bool wake = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The same for the blanket refresh of the open stream `it`.
+  bool queue_blankets_locked(std::map<int64_t, Open>::iterator it,
+                             int64_t due_ms, bool wake = true)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void pusher_loop();
-  // Wakes the pusher now.
-  void wake();
   Counters& counters(const RlqsDomain& d, size_t rule) {
     return *counters_[static_cast<size_t>(&d - config_.domains.data())][rule];
   }
@@ -189,6 +222,13 @@ class QuotaDoor {
   // By domain index and budget key.
   std::map<std::pair<size_t, std::string>, std::shared_ptr<Budget>> budgets_
       ABSL_GUARDED_BY(mu_);
+  // The pusher's queues: budgets by the time it is to look at them (a
+  // moved share: INT64_MIN), and open streams (by id) by their next
+  // blanket refresh. One entry per budget or stream at most, at its
+  // `queued_ms` / `blanket_queued_ms`.
+  std::set<std::pair<int64_t, std::shared_ptr<Budget>>> due_
+      ABSL_GUARDED_BY(mu_);
+  std::set<std::pair<int64_t, int64_t>> blanket_due_ ABSL_GUARDED_BY(mu_);
 
   std::atomic<int64_t> reports_{0};
   std::atomic<int64_t> bad_reports_{0};

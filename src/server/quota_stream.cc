@@ -6,8 +6,6 @@
 #include <algorithm>
 #include <limits>
 
-#include "google/protobuf/util/message_differencer.h"
-
 namespace throttlekit::server {
 
 void QuotaStream::take_queue_locked() {
@@ -107,9 +105,13 @@ bool QuotaStream::set_blanket(
     int64_t now_ms) {
   MutexLock lock(mu_);
   auto [it, added] = blankets_.try_emplace(key);
+  // The key names the bucket id, so the action is the same when its kind
+  // and its assignment (a TTL and a strategy, no map: serialized
+  // deterministically) are: no reflection on the report path.
   if (!added && it->second.ttl_ms == ttl_ms &&
-      google::protobuf::util::MessageDifferencer::Equals(it->second.action,
-                                                         action)) {
+      it->second.action.bucket_action_case() == action.bucket_action_case() &&
+      it->second.action.quota_assignment_action().SerializeAsString() ==
+          action.quota_assignment_action().SerializeAsString()) {
     return false;
   }
   it->second = Blanket{action, ttl_ms, now_ms};

@@ -82,9 +82,9 @@ class QuotaStream {
     int64_t ttl_ms = 0;
     int64_t sent_ms = 0;
   };
-  // Records `action` (a blanket assignment) for the bucket `key` and
-  // returns true if it was not already recorded unchanged (then it is to be
-  // sent now, at `now_ms`).
+  // Records `action` (a blanket assignment) for the bucket `key` (which
+  // names its bucket id) and returns true if it was not already recorded
+  // unchanged (then it is to be sent now, at `now_ms`).
   bool set_blanket(const std::string& key,
                    const rlqs_pb::RateLimitQuotaResponse::BucketAction& action,
                    int64_t ttl_ms, int64_t now_ms);

@@ -254,6 +254,17 @@ TEST(ShareLease, AppliesNewerGrantsAndFencesBeforeTheLeaseLapses) {
   EXPECT_EQ(l.at(1600), 10);
 }
 
+TEST(HeartbeatShare, TheLeaseCoversTheCommitmentsThreeBeatsAndASecond) {
+  std::shared_ptr<Coordinator> store = *MemoryCoordinator::create();
+  auto fast = HeartbeatShare::create(
+      {.node_id = "a", .heartbeat_ms = 20, .fence_margin_ms = 10}, store);
+  ASSERT_TRUE(fast.ok()) << fast.status();
+  EXPECT_EQ((*fast)->lease_ttl_ms(2500), 2500 + 1000 + 10);
+  auto slow = HeartbeatShare::create({.node_id = "b"}, store);
+  ASSERT_TRUE(slow.ok()) << slow.status();
+  EXPECT_EQ((*slow)->lease_ttl_ms(7000), 7000 + 3000 + 100);
+}
+
 TEST(HeartbeatShare, StoreKeysAreLengthPrefixed) {
   EXPECT_EQ(HeartbeatShare::store_key("edge", "1:0"),
             "throttlekit-rlqs:4:edge3:1:0");

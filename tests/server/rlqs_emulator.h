@@ -2,8 +2,8 @@
 //
 // `RlqsEmulator`: a client of the quota door (docs/rlqs.md) that behaves as
 // Envoy's `envoy.filters.http.rate_limit_quota` filter does, as
-// docs/rlqs.md ("What Envoy's client does") and the research memo record
-// it, for the tests of the stream service:
+// docs/rlqs.md ("What Envoy's client does") records it, for the tests of
+// the stream service:
 //
 // - a set of buckets (bucket id maps), one stream (opened lazily at the
 //   first bucket), a report of every bucket on a timer (`report_period_ms`;

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "config.h"
 #include "policies.h"
 #include "rlqs_emulator.h"
@@ -112,6 +113,19 @@ inline void run_rlqs_fleet(
     }
     return n;
   };
+  // Admissions per 500 ms from `from` on, for failure messages.
+  const auto timeline = [&](int64_t from) {
+    std::vector<int64_t> per;
+    for (auto& c : clients) {
+      for (int64_t t : c->admitted(api)) {
+        if (t < from) continue;
+        const auto i = static_cast<size_t>((t - from) / 500);
+        if (per.size() <= i) per.resize(i + 1);
+        ++per[i];
+      }
+    }
+    return absl::StrJoin(per, " ");
+  };
   const auto rate = [&](int64_t from, int64_t to) {
     return static_cast<double>(admitted_between(from, to)) * 1000.0 /
            static_cast<double>(to - from);
@@ -155,6 +169,7 @@ inline void run_rlqs_fleet(
     threads.set_all(4);
     LoadThreads::wait(2000);
     const int last = servers - 1;
+    const int64_t killed_at = steady_ms();
     fleet[last]->shutdown();
     fleet[last].reset();
     for (int c = last; c < kFleetClients; c += servers) {
@@ -170,7 +185,9 @@ inline void run_rlqs_fleet(
     from = steady_ms();
     LoadThreads::wait(2000);
     EXPECT_GE(rate(from, steady_ms()), 0.7 * kFleetLimit)
-        << "after a server was killed and restarted";
+        << "after a server was killed and restarted; admitted per 500 ms "
+           "from the kill: "
+        << timeline(killed_at);
   }
 
   threads.stop();

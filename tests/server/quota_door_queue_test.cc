@@ -1,0 +1,228 @@
+// The quota door's pusher (src/server/quota_door.h) on a manual clock, over
+// writers that complete each write at once: each budget and each stream's
+// blanket buckets are refreshed at their own time whatever else is queued,
+// a due time a report moved later is neither missed nor run early, a closed
+// stream leaves the queue, and a budget waiting for its share is assigned as
+// soon as the share moves. The pusher is a thread: each expectation waits
+// for it (it looks at least every 5 ms on a manual clock), and "nothing
+// happens" is checked over 50 ms, ten of its looks.
+
+#include "quota_door.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "config.h"
+#include "gtest/gtest.h"
+#include "throttlekit/core/clock.h"
+#include "throttlekit/core/mutex.h"
+
+namespace throttlekit::server {
+namespace quota_door_test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kYaml = R"(
+version: 1
+rlqs:
+  domains:
+    - domain: d
+      assignmentTtl: 6s
+      buckets:
+        - match: {name: "*"}
+          limit: {requests: 1000, per: 1s}
+        - match: {open: "*"}
+          allow: true
+)";
+
+RlqsConfig config() {
+  absl::StatusOr<ServerConfig> c = parse_config(kYaml, "door.yaml");
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c->rlqs;
+}
+
+// Counts the actions written per bucket id value; writes complete at once.
+class CountingWriter final : public QuotaStreamWriter {
+ public:
+  void start_write(const rlqs_pb::RateLimitQuotaResponse* r) override {
+    {
+      MutexLock lock(mu_);
+      for (const auto& a : r->bucket_action()) {
+        for (const auto& [k, v] : a.bucket_id().bucket()) ++sent_[v];
+      }
+    }
+    stream->on_write_done(true);
+  }
+  void finish(const grpc::Status&) override {}
+  int sent(const std::string& bucket) {
+    MutexLock lock(mu_);
+    return sent_[bucket];
+  }
+  QuotaStream* stream = nullptr;
+
+ private:
+  Mutex mu_;
+  std::map<std::string, int> sent_ ABSL_GUARDED_BY(mu_);
+};
+
+// A share the test sets (nullopt: not known yet) and moves.
+class TestShares final : public ShareSource {
+ public:
+  std::shared_ptr<BudgetShare> track(QuotaBudgetRef budget) override {
+    MutexLock lock(mu_);
+    changed_.push_back(budget.changed);
+    return std::make_shared<Share>(this);
+  }
+  void move_to(int64_t share) {
+    share_.store(share);
+    std::vector<std::function<void()>> changed;
+    {
+      MutexLock lock(mu_);
+      changed = changed_;
+    }
+    for (const auto& c : changed) c();
+  }
+
+ private:
+  class Share final : public BudgetShare {
+   public:
+    explicit Share(TestShares* source) : source_(source) {}
+    std::optional<int64_t> at(int64_t) override {
+      const int64_t s = source_->share_.load();
+      return s < 0 ? std::nullopt : std::optional<int64_t>(s);
+    }
+
+   private:
+    TestShares* const source_;
+  };
+  std::atomic<int64_t> share_{-1};
+  Mutex mu_;
+  std::vector<std::function<void()>> changed_ ABSL_GUARDED_BY(mu_);
+};
+
+// Whether `done()` holds within 2 s.
+bool eventually(const std::function<bool()>& done) {
+  const auto until = Clock::now() + std::chrono::seconds(2);
+  while (!done()) {
+    if (Clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+// Lets the pusher look ten times.
+void let_it_look() {
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+}
+
+class QuotaDoorPusher : public ::testing::Test {
+ protected:
+  // Opens a stream whose writes `writer` counts.
+  std::shared_ptr<QuotaStream> open(QuotaDoor& door, CountingWriter& writer) {
+    std::shared_ptr<QuotaStream> s = door.open(&writer);
+    writer.stream = s.get();
+    s->start();
+    return s;
+  }
+  // Reports `allowed` requests over a second for the bucket {key: value}.
+  static void report(QuotaDoor& door, QuotaStream& s, const std::string& key,
+                     const std::string& value, uint64_t allowed) {
+    rlqs_pb::RateLimitQuotaUsageReports m;
+    m.set_domain("d");
+    auto* u = m.add_bucket_quota_usages();
+    (*u->mutable_bucket_id()->mutable_bucket())[key] = value;
+    u->mutable_time_elapsed()->set_seconds(1);
+    u->set_num_requests_allowed(allowed);
+    ASSERT_TRUE(door.report(s, m).ok());
+  }
+
+  ManualClock clock_;
+  CountingWriter w1_;
+  CountingWriter w2_;
+};
+
+TEST_F(QuotaDoorPusher, EachBudgetIsRefreshedAtItsOwnTimeAndAMovedDueIsKept) {
+  QuotaDoor door(config(), ServerClock{&clock_});
+  std::shared_ptr<QuotaStream> s = open(door, w1_);
+  report(door, *s, "name", "a", 40);  // a: sent at 0, due at 3000
+  EXPECT_EQ(w1_.sent("a"), 1);
+  clock_.set_ms(1000);
+  report(door, *s, "name", "b", 40);  // b: sent at 1000, due at 4000
+  clock_.set_ms(2000);
+  report(door, *s, "name", "a", 60);  // a raised at 2000: due at 5000
+  EXPECT_EQ(w1_.sent("a"), 2);
+
+  clock_.set_ms(3000);  // a's old due time: nothing is due
+  let_it_look();
+  EXPECT_EQ(w1_.sent("a"), 2);
+  EXPECT_EQ(w1_.sent("b"), 1);
+
+  clock_.set_ms(4000);  // b's refresh, not a's
+  EXPECT_TRUE(eventually([&] { return w1_.sent("b") == 2; }));
+  let_it_look();
+  EXPECT_EQ(w1_.sent("a"), 2);
+
+  clock_.set_ms(4999);
+  let_it_look();
+  EXPECT_EQ(w1_.sent("a"), 2);
+  clock_.set_ms(5000);  // a's refresh, at its real time
+  EXPECT_TRUE(eventually([&] { return w1_.sent("a") == 3; }));
+  let_it_look();
+  EXPECT_EQ(w1_.sent("b"), 2);
+}
+
+TEST_F(QuotaDoorPusher, EachStreamsBlanketsAreRefreshedAtTheirOwnTime) {
+  QuotaDoor door(config(), ServerClock{&clock_});
+  std::shared_ptr<QuotaStream> s1 = open(door, w1_);
+  std::shared_ptr<QuotaStream> s2 = open(door, w2_);
+  report(door, *s1, "open", "x", 1);  // ALLOW_ALL, refreshed every 3000
+  clock_.set_ms(1000);
+  report(door, *s2, "open", "y", 1);
+  EXPECT_EQ(w1_.sent("x"), 1);
+  EXPECT_EQ(w2_.sent("y"), 1);
+
+  clock_.set_ms(3000);
+  EXPECT_TRUE(eventually([&] { return w1_.sent("x") == 2; }));
+  let_it_look();
+  EXPECT_EQ(w2_.sent("y"), 1);
+  clock_.set_ms(4000);
+  EXPECT_TRUE(eventually([&] { return w2_.sent("y") == 2; }));
+
+  // A closed stream leaves the queue; the other goes on.
+  s1->detach();
+  door.close(*s1);
+  clock_.set_ms(6000);
+  let_it_look();
+  EXPECT_EQ(w1_.sent("x"), 2);
+  clock_.set_ms(7000);
+  EXPECT_TRUE(eventually([&] { return w2_.sent("y") == 3; }));
+}
+
+TEST_F(QuotaDoorPusher, ABudgetWaitingForItsShareIsAssignedWhenItMoves) {
+  auto shares = std::make_unique<TestShares>();
+  TestShares& source = *shares;
+  QuotaDoor door(config(), ServerClock{&clock_}, std::move(shares));
+  std::shared_ptr<QuotaStream> s = open(door, w1_);
+  report(door, *s, "name", "a", 40);
+  let_it_look();
+  EXPECT_EQ(w1_.sent("a"), 0);  // no share known: nothing assigned
+
+  source.move_to(100);  // no report: the pusher assigns it
+  EXPECT_TRUE(eventually([&] { return w1_.sent("a") == 1; }));
+  clock_.set_ms(3000);  // and it is due again at its refresh
+  EXPECT_TRUE(eventually([&] { return w1_.sent("a") == 2; }));
+}
+
+}  // namespace
+}  // namespace quota_door_test
+}  // namespace throttlekit::server
