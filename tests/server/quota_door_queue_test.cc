@@ -7,8 +7,6 @@
 // for it (it looks at least every 5 ms on a manual clock), and "nothing
 // happens" is checked over 50 ms, ten of its looks.
 
-#include "quota_door.h"
-
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
@@ -23,6 +21,7 @@
 
 #include "config.h"
 #include "gtest/gtest.h"
+#include "quota_door.h"
 #include "throttlekit/core/clock.h"
 #include "throttlekit/core/mutex.h"
 
