@@ -215,10 +215,15 @@ class SimCoordinator final : public Coordinator {
       std::move(done)(fabric_.store->heartbeat(key, report, options, now_ms));
       return;
     }
+    // The report's node id is a view: copied, as heartbeat_async promises
+    // its caller, who may let it go once the call returns.
     exchange<HeartbeatGrant>(
         std::move(done).release(),
-        [this, key = std::string(key), report, options, now_ms] {
-          return fabric_.store->heartbeat(key, report, options, now_ms);
+        [this, key = std::string(key), report,
+         node_id = std::string(report.node_id), options, now_ms] {
+          HeartbeatReport r = report;
+          r.node_id = node_id;
+          return fabric_.store->heartbeat(key, r, options, now_ms);
         });
   }
 

@@ -52,6 +52,16 @@
 // --timeout-ms unused) plus --quantum Q and --weight-seed S;
 // --greedy-region runs its mutation (region 0 reports twice its weight).
 //
+// `rlqs` runs the quota door's fleet (sim/rlqs_fleet.h; built with the
+// server): --nodes is the servers; its configuration flags are --clients,
+// --budgets 1|2, --limit, --fill-s, --ttl-s, --heartbeat-ms, --report-ms,
+// --demand, --shifts, --onoff-ms, --onoff-together 0|1, --abandon-idle-ms,
+// --duration-ms, --delay-us, --sigma, --loss, --stream-delay-us,
+// --reply-loss, --breaks (per minute), --partitions 0|1, --crashes 0|1,
+// --drift-ppm; --no-ttl-accounting, --no-fencing and --no-handoff run its
+// mutations, --allow-without-assignment its clients against the bound's
+// assumption A4.
+//
 // `--fail propagate|open|closed` (leased and strict) sets what the nodes
 // do when the store cannot answer; the swarm draws it per seed.
 // --policy-dropped (leased and strict) is the fail policy's mutation: the
@@ -75,6 +85,9 @@
 #include "sim/federated_fleet.h"
 #include "sim/leased_fleet.h"
 #include "sim/strict_fleet.h"
+#ifdef THROTTLEKIT_SIM_RLQS
+#include "sim/rlqs_fleet.h"
+#endif
 
 namespace {
 
@@ -82,7 +95,7 @@ int usage(const char* problem) {
   std::fprintf(
       stderr,
       "tk_sim: %s\nusage: tk_sim "
-      "leased|concurrency|federated|admission|strict|fair "
+      "leased|concurrency|federated|admission|strict|fair|rlqs "
       "[--seed "
       "S] [--seeds N] "
       "[--nodes N] [--uncoupled] [--trace] [--shrink] [--keys K] "
@@ -385,6 +398,31 @@ void apply_common(const Common& common,
   fleet.store_restart = common.restart;
 }
 
+// The usage error of a scenario that takes none of the windowed fleets'
+// workloads and store faults when `common` names one; else 0.
+int refuse_windowed_flags(const Common& common, const char* scenario) {
+  if (common.workload == throttlekit::sim::Workload::kPoisson &&
+      !common.failover && !common.restart) {
+    return 0;
+  }
+  return usage((std::string("the ") + scenario +
+                " scenario takes no --bursts, --diurnal, --failover or "
+                "--restart")
+                   .c_str());
+}
+
+// What runs for a scenario's first failing seed: with --shrink (`want`),
+// prints the replay line of the smaller configuration `shrink` finds.
+template <class Config>
+std::function<void(uint64_t, const Config&)> print_shrunk(
+    bool want, Config (*shrink)(uint64_t, Config, int),
+    std::string (*replay)(uint64_t, const Config&)) {
+  return [want, shrink, replay](uint64_t seed, const Config& c) {
+    if (!want) return;
+    std::printf("  shrunk: %s\n", replay(seed, shrink(seed, c, 8)).c_str());
+  };
+}
+
 int run_concurrency(int argc, char** argv) {
   using throttlekit::sim::ConcurrencyFleetConfig;
   Common common{.nodes = 5};
@@ -419,11 +457,8 @@ int run_concurrency(int argc, char** argv) {
       rc != 0) {
     return rc;
   }
-  if (common.workload != throttlekit::sim::Workload::kPoisson ||
-      common.failover || common.restart) {
-    return usage(
-        "the concurrency scenario takes no --bursts, --diurnal, "
-        "--failover or --restart");
+  if (int rc = refuse_windowed_flags(common, "concurrency"); rc != 0) {
+    return rc;
   }
   given.nodes = common.nodes;
   return run_scenario(
@@ -436,13 +471,9 @@ int run_concurrency(int argc, char** argv) {
         c.handoff = !no_handoff;
         c.self_fencing = !no_fencing;
       },
-      [&](uint64_t s, const ConcurrencyFleetConfig& c) {
-        if (!want_shrink) return;
-        std::printf("  shrunk: %s\n",
-                    throttlekit::sim::concurrency_replay_command(
-                        s, throttlekit::sim::shrink_concurrency(s, c))
-                        .c_str());
-      });
+      print_shrunk<ConcurrencyFleetConfig>(
+          want_shrink, throttlekit::sim::shrink_concurrency,
+          throttlekit::sim::concurrency_replay_command));
 }
 
 int run_admission(int argc, char** argv) {
@@ -612,6 +643,90 @@ int run_strict(int argc, char** argv) {
       });
 }
 
+#ifdef THROTTLEKIT_SIM_RLQS
+int run_rlqs(int argc, char** argv) {
+  using throttlekit::sim::RlqsFleetConfig;
+  Common common{.nodes = 3};
+  bool no_ttl = false, no_fencing = false, no_handoff = false;
+  bool allow_unassigned = false, want_shrink = false, explicit_config = false;
+  RlqsFleetConfig given;
+  if (int rc = parse_args(
+          argc, argv, common,
+          {{"--no-ttl-accounting", &no_ttl},
+           {"--no-fencing", &no_fencing},
+           {"--no-handoff", &no_handoff},
+           {"--allow-without-assignment", &allow_unassigned},
+           {"--shrink", &want_shrink}},
+          &explicit_config,
+          [&](const std::string& flag, const Value& v) {
+            if (common_config_flag(flag, v, given.duration_ms, given.network,
+                                   given.partitions, given.crashes)) {
+              return true;
+            }
+            const auto in = [&](int64_t lo, int64_t hi) {
+              return v.is_int && v.n >= lo && v.n <= hi;
+            };
+            if (flag == "--clients" && in(1, 100'000)) {
+              given.clients = static_cast<int>(v.n);
+            } else if (flag == "--budgets" && in(1, 2)) {
+              given.budgets = static_cast<int>(v.n);
+            } else if (flag == "--limit" && in(1, 1'000'000)) {
+              given.limit = v.n;
+            } else if (flag == "--fill-s" && in(1, 86'400)) {
+              given.fill_interval_s = v.n;
+            } else if (flag == "--ttl-s" && in(2, 3'600)) {
+              given.ttl_s = v.n;
+            } else if (flag == "--heartbeat-ms" && in(10, 60'000)) {
+              given.heartbeat_ms = v.n;
+            } else if (flag == "--report-ms" && in(1, 3'600'000)) {
+              given.report_period_ms = v.n;
+            } else if (flag == "--demand" && v.is_double && v.d >= 0) {
+              given.demand = v.d;
+            } else if (flag == "--shifts" && in(0, 1000)) {
+              given.shifts = static_cast<int>(v.n);
+            } else if (flag == "--onoff-ms" && in(0, 86'400'000)) {
+              given.onoff_ms = v.n;
+            } else if (flag == "--onoff-together" && in(0, 1)) {
+              given.onoff_together = v.n == 1;
+            } else if (flag == "--abandon-idle-ms" && in(0, 86'400'000)) {
+              given.abandon_idle_ms = v.n;
+            } else if (flag == "--sigma" && v.is_double && v.d >= 0) {
+              given.network.delay_sigma = v.d;
+            } else if (flag == "--stream-delay-us" && in(0, 3'600'000'000)) {
+              given.stream_delay_us = v.n;
+            } else if (flag == "--reply-loss" && v.is_double && v.d >= 0 &&
+                       v.d < 1) {
+              given.reply_loss = v.d;
+            } else if (flag == "--breaks" && v.is_double && v.d >= 0) {
+              given.breaks_per_min = v.d;
+            } else if (flag == "--drift-ppm" && in(0, 500'000)) {
+              given.drift_ppm = v.n;
+            } else {
+              return false;
+            }
+            return true;
+          });
+      rc != 0) {
+    return rc;
+  }
+  if (int rc = refuse_windowed_flags(common, "rlqs"); rc != 0) return rc;
+  given.servers = common.nodes;
+  return run_scenario(
+      Scenario<RlqsFleetConfig>{"rlqs", throttlekit::sim::swarm_rlqs_config,
+                                throttlekit::sim::run_rlqs_fleet,
+                                throttlekit::sim::rlqs_replay_command},
+      common, explicit_config, given,
+      [&](RlqsFleetConfig& c) {
+        c.ttl_accounting = !no_ttl;
+        c.self_fencing = !no_fencing;
+        c.handoff = !no_handoff;
+        c.allow_without_assignment = allow_unassigned;
+      },
+      print_shrunk<RlqsFleetConfig>(want_shrink, throttlekit::sim::shrink_rlqs,
+                                    throttlekit::sim::rlqs_replay_command));
+}
+#endif
+
 // The leased scenario's replay line (`replay_command`'s own scenario).
 std::string leased_replay(uint64_t seed,
                           const throttlekit::sim::LeasedFleetConfig& config) {
@@ -648,12 +763,8 @@ int run_leased(int argc, char** argv) {
         c.policy_dropped = policy_dropped;
         apply_common(common, c);
       },
-      [&](uint64_t s, const LeasedFleetConfig& c) {
-        if (!want_shrink) return;
-        std::printf("  shrunk: %s\n", throttlekit::sim::replay_command(
-                                          s, throttlekit::sim::shrink(s, c))
-                                          .c_str());
-      });
+      print_shrunk<LeasedFleetConfig>(want_shrink, throttlekit::sim::shrink,
+                                      leased_replay));
 }
 
 }  // namespace
@@ -665,7 +776,11 @@ int main(int argc, char** argv) {
   } kScenarios[] = {
       {"leased", run_leased},       {"concurrency", run_concurrency},
       {"federated", run_federated}, {"admission", run_admission},
-      {"strict", run_strict},       {"fair", run_fair}};
+      {"strict", run_strict},       {"fair", run_fair},
+#ifdef THROTTLEKIT_SIM_RLQS
+      {"rlqs", run_rlqs},
+#endif
+  };
   for (const auto& scenario : kScenarios) {
     if (argc >= 2 && std::strcmp(argv[1], scenario.name) == 0) {
       return scenario.run(argc, argv);
@@ -673,5 +788,5 @@ int main(int argc, char** argv) {
   }
   return usage(
       "the scenario must be `leased`, `concurrency`, `federated`, "
-      "`admission`, `strict` or `fair`");
+      "`admission`, `strict`, `fair` or `rlqs`");
 }

@@ -77,6 +77,27 @@ struct SimResult {
   int64_t liveness_failures = 0;
   std::string first_liveness_failure;
   double lowest_utilisation = 1;
+  // The rlqs fleet (sim/rlqs_fleet.h).
+  struct Rlqs {
+    int64_t assignments = 0;    // sent by the servers
+    int64_t replies_lost = 0;   // responses lost (drawn, or on a broken stream)
+    int64_t stream_breaks = 0;  // streams broken (breaks and crashes)
+    int64_t beats = 0;          // beats answered (not stale)
+    int64_t failed_beats = 0;
+    int64_t fenced_assigns = 0;   // assigns at share 0 from the fence
+    int64_t abandoned = 0;        // buckets abandoned (reported idle)
+    int64_t budgets_dropped = 0;  // idle budgets the servers dropped
+    int64_t commitment_checks = 0;
+    // The violations of each check: the commitments above R, the buckets
+    // held above R, the windows above the admissions bound.
+    int64_t over_committed = 0;
+    int64_t over_held = 0;
+    int64_t over_bound = 0;
+    int64_t most_committed = 0;  // the highest sum of commitments / R, %
+    // The highest admissions of a window over its bound, over every
+    // window length and budget.
+    double closest_to_bound = 0;
+  } rlqs;
   uint64_t trace_hash = 0;         // FNV-1a of every traced line
   std::vector<std::string> trace;  // the lines, when asked for
 };

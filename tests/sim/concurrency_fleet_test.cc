@@ -43,11 +43,8 @@ TEST(ConcurrencyFleetSim, EverySeedHoldsTheGlobalCeiling) {
 
 // A run of seed `seed`'s swarm with `mutate` applied to its configuration.
 auto mutated(std::function<void(ConcurrencyFleetConfig&)> mutate) {
-  return [mutate = std::move(mutate)](uint64_t seed) {
-    ConcurrencyFleetConfig c = swarm_concurrency_config(seed, 5);
-    mutate(c);
-    return run_concurrency_fleet(seed, c);
-  };
+  return testing::mutated_swarm(swarm_concurrency_config, 5,
+                                run_concurrency_fleet, std::move(mutate));
 }
 
 TEST(ConcurrencyFleetSim, HandoffOffIsCaughtWithinFiftySeeds) {

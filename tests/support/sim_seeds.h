@@ -10,6 +10,8 @@
 // caught; `expect_caught_within(within, what, run, naming)`, a mutation
 // row's test: some seed in 1 .. `within` breaks an invariant (its first
 // violation naming `naming`, when given), and which one is printed;
+// `mutated_swarm(swarm, nodes, run_fleet, mutate)`, how a mutation row's
+// seeds run: each seed's swarm configuration with `mutate` applied;
 // `SwarmTally`, a swarm test's totals over its seeds (admissions, seeds at
 // the limit, the faults that ran) and their summary line; and
 // `expect_replays(run_fleet, config, seed, other_seed)`:
@@ -25,8 +27,10 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "sim/world.h"
 
@@ -77,6 +81,20 @@ void expect_caught_within(uint64_t within, const std::string& what, Run run,
   EXPECT_NE(first.find(naming), std::string::npos) << first;
   std::printf("%s: caught at seed %llu: %s\n", what.c_str(),
               static_cast<unsigned long long>(caught), first.c_str());
+}
+
+// A mutation row's run of a seed: `run_fleet(seed, c)` on the
+// configuration `c = swarm(seed, nodes)` with `mutate(c)` applied.
+template <class Config>
+std::function<sim::SimResult(uint64_t)> mutated_swarm(
+    Config (*swarm)(uint64_t, int), int nodes,
+    sim::SimResult (*run_fleet)(uint64_t, const Config&, bool),
+    std::function<void(Config&)> mutate) {
+  return [swarm, nodes, run_fleet, mutate = std::move(mutate)](uint64_t seed) {
+    Config c = swarm(seed, nodes);
+    mutate(c);
+    return run_fleet(seed, c, /*keep_trace=*/false);
+  };
 }
 
 // A swarm test's totals over the seeds it ran: what was admitted, how many
