@@ -473,9 +473,10 @@ class Run : private World {
     return true;
   }
 
-  // The door's abandon: the bucket's client is forgotten in its budget
-  // (what it was sent counts until it expires), and the budget queued for
-  // the pusher (woken if that is before it means to look).
+  // The door's abandon: the bucket's client is abandoned in its budget
+  // (forgotten, its records retired: what it was sent counts until it
+  // expires, and if it returns it starts from nothing), and the budget
+  // queued for the pusher (woken if that is before it means to look).
   void abandon(int s, OpenStream& open, int b, const std::string& client,
                int64_t now) {
     ++result_.rlqs.abandoned;
@@ -487,7 +488,7 @@ class Run : private World {
     ServedBudget* bd =
         servers_[static_cast<size_t>(s)].budgets[static_cast<size_t>(b)].get();
     if (bd == nullptr) return;
-    bd->budget.forget(client, now);
+    bd->budget.abandon(client, now);
     bd->targets.erase(client);
     Server& sv = servers_[static_cast<size_t>(s)];
     if (!bd->waiting && bd->budget.next_due_ms() < sv.pusher_due_ms) wake(s);

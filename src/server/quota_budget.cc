@@ -131,6 +131,15 @@ void QuotaBudget::forget(std::string_view client_id, int64_t now_ms) {
   next_due_ms_ = std::min(next_due_ms_, now_ms);
 }
 
+void QuotaBudget::abandon(std::string_view client_id, int64_t now_ms) {
+  const auto it = clients_.find(client_id);
+  if (it == clients_.end()) return;
+  retire(it->second);
+  it->second.active = false;
+  it->second.capped = false;
+  next_due_ms_ = std::min(next_due_ms_, now_ms);
+}
+
 void QuotaBudget::retire(Client& c) {
   if (!c.records.list.empty()) retired_.push_back(std::move(c.records));
   c.records = Records{};

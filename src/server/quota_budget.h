@@ -166,6 +166,15 @@ class QuotaBudget {
   // An unknown id is a no-op. Makes the budget due at `now_ms`.
   void forget(std::string_view client_id, int64_t now_ms);
 
+  // The client's bucket was abandoned: the client erases it, and the
+  // bucket it makes at its next request starts without an assignment. So
+  // the client is forgotten and its records are retired (they go on
+  // counting until they expire, as DENY_ALL's do): if it reports again,
+  // it starts from nothing and any token bucket it is sent (which Envoy
+  // starts full) is paid from free budget. An unknown id is a no-op.
+  // Makes the budget due at `now_ms`.
+  void abandon(std::string_view client_id, int64_t now_ms);
+
   // Splits `share` (tokens per fill interval, [0, 2^32-1]: this server's
   // part of the global budget) among the clients and returns the
   // assignments to send now, in client id order (see the class comment).

@@ -392,7 +392,7 @@ void QuotaDoor::abandon(QuotaStream& stream, const std::string& bucket_key,
   int64_t due = kNever;
   {
     MutexLock lock(budget->mu);
-    budget->budget.forget(client, now_ms);
+    budget->budget.abandon(client, now_ms);
     budget->targets.erase(client);
     due = due_locked(*budget);
   }

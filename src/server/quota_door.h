@@ -38,7 +38,8 @@
 // - Abandon. A bucket a stream reports with no requests for `abandonIdle`
 //   gets an abandon action (the client erases it, and reports it afresh
 //   at its next request): its blanket is no longer refreshed and its
-//   budget client is forgotten (its records count until they expire).
+//   budget client is abandoned (QuotaBudget::abandon: its records count
+//   until they expire, and a returning bucket starts from nothing).
 // - A budget no client reports whose records have all expired is dropped
 //   by the pusher (a report finding it dropped takes a new one), and with
 //   it its beats in a fleet.
@@ -171,7 +172,7 @@ class QuotaDoor {
                                                      int64_t stream_id,
                                                      const std::string& client);
   // Forgets bucket `bucket_key` of `stream` (reported idle): no more
-  // blanket refreshes, and its budget client is forgotten.
+  // blanket refreshes, and its budget client is abandoned.
   void abandon(QuotaStream& stream, const std::string& bucket_key,
                int64_t now_ms);
   // Drops each of `idle` that is still idle from the door's budgets.

@@ -259,6 +259,25 @@ TEST(QuotaBudget, ABudgetNobodyReportsIsIdleOnceItsRecordsExpire) {
   EXPECT_EQ(b.next_due_ms(), std::numeric_limits<int64_t>::max());
 }
 
+TEST(QuotaBudget, AnAbandonedClientThatReturnsStartsFromNothing) {
+  QuotaBudget b = budget();
+  report(b, "a", 100, 0);
+  EXPECT_EQ(assign(b, 100, 0), (Sends{{"a", 100}}));
+  // Abandoned at 1 s: Envoy erases the bucket and its 100 tokens, and the
+  // bucket it makes next starts without an assignment.
+  b.abandon("a", 1000);
+  EXPECT_EQ(b.committed(1000), 100);     // what it was sent still counts
+  EXPECT_EQ(b.committed("a", 1000), 0);  // retired, not its own
+  report(b, "a", 100, 1000);
+  // Back at once: its old 100 is not its to keep (a fresh Envoy bucket
+  // would start full), so it waits for budget as a new client does.
+  EXPECT_EQ(assign(b, 100, 1000), (Sends{{"a", 0}}));
+  EXPECT_EQ(b.next_due_ms(), 4000);  // its refresh, before 7000
+  (void)assign(b, 100, 4000);
+  EXPECT_EQ(assign(b, 100, 7000), (Sends{{"a", 100}}));
+  b.abandon("nobody", 7000);  // a no-op
+}
+
 TEST(QuotaBudget, AForgottenClientThatReportsAgainRejoins) {
   QuotaBudget b = budget();
   report(b, "a", 10, 0);
