@@ -346,5 +346,6 @@ Committed == SumOver([s \in S |-> CommittedOf(s) + gdead[s][0]], S) <= Limit
 \* each: NO_TTL_ACCOUNTING Send's Max(@[j], t) to t; NO_RETIRE Retire to
 \* forgetting only `last`; NO_FENCE Share's ls[s] >= Span to ls[s] > 0;
 \* FENCE_SHORT to ls[s] >= Span - 1; SAME_ID Crash keeping row[s] (no
-\* ghost); FRESH_ON_CHANGE Install's ratio-keeping branch to a full bucket.
+\* ghost); FRESH_ON_CHANGE Install's ratio-keeping branch to a full bucket;
+\* LATE_OLD_STREAM Connect keeping the old queue, still deliverable.
 =============================================================================

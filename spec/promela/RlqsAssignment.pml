@@ -131,6 +131,9 @@
  *                        old one's ratio.
  *   -DFRESH_ON_CHANGE    a changed token bucket starts full (A2 broken, as
  *                        Envoy's filter did before it kept the ratio).
+ *   -DLATE_OLD_STREAM    the old stream's responses in flight survive the
+ *                        reconnect and may arrive after the new stream's
+ *                        (A1's "a break loses the rest" broken).
  *   -DNO_FENCE           (fleet) a server assigns with its share until its
  *                        lease lapses: an assignment may outlive the lease.
  *   -DFENCE_SHORT        (fleet) the fence lets a record outlive the lease
@@ -195,6 +198,9 @@
 #if LEASE < 1 || LEASE > 20
 #error "need LEASE in 1..20"
 #endif
+#if defined(LATE_OLD_STREAM) && defined(PINNED) && !defined(NO_SYMMETRY)
+#error "LATE_OLD_STREAM with PINNED needs NO_SYMMETRY (canon() swaps no old queue for pairs)"
+#endif
 
 /* UNITS: the least common multiple of FILL and 1..LIMIT. */
 #if LIMIT == 1
@@ -229,6 +235,14 @@ byte st[CLIENTS];
 byte ql[CLIENTS];
 byte qT[CLIENTS * QCAP];
 byte qa[CLIENTS * QCAP];
+#ifdef LATE_OLD_STREAM
+/* The previous stream's responses still in flight (see the flag) */
+byte oql[CLIENTS];
+byte oqT[CLIENTS * QCAP];
+byte oqa[CLIENTS * QCAP];
+#define OQT(c, i) oqT[(c) * QCAP + (i)]
+#define OQA(c, i) oqa[(c) * QCAP + (i)]
+#endif
 
 /* The servers' budgets: client c of server s at s * CLIENTS + c */
 byte own[SERVERS * CLIENTS * SPAN];
@@ -451,8 +465,20 @@ inline canon() {
     CMPF(LAGE(s1, 1), LAGE(s1, 0));
     for (j1 : 0 .. SPAN - 1) { CMPF(OWN(s1, 1, j1), OWN(s1, 0, j1)) }
   };
+#ifdef LATE_OLD_STREAM
+  CMPF(oql[1], oql[0]);
+  for (j1 : 0 .. QCAP - 1) {
+    CMPF(OQT(1, j1), OQT(0, j1)); CMPF(OQA(1, j1), OQA(0, j1))
+  };
+#endif
   if
   :: cmp == 1 ->
+#ifdef LATE_OLD_STREAM
+     SWAPF(oql[1], oql[0]);
+     for (j1 : 0 .. QCAP - 1) {
+       SWAPF(OQT(1, j1), OQT(0, j1)); SWAPF(OQA(1, j1), OQA(0, j1))
+     };
+#endif
      SWAPF(st[1], st[0]); SWAPF(ik[1], ik[0]); SWAPF(iT[1], iT[0]);
      SWAPF(ir[1], ir[0]); SWAPF(il[1], il[0]); SWAPF(ql[1], ql[0]);
      for (j1 : 0 .. QCAP - 1) {
@@ -736,11 +762,45 @@ inline install(c) {
   :: d_step { \
        c < CLIENTS && s < SERVERS && PINNED_OK(c, s) && \
        (st[c] == 0 || st[c] == DEAD) -> \
+       KEEP_OLD(c) \
        for (j1 : 0 .. QCAP - 1) { QT(c, j1) = 0; QA(c, j1) = 0 }; \
        ql[c] = 0; \
        st[c] = s + 1; \
        printf("Connect(%d, %d):", c, s); canon(); print_state() \
      }
+
+/* -DLATE_OLD_STREAM: the old stream's responses in flight are not lost
+ * when the Envoy opens a new one; they may still arrive, after the new
+ * stream's (the stream before that one loses its rest). */
+#ifdef LATE_OLD_STREAM
+#define KEEP_OLD(c) \
+       for (j1 : 0 .. QCAP - 1) { OQT(c, j1) = QT(c, j1); OQA(c, j1) = QA(c, j1) }; \
+       oql[c] = ql[c];
+#define OLD_STREAM(c) \
+  :: d_step { \
+       c < CLIENTS && oql[c] > 0 -> \
+       popold(c); install(c); check_installed(); \
+       printf("DeliverOld(%d, %d):", c, val); canon(); print_state(); val = 0 \
+     } \
+  :: d_step { \
+       c < CLIENTS && oql[c] > 0 -> \
+       popold(c); \
+       printf("LoseOld(%d, %d):", c, val); canon(); print_state(); val = 0 \
+     }
+inline popold(c) {
+  val = OQT(c, 0);
+  for (j1 : 1 .. QCAP - 1) {
+    OQT(c, j1 - 1) = OQT(c, j1);
+    OQA(c, j1 - 1) = OQA(c, j1)
+  };
+  OQT(c, QCAP - 1) = 0;
+  OQA(c, QCAP - 1) = 0;
+  oql[c]--
+}
+#else
+#define KEEP_OLD(c)
+#define OLD_STREAM(c)
+#endif
 
 #ifdef PINNED
 #define PINNED_OK(c, s) ((c) == (s))
@@ -774,7 +834,20 @@ inline tick() {
     do
     :: ql[c1] > 0 && QA(c1, 0) > SLACK -> pop(c1)
     :: else -> break
-    od
+    od;
+#ifdef LATE_OLD_STREAM
+    for (j1 : 0 .. QCAP - 1) {
+      if
+      :: j1 < oql[c1] -> OQA(c1, j1)++
+      :: else -> skip
+      fi
+    };
+    do
+    :: oql[c1] > 0 && OQA(c1, 0) > SLACK -> popold(c1)
+    :: else -> break
+    od;
+#endif
+    skip
   };
   val = 0;
   /* The servers: records age, last sent ages */
@@ -968,7 +1041,7 @@ inline beat(s) {
 #define CLIENT(c) BREAK(c) CONNECT(c, 0) CONNECT_SECOND(c)
 #else
 #define CLIENT(c) ADMIT(c) DELIVER(c) LOSE(c) BREAK(c) \
-  CONNECT(c, 0) CONNECT_SECOND(c)
+  CONNECT(c, 0) CONNECT_SECOND(c) OLD_STREAM(c)
 #endif
 #if SERVERS == 2
 #define CONNECT_SECOND(c) CONNECT(c, 1)
