@@ -13,8 +13,10 @@
 #               the reduction has nothing to prune and the counts are the
 #               same either way; it is off so that "states, stored" is by
 #               construction the full reachable state space.
-# and `./pan -m100000` searches every reachable state depth-first (the
-# default full hash table: no bitstate, no compression that loses states).
+# and `./pan -m1000000` searches every reachable state depth-first (the
+# default full hash table: no bitstate, no compression that loses states;
+# the stack holds a million steps because the quota door's model, whose
+# time is cyclic, runs a depth-first path past 100,000 steps deep).
 # pan's summary, "states, stored" included, is printed. A search that hit
 # the depth limit or ran out of memory is incomplete and fails whatever
 # the verdict.
@@ -75,11 +77,11 @@ fi
 
 # pan exits 0 even when it finds an error; the verdict is read from its
 # output. -n: no listing of unreached code.
-./pan -m100000 -n > pan.log 2>&1 || true
+./pan -m1000000 -n > pan.log 2>&1 || true
 cat pan.log
 
 if grep -q "max search depth too small" pan.log; then
-  echo "spin_check: FAIL: the depth limit (-m100000) was hit: the search is incomplete" >&2
+  echo "spin_check: FAIL: the depth limit (-m1000000) was hit: the search is incomplete" >&2
   exit 1
 fi
 if grep -qi "out of memory\|memory limit\|MEMLIM" pan.log; then
@@ -124,7 +126,7 @@ case "$expect" in
       shortest_s="${SPIN_SHORTEST_SECONDS:-0}"
       if [[ "$shortest_s" =~ ^[0-9]+$ ]] && ((shortest_s > 0)) &&
         gcc -O1 -w -DSAFETY -DNOREDUCE -DREACH -o pan_short pan.c > /dev/null 2>&1 &&
-        timeout "$shortest_s" ./pan_short -m100000 -n -i > short.log 2>&1; then
+        timeout "$shortest_s" ./pan_short -m1000000 -n -i > short.log 2>&1; then
         echo "spin_check: shortest counterexample:"
       else
         echo "spin_check: counterexample (depth-first, not necessarily shortest):"

@@ -328,6 +328,26 @@ TEST(QuotaBudget, AnAssignmentNotRefreshedInTimeStartsAfresh) {
   EXPECT_EQ(b.committed(7000), 10);
 }
 
+TEST(QuotaBudget, AtSlackZeroAnAssignmentWhoseRecordExpiredStartsAfresh) {
+  // The spin model's finding (docs/formal_model.md, "A finding at slack
+  // 0"): b's record expires at exactly sent + ttl, when a lapse test of
+  // "more than ttl - slack ago" alone is still false; c is raised with the
+  // budget b's expired record freed, and b must then be paid anew, not
+  // refreshed unchecked.
+  QuotaBudget b =
+      budget({.fill_interval_s = 1, .ttl_s = 3, .delivery_slack_ms = 0});
+  report(b, "b", 1, 0);
+  EXPECT_EQ(assign(b, 2, 0), (Sends{{"b", 1}}));
+  report(b, "a", 1, 1000);
+  EXPECT_EQ(assign(b, 2, 1000), (Sends{{"a", 1}}));
+  b.forget("a", 1000);  // a's 1 counts until 4000
+  report(b, "c", 1, 3000);
+  const Sends sends = assign(b, 2, 3000);
+  EXPECT_EQ(sends.size(), 2u);
+  EXPECT_EQ(sends.at("b") + sends.at("c"), 1) << "only a's 1 is taken";
+  EXPECT_EQ(b.committed(3000), 2);
+}
+
 TEST(QuotaBudget, WhenTheShareFallsOnlyLoweringHappensAndTheExcessDrains) {
   QuotaBudget b = budget();
   report(b, "a", 100, 0);
