@@ -18,7 +18,7 @@
 namespace throttlekit::server {
 
 absl::StatusOr<std::unique_ptr<ConfigWatcher>> ConfigWatcher::start(
-    std::string path, Policies& policies, Options options) {
+    std::string path, Policies& policies, Options options, QuotaDoor* quota) {
   if (options.interval_ms < 1 || options.interval_ms > 86'400'000) {
     return absl::InvalidArgumentError(absl::StrCat(
         "config_watcher.interval_ms must be in [1, 86400000]; got ",
@@ -29,7 +29,7 @@ absl::StatusOr<std::unique_ptr<ConfigWatcher>> ConfigWatcher::start(
         absl::StrCat("config_watcher: cannot read ", path));
   }
   std::unique_ptr<ConfigWatcher> w(
-      new ConfigWatcher(std::move(path), policies, options));
+      new ConfigWatcher(std::move(path), policies, options, quota));
   {
     MutexLock lock(w->poll_mu_);
     w->files_ = policies.config().envoy.files;
@@ -40,8 +40,11 @@ absl::StatusOr<std::unique_ptr<ConfigWatcher>> ConfigWatcher::start(
 }
 
 ConfigWatcher::ConfigWatcher(std::string path, Policies& policies,
-                             Options options)
-    : path_(std::move(path)), policies_(policies), options_(options) {}
+                             Options options, QuotaDoor* quota)
+    : path_(std::move(path)),
+      policies_(policies),
+      options_(options),
+      quota_(quota) {}
 
 ConfigWatcher::~ConfigWatcher() {
   {
@@ -79,8 +82,25 @@ absl::StatusOr<bool> ConfigWatcher::poll() {
   // if the store refuses its limits (a fix may come in any of them).
   files_ = config->envoy.files;
   seen_ = read_all();
-  if (absl::Status s = policies_.reload_envoy(config->envoy); !s.ok()) {
+  const auto named = [&](const absl::Status& s) {
     return absl::Status(s.code(), absl::StrCat(path_, ": ", s.message()));
+  };
+  // The quota door's refusal first, so a document is applied whole or not
+  // at all.
+  if (quota_ != nullptr) {
+    if (absl::Status s = quota_->check_reload(config->rlqs); !s.ok()) {
+      policies_.count_envoy_reload_error();
+      quota_->count_reload_error();
+      return named(s);
+    }
+  }
+  if (absl::Status s = policies_.reload_envoy(config->envoy); !s.ok()) {
+    return named(s);
+  }
+  if (quota_ != nullptr) {
+    if (absl::Status s = quota_->reload(std::move(config->rlqs)); !s.ok()) {
+      return named(s);
+    }
   }
   return true;
 }
@@ -95,17 +115,18 @@ void ConfigWatcher::run() {
     absl::StatusOr<bool> changed = poll();
     if (!changed.ok()) {
       std::fprintf(stderr,
-                   "throttlekit-server: reload refused, the Envoy domains in "
-                   "force stay: %s\n",
+                   "throttlekit-server: reload refused, the Envoy and rlqs "
+                   "domains in force stay: %s\n",
                    std::string(changed.status().message()).c_str());
     } else if (*changed) {
       const std::shared_ptr<EnvoyLimits> envoy = policies_.envoy();
       std::fprintf(stderr,
-                   "throttlekit-server: reloaded %s: %zu Envoy domain(s) in "
-                   "force (only the envoy block reloads; other changes take "
-                   "effect at a restart)\n",
+                   "throttlekit-server: reloaded %s: %zu Envoy domain(s) and "
+                   "%zu rlqs domain(s) in force (only the envoy and rlqs "
+                   "blocks reload; other changes take effect at a restart)\n",
                    path_.c_str(),
-                   envoy == nullptr ? size_t{0} : envoy->domains());
+                   envoy == nullptr ? size_t{0} : envoy->domains(),
+                   quota_ == nullptr ? size_t{0} : quota_->domains());
     }
     lock.lock();
   }

@@ -3,19 +3,24 @@
 // Provides `ConfigWatcher`: rereads throttlekit-server's configuration file,
 // and the Envoy domain files its `envoy.files` names, when their contents
 // change, and applies the new `envoy:` block to the running server
-// (`Policies::reload_envoy`, docs/envoy.md, "Reloading"):
+// (`Policies::reload_envoy`, docs/envoy.md, "Reloading") and, given the
+// quota door, the new `rlqs:` block (`QuotaDoor::reload`, docs/rlqs.md,
+// "Reloading"):
 //
 //     auto watcher = ConfigWatcher::start("server.yaml", server->policies(),
-//                                         {.interval_ms = 1000});
+//                                         {.interval_ms = 1000},
+//                                         &server->quota_door());
 //
 // Every `interval_ms` it reads the files (a change is a change of content,
 // so an editor's rename-into-place and a Kubernetes ConfigMap's symlink
 // swap are seen alike). A configuration that does not parse, or that the
 // store cannot serve, is refused: the domains in force stay, the error is
 // written to stderr and counted (`throttlekit_envoy_reloads_total`), and
-// the watcher tries again at the next change. Only the `envoy:` block is
-// applied; a change to the server's own policies waits for a restart (the
-// watcher says so on stderr).
+// the watcher tries again at the next change. A change the quota door
+// cannot take (`QuotaDoor::check_reload`) refuses the whole document before
+// anything is applied. Only the `envoy:` and `rlqs:` blocks are applied; a
+// change to the server's own policies waits for a restart (the watcher
+// says so on stderr).
 //
 // Thread-safety: `poll` is safe to call concurrently with the background
 // thread; the destructor stops the thread.
@@ -33,6 +38,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "policies.h"
+#include "quota_door.h"
 #include "throttlekit/core/mutex.h"
 
 namespace throttlekit::server {
@@ -47,23 +53,27 @@ class ConfigWatcher {
   };
 
   // Starts watching `path` (the file `policies` was loaded from) as it is
-  // now. kInvalidArgument for an interval out of range; kNotFound when
-  // `path` cannot be read.
+  // now; `quota` (null: the `rlqs:` block is not reloaded) is the server's
+  // quota door, which must outlive the watcher. kInvalidArgument for an
+  // interval out of range; kNotFound when `path` cannot be read.
   static absl::StatusOr<std::unique_ptr<ConfigWatcher>> start(
-      std::string path, Policies& policies, Options options);
+      std::string path, Policies& policies, Options options,
+      QuotaDoor* quota = nullptr);
 
   ~ConfigWatcher();
   ConfigWatcher(const ConfigWatcher&) = delete;
   ConfigWatcher& operator=(const ConfigWatcher&) = delete;
 
   // Reads the files now: true when they changed and the new Envoy domains
-  // are in force, false when nothing changed; the error (naming the file
-  // and the problem) when the change was refused, the domains in force
-  // staying. A refused content is not retried until it changes again.
+  // (and rlqs block) are in force, false when nothing changed; the error
+  // (naming the file and the problem) when the change was refused, the
+  // domains in force staying. A refused content is not retried until it
+  // changes again.
   absl::StatusOr<bool> poll();
 
  private:
-  ConfigWatcher(std::string path, Policies& policies, Options options);
+  ConfigWatcher(std::string path, Policies& policies, Options options,
+                QuotaDoor* quota);
   // The contents of the configuration and of `files_`, in order.
   std::string read_all() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(poll_mu_);
   void run();
@@ -71,6 +81,7 @@ class ConfigWatcher {
   const std::string path_;
   Policies& policies_;
   const Options options_;
+  QuotaDoor* const quota_;
 
   Mutex poll_mu_;  // one poll at a time
   // The Envoy files the configuration in force names.

@@ -40,9 +40,12 @@ class HeartbeatShare::Slot final : public BudgetShare {
     lease.margin_ms = margin_ms;
   }
 
-  std::optional<int64_t> at(int64_t now_ms) override {
+  std::optional<int64_t> at(int64_t now_ms, int64_t limit) override {
     MutexLock lock(mu);
     served = lease.at(now_ms);
+    // A limit lowered by a reload binds at once; the store's step learns it
+    // at the next beat.
+    if (served.has_value()) served = std::min(*served, limit);
     return served;
   }
 
@@ -223,7 +226,7 @@ int64_t HeartbeatShare::beat(const std::shared_ptr<Slot>& slot,
                                .seq = seq,
                                .applied_gen = applied,
                                .inflight = slots(usage->committed),
-                               .local_limit = slots(slot->ref.limit.requests),
+                               .local_limit = slots(usage->limit),
                                .demand = slots(usage->demand)};
   {
     MutexLock lock(mu_);

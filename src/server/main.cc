@@ -432,7 +432,7 @@ int main(int argc, char** argv) {
   if (args.reload_interval_ms > 0) {
     auto w = throttlekit::server::ConfigWatcher::start(
         args.config, (*server)->policies(),
-        {.interval_ms = args.reload_interval_ms});
+        {.interval_ms = args.reload_interval_ms}, &(*server)->quota_door());
     if (!w.ok()) {
       std::fprintf(stderr, "throttlekit-server: %s\n",
                    std::string(w.status().message()).c_str());

@@ -110,18 +110,107 @@ absl::Status validate(const rlqs_pb::RateLimitQuotaUsageReports& message,
 
 QuotaDoor::QuotaDoor(RlqsConfig config, ServerClock clock,
                      std::unique_ptr<ShareSource> shares)
-    : config_(std::move(config)),
-      clock_(clock),
+    : clock_(clock),
       shares_(shares != nullptr ? std::move(shares)
-                                : std::make_unique<FixedShare>()) {
-  for (const RlqsDomain& d : config_.domains) {
-    auto& rules = counters_.emplace_back();
+                                : std::make_unique<FixedShare>()),
+      fleet_heartbeat_ms_(config.fleet_heartbeat_ms),
+      served_(make_served(std::move(config), nullptr)) {
+  pusher_ = std::thread([this] { pusher_loop(); });
+}
+
+std::shared_ptr<const QuotaDoor::Served> QuotaDoor::make_served(
+    RlqsConfig next, const Served* was) {
+  auto served = std::make_shared<Served>();
+  served->config = std::move(next);
+  for (const RlqsDomain& d : served->config.domains) {
+    const RlqsDomain* old =
+        was != nullptr ? was->config.find(d.domain) : nullptr;
+    const size_t old_di =
+        old != nullptr ? static_cast<size_t>(old - was->config.domains.data())
+                       : 0;
+    auto& rules = served->counters.emplace_back();
     // One per rule, and the last for the unmatched buckets.
     for (size_t i = 0; i <= d.buckets.size(); ++i) {
-      rules.push_back(std::make_unique<Counters>());
+      std::shared_ptr<Counters> carried;
+      if (old != nullptr) {
+        const auto& counters = was->counters[old_di];
+        if (i == d.buckets.size()) {
+          carried = counters.back();
+        } else {
+          for (size_t j = 0; j < old->buckets.size(); ++j) {
+            if (old->buckets[j].identity == d.buckets[i].identity) {
+              carried = counters[j];
+            }
+          }
+        }
+      }
+      rules.push_back(carried != nullptr ? std::move(carried)
+                                         : std::make_shared<Counters>());
     }
   }
-  pusher_ = std::thread([this] { pusher_loop(); });
+  return served;
+}
+
+std::shared_ptr<const QuotaDoor::Served> QuotaDoor::served() {
+  MutexLock lock(mu_);
+  return served_;
+}
+
+size_t QuotaDoor::domains() { return served()->config.domains.size(); }
+
+absl::Status QuotaDoor::check_reload(const RlqsConfig& next) {
+  // A block with no domains (the door off) has nothing to beat for.
+  if (!next.domains.empty() && next.fleet_heartbeat_ms != fleet_heartbeat_ms_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rlqs.fleetHeartbeat: ", next.fleet_heartbeat_ms,
+        " ms differs from the ", fleet_heartbeat_ms_,
+        " ms in force; it takes effect at a restart (the leases of the "
+        "budgets served depend on it)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status QuotaDoor::reload(RlqsConfig next) {
+  MutexLock reload_lock(reload_mu_);
+  if (absl::Status s = check_reload(next); !s.ok()) {
+    reload_errors_.fetch_add(1, std::memory_order_relaxed);
+    return s;
+  }
+  // The budgets kept whose rule's requests changed, with the new value.
+  std::vector<std::pair<std::shared_ptr<Budget>, int64_t>> changed;
+  {
+    MutexLock lock(mu_);
+    if (stopped_) {
+      return absl::UnavailableError("rlqs reload: the door is stopped");
+    }
+    served_ = make_served(std::move(next), served_.get());
+    for (const auto& [name, b] : budgets_) {
+      const RlqsDomain* d = served_->config.find(name.first);
+      if (d == nullptr) continue;
+      for (const RlqsBucketRule& r : d->buckets) {
+        if (r.identity == b->identity && r.limit.has_value()) {
+          changed.emplace_back(b, r.limit->requests);
+        }
+      }
+    }
+  }
+  for (auto& [b, requests] : changed) {
+    {
+      MutexLock lock(b->mu);
+      if (b->limit == requests) continue;
+      b->limit = requests;
+    }
+    // Assigned again at once, as when its share moves.
+    b->share_moved.store(true, std::memory_order_release);
+    {
+      MutexLock lock(mu_);
+      queue_locked(b, std::numeric_limits<int64_t>::min());
+      wake_ = true;
+    }
+    cv_.notify_one();
+  }
+  reloads_.fetch_add(1, std::memory_order_relaxed);
+  return absl::OkStatus();
 }
 
 QuotaDoor::~QuotaDoor() { stop(); }
@@ -147,19 +236,8 @@ absl::Status QuotaDoor::report(
   }
   const std::string& name =
       stream.domain().empty() ? message.domain() : stream.domain();
-  if (config_.domains.empty()) {
-    return bad(absl::NotFoundError(
-        absl::StrCat("StreamRateLimitQuotas: unknown domain \"", name,
-                     "\" (this server has no rlqs domains configured)")));
-  }
-  const RlqsDomain* domain = config_.find(name);
-  if (domain == nullptr &&
-      config_.unknown_domain == RlqsUnknownDomain::kNotFound) {
-    return bad(absl::NotFoundError(
-        absl::StrCat("StreamRateLimitQuotas: unknown domain \"", name, "\"")));
-  }
-  const int64_t now = clock_.now_ms();
   std::shared_ptr<QuotaStream> self;
+  std::shared_ptr<const Served> served;
   {
     MutexLock lock(mu_);
     if (stopped_) {
@@ -171,20 +249,39 @@ absl::Status QuotaDoor::report(
       return absl::InternalError("StreamRateLimitQuotas: stream not open");
     }
     self = it->second.stream;
+    served = served_;
   }
+  const RlqsConfig& config = served->config;
+  if (config.domains.empty()) {
+    return bad(absl::NotFoundError(
+        absl::StrCat("StreamRateLimitQuotas: unknown domain \"", name,
+                     "\" (this server has no rlqs domains configured)")));
+  }
+  const RlqsDomain* domain = config.find(name);
+  if (domain == nullptr &&
+      config.unknown_domain == RlqsUnknownDomain::kNotFound) {
+    return bad(absl::NotFoundError(
+        absl::StrCat("StreamRateLimitQuotas: unknown domain \"", name, "\"")));
+  }
+  const int64_t now = clock_.now_ms();
   if (stream.domain().empty()) stream.domain() = message.domain();
 
   Pushes pushes;
   std::vector<std::shared_ptr<Budget>> touched;
+  // Budgets a bucket of this message left (after a reload): queued, not
+  // assigned here.
+  std::vector<std::shared_ptr<Budget>> left;
+  std::vector<int64_t> left_due;
   int64_t blanket_due = kNever;
   const size_t di = domain != nullptr
-                        ? static_cast<size_t>(domain - config_.domains.data())
+                        ? static_cast<size_t>(domain - config.domains.data())
                         : 0;
   for (const auto& u : message.bucket_quota_usages()) {
     RlqsBucketId id;
     for (const auto& [k, v] : u.bucket_id().bucket()) id.emplace(k, v);
     // The bucket id's own key (collision-free, key order).
-    const std::string bucket_key = rlqs_budget_key(0, false, id);
+    const std::string bucket_key = rlqs_bucket_key(id);
+    const std::string client = absl::StrCat(stream.id(), "/", bucket_key);
     const auto allowed = static_cast<int64_t>(u.num_requests_allowed());
     const auto denied = static_cast<int64_t>(u.num_requests_denied());
     std::optional<RlqsRuleMatch> match;
@@ -192,19 +289,26 @@ absl::Status QuotaDoor::report(
     const RlqsBucketRule* rule =
         match.has_value() ? &domain->buckets[match->rule] : nullptr;
     if (domain != nullptr) {
-      Counters& c = counters(
-          *domain, match.has_value() ? match->rule : domain->buckets.size());
+      Counters& c =
+          *served->counters[di][match.has_value() ? match->rule
+                                                  : domain->buckets.size()];
       c.allowed.fetch_add(allowed, std::memory_order_relaxed);
       c.denied.fetch_add(denied, std::memory_order_relaxed);
     }
     if (stream.idle_for(bucket_key, allowed + denied > 0, now,
-                        config_.abandon_idle_ms)) {
+                        config.abandon_idle_ms)) {
       abandon(stream, bucket_key, now);
       pushes[self].push_back(abandon_action(u.bucket_id()));
       abandoned_.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
     if (rule == nullptr || !rule->limit.has_value()) {
+      // A budget's bucket until a reload: it leaves the budget.
+      if (std::shared_ptr<Budget> was = leave_budget(stream.id(), client);
+          was != nullptr) {
+        left_due.push_back(forget_in(*was, client, now));
+        left.push_back(std::move(was));
+      }
       const RlqsBlanket blanket = rule != nullptr     ? rule->blanket
                                   : domain != nullptr ? domain->unmatched
                                                       : RlqsBlanket::kAllowAll;
@@ -218,11 +322,13 @@ absl::Status QuotaDoor::report(
       }
       continue;
     }
-    const std::string client = absl::StrCat(stream.id(), "/", bucket_key);
+    // A blanket bucket until a reload: no more blanket refreshes.
+    stream.forget_blanket(bucket_key);
     std::shared_ptr<Budget> budget;
     while (true) {
+      std::shared_ptr<Budget> was;
       absl::StatusOr<std::shared_ptr<Budget>> found =
-          budget_for(di, *domain, *match, stream.id(), client);
+          budget_for(*served, *domain, *match, stream.id(), client, &was);
       if (!found.ok()) {
         // What this message reported so far is left to the pusher.
         std::vector<int64_t> due;
@@ -231,9 +337,25 @@ absl::Status QuotaDoor::report(
           due.push_back(due_locked(*t));
         }
         queue(touched, due, blanket_due, stream.id());
+        queue(left, left_due, kNever, stream.id());
         return found.status();
       }
       budget = *std::move(found);
+      if (was != nullptr) {
+        // Moved by a reload. Envoy keeps a token bucket whose fill interval
+        // alone changed (at its old rate): a DENY_ALL first, so the new
+        // budget's bucket starts afresh (and is paid as a new client's).
+        left_due.push_back(forget_in(*was, client, now));
+        if (was->fill_interval_s != budget->fill_interval_s) {
+          std::vector<Action> deny;
+          deny.push_back(blanket_action(u.bucket_id(), RlqsBlanket::kDenyAll,
+                                        rule->assignment_ttl_s));
+          assignments_.fetch_add(
+              static_cast<int64_t>(self->push(std::move(deny))),
+              std::memory_order_relaxed);
+        }
+        left.push_back(std::move(was));
+      }
       Budget& b = *budget;
       MutexLock lock(b.mu);
       if (b.dropped) continue;  // dropped while idle, just now: a new one
@@ -267,6 +389,7 @@ absl::Status QuotaDoor::report(
   }
   push(pushes);
   queue(touched, due, blanket_due, stream.id());
+  queue(left, left_due, kNever, stream.id());
   return absl::OkStatus();
 }
 
@@ -316,8 +439,8 @@ bool QuotaDoor::queue_blankets_locked(std::map<int64_t, Open>::iterator it,
 }
 
 absl::StatusOr<std::shared_ptr<QuotaDoor::Budget>> QuotaDoor::create_budget(
-    const RlqsDomain& domain, size_t rule, const std::string& key) {
-  const RlqsBucketRule& r = domain.buckets[rule];
+    const RlqsDomain& domain, const RlqsBucketRule& r, const std::string& key,
+    int64_t requests) {
   const int64_t ttl_ms = r.assignment_ttl_s * 1000;
   const QuotaBudgetOptions options{
       .fill_interval_s = r.limit->fill_interval_s,
@@ -326,7 +449,8 @@ absl::StatusOr<std::shared_ptr<QuotaDoor::Budget>> QuotaDoor::create_budget(
   absl::StatusOr<QuotaBudget> created = QuotaBudget::create(options);
   if (!created.ok()) return created.status();
   auto budget =
-      std::make_shared<Budget>(*std::move(created), domain, rule, key);
+      std::make_shared<Budget>(*std::move(created), domain.domain, key,
+                               r.identity, r.limit->fill_interval_s, requests);
   std::weak_ptr<Budget> weak = budget;
   budget->share = shares_->track(QuotaBudgetRef{
       .domain = domain.domain,
@@ -338,7 +462,8 @@ absl::StatusOr<std::shared_ptr<QuotaDoor::Budget>> QuotaDoor::create_budget(
         if (b == nullptr) return std::nullopt;
         MutexLock lock(b->mu);
         return QuotaUsage{.committed = b->budget.committed(now_ms),
-                          .demand = b->budget.demand()};
+                          .demand = b->budget.demand(),
+                          .limit = b->limit};
       },
       .changed =
           [this, weak] {
@@ -357,22 +482,58 @@ absl::StatusOr<std::shared_ptr<QuotaDoor::Budget>> QuotaDoor::create_budget(
 }
 
 absl::StatusOr<std::shared_ptr<QuotaDoor::Budget>> QuotaDoor::budget_for(
-    size_t di, const RlqsDomain& domain, const RlqsRuleMatch& match,
-    int64_t stream_id, const std::string& client) {
+    const Served& served, const RlqsDomain& domain, const RlqsRuleMatch& match,
+    int64_t stream_id, const std::string& client,
+    std::shared_ptr<Budget>* left) {
   MutexLock lock(mu_);
-  std::shared_ptr<Budget>& slot = budgets_[{di, match.budget_key}];
+  std::shared_ptr<Budget>& slot = budgets_[{domain.domain, match.budget_key}];
   if (slot == nullptr) {
+    const RlqsBucketRule& rule = domain.buckets[match.rule];
+    // The requests of the block in force, which a reload since `served`
+    // was read may have changed (the budget would miss the change).
+    int64_t requests = rule.limit->requests;
+    if (&served != served_.get()) {
+      if (const RlqsDomain* d = served_->config.find(domain.domain)) {
+        for (const RlqsBucketRule& r : d->buckets) {
+          if (r.identity == rule.identity) requests = r.limit->requests;
+        }
+      }
+    }
     absl::StatusOr<std::shared_ptr<Budget>> created =
-        create_budget(domain, match.rule, match.budget_key);
+        create_budget(domain, rule, match.budget_key, requests);
     if (!created.ok()) {
-      budgets_.erase({di, match.budget_key});
+      budgets_.erase({domain.domain, match.budget_key});
       return created.status();
     }
     slot = *std::move(created);
   }
   auto it = streams_.find(stream_id);
-  if (it != streams_.end()) it->second.clients[client] = slot;
+  if (it != streams_.end()) {
+    std::shared_ptr<Budget>& mine = it->second.clients[client];
+    if (mine != nullptr && mine != slot) *left = std::move(mine);
+    mine = slot;
+  }
   return slot;
+}
+
+std::shared_ptr<QuotaDoor::Budget> QuotaDoor::leave_budget(
+    int64_t stream_id, const std::string& client) {
+  MutexLock lock(mu_);
+  auto it = streams_.find(stream_id);
+  if (it == streams_.end()) return nullptr;
+  auto c = it->second.clients.find(client);
+  if (c == it->second.clients.end()) return nullptr;
+  std::shared_ptr<Budget> was = std::move(c->second);
+  it->second.clients.erase(c);
+  return was;
+}
+
+int64_t QuotaDoor::forget_in(Budget& b, const std::string& client,
+                             int64_t now_ms) {
+  MutexLock lock(b.mu);
+  b.budget.forget(client, now_ms);
+  b.targets.erase(client);
+  return due_locked(b);
 }
 
 void QuotaDoor::abandon(QuotaStream& stream, const std::string& bucket_key,
@@ -404,8 +565,7 @@ void QuotaDoor::drop_idle(const std::vector<std::shared_ptr<Budget>>& idle) {
   MutexLock lock(mu_);
   const int64_t now = clock_.now_ms();
   for (const std::shared_ptr<Budget>& b : idle) {
-    const size_t di = static_cast<size_t>(b->domain - config_.domains.data());
-    auto it = budgets_.find({di, b->key});
+    auto it = budgets_.find({b->domain, b->key});
     if (it == budgets_.end() || it->second != b) continue;
     MutexLock budget_lock(b->mu);
     if (!b->budget.idle(now)) continue;
@@ -419,7 +579,7 @@ void QuotaDoor::drop_idle(const std::vector<std::shared_ptr<Budget>>& idle) {
 }
 
 void QuotaDoor::assign_locked(Budget& b, int64_t now_ms, Pushes& out) {
-  const std::optional<int64_t> share = b.share->at(now_ms);
+  const std::optional<int64_t> share = b.share->at(now_ms, b.limit);
   b.waiting = !share.has_value();
   if (b.waiting) return;  // assigned when the share moves
   absl::StatusOr<std::vector<QuotaSend>> sends =
@@ -580,11 +740,14 @@ size_t QuotaDoor::budgets() {
 void QuotaDoor::append_prometheus(std::string& out) {
   size_t open = 0;
   std::vector<std::shared_ptr<Budget>> budgets;
+  std::shared_ptr<const Served> served;
   {
     MutexLock lock(mu_);
     open = streams_.size();
     for (const auto& [key, b] : budgets_) budgets.push_back(b);
+    served = served_;
   }
+  const RlqsConfig& config = served->config;
   size_t clients = 0;
   for (const auto& b : budgets) {
     MutexLock lock(b->mu);
@@ -623,16 +786,22 @@ void QuotaDoor::append_prometheus(std::string& out) {
   one("throttlekit_rlqs_assignments_sent_total", "counter",
       "Quota door: bucket actions queued to streams.",
       assignments_.load(std::memory_order_relaxed));
+  family("throttlekit_rlqs_reloads_total", "counter",
+         "Quota door: reloads of the rlqs block by result (applied, refused).");
+  absl::StrAppend(&out, "throttlekit_rlqs_reloads_total{result=\"applied\"} ",
+                  reloads_.load(std::memory_order_relaxed), "\n",
+                  "throttlekit_rlqs_reloads_total{result=\"refused\"} ",
+                  reload_errors_.load(std::memory_order_relaxed), "\n");
   family("throttlekit_rlqs_requests_total", "counter",
          "Quota door: requests the clients reported, by domain, rule (its "
          "index, or \"unmatched\") and outcome.");
-  for (size_t d = 0; d < config_.domains.size(); ++d) {
-    const std::string domain = prometheus_label(config_.domains[d].domain);
-    for (size_t r = 0; r < counters_[d].size(); ++r) {
-      const std::string rule = r == config_.domains[d].buckets.size()
+  for (size_t d = 0; d < config.domains.size(); ++d) {
+    const std::string domain = prometheus_label(config.domains[d].domain);
+    for (size_t r = 0; r < served->counters[d].size(); ++r) {
+      const std::string rule = r == config.domains[d].buckets.size()
                                    ? std::string("unmatched")
                                    : absl::StrCat(r);
-      const Counters& c = *counters_[d][r];
+      const Counters& c = *served->counters[d][r];
       absl::StrAppend(&out, "throttlekit_rlqs_requests_total{domain=\"", domain,
                       "\",rule=\"", rule, "\",allowed=\"true\"} ",
                       c.allowed.load(std::memory_order_relaxed), "\n",

@@ -50,9 +50,21 @@
 //   min(1 s, ttl/4), leaving the pusher at least ttl/4 between a refresh's
 //   due time and the lapse of the assignment it extends.
 //
-// The configuration is the one the server started with: a reload
-// (config_watcher.h) changes the Envoy door only, so budgets never change
-// options under a running client (docs/rlqs.md, "Reloading").
+// - Reload (`reload`, docs/rlqs.md "Reloading"). A new `rlqs:` block is
+//   swapped in whole; a report reads the block in force when it starts.
+//   A budget is named by its rule's identity (rlqs_rule_identity: the
+//   match, `per`, the TTL, `shared`), not its place: a budget whose rule
+//   keeps its identity is kept, records and all, and takes the rule's new
+//   `requests` at once (its share falls or rises; a lowered one drains as
+//   QuotaBudget lowers). Any other change reaches a bucket at its next
+//   report: a bucket whose rule is gone, or now another, leaves its old
+//   budget (forgotten there: its records count until they expire) for its
+//   new budget or blanket; when its new budget's fill interval differs
+//   from the old one's, it is sent DENY_ALL first, so that Envoy, which
+//   compares only a fill interval's nanos, starts the new token bucket
+//   afresh rather than keeping the old one's rate. A budget no rule names
+//   any more is dropped once idle. `fleetHeartbeat` is kept from start (a
+//   reload changing it is refused).
 //
 // Thread-safety: every method is safe to call concurrently. Lock order:
 // the door's mutex, then one budget's, then a stream's (a leaf); a push
@@ -110,6 +122,21 @@ class QuotaDoor {
   // Shutdown.
   void stop();
 
+  // Serves `next` from now on (above, "Reload"). kInvalidArgument naming
+  // the field when `next` changes what a reload cannot
+  // (`rlqs.fleetHeartbeat`), kUnavailable once stopped; nothing changed
+  // then. Reloads are serialised.
+  absl::Status reload(RlqsConfig next);
+  // Whether `reload(next)` would be refused, and why; changes nothing.
+  absl::Status check_reload(const RlqsConfig& next);
+  // Counts a reload refused before it reached `reload` (the watcher's,
+  // when check_reload refused the document).
+  void count_reload_error() {
+    reload_errors_.fetch_add(1, std::memory_order_relaxed);
+  }
+  // The domains of the block in force.
+  size_t domains();
+
   // The door's families of the Prometheus text (docs/rlqs.md, "Metrics").
   void append_prometheus(std::string& out);
 
@@ -127,18 +154,35 @@ class QuotaDoor {
     std::weak_ptr<QuotaStream> stream;
     rlqs_pb::BucketId bucket_id;
   };
+  // The block in force and its counters, swapped whole by a reload.
+  struct Served {
+    RlqsConfig config;
+    // Per domain, per rule and last the unmatched buckets, aligned with
+    // `config`; a reload carries a rule's counters to the rule of the same
+    // identity.
+    std::vector<std::vector<std::shared_ptr<Counters>>> counters;
+  };
   struct Budget {
-    Budget(QuotaBudget b, const RlqsDomain& d, size_t r, std::string k)
-        : domain(&d), rule(r), key(std::move(k)), budget(std::move(b)) {}
-    const RlqsDomain* domain;
-    size_t rule;
-    std::string key;
+    Budget(QuotaBudget b, std::string d, std::string k, std::string i,
+           int64_t fill_s, int64_t requests)
+        : domain(std::move(d)),
+          key(std::move(k)),
+          identity(std::move(i)),
+          fill_interval_s(fill_s),
+          budget(std::move(b)),
+          limit(requests) {}
+    const std::string domain;
+    const std::string key;
+    const std::string identity;  // its rule's
+    const int64_t fill_interval_s;
     // Set before the budget is published; read under `mu`.
     std::shared_ptr<BudgetShare> share;
     // The source said the share moved: the pusher assigns it.
     std::atomic<bool> share_moved{false};
     Mutex mu;
     QuotaBudget budget ABSL_GUARDED_BY(mu);
+    // The rule's `requests` in force (a reload may change it).
+    int64_t limit ABSL_GUARDED_BY(mu);
     // No share known at the last assign: not due until the share moves.
     bool waiting ABSL_GUARDED_BY(mu) = false;
     // Idle and dropped from the door: a report that finds it takes a new
@@ -160,17 +204,27 @@ class QuotaDoor {
       std::map<std::shared_ptr<QuotaStream>,
                std::vector<rlqs_pb::RateLimitQuotaResponse::BucketAction>>;
 
-  // A new budget of `domain`'s rule `rule` (which has a limit), tracked by
-  // the share source.
+  // A new budget of `domain`'s rule `rule` (which has a limit) with
+  // `requests`, tracked by the share source.
   absl::StatusOr<std::shared_ptr<Budget>> create_budget(
-      const RlqsDomain& domain, size_t rule, const std::string& key);
-  // The budget of `match` (created on first use), with `client` of stream
-  // `stream_id` recorded as reporting it.
-  absl::StatusOr<std::shared_ptr<Budget>> budget_for(size_t di,
-                                                     const RlqsDomain& domain,
-                                                     const RlqsRuleMatch& match,
-                                                     int64_t stream_id,
-                                                     const std::string& client);
+      const RlqsDomain& domain, const RlqsBucketRule& rule,
+      const std::string& key, int64_t requests);
+  // The budget of `match` in `domain` of `served` (created on first use),
+  // with `client` of stream `stream_id` recorded as reporting it. Sets
+  // `*left` to the budget the client reported before, if another.
+  absl::StatusOr<std::shared_ptr<Budget>> budget_for(
+      const Served& served, const RlqsDomain& domain,
+      const RlqsRuleMatch& match, int64_t stream_id, const std::string& client,
+      std::shared_ptr<Budget>* left);
+  // The budget `client` of stream `stream_id` reported (null if none), no
+  // longer its: the bucket now gets a blanket rule.
+  std::shared_ptr<Budget> leave_budget(int64_t stream_id,
+                                       const std::string& client);
+  // `client` forgotten in `b` at `now_ms`; returns b's due time.
+  static int64_t forget_in(Budget& b, const std::string& client,
+                           int64_t now_ms);
+  // The block in force.
+  std::shared_ptr<const Served> served();
   // Forgets bucket `bucket_key` of `stream` (reported idle): no more
   // blanket refreshes, and its budget client is abandoned.
   void abandon(QuotaStream& stream, const std::string& bucket_key,
@@ -202,17 +256,20 @@ class QuotaDoor {
                              int64_t due_ms, bool wake = true)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void pusher_loop();
-  Counters& counters(const RlqsDomain& d, size_t rule) {
-    return *counters_[static_cast<size_t>(&d - config_.domains.data())][rule];
-  }
+  // `next` served, with the counters of `was` (null: none) carried by rule
+  // identity.
+  static std::shared_ptr<const Served> make_served(RlqsConfig next,
+                                                   const Served* was);
 
-  const RlqsConfig config_;
   const ServerClock clock_;
   const std::unique_ptr<ShareSource> shares_;
-  // Per domain, per rule: what the clients reported (bounded labels).
-  std::vector<std::vector<std::unique_ptr<Counters>>> counters_;
+  // The block's fleetHeartbeat at start, which the share source runs at
+  // (the default when the block had no domains).
+  const int64_t fleet_heartbeat_ms_;
 
+  Mutex reload_mu_;  // one reload at a time; before mu_
   Mutex mu_;
+  std::shared_ptr<const Served> served_ ABSL_GUARDED_BY(mu_);
   std::condition_variable cv_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
@@ -220,9 +277,9 @@ class QuotaDoor {
   int64_t pusher_due_ms_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<int64_t, Open> streams_ ABSL_GUARDED_BY(mu_);
-  // By domain index and budget key.
-  std::map<std::pair<size_t, std::string>, std::shared_ptr<Budget>> budgets_
-      ABSL_GUARDED_BY(mu_);
+  // By domain name and budget key.
+  std::map<std::pair<std::string, std::string>, std::shared_ptr<Budget>>
+      budgets_ ABSL_GUARDED_BY(mu_);
   // The pusher's queues: budgets by the time it is to look at them (a
   // moved share: INT64_MIN), and open streams (by id) by their next
   // blanket refresh. One entry per budget or stream at most, at its
@@ -236,6 +293,8 @@ class QuotaDoor {
   std::atomic<int64_t> assignments_{0};
   std::atomic<int64_t> abandoned_{0};
   std::atomic<int64_t> streams_total_{0};
+  std::atomic<int64_t> reloads_{0};
+  std::atomic<int64_t> reload_errors_{0};
 
   std::thread pusher_;
 };

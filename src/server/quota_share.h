@@ -40,6 +40,8 @@ struct QuotaUsage {
   // sum over its reporting clients of their demand, tokens per fill
   // interval (QuotaBudget::demand).
   int64_t demand = 0;
+  // The rule's `requests` in force (a reload may change it).
+  int64_t limit = 0;
 };
 
 // One budget of the door, as its source sees it.
@@ -47,6 +49,8 @@ struct QuotaBudgetRef {
   std::string domain;
   // The budget within the domain (RlqsRuleMatch::budget_key).
   std::string budget_key;
+  // The rule's limit when the budget was made; a reload may change its
+  // `requests` (QuotaUsage::limit, BudgetShare::at), never its interval.
   RlqsLimit limit;
   // How long an assignment counts after it is sent: its TTL plus the
   // delivery slack, ms (QuotaBudgetOptions).
@@ -63,11 +67,12 @@ struct QuotaBudgetRef {
 class BudgetShare {
  public:
   virtual ~BudgetShare() = default;
-  // Tokens per fill interval this server may commit at `now_ms`; nullopt
+  // Tokens per fill interval this server may commit at `now_ms` when the
+  // rule's `requests` in force are `limit` (at most `limit`); nullopt
   // while it is not known yet (the door then assigns nothing: the clients
   // apply their no-assignment behaviour). Called under the budget's lock:
   // never blocks and never calls the door.
-  virtual std::optional<int64_t> at(int64_t now_ms) = 0;
+  virtual std::optional<int64_t> at(int64_t now_ms, int64_t limit) = 0;
 };
 
 class ShareSource {
@@ -85,18 +90,14 @@ class ShareSource {
 // A server alone: every budget's share is its whole limit.
 class FixedShare final : public ShareSource {
  public:
-  std::shared_ptr<BudgetShare> track(QuotaBudgetRef budget) override {
-    return std::make_shared<Whole>(budget.limit.requests);
+  std::shared_ptr<BudgetShare> track(QuotaBudgetRef) override {
+    return std::make_shared<Whole>();
   }
 
  private:
   class Whole final : public BudgetShare {
    public:
-    explicit Whole(int64_t requests) : requests_(requests) {}
-    std::optional<int64_t> at(int64_t) override { return requests_; }
-
-   private:
-    const int64_t requests_;
+    std::optional<int64_t> at(int64_t, int64_t limit) override { return limit; }
   };
 };
 

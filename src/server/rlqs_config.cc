@@ -180,6 +180,7 @@ absl::StatusOr<RlqsBucketRule> rule(const YAML::Node& n,
     }
   }
   if (absl::Status s = m->unknown(); !s.ok()) return s;
+  r.identity = rlqs_rule_identity(r);
   return r;
 }
 
@@ -272,21 +273,46 @@ std::optional<RlqsRuleMatch> match_rlqs_bucket(const RlqsDomain& domain,
   for (size_t i = 0; i < domain.buckets.size(); ++i) {
     const RlqsBucketRule& r = domain.buckets[i];
     if (rlqs_rule_matches(r, id)) {
-      return RlqsRuleMatch{.rule = i,
-                           .budget_key = rlqs_budget_key(i, r.shared, id)};
+      return RlqsRuleMatch{
+          .rule = i, .budget_key = rlqs_budget_key(r.identity, r.shared, id)};
     }
   }
   return std::nullopt;
 }
 
-std::string rlqs_budget_key(size_t rule, bool shared, const RlqsBucketId& id) {
+std::string rlqs_rule_identity(const RlqsBucketRule& rule) {
+  std::string identity;
+  for (const RlqsMatchEntry& e : rule.match) {
+    append_length_prefixed(identity, e.key);
+    append_length_prefixed(identity, e.value.empty() ? "*" : e.value);
+  }
+  if (rule.limit.has_value()) {
+    append_length_prefixed(identity,
+                           absl::StrCat("per=", rule.limit->fill_interval_s,
+                                        ",ttl=", rule.assignment_ttl_s,
+                                        rule.shared ? ",shared" : ",each"));
+  } else {
+    append_length_prefixed(
+        identity,
+        absl::StrCat(rule.blanket == RlqsBlanket::kAllowAll ? "allow" : "deny",
+                     ",ttl=", rule.assignment_ttl_s));
+  }
+  return identity;
+}
+
+std::string rlqs_budget_key(std::string_view identity, bool shared,
+                            const RlqsBucketId& id) {
   std::string key;
-  append_length_prefixed(key, absl::StrCat(rule));
-  if (!shared) {
-    for (const auto& [k, v] : id) {
-      append_length_prefixed(key, k);
-      append_length_prefixed(key, v);
-    }
+  append_length_prefixed(key, identity);
+  if (!shared) key += rlqs_bucket_key(id);
+  return key;
+}
+
+std::string rlqs_bucket_key(const RlqsBucketId& id) {
+  std::string key;
+  for (const auto& [k, v] : id) {
+    append_length_prefixed(key, k);
+    append_length_prefixed(key, v);
   }
   return key;
 }

@@ -116,6 +116,9 @@ struct RlqsBucketRule {
   // With a limit: false, each distinct bucket id has a budget of its own;
   // true, every bucket id the rule matches spends one budget.
   bool shared = false;
+  // What names the rule across reloads (rlqs_rule_identity): set by the
+  // parser. A reload keeps a budget whose rule has the same identity.
+  std::string identity;
 };
 
 // One domain, as Envoy's filter names it in its reports.
@@ -152,9 +155,11 @@ using RlqsBucketId = std::map<std::string, std::string>;
 // The rule a bucket id falls under and the budget it spends.
 struct RlqsRuleMatch {
   size_t rule = 0;  // the index in the domain's `buckets`
-  // Identifies the budget within the domain: the rule's index and, unless
-  // the rule is shared, the whole bucket id, every string length-prefixed
-  // so that no two (rule, id) pairs make the same key (rlqs_budget_key).
+  // Identifies the budget within the domain: the rule's identity and,
+  // unless the rule is shared, the whole bucket id, every string
+  // length-prefixed so that no two (rule, id) pairs make the same key
+  // (rlqs_budget_key). Not the rule's place: a rule inserted before it
+  // leaves its budgets' keys as they were.
   std::string budget_key;
 };
 
@@ -166,10 +171,22 @@ bool rlqs_rule_matches(const RlqsBucketRule& rule, const RlqsBucketId& id);
 std::optional<RlqsRuleMatch> match_rlqs_bucket(const RlqsDomain& domain,
                                                const RlqsBucketId& id);
 
-// The budget key of rule `rule` for `id`: `<n>:<rule>` then, unless
-// `shared`, `<n>:<key><n>:<value>` for each pair in key order, where each
-// <n> is the byte length of the string after it.
-std::string rlqs_budget_key(size_t rule, bool shared, const RlqsBucketId& id);
+// A rule's identity: what a reload compares to keep a budget. Its match
+// (each key and value, any value written `*`), and for a limit its `per`,
+// its assignment TTL and `shared`, or its blanket rule; not its `requests`
+// (a reload changes a kept budget's limit) nor its place in the list.
+// Every part length-prefixed: two rules with the same identity are the
+// same rule.
+std::string rlqs_rule_identity(const RlqsBucketRule& rule);
+
+// The budget key of the rule whose identity is `identity` for `id`:
+// `<n>:<identity>` then, unless `shared`, rlqs_bucket_key(id).
+std::string rlqs_budget_key(std::string_view identity, bool shared,
+                            const RlqsBucketId& id);
+
+// A bucket id's own key: `<n>:<key><n>:<value>` for each pair in key order,
+// where each <n> is the byte length of the string after it.
+std::string rlqs_bucket_key(const RlqsBucketId& id);
 
 }  // namespace throttlekit::server
 

@@ -145,9 +145,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::start(
   builder.RegisterService(impl->monitor.get());
   // On a shared store each budget's share comes from the fleet's heartbeat
   // step (docs/rlqs.md, "The fleet"); alone, a budget's share is its limit.
+  // Also with no rlqs domains yet: a reload may add them.
   std::unique_ptr<ShareSource> shares;
   if (const std::shared_ptr<Coordinator>& store = impl->policies->store();
-      store != nullptr && !impl->policies->config().rlqs.domains.empty()) {
+      store != nullptr) {
     absl::StatusOr<std::unique_ptr<HeartbeatShare>> fleet =
         HeartbeatShare::create(
             {.node_id = impl->policies->node_id(),

@@ -60,8 +60,9 @@ struct Server {
   std::atomic<int64_t> demand{0};
   std::atomic<int64_t> changes{0};
   std::atomic<bool> dropped{false};
+  std::atomic<int64_t> limit{kLimit};  // the rule's requests in force
 
-  std::optional<int64_t> at() { return share->at(now_ms()); }
+  std::optional<int64_t> at() { return share->at(now_ms(), limit.load()); }
   HeartbeatShareView view() { return *source->view("edge", "api"); }
 };
 
@@ -83,7 +84,8 @@ std::unique_ptr<Server> serve(const std::shared_ptr<Coordinator>& store,
                      .usage = [raw](int64_t) -> std::optional<QuotaUsage> {
                        if (raw->dropped.load()) return std::nullopt;
                        return QuotaUsage{.committed = raw->committed.load(),
-                                         .demand = raw->demand.load()};
+                                         .demand = raw->demand.load(),
+                                         .limit = raw->limit.load()};
                      },
                      .changed = [raw] { raw->changes.fetch_add(1); }});
   return s;
@@ -221,17 +223,31 @@ TEST(HeartbeatShare, ADroppedBudgetIsNoLongerBeaten) {
       eventually([&] { return !a->source->view("edge", "api").has_value(); }));
   // The same budget made again beats on the row its predecessor left
   // (still live at the store): its beats are newer there, never stale.
-  std::shared_ptr<BudgetShare> again = a->source->track(
-      QuotaBudgetRef{.domain = "edge",
-                     .budget_key = "api",
-                     .limit = {.requests = kLimit, .fill_interval_s = 1},
-                     .commit_ms = kCommitMs,
-                     .usage = [](int64_t) -> std::optional<QuotaUsage> {
-                       return QuotaUsage{.committed = 0, .demand = 10};
-                     },
-                     .changed = [] {}});
-  ASSERT_TRUE(eventually([&] { return again->at(now_ms()) == 10; }));
+  std::shared_ptr<BudgetShare> again = a->source->track(QuotaBudgetRef{
+      .domain = "edge",
+      .budget_key = "api",
+      .limit = {.requests = kLimit, .fill_interval_s = 1},
+      .commit_ms = kCommitMs,
+      .usage = [](int64_t) -> std::optional<QuotaUsage> {
+        return QuotaUsage{.committed = 0, .demand = 10, .limit = kLimit};
+      },
+      .changed = [] {}});
+  ASSERT_TRUE(eventually([&] { return again->at(now_ms(), kLimit) == 10; }));
   EXPECT_EQ(a->source->view("edge", "api")->failed_beats, 0);
+}
+
+TEST(HeartbeatShare, ALimitLoweredByAReloadBindsAtOnceAndReachesTheStore) {
+  std::shared_ptr<Coordinator> store = *MemoryCoordinator::create();
+  std::unique_ptr<Server> a = serve(store, "a", kLimit);
+  ASSERT_TRUE(eventually([&] { return a->at() == kLimit; }));
+  a->limit = 40;
+  EXPECT_EQ(a->at(), 40) << "the lowered limit binds before any beat";
+  // The next beats report it, and the store's step grants no more.
+  EXPECT_TRUE(eventually([&] { return a->view().share == 40; }))
+      << a->view().share;
+  // Raised again: the grant follows at the next beats.
+  a->limit = kLimit;
+  EXPECT_TRUE(eventually([&] { return a->at() == kLimit; }));
 }
 
 TEST(ShareLease, AppliesNewerGrantsAndFencesBeforeTheLeaseLapses) {

@@ -22,6 +22,8 @@
 #include "config.h"
 #include "gtest/gtest.h"
 #include "quota_door.h"
+#include "quota_open_stream.h"
+#include "support/eventually.h"
 #include "throttlekit/core/clock.h"
 #include "throttlekit/core/mutex.h"
 
@@ -29,7 +31,7 @@ namespace throttlekit::server {
 namespace quota_door_test {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using testing::eventually;
 
 constexpr const char* kYaml = R"(
 version: 1
@@ -96,7 +98,7 @@ class TestShares final : public ShareSource {
   class Share final : public BudgetShare {
    public:
     explicit Share(TestShares* source) : source_(source) {}
-    std::optional<int64_t> at(int64_t) override {
+    std::optional<int64_t> at(int64_t, int64_t) override {
       const int64_t s = source_->share_.load();
       return s < 0 ? std::nullopt : std::optional<int64_t>(s);
     }
@@ -109,16 +111,6 @@ class TestShares final : public ShareSource {
   std::vector<std::function<void()>> changed_ ABSL_GUARDED_BY(mu_);
 };
 
-// Whether `done()` holds within 2 s.
-bool eventually(const std::function<bool()>& done) {
-  const auto until = Clock::now() + std::chrono::seconds(2);
-  while (!done()) {
-    if (Clock::now() > until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
-
 // Lets the pusher look ten times.
 void let_it_look() {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -128,10 +120,7 @@ class QuotaDoorPusher : public ::testing::Test {
  protected:
   // Opens a stream whose writes `writer` counts.
   std::shared_ptr<QuotaStream> open(QuotaDoor& door, CountingWriter& writer) {
-    std::shared_ptr<QuotaStream> s = door.open(&writer);
-    writer.stream = s.get();
-    s->start();
-    return s;
+    return testing::open_stream(door, writer);
   }
   // Reports `allowed` requests over a second for the bucket {key: value}.
   static void report(QuotaDoor& door, QuotaStream& s, const std::string& key,

@@ -401,7 +401,11 @@ TEST(RlqsMatch, PerIdRulesGiveEachBucketIdItsOwnBudget) {
       match_rlqs_bucket(d, {{"name", "api"}, {"tenant", "beta"}});
   ASSERT_TRUE(acme.has_value() && beta.has_value());
   EXPECT_NE(acme->budget_key, beta->budget_key);
-  EXPECT_EQ(acme->budget_key, "1:04:name3:api6:tenant4:acme");
+  // The rule's identity (its match and interval), then the bucket id.
+  const std::string identity = "4:name3:api6:tenant1:*16:per=1,ttl=6,each";
+  EXPECT_EQ(d.buckets[0].identity, identity);
+  EXPECT_EQ(acme->budget_key, absl::StrCat(identity.size(), ":", identity,
+                                           "4:name3:api6:tenant4:acme"));
   // Extra keys are part of the id, hence of the budget.
   const std::optional<RlqsRuleMatch> zoned = match_rlqs_bucket(
       d, {{"name", "api"}, {"tenant", "acme"}, {"zone", "a"}});
@@ -423,7 +427,8 @@ TEST(RlqsMatch, ASharedRuleGivesEveryBucketIdItMatchesOneBudget) {
   ASSERT_TRUE(acme.has_value() && beta.has_value());
   EXPECT_EQ(acme->rule, 1u);
   EXPECT_EQ(acme->budget_key, beta->budget_key);
-  EXPECT_EQ(acme->budget_key, "1:1");
+  const std::string& identity = d.buckets[1].identity;
+  EXPECT_EQ(acme->budget_key, absl::StrCat(identity.size(), ":", identity));
 }
 
 TEST(RlqsMatch, BudgetKeysOfTrickyIdsNeverCollide) {
@@ -447,23 +452,67 @@ TEST(RlqsMatch, BudgetKeysOfTrickyIdsNeverCollide) {
       {{"a", "b"}, {"cd", ""}},
       {},
   };
+  // Identities that run into ids the same way.
+  const std::vector<std::string> identities = {"",  "1",     "11",    "1:1",
+                                               "a", "3:a3:", "4:name"};
   std::set<std::string> keys;
-  for (size_t rule = 0; rule < 12; ++rule) {
+  for (const std::string& identity : identities) {
     for (const RlqsBucketId& id : ids) {
-      keys.insert(rlqs_budget_key(rule, /*shared=*/false, id));
+      keys.insert(rlqs_budget_key(identity, /*shared=*/false, id));
     }
   }
-  EXPECT_EQ(keys.size(), 12 * ids.size());
-  // A shared rule's key is its index alone: rules 1 and 11 stay apart.
-  EXPECT_EQ(rlqs_budget_key(1, /*shared=*/true, {{"a", "b"}}), "1:1");
-  EXPECT_EQ(rlqs_budget_key(11, /*shared=*/true, {{"a", "b"}}), "2:11");
+  EXPECT_EQ(keys.size(), identities.size() * ids.size());
+  // A shared rule's key is its identity alone: "1" and "11" stay apart.
+  EXPECT_EQ(rlqs_budget_key("1", /*shared=*/true, {{"a", "b"}}), "1:1");
+  EXPECT_EQ(rlqs_budget_key("11", /*shared=*/true, {{"a", "b"}}), "2:11");
   // The key does not depend on how the id was built: a map is sorted.
   RlqsBucketId one, two;
   one["b"] = "2";
   one["a"] = "1";
   two["a"] = "1";
   two["b"] = "2";
-  EXPECT_EQ(rlqs_budget_key(0, false, one), rlqs_budget_key(0, false, two));
+  EXPECT_EQ(rlqs_budget_key("r", false, one), rlqs_budget_key("r", false, two));
+  EXPECT_EQ(rlqs_bucket_key(one), "1:a1:11:b1:2");
+}
+
+TEST(RlqsMatch, ARuleKeepsItsIdentityWhenOnlyItsRequestsOrPlaceChange) {
+  const RlqsDomain was = domain_of(one_domain(R"(        - match: {name: api}
+          limit: {requests: 10, per: 1s}
+        - match: {name: search}
+          allow: true
+)"));
+  // A rule inserted before, and the requests changed: the same identity,
+  // hence the same budget keys.
+  const RlqsDomain now = domain_of(one_domain(R"(        - match: {name: new}
+          deny: true
+        - match: {name: api}
+          limit: {requests: 99, per: 1s}
+        - match: {name: search}
+          allow: true
+)"));
+  EXPECT_EQ(was.buckets[0].identity, now.buckets[1].identity);
+  EXPECT_EQ(was.buckets[1].identity, now.buckets[2].identity);
+  EXPECT_EQ(match_rlqs_bucket(was, {{"name", "api"}})->budget_key,
+            match_rlqs_bucket(now, {{"name", "api"}})->budget_key);
+  // Any of its interval, its TTL, `shared`, its match or its blanket rule
+  // changed: another rule.
+  const std::vector<std::string> others = {
+      "        - match: {name: api}\n          limit: {requests: 10, per: "
+      "2s}\n",
+      "        - match: {name: api}\n          limit: {requests: 10, per: 1s}\n"
+      "          assignmentTtl: 8s\n",
+      "        - match: {name: api}\n          limit: {requests: 10, per: 1s}\n"
+      "          shared: true\n",
+      "        - match: {name: api, zone: \"*\"}\n"
+      "          limit: {requests: 10, per: 1s}\n",
+      "        - match: {name: api}\n          deny: true\n",
+  };
+  std::set<std::string> identities = {was.buckets[0].identity};
+  for (const std::string& rule : others) {
+    const RlqsDomain d = domain_of(one_domain(rule));
+    identities.insert(d.buckets[0].identity);
+  }
+  EXPECT_EQ(identities.size(), 1 + others.size());
 }
 
 }  // namespace

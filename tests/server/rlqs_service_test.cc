@@ -7,8 +7,8 @@
 // unmatched buckets, a stream break keeps the budget committed until the
 // assignment expires, fifty clients with demand shifts and breaks stay
 // within docs/rlqs.md's bound and near the limit (rlqs_fleet_run.h), idle
-// buckets are abandoned and their budget dropped, metrics, a reload leaves
-// the rlqs block as it was, and shutdown with streams open.
+// buckets are abandoned and their budget dropped, metrics, a reload
+// through the watcher, and shutdown with streams open.
 //
 // Reports come every 1 s here (Envoy: 5 s): `time_elapsed` is whole
 // seconds, so a shorter period would read as 0 s and halve the demand the
@@ -16,10 +16,13 @@
 // 1 s.
 
 #include <grpcpp/grpcpp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -31,6 +34,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "config.h"
+#include "config_watcher.h"
 #include "gtest/gtest.h"
 #include "policies.h"
 #include "quota_door.h"
@@ -387,26 +391,53 @@ rlqs:
   EXPECT_EQ(door().budgets(), 1u);
 }
 
-// A reload (config_watcher.cc applies a changed document's `envoy:` block
-// through `reload_envoy`) leaves the quota door on the block it started
-// with (docs/rlqs.md, "Reloading").
-TEST_F(QuotaDoorTest, AReloadKeepsTheRlqsBlockTheServerStartedWith) {
+// A reload through the watcher (config_watcher.h) applies a changed
+// `rlqs:` block: the limit a running client holds follows at once, a
+// change the door refuses (fleetHeartbeat) refuses the whole document, the
+// Envoy block included, and the metrics count both (docs/rlqs.md,
+// "Reloading").
+TEST_F(QuotaDoorTest, AReloadThroughTheWatcherChangesTheLimitAtOnce) {
+  const std::string path =
+      absl::StrCat(::testing::TempDir(), "/rlqs-reload-", getpid(), ".yaml");
+  const auto write = [&](const std::string& text) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << text;
+    ASSERT_TRUE(out.good()) << path;
+  };
+  write(kConfig);
+  auto watcher = ConfigWatcher::start(path, server_->policies(),
+                                      {.background = false}, &door());
+  ASSERT_TRUE(watcher.ok()) << watcher.status();
   RlqsEmulator& a = client();
   std::vector<Load> load = {{&a, kApi, 300}};
   ASSERT_TRUE(drive(load, 4000, [&] { return holds_tokens(a, kApi, 100); }));
-  absl::StatusOr<ServerConfig> next = parse_config(
-      "version: 1\nrlqs:\n  domains:\n    - domain: edge\n      buckets:\n"
-      "        - match: {name: api}\n          limit: {requests: 7, per: 1s}\n",
-      "next.yaml");
-  ASSERT_TRUE(next.ok()) << next.status();
-  ASSERT_TRUE(server_->policies().reload_envoy(next->envoy).ok());
-  // A new client of the same bucket splits the old limit of 100.
-  RlqsEmulator& b = client();
-  load.push_back({&b, kApi, 300});
-  EXPECT_TRUE(drive(
-      load, 6000,
-      [&] { return tokens_of(a, kApi) == 50 && tokens_of(b, kApi) == 50; }))
-      << tokens_of(a, kApi) << " + " << tokens_of(b, kApi);
+
+  std::string next = kConfig;
+  const std::string was = "limit: {requests: 100, per: 1s}";
+  next.replace(next.find(was), was.size(), "limit: {requests: 7, per: 1s}");
+  write(next);
+  ASSERT_EQ((*watcher)->poll().value_or(false), true);
+  EXPECT_EQ(door().budgets(), 1u);
+  // Lowered by the server, without waiting for a report.
+  EXPECT_TRUE(a.wait_for_bucket(
+      kApi, [](const auto& v) { return v.tokens_per_fill == 7; }, 2000))
+      << tokens_of(a, kApi);
+
+  write(absl::StrCat(next, "  fleetHeartbeat: 2s\n"));
+  const absl::StatusOr<bool> refused = (*watcher)->poll();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(
+      absl::StrContains(refused.status().message(), "rlqs.fleetHeartbeat"))
+      << refused.status();
+  const std::string text = server_->prometheus_text();
+  EXPECT_TRUE(absl::StrContains(
+      text, "throttlekit_rlqs_reloads_total{result=\"applied\"} 1\n"))
+      << text;
+  EXPECT_TRUE(absl::StrContains(
+      text, "throttlekit_rlqs_reloads_total{result=\"refused\"} 1\n"));
+  EXPECT_TRUE(absl::StrContains(
+      text, "throttlekit_envoy_reloads_total{result=\"refused\"} 1\n"));
+  std::remove(path.c_str());
 }
 
 TEST_F(QuotaDoorTest, ShutdownFinishesOpenStreams) {
