@@ -1,6 +1,7 @@
 // The quota door's fleet (docs/rlqs.md, "The fleet") over a shared store:
-// Redis or Postgres, named by the ctest entry (support/shared_store.h),
-// the real server the ctest fixture started. Three throttlekit-servers on
+// Redis, Postgres, a Redis Cluster or Redis through Sentinel, named by the
+// ctest entry (support/shared_store.h), the real servers the ctest fixture
+// started. Three throttlekit-servers on
 // one store share one budget among 50 clients that behave as Envoy's
 // filter does, through the store's heartbeat step: over and under the
 // limit, a demand jump, stream breaks, a server killed and restarted, all
@@ -8,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <utility>
@@ -21,14 +23,47 @@
 #include "support/pg_test_env.h"
 #include "support/redis_test_server.h"
 #include "support/shared_store.h"
+#include "throttlekit/redis/redis_coordinator.h"
 
 namespace throttlekit::server {
 namespace rlqs_fleet_test {
 namespace {
 
+int port_of(const char* variable, const char* fallback) {
+  return std::atoi(testing::env_or(variable, fallback).c_str());
+}
+
 // A connection of its own for each server, as separate processes have.
 std::shared_ptr<Coordinator> store() {
-  if (testing::on_redis()) return testing::redis_coordinator();
+  switch (testing::shared_store()) {
+    case testing::SharedStore::kRedis:
+      return testing::redis_coordinator();
+    case testing::SharedStore::kRedisCluster: {
+      // Seeded with one node; the slot map names the rest.
+      auto c = RedisCoordinator::create(
+          {.command_timeout = absl::Seconds(2),
+           .cluster_seeds = {absl::StrCat(
+               "127.0.0.1:",
+               port_of("THROTTLEKIT_REDIS_CLUSTER_PORT", "17100"))}});
+      EXPECT_TRUE(c.ok()) << c.status();
+      return c.ok() ? std::shared_ptr<Coordinator>(*std::move(c)) : nullptr;
+    }
+    case testing::SharedStore::kRedisSentinel: {
+      // The fixture's three sentinels (at base + 2 .. base + 4) watch `tk`.
+      RedisCoordinatorOptions o;
+      const int base = port_of("THROTTLEKIT_REDIS_SENTINEL_PORT", "17120");
+      for (int i = 0; i < 3; ++i) {
+        o.sentinels.push_back(absl::StrCat("127.0.0.1:", base + 2 + i));
+      }
+      o.master_name = "tk";
+      o.command_timeout = absl::Seconds(1);
+      auto c = RedisCoordinator::create(o);
+      EXPECT_TRUE(c.ok()) << c.status();
+      return c.ok() ? std::shared_ptr<Coordinator>(*std::move(c)) : nullptr;
+    }
+    case testing::SharedStore::kPostgres:
+      break;
+  }
   static const std::string table = testing::unique_table("rlqs_fleet");
   return testing::make_pg(testing::pg_options(table));
 }
@@ -42,6 +77,7 @@ TEST(RlqsFleet, FiftyClientsOnThreeServersShareOneBudgetWithinTheBound) {
   ASSERT_TRUE(config.ok()) << config.status();
   testing::run_rlqs_fleet(3, domain, [&](int i) -> std::unique_ptr<Server> {
     std::shared_ptr<Coordinator> s = store();
+    if (s == nullptr) return nullptr;
     if (!s->wait_ready(absl::Now() + absl::Seconds(10)).ok()) return nullptr;
     return testing::start_rlqs_server(*config, std::move(s),
                                       absl::StrCat("rlqs-", i));
