@@ -328,16 +328,8 @@ ConcurrencyFleetConfig shrink_concurrency(uint64_t seed,
         c.duration_ms = std::max(4 * c.lease_ttl_ms, c.duration_ms / 2);
       },
   };
-  return shrink_greedy(
-      std::move(failing), steps,
-      [seed](const C& c) {
-        return run_concurrency_fleet(seed, c).violations > 0;
-      },
-      [seed](const C& a, const C& b) {
-        return concurrency_replay_command(seed, a) ==
-               concurrency_replay_command(seed, b);
-      },
-      rounds);
+  return shrink_seed(seed, std::move(failing), steps, run_concurrency_fleet,
+                     concurrency_replay_command, rounds);
 }
 
 }  // namespace throttlekit::sim

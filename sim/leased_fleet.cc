@@ -167,13 +167,9 @@ LeasedFleetConfig shrink(uint64_t seed, LeasedFleetConfig failing, int rounds) {
       [](C& c) { c.keys = std::max(1, c.keys / 2); },
       [](C& c) { c.duration_ms = std::max(c.window_ms, c.duration_ms / 2); },
   };
-  return shrink_greedy(
-      std::move(failing), steps,
-      [seed](const C& c) { return run_leased_fleet(seed, c).violations > 0; },
-      [seed](const C& a, const C& b) {
-        return replay_command(seed, a) == replay_command(seed, b);
-      },
-      rounds);
+  return shrink_seed(
+      seed, std::move(failing), steps, run_leased_fleet,
+      [](uint64_t s, const C& c) { return replay_command(s, c); }, rounds);
 }
 
 }  // namespace throttlekit::sim

@@ -57,6 +57,11 @@
 //
 // A run is a pure function of (seed, config).
 //
+// The fleet's pieces: sim/rlqs_server.h (a server), sim/rlqs_client.h (an
+// Envoy), sim/rlqs_stream.h (the messages between them), sim/rlqs_checks.h
+// (the checks); rlqs_fleet.cc runs them (the network, the workload, the
+// faults), rlqs_swarm.cc draws, replays and shrinks configurations.
+//
 // Thread-safety: none; one run per thread.
 
 #ifndef THROTTLEKIT_SIM_RLQS_FLEET_H_
@@ -121,6 +126,8 @@ RlqsFleetConfig swarm_rlqs_config(uint64_t seed, int servers);
 
 // R of budget `b` (see `RlqsFleetConfig::budgets`).
 int64_t rlqs_budget_limit(const RlqsFleetConfig& config, int b);
+// The assignments' delivery slack, min(1 s, ttl/4), ms.
+int64_t rlqs_slack_ms(const RlqsFleetConfig& config);
 // L = ttl + slack, ms.
 int64_t rlqs_commit_ms(const RlqsFleetConfig& config);
 

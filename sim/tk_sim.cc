@@ -67,12 +67,15 @@
 // --policy-dropped (leased and strict) is the fail policy's mutation: the
 // engines are built without the policy the checker judges.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -166,15 +169,62 @@ struct Value {
   bool is_double = false;
 };
 
+// A configuration flag: its name, and what takes its value into the
+// configuration (false when the value is bad: then nothing is set).
+struct ConfigFlag {
+  std::string name;
+  std::function<bool(const Value&)> take;
+};
+using ConfigFlags = std::vector<ConfigFlag>;
+
+// An integer in [lo, hi] into `field`.
+template <class Int>
+ConfigFlag int_flag(const char* name, Int& field, int64_t lo,
+                    int64_t hi = std::numeric_limits<int64_t>::max()) {
+  return {name, [&field, lo, hi](const Value& v) {
+            if (!v.is_int || v.n < lo || v.n > hi) return false;
+            field = static_cast<Int>(v.n);
+            return true;
+          }};
+}
+
+// 0 or 1 into `field`.
+ConfigFlag bool_flag(const char* name, bool& field) {
+  return {name, [&field](const Value& v) {
+            if (!v.is_int || (v.n != 0 && v.n != 1)) return false;
+            field = v.n == 1;
+            return true;
+          }};
+}
+
+// The values a real number flag takes: above 0, at least 0, or in [0, 1).
+enum class Real { kPositive, kNonNegative, kProbability };
+
+// A real number in `range` into `field`.
+ConfigFlag real_flag(const char* name, double& field, Real range) {
+  return {name, [&field, range](const Value& v) {
+            const bool ok = v.is_double &&
+                            (range == Real::kPositive ? v.d > 0 : v.d >= 0) &&
+                            (range != Real::kProbability || v.d < 1);
+            if (ok) field = v.d;
+            return ok;
+          }};
+}
+
+// `flags`, then `more`.
+ConfigFlags plus(ConfigFlags flags, std::initializer_list<ConfigFlag> more) {
+  flags.insert(flags.end(), more);
+  return flags;
+}
+
 // Reads argv[2..]: the switches (flags without a value) set their bool,
 // the common flags go to `common`, and every other flag with its value to
-// `config`, which returns false for an unknown flag or a bad value (and
-// sets `*explicit_config`). Returns 0, or the exit status of a usage error.
-int parse_args(
-    int argc, char** argv, Common& common,
-    const std::vector<std::pair<std::string, bool*>>& switches,
-    bool* explicit_config,
-    const std::function<bool(const std::string&, const Value&)>& config) {
+// the one of `flags` it names (and sets `*explicit_config`); an unknown
+// flag or a bad value is a usage error. Returns 0, or the exit status of a
+// usage error.
+int parse_args(int argc, char** argv, Common& common,
+               const std::vector<std::pair<std::string, bool*>>& switches,
+               bool* explicit_config, const ConfigFlags& flags) {
   for (int i = 2; i < argc; ++i) {
     const std::string flag = argv[i];
     bool is_switch = false;
@@ -206,87 +256,68 @@ int parse_args(
     value.is_int = absl::SimpleAtoi(v, &value.n);
     value.is_double = absl::SimpleAtod(v, &value.d);
     *explicit_config = true;
-    if (!config(flag, value)) {
+    const auto named =
+        std::find_if(flags.begin(), flags.end(),
+                     [&](const ConfigFlag& f) { return f.name == flag; });
+    if (named == flags.end() || !named->take(value)) {
       return usage(("bad flag or value: " + flag + " " + v).c_str());
     }
   }
   return 0;
 }
 
-// The configuration flags both scenarios have: --duration-ms, --delay-us,
-// --loss, --partitions 0|1, --crashes 0|1. True when `flag` was one of
-// them with a good value.
-bool common_config_flag(const std::string& flag, const Value& v,
-                        int64_t& duration_ms,
-                        throttlekit::sim::NetworkOptions& network,
-                        bool& partitions, bool& crashes) {
-  const bool flag01 = v.is_int && (v.n == 0 || v.n == 1);
-  if (flag == "--duration-ms" && v.is_int && v.n > 0) {
-    duration_ms = v.n;
-  } else if (flag == "--delay-us" && v.is_double && v.d > 0) {
-    network.median_delay_us = v.d;
-  } else if (flag == "--loss" && v.is_double && v.d >= 0 && v.d < 1) {
-    network.loss = v.d;
-  } else if (flag == "--partitions" && flag01) {
-    partitions = v.n == 1;
-  } else if (flag == "--crashes" && flag01) {
-    crashes = v.n == 1;
-  } else {
-    return false;
+// The configuration flags of every fleet with a configuration of its own
+// (leased, concurrency, rlqs): --duration-ms, --delay-us, --loss,
+// --partitions 0|1, --crashes 0|1, and --drift-ppm (0 to 500,000) where
+// its clocks drift.
+template <class Config>
+ConfigFlags fleet_flags(Config& given) {
+  ConfigFlags flags = {
+      int_flag("--duration-ms", given.duration_ms, 1),
+      real_flag("--delay-us", given.network.median_delay_us, Real::kPositive),
+      real_flag("--loss", given.network.loss, Real::kProbability),
+      bool_flag("--partitions", given.partitions),
+      bool_flag("--crashes", given.crashes),
+  };
+  if constexpr (requires { given.drift_ppm; }) {
+    flags.push_back(int_flag("--drift-ppm", given.drift_ppm, 0, 500'000));
   }
-  return true;
+  return flags;
 }
 
-// The leased fleet's configuration flags (the federated fleet's too):
-// the common ones, --keys, --limit, --window-ms, --batch, --rate, --sigma,
-// --clock-skew 0|1, --timeout-ms. True when `flag` was one with a good
-// value.
-bool leased_config_flag(const std::string& flag, const Value& v,
-                        throttlekit::sim::LeasedFleetConfig& given) {
-  const auto need = [&](bool ok, bool positive) {
-    return ok && (!positive || (v.is_int ? v.n > 0 : v.d > 0));
-  };
-  if (common_config_flag(flag, v, given.duration_ms, given.network,
-                         given.partitions, given.crashes)) {
-    return true;
-  }
-  if (flag == "--keys" && need(v.is_int, true) && v.n <= 1'000'000) {
-    given.keys = static_cast<int>(v.n);
-  } else if (flag == "--limit" && need(v.is_int, true)) {
-    given.limit = v.n;
-  } else if (flag == "--window-ms" && need(v.is_int, true)) {
-    given.window_ms = v.n;
-  } else if (flag == "--batch" && need(v.is_int, true)) {
-    given.batch = v.n;
-  } else if (flag == "--rate" && need(v.is_double, true)) {
-    given.requests_per_sec_per_node = v.d;
-  } else if (flag == "--sigma" && need(v.is_double, false) && v.d >= 0) {
-    given.network.delay_sigma = v.d;
-  } else if (flag == "--clock-skew" && v.is_int && (v.n == 0 || v.n == 1)) {
-    given.clock_skew = v.n == 1;
-  } else if (flag == "--timeout-ms" && need(v.is_int, true)) {
-    given.timeout_ms = v.n;
-  } else {
-    return false;
-  }
-  return true;
+// The leased fleet's configuration flags (those of the scenarios built on
+// it too): `fleet_flags`, --keys, --limit, --window-ms, --batch, --rate,
+// --sigma, --clock-skew 0|1, --timeout-ms.
+ConfigFlags leased_flags(throttlekit::sim::LeasedFleetConfig& given) {
+  return plus(
+      fleet_flags(given),
+      {
+          int_flag("--keys", given.keys, 1, 1'000'000),
+          int_flag("--limit", given.limit, 1),
+          int_flag("--window-ms", given.window_ms, 1),
+          int_flag("--batch", given.batch, 1),
+          real_flag("--rate", given.requests_per_sec_per_node, Real::kPositive),
+          real_flag("--sigma", given.network.delay_sigma, Real::kNonNegative),
+          bool_flag("--clock-skew", given.clock_skew),
+          int_flag("--timeout-ms", given.timeout_ms, 1),
+      });
 }
 
 // --fail propagate|open|closed (the leased and strict fleets: what the
-// nodes do when the store cannot answer). True when `flag` was it with a
-// good value.
-bool fail_flag(const std::string& flag, const Value& v,
-               throttlekit::FailPolicy::Mode& mode) {
-  using throttlekit::FailPolicy;
-  if (flag != "--fail") return false;
-  for (const FailPolicy::Mode m :
-       {FailPolicy::kPropagate, FailPolicy::kOpen, FailPolicy::kClosed}) {
-    if (v.text == throttlekit::sim::fail_mode_name(m)) {
-      mode = m;
-      return true;
-    }
-  }
-  return false;
+// nodes do when the store cannot answer).
+ConfigFlag fail_flag(throttlekit::FailPolicy::Mode& mode) {
+  return {
+      "--fail", [&mode](const Value& v) {
+        using throttlekit::FailPolicy;
+        for (const FailPolicy::Mode m :
+             {FailPolicy::kPropagate, FailPolicy::kOpen, FailPolicy::kClosed}) {
+          if (v.text == throttlekit::sim::fail_mode_name(m)) {
+            mode = m;
+            return true;
+          }
+        }
+        return false;
+      }};
 }
 
 // One seed's run: what it measured, the command that replays it, and its
@@ -435,25 +466,14 @@ int run_concurrency(int argc, char** argv) {
            {"--no-fencing", &no_fencing},
            {"--shrink", &want_shrink}},
           &explicit_config,
-          [&](const std::string& flag, const Value& v) {
-            if (common_config_flag(flag, v, given.duration_ms, given.network,
-                                   given.partitions, given.crashes)) {
-              return true;
-            }
-            if (flag == "--limit" && v.is_int && v.n > 0 && v.n <= 100'000) {
-              given.local_limit = v.n;
-            } else if (flag == "--rate" && v.is_double && v.d > 0) {
-              given.arrivals_per_sec_per_node = v.d;
-            } else if (flag == "--service-ms" && v.is_double && v.d > 0) {
-              given.mean_service_ms = v.d;
-            } else if (flag == "--drift-ppm" && v.is_int && v.n >= 0 &&
-                       v.n <= 500'000) {
-              given.drift_ppm = v.n;
-            } else {
-              return false;
-            }
-            return true;
-          });
+          plus(fleet_flags(given),
+               {
+                   int_flag("--limit", given.local_limit, 1, 100'000),
+                   real_flag("--rate", given.arrivals_per_sec_per_node,
+                             Real::kPositive),
+                   real_flag("--service-ms", given.mean_service_ms,
+                             Real::kPositive),
+               }));
       rc != 0) {
     return rc;
   }
@@ -484,23 +504,14 @@ int run_admission(int argc, char** argv) {
   AdmissionFleetConfig given;
   if (int rc = parse_args(
           argc, argv, common, {{"--uncoupled", &uncoupled}}, &explicit_config,
-          [&](const std::string& flag, const Value& v) {
-            if (leased_config_flag(flag, v, given.fleet)) return true;
-            if (flag == "--cost-budget" && v.is_int && v.n > 0) {
-              given.cost_budget = v.n;
-            } else if (flag == "--max-cost" && v.is_int && v.n > 0 &&
-                       v.n <= 1'000'000) {
-              given.max_cost = v.n;
-            } else if (flag == "--max-inflight" && v.is_int && v.n > 0 &&
-                       v.n <= 1'000'000) {
-              given.max_inflight = v.n;
-            } else if (flag == "--service-ms" && v.is_double && v.d > 0) {
-              given.mean_service_ms = v.d;
-            } else {
-              return false;
-            }
-            return true;
-          });
+          plus(leased_flags(given.fleet),
+               {
+                   int_flag("--cost-budget", given.cost_budget, 1),
+                   int_flag("--max-cost", given.max_cost, 1, 1'000'000),
+                   int_flag("--max-inflight", given.max_inflight, 1, 1'000'000),
+                   real_flag("--service-ms", given.mean_service_ms,
+                             Real::kPositive),
+               }));
       rc != 0) {
     return rc;
   }
@@ -525,23 +536,15 @@ int run_federated(int argc, char** argv) {
   bool clocks_behind = false;
   bool explicit_config = false;
   FederatedFleetConfig given;
-  if (int rc = parse_args(
-          argc, argv, common, {{"--clocks-behind", &clocks_behind}},
-          &explicit_config,
-          [&](const std::string& flag, const Value& v) {
-            if (leased_config_flag(flag, v, given.fleet)) return true;
-            const bool flag01 = v.is_int && (v.n == 0 || v.n == 1);
-            if (flag == "--regions" && v.is_int && v.n > 0 && v.n <= 64) {
-              given.regions = static_cast<int>(v.n);
-            } else if (flag == "--escrow" && flag01) {
-              given.escrow = v.n == 1;
-            } else if (flag == "--regional-only" && flag01) {
-              given.regional_only = v.n == 1;
-            } else {
-              return false;
-            }
-            return true;
-          });
+  if (int rc =
+          parse_args(argc, argv, common, {{"--clocks-behind", &clocks_behind}},
+                     &explicit_config,
+                     plus(leased_flags(given.fleet),
+                          {
+                              int_flag("--regions", given.regions, 1, 64),
+                              bool_flag("--escrow", given.escrow),
+                              bool_flag("--regional-only", given.regional_only),
+                          }));
       rc != 0) {
     return rc;
   }
@@ -571,17 +574,11 @@ int run_fair(int argc, char** argv) {
   FairFleetConfig given;
   if (int rc = parse_args(
           argc, argv, common, {{"--greedy-region", &greedy}}, &explicit_config,
-          [&](const std::string& flag, const Value& v) {
-            if (leased_config_flag(flag, v, given.fleet)) return true;
-            if (flag == "--quantum" && v.is_int && v.n >= 0) {
-              given.quantum = v.n;
-            } else if (flag == "--weight-seed" && v.is_int && v.n >= 0) {
-              given.weight_seed = static_cast<uint64_t>(v.n);
-            } else {
-              return false;
-            }
-            return true;
-          });
+          plus(leased_flags(given.fleet),
+               {
+                   int_flag("--quantum", given.quantum, 0),
+                   int_flag("--weight-seed", given.weight_seed, 0),
+               }));
       rc != 0) {
     return rc;
   }
@@ -609,16 +606,14 @@ int run_strict(int argc, char** argv) {
   bool policy_dropped = false;
   bool explicit_config = false;
   StrictFleetConfig given;
-  if (int rc = parse_args(argc, argv, common,
-                          {{"--stale-now", &stale_now},
-                           {"--policy-dropped", &policy_dropped},
-                           {"--cached-deny", &cached_deny},
-                           {"--slow-clocks", &slow_clocks}},
-                          &explicit_config,
-                          [&](const std::string& flag, const Value& v) {
-                            return fail_flag(flag, v, given.fleet.fail_mode) ||
-                                   leased_config_flag(flag, v, given.fleet);
-                          });
+  if (int rc = parse_args(
+          argc, argv, common,
+          {{"--stale-now", &stale_now},
+           {"--policy-dropped", &policy_dropped},
+           {"--cached-deny", &cached_deny},
+           {"--slow-clocks", &slow_clocks}},
+          &explicit_config,
+          plus(leased_flags(given.fleet), {fail_flag(given.fleet.fail_mode)}));
       rc != 0) {
     return rc;
   }
@@ -658,54 +653,31 @@ int run_rlqs(int argc, char** argv) {
            {"--allow-without-assignment", &allow_unassigned},
            {"--shrink", &want_shrink}},
           &explicit_config,
-          [&](const std::string& flag, const Value& v) {
-            if (common_config_flag(flag, v, given.duration_ms, given.network,
-                                   given.partitions, given.crashes)) {
-              return true;
-            }
-            const auto in = [&](int64_t lo, int64_t hi) {
-              return v.is_int && v.n >= lo && v.n <= hi;
-            };
-            if (flag == "--clients" && in(1, 100'000)) {
-              given.clients = static_cast<int>(v.n);
-            } else if (flag == "--budgets" && in(1, 2)) {
-              given.budgets = static_cast<int>(v.n);
-            } else if (flag == "--limit" && in(1, 1'000'000)) {
-              given.limit = v.n;
-            } else if (flag == "--fill-s" && in(1, 86'400)) {
-              given.fill_interval_s = v.n;
-            } else if (flag == "--ttl-s" && in(2, 3'600)) {
-              given.ttl_s = v.n;
-            } else if (flag == "--heartbeat-ms" && in(10, 60'000)) {
-              given.heartbeat_ms = v.n;
-            } else if (flag == "--report-ms" && in(1, 3'600'000)) {
-              given.report_period_ms = v.n;
-            } else if (flag == "--demand" && v.is_double && v.d >= 0) {
-              given.demand = v.d;
-            } else if (flag == "--shifts" && in(0, 1000)) {
-              given.shifts = static_cast<int>(v.n);
-            } else if (flag == "--onoff-ms" && in(0, 86'400'000)) {
-              given.onoff_ms = v.n;
-            } else if (flag == "--onoff-together" && in(0, 1)) {
-              given.onoff_together = v.n == 1;
-            } else if (flag == "--abandon-idle-ms" && in(0, 86'400'000)) {
-              given.abandon_idle_ms = v.n;
-            } else if (flag == "--sigma" && v.is_double && v.d >= 0) {
-              given.network.delay_sigma = v.d;
-            } else if (flag == "--stream-delay-us" && in(0, 3'600'000'000)) {
-              given.stream_delay_us = v.n;
-            } else if (flag == "--reply-loss" && v.is_double && v.d >= 0 &&
-                       v.d < 1) {
-              given.reply_loss = v.d;
-            } else if (flag == "--breaks" && v.is_double && v.d >= 0) {
-              given.breaks_per_min = v.d;
-            } else if (flag == "--drift-ppm" && in(0, 500'000)) {
-              given.drift_ppm = v.n;
-            } else {
-              return false;
-            }
-            return true;
-          });
+          plus(
+              fleet_flags(given),
+              {
+                  int_flag("--clients", given.clients, 1, 100'000),
+                  int_flag("--budgets", given.budgets, 1, 2),
+                  int_flag("--limit", given.limit, 1, 1'000'000),
+                  int_flag("--fill-s", given.fill_interval_s, 1, 86'400),
+                  int_flag("--ttl-s", given.ttl_s, 2, 3'600),
+                  int_flag("--heartbeat-ms", given.heartbeat_ms, 10, 60'000),
+                  int_flag("--report-ms", given.report_period_ms, 1, 3'600'000),
+                  real_flag("--demand", given.demand, Real::kNonNegative),
+                  int_flag("--shifts", given.shifts, 0, 1000),
+                  int_flag("--onoff-ms", given.onoff_ms, 0, 86'400'000),
+                  bool_flag("--onoff-together", given.onoff_together),
+                  int_flag("--abandon-idle-ms", given.abandon_idle_ms, 0,
+                           86'400'000),
+                  real_flag("--sigma", given.network.delay_sigma,
+                            Real::kNonNegative),
+                  int_flag("--stream-delay-us", given.stream_delay_us, 0,
+                           3'600'000'000),
+                  real_flag("--reply-loss", given.reply_loss,
+                            Real::kProbability),
+                  real_flag("--breaks", given.breaks_per_min,
+                            Real::kNonNegative),
+              }));
       rc != 0) {
     return rc;
   }
@@ -739,15 +711,13 @@ int run_leased(int argc, char** argv) {
   bool uncoupled = false, want_shrink = false, policy_dropped = false;
   bool explicit_config = false;
   LeasedFleetConfig given;
-  if (int rc = parse_args(argc, argv, common,
-                          {{"--uncoupled", &uncoupled},
-                           {"--shrink", &want_shrink},
-                           {"--policy-dropped", &policy_dropped}},
-                          &explicit_config,
-                          [&](const std::string& flag, const Value& v) {
-                            return fail_flag(flag, v, given.fail_mode) ||
-                                   leased_config_flag(flag, v, given);
-                          });
+  if (int rc =
+          parse_args(argc, argv, common,
+                     {{"--uncoupled", &uncoupled},
+                      {"--shrink", &want_shrink},
+                      {"--policy-dropped", &policy_dropped}},
+                     &explicit_config,
+                     plus(leased_flags(given), {fail_flag(given.fail_mode)}));
       rc != 0) {
     return rc;
   }
