@@ -198,17 +198,24 @@ ConfigFlag bool_flag(const char* name, bool& field) {
 }
 
 // The values a real number flag takes: above 0, at least 0, or in [0, 1).
-enum class Real { kPositive, kNonNegative, kProbability };
+// The ranges of real flags: (0, inf), [0, inf), [0, 1), and rates per
+// second or minute, (0, 1e6] and [0, 1e6] (a run's events grow with them:
+// an absurd rate would exhaust memory, not simulate anything).
+enum class Real { kPositive, kNonNegative, kProbability, kRate, kRateOrZero };
+constexpr double kMaxRate = 1e6;
 
 // A real number in `range` into `field`.
 ConfigFlag real_flag(const char* name, double& field, Real range) {
-  return {name, [&field, range](const Value& v) {
-            const bool ok = v.is_double &&
-                            (range == Real::kPositive ? v.d > 0 : v.d >= 0) &&
-                            (range != Real::kProbability || v.d < 1);
-            if (ok) field = v.d;
-            return ok;
-          }};
+  return {
+      name, [&field, range](const Value& v) {
+        const bool positive = range == Real::kPositive || range == Real::kRate;
+        const bool rate = range == Real::kRate || range == Real::kRateOrZero;
+        const bool ok = v.is_double && (positive ? v.d > 0 : v.d >= 0) &&
+                        (range != Real::kProbability || v.d < 1) &&
+                        (!rate || v.d <= kMaxRate);
+        if (ok) field = v.d;
+        return ok;
+      }};
 }
 
 // `flags`, then `more`.
@@ -296,7 +303,7 @@ ConfigFlags leased_flags(throttlekit::sim::LeasedFleetConfig& given) {
           int_flag("--limit", given.limit, 1),
           int_flag("--window-ms", given.window_ms, 1),
           int_flag("--batch", given.batch, 1),
-          real_flag("--rate", given.requests_per_sec_per_node, Real::kPositive),
+          real_flag("--rate", given.requests_per_sec_per_node, Real::kRate),
           real_flag("--sigma", given.network.delay_sigma, Real::kNonNegative),
           bool_flag("--clock-skew", given.clock_skew),
           int_flag("--timeout-ms", given.timeout_ms, 1),
@@ -470,7 +477,7 @@ int run_concurrency(int argc, char** argv) {
                {
                    int_flag("--limit", given.local_limit, 1, 100'000),
                    real_flag("--rate", given.arrivals_per_sec_per_node,
-                             Real::kPositive),
+                             Real::kRate),
                    real_flag("--service-ms", given.mean_service_ms,
                              Real::kPositive),
                }));
@@ -663,7 +670,7 @@ int run_rlqs(int argc, char** argv) {
                   int_flag("--ttl-s", given.ttl_s, 2, 3'600),
                   int_flag("--heartbeat-ms", given.heartbeat_ms, 10, 60'000),
                   int_flag("--report-ms", given.report_period_ms, 1, 3'600'000),
-                  real_flag("--demand", given.demand, Real::kNonNegative),
+                  real_flag("--demand", given.demand, Real::kRateOrZero),
                   int_flag("--shifts", given.shifts, 0, 1000),
                   int_flag("--onoff-ms", given.onoff_ms, 0, 86'400'000),
                   bool_flag("--onoff-together", given.onoff_together),
@@ -676,7 +683,7 @@ int run_rlqs(int argc, char** argv) {
                   real_flag("--reply-loss", given.reply_loss,
                             Real::kProbability),
                   real_flag("--breaks", given.breaks_per_min,
-                            Real::kNonNegative),
+                            Real::kRateOrZero),
               }));
       rc != 0) {
     return rc;
