@@ -46,6 +46,8 @@ if [[ "$profile" == "test" ]]; then
   # The Asio adapter's tests (asio/async_check.h; standalone, header-only)
   # and the Asio HTTP example (examples/asio_http_server.cc).
   packages+=(libasio-dev)
+  # The proxies the forward-auth door is tested behind (docs/gateways.md).
+  packages+=(nginx caddy)
 fi
 
 missing=()

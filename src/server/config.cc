@@ -569,6 +569,11 @@ absl::StatusOr<ServerConfig> parse_document(const YAML::Node& doc,
   if (const YAML::Node rlqs = top->get("rlqs"); rlqs.IsDefined()) {
     TK_ASSIGN(config.rlqs, yaml_reader::rlqs_block(rlqs, "rlqs", errors));
   }
+  if (const YAML::Node fa = top->get("forwardAuth"); fa.IsDefined()) {
+    TK_ASSIGN(config.forward_auth,
+              yaml_reader::forward_auth_block(fa, "forwardAuth", errors,
+                                              config.envoy));
+  }
   const YAML::Node limiters = top->get("limiters");
   if (!limiters.IsDefined()) {
     if (!config.envoy.domains.empty() || !config.rlqs.domains.empty()) {

@@ -42,7 +42,8 @@
 // refused. An `envoy:` block holds rate-limit domains in the format of
 // Envoy's reference rate-limit service (envoy_config.h, docs/envoy.md); an
 // `rlqs:` block the rate limit quota service's domains (rlqs_config.h,
-// docs/rlqs.md).
+// docs/rlqs.md); a `forwardAuth:` block the forward-auth door's routes
+// (forward_auth_config.h, docs/gateways.md).
 // Thread-safety: the functions read the files named and are otherwise pure.
 
 #ifndef THROTTLEKIT_SRC_SERVER_CONFIG_H_
@@ -57,6 +58,7 @@
 
 #include "absl/status/statusor.h"
 #include "envoy_config.h"
+#include "forward_auth_config.h"
 #include "rlqs_config.h"
 #include "throttlekit/concurrency/adaptive_concurrency.h"
 #include "throttlekit/concurrency/distributed_concurrency.h"
@@ -152,6 +154,9 @@ struct ServerConfig {
   // The rate limit quota service's domains (`rlqs:`, docs/rlqs.md); no
   // domains when the document has no `rlqs` block.
   RlqsConfig rlqs;
+  // The forward-auth door's routes (`forwardAuth:`, docs/gateways.md),
+  // counted in `envoy`'s domains; no routes without the block.
+  ForwardAuthConfig forward_auth;
   // An Admit slot not renewed (Heartbeat) for this long is reclaimed.
   int64_t lease_ttl_ms = 30'000;
   // Keys longer than this are refused (kInvalidArgument).

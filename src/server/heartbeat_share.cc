@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "prometheus_family.h"
 #include "share_lease.h"
 #include "value_pattern.h"
 
@@ -33,8 +34,11 @@ std::atomic<int64_t> incarnations{0};
 class HeartbeatShare::Slot final : public BudgetShare {
  public:
   Slot(QuotaBudgetRef ref, std::string key, HeartbeatOptions options,
-       int64_t margin_ms)
-      : ref(std::move(ref)), key(std::move(key)), options(options) {
+       int64_t margin_ms, std::atomic<int64_t>* fenced)
+      : ref(std::move(ref)),
+        key(std::move(key)),
+        options(options),
+        fenced(fenced) {
     lease.commit_ms = this->ref.commit_ms;
     lease.lease_ttl_ms = options.lease_ttl_ms;
     lease.margin_ms = margin_ms;
@@ -43,6 +47,9 @@ class HeartbeatShare::Slot final : public BudgetShare {
   std::optional<int64_t> at(int64_t now_ms, int64_t limit) override {
     MutexLock lock(mu);
     served = lease.at(now_ms);
+    if (served == 0 && lease.share > 0) {
+      fenced->fetch_add(1, std::memory_order_relaxed);
+    }
     // A limit lowered by a reload binds at once; the store's step learns it
     // at the next beat.
     if (served.has_value()) served = std::min(*served, limit);
@@ -52,6 +59,7 @@ class HeartbeatShare::Slot final : public BudgetShare {
   const QuotaBudgetRef ref;
   const std::string key;
   const HeartbeatOptions options;
+  std::atomic<int64_t>* const fenced;  // the source's counter
 
   Mutex mu;
   ShareLease lease ABSL_GUARDED_BY(mu);
@@ -120,7 +128,7 @@ std::shared_ptr<BudgetShare> HeartbeatShare::track(QuotaBudgetRef budget) {
                             .demand_proportional = true};
   std::string key = store_key(budget.domain, budget.budget_key);
   auto slot = std::make_shared<Slot>(std::move(budget), std::move(key), hb,
-                                     options_.fence_margin_ms);
+                                     options_.fence_margin_ms, &fenced_);
   {
     MutexLock lock(mu_);
     slots_.push_back(slot);
@@ -240,12 +248,20 @@ int64_t HeartbeatShare::beat(const std::shared_ptr<Slot>& slot,
         {
           MutexLock lock(slot->mu);
           slot->in_flight = false;
+          const int64_t now = clock_.now_ms();
           if (grant.ok() && !grant->stale) {
             ++slot->beats;
             slot->lease.apply(*grant, sent_ms);
-            moved = slot->lease.at(clock_.now_ms()) != slot->served;
+            moved = slot->lease.at(now) != slot->served;
+            answered_.fetch_add(1, std::memory_order_relaxed);
+            int64_t slowest = slowest_ms_.load(std::memory_order_relaxed);
+            while (now - sent_ms > slowest &&
+                   !slowest_ms_.compare_exchange_weak(
+                       slowest, now - sent_ms, std::memory_order_relaxed)) {
+            }
           } else {
             ++slot->failed_beats;
+            failed_.fetch_add(1, std::memory_order_relaxed);
           }
         }
         if (moved) slot->ref.changed();
@@ -254,6 +270,29 @@ int64_t HeartbeatShare::beat(const std::shared_ptr<Slot>& slot,
         cv_.notify_all();
       });
   return next;
+}
+
+void HeartbeatShare::append_prometheus(std::string& out) {
+  append_family(out, "throttlekit_rlqs_fleet_beats_total", "counter",
+                "Quota door fleet: heartbeats to the store by result.");
+  absl::StrAppend(&out,
+                  "throttlekit_rlqs_fleet_beats_total{result=\"answered\"} ",
+                  answered_.load(std::memory_order_relaxed), "\n",
+                  "throttlekit_rlqs_fleet_beats_total{result=\"failed\"} ",
+                  failed_.load(std::memory_order_relaxed), "\n");
+  append_family(out, "throttlekit_rlqs_fleet_fenced_total", "counter",
+                "Quota door fleet: budget reads that found the share fenced "
+                "to 0 (no answered beat recent enough to cover an "
+                "assignment).");
+  absl::StrAppend(&out, "throttlekit_rlqs_fleet_fenced_total ",
+                  fenced_.load(std::memory_order_relaxed), "\n");
+  append_family(out, "throttlekit_rlqs_fleet_beat_seconds_max", "gauge",
+                "Quota door fleet: the slowest answered heartbeat since "
+                "start.");
+  absl::StrAppend(
+      &out, "throttlekit_rlqs_fleet_beat_seconds_max ",
+      static_cast<double>(slowest_ms_.load(std::memory_order_relaxed)) / 1000.0,
+      "\n");
 }
 
 }  // namespace throttlekit::server

@@ -100,6 +100,12 @@ class HeartbeatShare final : public ShareSource {
 
   std::shared_ptr<BudgetShare> track(QuotaBudgetRef budget) override;
   void stop() override;
+  // throttlekit_rlqs_fleet_beats_total{result="answered"|"failed"},
+  // throttlekit_rlqs_fleet_fenced_total (budget reads that found the
+  // share fenced to 0: no answered beat recent enough to cover an
+  // assignment) and throttlekit_rlqs_fleet_beat_seconds_max (the slowest
+  // answered beat since start).
+  void append_prometheus(std::string& out) override;
 
   // The heartbeat key of a budget.
   static std::string store_key(std::string_view domain,
@@ -141,6 +147,11 @@ class HeartbeatShare final : public ShareSource {
   std::vector<std::shared_ptr<Slot>> slots_ ABSL_GUARDED_BY(mu_);
   // The beats' sequence numbers, strictly increasing over all keys.
   std::atomic<int64_t> next_seq_{1};
+  // For the metrics: over all budgets, since start.
+  std::atomic<int64_t> answered_{0};
+  std::atomic<int64_t> failed_{0};
+  std::atomic<int64_t> fenced_{0};
+  std::atomic<int64_t> slowest_ms_{0};
   std::thread thread_;
 };
 

@@ -7,6 +7,7 @@
 //                         [--postgres-user NAME]]
 //                        [--fleet-secret SECRET] [--monitor-secret SECRET]
 //                        [--metrics-listen 127.0.0.1:PORT] [--node-id ID]
+//                        [--forward-auth-listen HOST:PORT]
 //                        [--tls-cert FILE --tls-key FILE [--tls-client-ca
 //                        FILE]] [--reload-interval-ms MS]
 //
@@ -24,6 +25,11 @@
 //
 // --metrics-listen serves GET /metrics (Prometheus) and GET /healthz on a
 // loopback HTTP port (port 0 picks one; the second stdout line names it).
+//
+// --forward-auth-listen serves the `forwardAuth:` block's routes over HTTP
+// for nginx's auth_request, Caddy's forward_auth, Traefik's ForwardAuth
+// and Envoy's ext_authz (docs/gateways.md; port 0 picks one, a stdout line
+// names it).
 //
 // The fleet door (Fleet.Reserve) answers loopback callers only unless a
 // secret is given (--fleet-secret, or THROTTLEKIT_FLEET_SECRET in the
@@ -69,6 +75,7 @@
 #include "server.h"
 
 #ifdef THROTTLEKIT_SERVER_HTTP
+#include "forward_auth_door.h"
 #include "http_door.h"
 #endif
 
@@ -95,6 +102,7 @@ struct Args {
   std::string fleet_secret;
   std::string monitor_secret;
   std::string metrics_listen;
+  std::string forward_auth_listen;
   std::string node_id;
   std::string tls_cert;
   std::string tls_key;
@@ -110,7 +118,8 @@ constexpr const char* kUsage =
     "        [--postgres-user NAME]] [--fleet-secret SECRET]\n"
     "       [--monitor-secret SECRET] [--metrics-listen 127.0.0.1:PORT]\n"
     "       [--node-id ID] [--tls-cert FILE --tls-key FILE\n"
-    "        [--tls-client-ca FILE]] [--reload-interval-ms MS]\n";
+    "        [--tls-client-ca FILE]] [--reload-interval-ms MS]\n"
+    "       [--forward-auth-listen HOST:PORT]\n";
 
 int usage(const std::string& problem) {
   std::fprintf(stderr, "throttlekit-server: %s\n%s", problem.c_str(), kUsage);
@@ -172,6 +181,8 @@ std::optional<int> parse_flags(int argc, char** argv, Args& args) {
       args.tls_client_ca = value;
     } else if (flag == "--metrics-listen") {
       args.metrics_listen = value;
+    } else if (flag == "--forward-auth-listen") {
+      args.forward_auth_listen = value;
     } else if (flag == "--reload-interval-ms") {
       if (!absl::SimpleAtoi(value, &args.reload_interval_ms) ||
           args.reload_interval_ms < 0 || args.reload_interval_ms > 86'400'000) {
@@ -190,6 +201,8 @@ struct Checked {
   std::string tls_cert, tls_key, tls_client_ca;
   std::string metrics_host;
   int metrics_port = -1;
+  std::string forward_auth_host;
+  int forward_auth_port = -1;  // -1: no forward-auth door
 };
 
 // Checks the flags together, reads the files they name and takes the
@@ -238,6 +251,20 @@ std::optional<int> check_flags(Args& args, Checked& ready) {
                    args.metrics_listen);
     }
     ready.metrics_host = args.metrics_listen.substr(0, colon);
+  }
+  if (!args.forward_auth_listen.empty()) {
+#ifndef THROTTLEKIT_SERVER_HTTP
+    return usage("this build has no HTTP door (cpp-httplib was not found)");
+#endif
+    const size_t colon = args.forward_auth_listen.rfind(':');
+    if (colon == std::string::npos || colon == 0 ||
+        !absl::SimpleAtoi(args.forward_auth_listen.substr(colon + 1),
+                          &ready.forward_auth_port) ||
+        ready.forward_auth_port < 0 || ready.forward_auth_port > 65535) {
+      return usage("--forward-auth-listen wants HOST:PORT; got " +
+                   args.forward_auth_listen);
+    }
+    ready.forward_auth_host = args.forward_auth_listen.substr(0, colon);
   }
   if (!args.redis.empty() + !args.redis_cluster.empty() +
           !args.redis_sentinel.empty() + !args.postgres.empty() >
@@ -424,6 +451,23 @@ int main(int argc, char** argv) {
     http = *std::move(door);
     std::printf("throttlekit-server: metrics on http://%s:%d/metrics\n",
                 ready.metrics_host.c_str(), http->port());
+    std::fflush(stdout);
+  }
+  // The routes are the configuration's at start (a reload changes the
+  // Envoy domains they count in, not the routes).
+  std::unique_ptr<throttlekit::server::ForwardAuthDoor> forward_auth;
+  if (ready.forward_auth_port >= 0) {
+    auto door = throttlekit::server::ForwardAuthDoor::start(
+        ready.forward_auth_host, ready.forward_auth_port, **server,
+        config->forward_auth);
+    if (!door.ok()) {
+      std::fprintf(stderr, "throttlekit-server: %s\n",
+                   std::string(door.status().message()).c_str());
+      return 1;
+    }
+    forward_auth = *std::move(door);
+    std::printf("throttlekit-server: forward auth on http://%s:%d\n",
+                ready.forward_auth_host.c_str(), forward_auth->port());
     std::fflush(stdout);
   }
 #endif

@@ -786,6 +786,7 @@ void QuotaDoor::append_prometheus(std::string& out) {
   one("throttlekit_rlqs_assignments_sent_total", "counter",
       "Quota door: bucket actions queued to streams.",
       assignments_.load(std::memory_order_relaxed));
+  shares_->append_prometheus(out);
   family("throttlekit_rlqs_reloads_total", "counter",
          "Quota door: reloads of the rlqs block by result (applied, refused).");
   absl::StrAppend(&out, "throttlekit_rlqs_reloads_total{result=\"applied\"} ",

@@ -85,6 +85,9 @@ class ShareSource {
   // `changed` call starts after it returns. Idempotent; the door calls it
   // when it stops.
   virtual void stop() {}
+  // Appends the source's Prometheus families (docs/rlqs.md, "Metrics");
+  // none for a source alone.
+  virtual void append_prometheus(std::string& /*out*/) {}
 };
 
 // A server alone: every budget's share is its whole limit.

@@ -2,7 +2,8 @@
 //
 // Provides the YAML reading helpers the server's configuration parsers share
 // (config.cc for our policies, envoy_config.cc for the Envoy rate-limit
-// service's format, rlqs_config.cc for the rate limit quota service's):
+// service's format, rlqs_config.cc for the rate limit quota service's,
+// forward_auth_config.cc for the forward-auth door's):
 // errors that name the source, the path in the document and the problem;
 // mappings whose unknown keys are errors; bounded integers, durations and
 // strict booleans; the nesting cap. Internal to src/server.
@@ -28,6 +29,7 @@
 #include "absl_view.h"
 #include "config.h"
 #include "envoy_config.h"
+#include "forward_auth_config.h"
 #include "rlqs_config.h"
 #include "throttlekit/core/decision.h"
 
@@ -268,6 +270,14 @@ absl::StatusOr<EnvoyConfig> envoy_block(const YAML::Node& n,
 absl::StatusOr<RlqsConfig> rlqs_block(const YAML::Node& n,
                                       const std::string& path,
                                       const Errors& errors);
+
+// The server document's `forwardAuth:` block at `path`
+// (forward_auth_config.cc): routes with unique paths, each naming a domain
+// of `envoy`.
+absl::StatusOr<ForwardAuthConfig> forward_auth_block(const YAML::Node& n,
+                                                     const std::string& path,
+                                                     const Errors& errors,
+                                                     const EnvoyConfig& envoy);
 
 }  // namespace throttlekit::server::yaml_reader
 

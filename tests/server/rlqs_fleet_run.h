@@ -36,13 +36,16 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "config.h"
 #include "policies.h"
 #include "rlqs_emulator.h"
 #include "rlqs_load.h"
 #include "server.h"
+#include "started_server.h"
 #include "support/manual_clock_server.h"
 
 namespace throttlekit::testing {
@@ -74,14 +77,7 @@ rlqs:
 inline std::unique_ptr<server::Server> start_rlqs_server(
     const server::ServerConfig& config, std::shared_ptr<Coordinator> store,
     const std::string& node_id) {
-  auto policies = server::Policies::create(config, std::move(store), {},
-                                           {.node_id = node_id});
-  EXPECT_TRUE(policies.ok()) << policies.status();
-  if (!policies.ok()) return nullptr;
-  auto server =
-      server::Server::start(*std::move(policies), {.listen = "127.0.0.1:0"});
-  EXPECT_TRUE(server.ok()) << server.status();
-  return server.ok() ? *std::move(server) : nullptr;
+  return start_server(config, std::move(store), {.node_id = node_id});
 }
 
 // Runs the scenario on servers `start(i)` starts (i in [0, servers); the
@@ -126,6 +122,22 @@ inline void run_rlqs_fleet(
     }
     return absl::StrJoin(per, " ");
   };
+  // Each live server's fleet metrics (its beats, how often it fenced, its
+  // slowest beat), for failure messages.
+  const auto fleet_state = [&] {
+    std::string out;
+    for (size_t i = 0; i < fleet.size(); ++i) {
+      if (fleet[i] == nullptr) continue;
+      absl::StrAppend(&out, "\nserver ", i, ":");
+      for (absl::string_view line :
+           absl::StrSplit(fleet[i]->prometheus_text(), '\n')) {
+        if (absl::StartsWith(line, "throttlekit_rlqs_fleet_")) {
+          absl::StrAppend(&out, " ", line.substr(23), ";");
+        }
+      }
+    }
+    return out;
+  };
   const auto rate = [&](int64_t from, int64_t to) {
     return static_cast<double>(admitted_between(from, to)) * 1000.0 /
            static_cast<double>(to - from);
@@ -140,7 +152,8 @@ inline void run_rlqs_fleet(
   int64_t from = steady_ms();
   LoadThreads::wait(3000);
   EXPECT_GE(rate(from, steady_ms()), 0.9 * kFleetLimit)
-      << "over the limit, " << servers << " server(s)";
+      << "over the limit, " << servers
+      << " server(s); admitted per 500 ms: " << timeline(from) << fleet_state();
 
   // 2. Under it, then one client's demand jumps.
   threads.set_all(0.25);
@@ -149,7 +162,8 @@ inline void run_rlqs_fleet(
   LoadThreads::wait(4000);  // one request of each client
   const double asked = 0.25 * kFleetClients;
   EXPECT_GE(rate(from, steady_ms()), 0.9 * asked)
-      << "under the limit, " << servers << " server(s)";
+      << "under the limit, " << servers
+      << " server(s); admitted per 500 ms: " << timeline(from) << fleet_state();
   RlqsEmulator& jumper = *clients[0];
   threads.set_rate(0, 60);
   const int64_t jump = steady_ms();
@@ -187,7 +201,7 @@ inline void run_rlqs_fleet(
     EXPECT_GE(rate(from, steady_ms()), 0.7 * kFleetLimit)
         << "after a server was killed and restarted; admitted per 500 ms "
            "from the kill: "
-        << timeline(killed_at);
+        << timeline(killed_at) << fleet_state();
   }
 
   threads.stop();

@@ -42,6 +42,7 @@
 #include "rlqs_fleet_run.h"
 #include "rlqs_load.h"
 #include "server.h"
+#include "started_server.h"
 #include "support/manual_clock_server.h"
 
 namespace throttlekit::server {
@@ -90,12 +91,8 @@ class QuotaDoorTest : public ::testing::Test {
   void start(const std::string& yaml = kConfig) {
     absl::StatusOr<ServerConfig> config = parse_config(yaml, "test.yaml");
     ASSERT_TRUE(config.ok()) << config.status();
-    auto policies = Policies::create(*config, nullptr);
-    ASSERT_TRUE(policies.ok()) << policies.status();
-    auto server =
-        Server::start(*std::move(policies), {.listen = "127.0.0.1:0"});
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
+    server_ = testing::start_server(*config);
+    ASSERT_NE(server_, nullptr);
   }
   void SetUp() override { start(); }
   void TearDown() override {
