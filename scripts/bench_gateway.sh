@@ -94,7 +94,7 @@ for mode in alone auth; do
     exit 1
   fi
 done
-python3 -c "print('nginx with auth_request / nginx alone: %.0f / %.0f = %.2f' % ($rps[auth], $rps[alone], $rps[auth] / $rps[alone]))"
+python3 -c "print('nginx with auth_request / nginx alone: %.0f / %.0f = %.2f' % (${rps[auth]}, ${rps[alone]}, ${rps[auth]} / ${rps[alone]}))"
 
 echo "== the door beside a plain 200 (bench/forward_auth_benchmark)"
 build/release/bench/forward_auth_benchmark
