@@ -8,6 +8,7 @@
 //                        [--fleet-secret SECRET] [--monitor-secret SECRET]
 //                        [--metrics-listen 127.0.0.1:PORT] [--node-id ID]
 //                        [--forward-auth-listen HOST:PORT]
+//                        [--xds-server HOST:PORT [--xds-node-id ID]]
 //                        [--tls-cert FILE --tls-key FILE [--tls-client-ca
 //                        FILE]] [--reload-interval-ms MS]
 //
@@ -25,6 +26,15 @@
 //
 // --metrics-listen serves GET /metrics (Prometheus) and GET /healthz on a
 // loopback HTTP port (port 0 picks one; the second stdout line names it).
+//
+// --xds-server takes the Envoy domains from a control plane over xDS
+// (RateLimitConfig resources, state of the world; docs/gateways.md) as
+// node --xds-node-id (default: --node-id, else the host name and pid);
+// CONFIG_TYPE=GRPC_XDS_SOTW with CONFIG_GRPC_XDS_SERVER_URL and
+// CONFIG_GRPC_XDS_NODE_ID in the environment say the same, as Envoy
+// Gateway starts the reference service. The configuration file is then
+// not reread (--reload-interval-ms is ignored): the control plane's sets
+// are the domains.
 //
 // --forward-auth-listen serves the `forwardAuth:` block's routes over HTTP
 // for nginx's auth_request, Caddy's forward_auth, Traefik's ForwardAuth
@@ -73,6 +83,7 @@
 #include "file_text.h"
 #include "policies.h"
 #include "server.h"
+#include "xds_client.h"
 
 #ifdef THROTTLEKIT_SERVER_HTTP
 #include "forward_auth_door.h"
@@ -103,6 +114,8 @@ struct Args {
   std::string monitor_secret;
   std::string metrics_listen;
   std::string forward_auth_listen;
+  std::string xds_server;
+  std::string xds_node_id;
   std::string node_id;
   std::string tls_cert;
   std::string tls_key;
@@ -119,7 +132,8 @@ constexpr const char* kUsage =
     "       [--monitor-secret SECRET] [--metrics-listen 127.0.0.1:PORT]\n"
     "       [--node-id ID] [--tls-cert FILE --tls-key FILE\n"
     "        [--tls-client-ca FILE]] [--reload-interval-ms MS]\n"
-    "       [--forward-auth-listen HOST:PORT]\n";
+    "       [--forward-auth-listen HOST:PORT]\n"
+    "       [--xds-server HOST:PORT [--xds-node-id ID]]\n";
 
 int usage(const std::string& problem) {
   std::fprintf(stderr, "throttlekit-server: %s\n%s", problem.c_str(), kUsage);
@@ -183,6 +197,13 @@ std::optional<int> parse_flags(int argc, char** argv, Args& args) {
       args.metrics_listen = value;
     } else if (flag == "--forward-auth-listen") {
       args.forward_auth_listen = value;
+    } else if (flag == "--xds-server") {
+      args.xds_server = value;
+    } else if (flag == "--xds-node-id") {
+      if (value.empty() || value.size() > 256) {
+        return usage("--xds-node-id must be 1 .. 256 bytes");
+      }
+      args.xds_node_id = value;
     } else if (flag == "--reload-interval-ms") {
       if (!absl::SimpleAtoi(value, &args.reload_interval_ms) ||
           args.reload_interval_ms < 0 || args.reload_interval_ms > 86'400'000) {
@@ -251,6 +272,25 @@ std::optional<int> check_flags(Args& args, Checked& ready) {
                    args.metrics_listen);
     }
     ready.metrics_host = args.metrics_listen.substr(0, colon);
+  }
+  // Envoy Gateway's way of saying --xds-server and --xds-node-id.
+  if (const char* type = std::getenv("CONFIG_TYPE");
+      args.xds_server.empty() && type != nullptr &&
+      std::string_view(type) == "GRPC_XDS_SOTW") {
+    const char* url = std::getenv("CONFIG_GRPC_XDS_SERVER_URL");
+    if (url == nullptr || *url == '\0') {
+      return usage(
+          "CONFIG_TYPE=GRPC_XDS_SOTW needs CONFIG_GRPC_XDS_SERVER_URL (the "
+          "control plane's HOST:PORT)");
+    }
+    args.xds_server = url;
+    if (const char* node = std::getenv("CONFIG_GRPC_XDS_NODE_ID");
+        args.xds_node_id.empty() && node != nullptr && *node != '\0') {
+      args.xds_node_id = node;
+    }
+  }
+  if (!args.xds_node_id.empty() && args.xds_server.empty()) {
+    return usage("--xds-node-id goes with --xds-server");
   }
   if (!args.forward_auth_listen.empty()) {
 #ifndef THROTTLEKIT_SERVER_HTTP
@@ -472,8 +512,27 @@ int main(int argc, char** argv) {
   }
 #endif
 
+  std::unique_ptr<throttlekit::server::XdsClient> xds;
+  if (!args.xds_server.empty()) {
+    std::string node = !args.xds_node_id.empty()
+                           ? args.xds_node_id
+                           : (*server)->policies().node_id();
+    auto x = throttlekit::server::XdsClient::start(
+        {.server = args.xds_server, .node_id = std::move(node)},
+        (*server)->policies());
+    if (!x.ok()) {
+      std::fprintf(stderr, "throttlekit-server: %s\n",
+                   std::string(x.status().message()).c_str());
+      return 1;
+    }
+    xds = *std::move(x);
+    std::printf("throttlekit-server: Envoy domains from xDS at %s\n",
+                args.xds_server.c_str());
+    std::fflush(stdout);
+  }
+
   std::unique_ptr<throttlekit::server::ConfigWatcher> watcher;
-  if (args.reload_interval_ms > 0) {
+  if (args.reload_interval_ms > 0 && xds == nullptr) {
     auto w = throttlekit::server::ConfigWatcher::start(
         args.config, (*server)->policies(),
         {.interval_ms = args.reload_interval_ms}, &(*server)->quota_door());
@@ -493,5 +552,6 @@ int main(int argc, char** argv) {
   (*server)->wait();
   stopper.join();
   watcher.reset();
+  xds.reset();
   return 0;
 }
