@@ -8,7 +8,9 @@
 //                        [--fleet-secret SECRET] [--monitor-secret SECRET]
 //                        [--metrics-listen 127.0.0.1:PORT] [--node-id ID]
 //                        [--forward-auth-listen HOST:PORT]
-//                        [--xds-server HOST:PORT [--xds-node-id ID]]
+//                        [--xds-server HOST:PORT [--xds-node-id ID]
+//                         [--xds-tls-ca FILE [--xds-tls-cert FILE
+//                         --xds-tls-key FILE]]]
 //                        [--tls-cert FILE --tls-key FILE [--tls-client-ca
 //                        FILE]] [--reload-interval-ms MS]
 //
@@ -32,7 +34,11 @@
 // node --xds-node-id (default: --node-id, else the host name and pid);
 // CONFIG_TYPE=GRPC_XDS_SOTW with CONFIG_GRPC_XDS_SERVER_URL and
 // CONFIG_GRPC_XDS_NODE_ID in the environment say the same, as Envoy
-// Gateway starts the reference service. The configuration file is then
+// Gateway starts the reference service. --xds-tls-ca (PEM; or
+// CONFIG_GRPC_XDS_SERVER_USE_TLS=true with CONFIG_GRPC_XDS_SERVER_TLS_CACERT)
+// speaks TLS to the control plane, trusting that CA; --xds-tls-cert and
+// --xds-tls-key (CONFIG_GRPC_XDS_CLIENT_TLS_CERT and _KEY) present a
+// client certificate (mutual TLS). The configuration file is then
 // not reread (--reload-interval-ms is ignored): the control plane's sets
 // are the domains.
 //
@@ -116,6 +122,9 @@ struct Args {
   std::string forward_auth_listen;
   std::string xds_server;
   std::string xds_node_id;
+  std::string xds_tls_ca;
+  std::string xds_tls_cert;
+  std::string xds_tls_key;
   std::string node_id;
   std::string tls_cert;
   std::string tls_key;
@@ -133,7 +142,8 @@ constexpr const char* kUsage =
     "       [--node-id ID] [--tls-cert FILE --tls-key FILE\n"
     "        [--tls-client-ca FILE]] [--reload-interval-ms MS]\n"
     "       [--forward-auth-listen HOST:PORT]\n"
-    "       [--xds-server HOST:PORT [--xds-node-id ID]]\n";
+    "       [--xds-server HOST:PORT [--xds-node-id ID] [--xds-tls-ca FILE\n"
+    "        [--xds-tls-cert FILE --xds-tls-key FILE]]]\n";
 
 int usage(const std::string& problem) {
   std::fprintf(stderr, "throttlekit-server: %s\n%s", problem.c_str(), kUsage);
@@ -199,6 +209,12 @@ std::optional<int> parse_flags(int argc, char** argv, Args& args) {
       args.forward_auth_listen = value;
     } else if (flag == "--xds-server") {
       args.xds_server = value;
+    } else if (flag == "--xds-tls-ca") {
+      args.xds_tls_ca = value;
+    } else if (flag == "--xds-tls-cert") {
+      args.xds_tls_cert = value;
+    } else if (flag == "--xds-tls-key") {
+      args.xds_tls_key = value;
     } else if (flag == "--xds-node-id") {
       if (value.empty() || value.size() > 256) {
         return usage("--xds-node-id must be 1 .. 256 bytes");
@@ -220,6 +236,9 @@ std::optional<int> parse_flags(int argc, char** argv, Args& args) {
 // HTTP door's address (port -1: no door).
 struct Checked {
   std::string tls_cert, tls_key, tls_client_ca;
+  // The control plane's CA and this server's certificate and key (empty:
+  // plaintext, no client certificate).
+  std::string xds_ca, xds_cert, xds_key;
   std::string metrics_host;
   int metrics_port = -1;
   std::string forward_auth_host;
@@ -289,8 +308,46 @@ std::optional<int> check_flags(Args& args, Checked& ready) {
       args.xds_node_id = node;
     }
   }
+  if (const char* tls = std::getenv("CONFIG_GRPC_XDS_SERVER_USE_TLS");
+      tls != nullptr && std::string_view(tls) == "true") {
+    const auto env_or = [](std::string& into, const char* name) {
+      if (const char* v = std::getenv(name); into.empty() && v != nullptr) {
+        into = v;
+      }
+    };
+    env_or(args.xds_tls_ca, "CONFIG_GRPC_XDS_SERVER_TLS_CACERT");
+    env_or(args.xds_tls_cert, "CONFIG_GRPC_XDS_CLIENT_TLS_CERT");
+    env_or(args.xds_tls_key, "CONFIG_GRPC_XDS_CLIENT_TLS_KEY");
+    if (args.xds_tls_ca.empty()) {
+      return usage(
+          "CONFIG_GRPC_XDS_SERVER_USE_TLS=true needs "
+          "CONFIG_GRPC_XDS_SERVER_TLS_CACERT (the control plane's CA)");
+    }
+  }
   if (!args.xds_node_id.empty() && args.xds_server.empty()) {
     return usage("--xds-node-id goes with --xds-server");
+  }
+  if (!args.xds_tls_ca.empty() && args.xds_server.empty()) {
+    return usage("--xds-tls-ca goes with --xds-server");
+  }
+  if (args.xds_tls_cert.empty() != args.xds_tls_key.empty()) {
+    return usage("--xds-tls-cert and --xds-tls-key go together");
+  }
+  if (!args.xds_tls_cert.empty() && args.xds_tls_ca.empty()) {
+    return usage("--xds-tls-cert needs --xds-tls-ca");
+  }
+  for (auto [path, into] : {std::pair{&args.xds_tls_ca, &ready.xds_ca},
+                            std::pair{&args.xds_tls_cert, &ready.xds_cert},
+                            std::pair{&args.xds_tls_key, &ready.xds_key}}) {
+    if (path->empty()) continue;
+    std::optional<std::string> text =
+        throttlekit::server::read_file_text(*path);
+    if (!text.has_value() || text->empty()) {
+      std::fprintf(stderr, "throttlekit-server: cannot read %s\n",
+                   path->c_str());
+      return 2;
+    }
+    *into = *std::move(text);
   }
   if (!args.forward_auth_listen.empty()) {
 #ifndef THROTTLEKIT_SERVER_HTTP
@@ -517,8 +574,16 @@ int main(int argc, char** argv) {
     std::string node = !args.xds_node_id.empty()
                            ? args.xds_node_id
                            : (*server)->policies().node_id();
+    std::shared_ptr<grpc::ChannelCredentials> credentials;
+    if (!ready.xds_ca.empty()) {
+      credentials = grpc::SslCredentials({.pem_root_certs = ready.xds_ca,
+                                          .pem_private_key = ready.xds_key,
+                                          .pem_cert_chain = ready.xds_cert});
+    }
     auto x = throttlekit::server::XdsClient::start(
-        {.server = args.xds_server, .node_id = std::move(node)},
+        {.server = args.xds_server,
+         .node_id = std::move(node),
+         .credentials = std::move(credentials)},
         (*server)->policies());
     if (!x.ok()) {
       std::fprintf(stderr, "throttlekit-server: %s\n",

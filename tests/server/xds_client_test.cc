@@ -8,7 +8,8 @@
 // with the reason and the version still in force, whose limits go on
 // answering; a stream the control plane ends is opened again, naming the
 // version it has; and an unlimited domain answered OK throughout, nothing
-// refused by a change.
+// refused by a change; over mutual TLS, a client without its certificate
+// is refused and one with it served.
 
 #include "xds_client.h"
 
@@ -35,6 +36,7 @@
 #include "server.h"
 #include "started_server.h"
 #include "support/eventually.h"
+#include "support/test_certs.h"
 #include "xds_config.h"
 
 namespace throttlekit::server {
@@ -311,6 +313,60 @@ TEST(XdsClient, PushedSetsAreAppliedAckedOrRefusedNackedAndTheStreamReopens) {
   traffic.join();
   EXPECT_GT(calls.load(), 0);
   EXPECT_EQ(refused.load(), 0);
+  client->reset();
+  server->shutdown();
+  cp->Shutdown();
+}
+
+TEST(XdsClient, SpeaksMutualTlsToTheControlPlane) {
+  const testing::Pem plane_pem = testing::self_signed("plane");
+  const testing::Pem client_pem = testing::self_signed("client");
+  ASSERT_FALSE(plane_pem.cert.empty() || client_pem.cert.empty());
+  ControlPlane plane;
+  grpc::SslServerCredentialsOptions tls(
+      GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  tls.pem_root_certs = client_pem.cert;  // the client's, self-signed
+  tls.pem_key_cert_pairs.push_back({plane_pem.key, plane_pem.cert});
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::SslServerCredentials(tls),
+                           &port);
+  builder.RegisterService(&plane);
+  std::unique_ptr<grpc::Server> cp = builder.BuildAndStart();
+  ASSERT_NE(cp, nullptr);
+  absl::StatusOr<ServerConfig> config =
+      parse_config("version: 1\nenvoy: {domains: [{domain: a}]}\n", "x.yaml");
+  ASSERT_TRUE(config.ok());
+  std::unique_ptr<Server> server = testing::start_server(*config);
+  ASSERT_NE(server, nullptr);
+  plane.push(set_of("1", "t1", {limit_config("edge", "user", 2)}));
+
+  // Without a client certificate the control plane refuses the handshake:
+  // nothing is asked, nothing applied.
+  auto anonymous = XdsClient::start(
+      {.server = absl::StrCat("127.0.0.1:", port),
+       .node_id = "anonymous",
+       .credentials = grpc::SslCredentials({.pem_root_certs = plane_pem.cert})},
+      server->policies());
+  ASSERT_TRUE(anonymous.ok()) << anonymous.status();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_TRUE(plane.requests().empty());
+  EXPECT_EQ((*anonymous)->acks(), 0);
+  anonymous->reset();
+
+  auto client = XdsClient::start({.server = absl::StrCat("127.0.0.1:", port),
+                                  .node_id = "rl-tls",
+                                  .credentials = grpc::SslCredentials(
+                                      {.pem_root_certs = plane_pem.cert,
+                                       .pem_private_key = client_pem.key,
+                                       .pem_cert_chain = client_pem.cert})},
+                                 server->policies());
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::optional<discovery::DiscoveryRequest> ack = plane.answer_to("t1");
+  ASSERT_TRUE(ack.has_value());
+  EXPECT_EQ(ack->node().id(), "rl-tls");
+  EXPECT_EQ(ack->version_info(), "1");
+  EXPECT_EQ(admitted_of(*server, "edge", "user", "a", 3), 2);
   client->reset();
   server->shutdown();
   cp->Shutdown();
