@@ -73,6 +73,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -245,6 +246,25 @@ struct Checked {
   int forward_auth_port = -1;  // -1: no forward-auth door
 };
 
+// Reads each named file (a path, and where its bytes go; an empty path is
+// skipped); exit status 2, naming the file, when one cannot be read or is
+// empty.
+std::optional<int> read_files(
+    std::initializer_list<std::pair<const std::string*, std::string*>> files) {
+  for (const auto& [path, into] : files) {
+    if (path->empty()) continue;
+    std::optional<std::string> text =
+        throttlekit::server::read_file_text(*path);
+    if (!text.has_value() || text->empty()) {
+      std::fprintf(stderr, "throttlekit-server: cannot read %s\n",
+                   path->c_str());
+      return 2;
+    }
+    *into = *std::move(text);
+  }
+  return std::nullopt;
+}
+
 // Checks the flags together, reads the files they name and takes the
 // secrets the environment gives; an exit status when the process must
 // stop.
@@ -256,19 +276,11 @@ std::optional<int> check_flags(Args& args, Checked& ready) {
   if (!args.tls_client_ca.empty() && args.tls_cert.empty()) {
     return usage("--tls-client-ca needs --tls-cert and --tls-key");
   }
-  for (auto [path, into] :
-       {std::pair{&args.tls_cert, &ready.tls_cert},
-        std::pair{&args.tls_key, &ready.tls_key},
-        std::pair{&args.tls_client_ca, &ready.tls_client_ca}}) {
-    if (path->empty()) continue;
-    std::optional<std::string> text =
-        throttlekit::server::read_file_text(*path);
-    if (!text.has_value() || text->empty()) {
-      std::fprintf(stderr, "throttlekit-server: cannot read %s\n",
-                   path->c_str());
-      return 2;
-    }
-    *into = *std::move(text);
+  if (std::optional<int> rc =
+          read_files({{&args.tls_cert, &ready.tls_cert},
+                      {&args.tls_key, &ready.tls_key},
+                      {&args.tls_client_ca, &ready.tls_client_ca}})) {
+    return rc;
   }
   if (const char* env = std::getenv("THROTTLEKIT_FLEET_SECRET");
       args.fleet_secret.empty() && env != nullptr) {
@@ -336,18 +348,11 @@ std::optional<int> check_flags(Args& args, Checked& ready) {
   if (!args.xds_tls_cert.empty() && args.xds_tls_ca.empty()) {
     return usage("--xds-tls-cert needs --xds-tls-ca");
   }
-  for (auto [path, into] : {std::pair{&args.xds_tls_ca, &ready.xds_ca},
-                            std::pair{&args.xds_tls_cert, &ready.xds_cert},
-                            std::pair{&args.xds_tls_key, &ready.xds_key}}) {
-    if (path->empty()) continue;
-    std::optional<std::string> text =
-        throttlekit::server::read_file_text(*path);
-    if (!text.has_value() || text->empty()) {
-      std::fprintf(stderr, "throttlekit-server: cannot read %s\n",
-                   path->c_str());
-      return 2;
-    }
-    *into = *std::move(text);
+  if (std::optional<int> rc =
+          read_files({{&args.xds_tls_ca, &ready.xds_ca},
+                      {&args.xds_tls_cert, &ready.xds_cert},
+                      {&args.xds_tls_key, &ready.xds_key}})) {
+    return rc;
   }
   if (!args.forward_auth_listen.empty()) {
 #ifndef THROTTLEKIT_SERVER_HTTP
