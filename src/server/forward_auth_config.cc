@@ -107,7 +107,9 @@ absl::StatusOr<ForwardAuthRoute> route(const YAML::Node& n,
   const YAML::Node d = m->get("domain");
   if (!d.IsDefined()) return errors.at(path, "missing `domain`");
   TK_ASSIGN(r.domain, text(d, child(path, "domain"), errors));
-  bool known = false;
+  // Checked against the file's domains when it has some (a typo would
+  // otherwise count nothing); with none, the domains come over xDS.
+  bool known = envoy.domains.empty();
   for (const EnvoyDomain& domain : envoy.domains) {
     known = known || domain.domain == r.domain;
   }

@@ -34,7 +34,8 @@
 // node --xds-node-id (default: --node-id, else the host name and pid);
 // CONFIG_TYPE=GRPC_XDS_SOTW with CONFIG_GRPC_XDS_SERVER_URL and
 // CONFIG_GRPC_XDS_NODE_ID in the environment say the same, as Envoy
-// Gateway starts the reference service. --xds-tls-ca (PEM; or
+// Gateway starts the reference service (--config may then be left out:
+// the server starts with no domains). --xds-tls-ca (PEM; or
 // CONFIG_GRPC_XDS_SERVER_USE_TLS=true with CONFIG_GRPC_XDS_SERVER_TLS_CACERT)
 // speaks TLS to the control plane, trusting that CA; --xds-tls-cert and
 // --xds-tls-key (CONFIG_GRPC_XDS_CLIENT_TLS_CERT and _KEY) present a
@@ -269,7 +270,6 @@ std::optional<int> read_files(
 // secrets the environment gives; an exit status when the process must
 // stop.
 std::optional<int> check_flags(Args& args, Checked& ready) {
-  if (args.config.empty()) return usage("--config is required");
   if (args.tls_cert.empty() != args.tls_key.empty()) {
     return usage("--tls-cert and --tls-key go together");
   }
@@ -353,6 +353,11 @@ std::optional<int> check_flags(Args& args, Checked& ready) {
                       {&args.xds_tls_cert, &ready.xds_cert},
                       {&args.xds_tls_key, &ready.xds_key}})) {
     return rc;
+  }
+  if (args.config.empty() && args.xds_server.empty()) {
+    return usage(
+        "--config is required (or --xds-server: the domains from "
+        "a control plane)");
   }
   if (!args.forward_auth_listen.empty()) {
 #ifndef THROTTLEKIT_SERVER_HTTP
@@ -492,8 +497,11 @@ int main(int argc, char** argv) {
   if (std::optional<int> rc = parse_flags(argc, argv, args)) return *rc;
   Checked ready;
   if (std::optional<int> rc = check_flags(args, ready)) return *rc;
+  // With xDS and no file: no policies, and no Envoy domains until the
+  // control plane's first set (requests until then are NOT_FOUND).
   absl::StatusOr<throttlekit::server::ServerConfig> config =
-      throttlekit::server::load_config(args.config);
+      args.config.empty() ? throttlekit::server::ServerConfig{}
+                          : throttlekit::server::load_config(args.config);
   if (!config.ok()) {
     std::fprintf(stderr, "throttlekit-server: %s\n",
                  std::string(config.status().message()).c_str());

@@ -273,7 +273,7 @@ absl::StatusOr<RlqsConfig> rlqs_block(const YAML::Node& n,
 
 // The server document's `forwardAuth:` block at `path`
 // (forward_auth_config.cc): routes with unique paths, each naming a domain
-// of `envoy`.
+// of `envoy` when it has any (else the domains come over xDS).
 absl::StatusOr<ForwardAuthConfig> forward_auth_block(const YAML::Node& n,
                                                      const std::string& path,
                                                      const Errors& errors,

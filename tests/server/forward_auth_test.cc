@@ -83,6 +83,14 @@ TEST(ForwardAuthConfig, LoadsTheDocumentedShape) {
   EXPECT_EQ(c.find("/"), nullptr);
   // No block: no routes.
   EXPECT_TRUE(parsed(with_block("")).routes.empty());
+  // No envoy: domains in the file (they come over xDS): a route's domain
+  // is not checked at load.
+  const ForwardAuthConfig over_xds = parsed(
+      "version: 1\nlimiters:\n  api: {strategy: gcra, limit: 1, period: 1s}\n"
+      "forwardAuth:\n  routes:\n    - path: /a\n      domain: pushed\n"
+      "      descriptors: [[{key: k, value: v}]]\n");
+  ASSERT_EQ(over_xds.routes.size(), 1u);
+  EXPECT_EQ(over_xds.routes[0].domain, "pushed");
 }
 
 TEST(ForwardAuthConfig, RefusesEachBadBlockNamingItsPath) {

@@ -372,6 +372,31 @@ TEST(XdsClient, SpeaksMutualTlsToTheControlPlane) {
   cp->Shutdown();
 }
 
+TEST(XdsClient, AServerWithoutAFileServesTheFirstSet) {
+  ControlPlane plane;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                           &port);
+  builder.RegisterService(&plane);
+  std::unique_ptr<grpc::Server> cp = builder.BuildAndStart();
+  ASSERT_NE(cp, nullptr);
+  // What throttlekit-server runs on with --xds-server and no --config.
+  std::unique_ptr<Server> server = testing::start_server(ServerConfig{});
+  ASSERT_NE(server, nullptr);
+  EXPECT_EQ(server->policies().envoy(), nullptr) << "no domains yet";
+  auto client = XdsClient::start(
+      {.server = absl::StrCat("127.0.0.1:", port), .node_id = "bare"},
+      server->policies());
+  ASSERT_TRUE(client.ok()) << client.status();
+  plane.push(set_of("1", "b1", {limit_config("edge", "user", 2)}));
+  ASSERT_TRUE(plane.answer_to("b1").has_value());
+  EXPECT_EQ(admitted_of(*server, "edge", "user", "a", 3), 2);
+  client->reset();
+  server->shutdown();
+  cp->Shutdown();
+}
+
 TEST(XdsClient, BadOptionsAreRefusedNamingThem) {
   absl::StatusOr<ServerConfig> config =
       parse_config("version: 1\nenvoy: {domains: [{domain: a}]}\n", "x.yaml");
