@@ -131,6 +131,16 @@ class ControlPlane final
   bool end_ = false;
 };
 
+// `plane` served on a free loopback port (in `*port`) with `credentials`.
+std::unique_ptr<grpc::Server> serve(
+    ControlPlane& plane,
+    const std::shared_ptr<grpc::ServerCredentials>& credentials, int* port) {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", credentials, port);
+  builder.RegisterService(&plane);
+  return builder.BuildAndStart();
+}
+
 // A RateLimitConfig: domain `domain`, descriptor `key` at `requests` a
 // minute (0 with `unknown_unit`: the unit left UNKNOWN).
 conf::RateLimitConfig limit_config(const std::string& domain,
@@ -196,12 +206,9 @@ int admitted_of(Server& server, const std::string& domain,
 
 TEST(XdsClient, PushedSetsAreAppliedAckedOrRefusedNackedAndTheStreamReopens) {
   ControlPlane plane;
-  grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                           &port);
-  builder.RegisterService(&plane);
-  std::unique_ptr<grpc::Server> cp = builder.BuildAndStart();
+  std::unique_ptr<grpc::Server> cp =
+      serve(plane, grpc::InsecureServerCredentials(), &port);
   ASSERT_NE(cp, nullptr);
 
   absl::StatusOr<ServerConfig> config = parse_config(
@@ -327,12 +334,9 @@ TEST(XdsClient, SpeaksMutualTlsToTheControlPlane) {
       GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
   tls.pem_root_certs = client_pem.cert;  // the client's, self-signed
   tls.pem_key_cert_pairs.push_back({plane_pem.key, plane_pem.cert});
-  grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::SslServerCredentials(tls),
-                           &port);
-  builder.RegisterService(&plane);
-  std::unique_ptr<grpc::Server> cp = builder.BuildAndStart();
+  std::unique_ptr<grpc::Server> cp =
+      serve(plane, grpc::SslServerCredentials(tls), &port);
   ASSERT_NE(cp, nullptr);
   absl::StatusOr<ServerConfig> config =
       parse_config("version: 1\nenvoy: {domains: [{domain: a}]}\n", "x.yaml");
@@ -374,12 +378,9 @@ TEST(XdsClient, SpeaksMutualTlsToTheControlPlane) {
 
 TEST(XdsClient, AServerWithoutAFileServesTheFirstSet) {
   ControlPlane plane;
-  grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                           &port);
-  builder.RegisterService(&plane);
-  std::unique_ptr<grpc::Server> cp = builder.BuildAndStart();
+  std::unique_ptr<grpc::Server> cp =
+      serve(plane, grpc::InsecureServerCredentials(), &port);
   ASSERT_NE(cp, nullptr);
   // What throttlekit-server runs on with --xds-server and no --config.
   std::unique_ptr<Server> server = testing::start_server(ServerConfig{});
