@@ -13,7 +13,7 @@
 //   budget's creation; one sequence over the node's keys; the report
 //   {applied generation, then committed(now), demand()}; handoff,
 //   demand-proportional, aggregate min, lease = ttl + slack + max(3
-//   heartbeats, 1 s) + the fence margin; a new node id per incarnation)
+//   heartbeats, 2 s) + the fence margin; a new node id per incarnation)
 //   through `SimCoordinator` (the production heartbeat step of the memory
 //   coordinator, on the store's clock). Reports are handled as the quota
 //   door does: every usage of a message reported (or its bucket

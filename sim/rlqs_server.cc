@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "heartbeat_share.h"
 
 namespace throttlekit::sim::rlqs_internal {
 namespace {
@@ -29,7 +30,8 @@ int64_t slots(int64_t v) { return std::clamp<int64_t>(v, 0, kMaxSlots); }
 
 int64_t lease_ttl_ms(const RlqsFleetConfig& config) {
   return rlqs_commit_ms(config) +
-         std::max<int64_t>(3 * config.heartbeat_ms, 1000) +
+         std::max<int64_t>(3 * config.heartbeat_ms,
+                           server::kMinBeatToleranceMs) +
          config.fence_margin_ms;
 }
 

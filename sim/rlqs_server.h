@@ -54,7 +54,7 @@
 
 namespace throttlekit::sim::rlqs_internal {
 
-// HeartbeatShare::lease_ttl_ms: L + max(3 heartbeats, 1 s) + the fence
+// HeartbeatShare::lease_ttl_ms: L + max(3 heartbeats, 2 s) + the fence
 // margin, ms.
 int64_t lease_ttl_ms(const RlqsFleetConfig& config);
 

@@ -15,10 +15,10 @@
 //   (a server is reserved max(acknowledged share, highest share issued and
 //   not acknowledged, reported commitments)), demand-proportional targets,
 //   and a lease of `lease_ttl_ms(commit)` = commit + max(3 heartbeats,
-//   1 s) + the fence margin. So at the store the reserves of the live servers
-//   sum to at most the limit, and between two beats a server's commitments stay
-//   below what the store reserves for it (QuotaBudget raises only up to
-//   its share; a lowered share drains as its records expire, still
+//   kMinBeatToleranceMs) + the fence margin. So at the store the reserves of
+//   the live servers sum to at most the limit, and between two beats a server's
+//   commitments stay below what the store reserves for it (QuotaBudget raises
+//   only up to its share; a lowered share drains as its records expire, still
 //   reported).
 // - Self-fencing: the store evicts a server no earlier than a lease after
 //   its last answered beat was sent. `BudgetShare::at(now)` is 0 once
@@ -65,6 +65,12 @@
 #include "throttlekit/core/mutex.h"
 
 namespace throttlekit::server {
+
+// The least a server may go without an answered beat before it fences: a
+// store (or this process) that stalls for less fences nobody. Two seconds:
+// a second was too little on a loaded machine (answers 1.25 s late fenced
+// every server of a fleet at once, docs/testing.md "What made runs red").
+inline constexpr int64_t kMinBeatToleranceMs = 2000;
 
 struct HeartbeatShareOptions {
   // This server's node id (unique among the live servers of the store),
@@ -114,7 +120,8 @@ class HeartbeatShare final : public ShareSource {
   // are sent: those, then what a server may go without an answered beat
   // before it fences, then the margin.
   int64_t lease_ttl_ms(int64_t commit_ms) const {
-    return commit_ms + std::max<int64_t>(3 * options_.heartbeat_ms, 1000) +
+    return commit_ms +
+           std::max<int64_t>(3 * options_.heartbeat_ms, kMinBeatToleranceMs) +
            options_.fence_margin_ms;
   }
   // `<node id>#<incarnation>`: this server's node at the store.

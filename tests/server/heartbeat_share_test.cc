@@ -275,7 +275,7 @@ TEST(HeartbeatShare, TheLeaseCoversTheCommitmentsThreeBeatsAndASecond) {
   auto fast = HeartbeatShare::create(
       {.node_id = "a", .heartbeat_ms = 20, .fence_margin_ms = 10}, store);
   ASSERT_TRUE(fast.ok()) << fast.status();
-  EXPECT_EQ((*fast)->lease_ttl_ms(2500), 2500 + 1000 + 10);
+  EXPECT_EQ((*fast)->lease_ttl_ms(2500), 2500 + kMinBeatToleranceMs + 10);
   auto slow = HeartbeatShare::create({.node_id = "b"}, store);
   ASSERT_TRUE(slow.ok()) << slow.status();
   EXPECT_EQ((*slow)->lease_ttl_ms(7000), 7000 + 3000 + 100);

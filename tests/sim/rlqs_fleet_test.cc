@@ -107,9 +107,9 @@ TEST(RlqsFleetSim, SelfFencingOffIsCaughtWithinTwentySeeds) {
   testing::expect_caught_within(20, "self-fencing off", mutated(no_fencing));
 }
 
-TEST(RlqsFleetSim, HandoffOffIsCaughtWithin100Seeds) {
+TEST(RlqsFleetSim, HandoffOffIsCaughtWithin500Seeds) {
   testing::expect_caught_within(
-      100, "handoff off",
+      500, "handoff off",
       mutated([](RlqsFleetConfig& c) { c.handoff = false; }));
 }
 
