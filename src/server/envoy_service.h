@@ -55,6 +55,15 @@ class EnvoyRateLimitService final
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
     // The limits stay alive until the answer (a reload swaps them).
     std::shared_ptr<EnvoyLimits> envoy = policies_.envoy();
+    if (envoy == nullptr && policies_.envoy_awaited()) {
+      // The reference answers an error too ("no rate limit configuration
+      // loaded"); this one says it will pass.
+      reactor->Finish(to_grpc(absl::UnavailableError(absl::StrCat(
+          "ShouldRateLimit: no rate limit configuration loaded yet (the "
+          "control plane has sent no RateLimitConfig set); domain \"",
+          req->domain(), "\""))));
+      return reactor;
+    }
     if (envoy == nullptr) {
       reactor->Finish(to_grpc(absl::NotFoundError(
           absl::StrCat("ShouldRateLimit: unknown domain \"", req->domain(),

@@ -63,6 +63,14 @@
 // followed through every failover they run (docs/redis.md, "Redis
 // Sentinel").
 //
+// Started without arguments it reads the reference rate-limit service's
+// environment instead, as Envoy Gateway starts the reference
+// (`/bin/ratelimit`): GRPC_HOST/GRPC_PORT and its TLS, the health check on
+// HOST:PORT (/healthcheck), USE_PROMETHEUS with PROMETHEUS_ADDR and _PATH,
+// REDIS_URL with REDIS_TYPE and REDIS_AUTH, CONFIG_TYPE=GRPC_XDS_SOTW and
+// its CONFIG_GRPC_XDS_* (reference_env.h says which it honours, notes or
+// refuses; docs/gateways.md, "Envoy Gateway").
+//
 // Without --redis or --postgres the policies live in the embedded memory
 // store (one process). SIGINT or SIGTERM stops it: RPCs in flight finish,
 // new ones are refused. Exit status: 0 after a signal, 2 for bad arguments
@@ -80,6 +88,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -90,6 +99,7 @@
 #include "config_watcher.h"
 #include "file_text.h"
 #include "policies.h"
+#include "reference_env.h"
 #include "server.h"
 #include "xds_client.h"
 
@@ -128,6 +138,14 @@ struct Args {
   std::string xds_tls_cert;
   std::string xds_tls_key;
   std::string node_id;
+  // Set by the reference service's environment only (reference_env.h).
+  std::string redis_user, redis_password;
+  std::string sentinel_user, sentinel_password;
+  std::string health_listen;  // GET /healthcheck (and /healthz) anywhere
+  std::string metrics_path = "/metrics";
+  bool metrics_public = false;  // --metrics-listen off loopback
+  bool healthy_needs_config = false;
+  bool headers = false;  // the reference's three rate-limit headers
   std::string tls_cert;
   std::string tls_key;
   std::string tls_client_ca;
@@ -145,7 +163,9 @@ constexpr const char* kUsage =
     "        [--tls-client-ca FILE]] [--reload-interval-ms MS]\n"
     "       [--forward-auth-listen HOST:PORT]\n"
     "       [--xds-server HOST:PORT [--xds-node-id ID] [--xds-tls-ca FILE\n"
-    "        [--xds-tls-cert FILE --xds-tls-key FILE]]]\n";
+    "        [--xds-tls-cert FILE --xds-tls-key FILE]]]\n"
+    "   or: throttlekit-server   (no arguments: the reference service's\n"
+    "       environment, as Envoy Gateway sets it; docs/gateways.md)\n";
 
 int usage(const std::string& problem) {
   std::fprintf(stderr, "throttlekit-server: %s\n%s", problem.c_str(), kUsage);
@@ -158,6 +178,61 @@ bool host_port(const std::string& s, std::string& host, int& port) {
   if (colon == std::string::npos || colon == 0) return false;
   host = s.substr(0, colon);
   return absl::SimpleAtoi(s.substr(colon + 1), &port) && port > 0 &&
+         port < 65536;
+}
+
+// Started without arguments, as Envoy Gateway starts the reference service:
+// the settings come from the reference's environment variables
+// (reference_env.h); an exit status when the process must stop.
+std::optional<int> from_reference_env(Args& args) {
+  absl::StatusOr<throttlekit::server::ReferenceEnv> env =
+      throttlekit::server::read_reference_env(
+          [](const char* name) { return std::getenv(name); });
+  if (!env.ok()) {
+    return usage(absl::StrCat(
+        "started without arguments, the reference service's environment is "
+        "read (docs/gateways.md, \"Envoy Gateway\"): ",
+        env.status().message()));
+  }
+  // Notes are warnings: LOG_LEVEL error and above leaves them out.
+  if (env->log_level != "error" && env->log_level != "fatal" &&
+      env->log_level != "panic") {
+    for (const std::string& note : env->notes) {
+      std::fprintf(stderr, "throttlekit-server: note: %s\n", note.c_str());
+    }
+  }
+  args.listen = env->grpc_listen;
+  args.tls_cert = env->tls_cert;
+  args.tls_key = env->tls_key;
+  args.tls_client_ca = env->tls_client_ca;
+  args.health_listen = env->health_listen;
+  args.healthy_needs_config = env->healthy_needs_config;
+  args.metrics_listen = env->metrics_listen;
+  args.metrics_path = env->metrics_path;
+  args.metrics_public = true;
+  args.redis = env->redis;
+  args.redis_cluster = env->redis_cluster;
+  args.redis_sentinel = env->redis_sentinel;
+  args.redis_master = env->redis_master;
+  args.redis_user = env->redis_user;
+  args.redis_password = env->redis_password;
+  args.sentinel_user = env->sentinel_user;
+  args.sentinel_password = env->sentinel_password;
+  args.xds_server = env->xds_server;
+  args.xds_node_id = env->xds_node_id;
+  args.xds_tls_ca = env->xds_tls_ca;
+  args.xds_tls_cert = env->xds_tls_cert;
+  args.xds_tls_key = env->xds_tls_key;
+  args.headers = env->headers;
+  return std::nullopt;
+}
+
+// Splits a listening HOST:PORT (port 0 picks one); false if it is not that.
+bool listen_address(const std::string& s, std::string& host, int& port) {
+  const size_t colon = s.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  host = s.substr(0, colon);
+  return absl::SimpleAtoi(s.substr(colon + 1), &port) && port >= 0 &&
          port < 65536;
 }
 
@@ -243,6 +318,8 @@ struct Checked {
   std::string xds_ca, xds_cert, xds_key;
   std::string metrics_host;
   int metrics_port = -1;
+  std::string health_host;
+  int health_port = -1;  // -1: no health door
   std::string forward_auth_host;
   int forward_auth_port = -1;  // -1: no forward-auth door
 };
@@ -290,19 +367,21 @@ std::optional<int> check_flags(Args& args, Checked& ready) {
       args.monitor_secret.empty() && env != nullptr) {
     args.monitor_secret = env;
   }
-  if (!args.metrics_listen.empty()) {
+  // The HTTP doors' addresses (port 0 picks one).
+  for (const auto& [listen, what, host, port] :
+       {std::tuple(&args.metrics_listen, "--metrics-listen",
+                   &ready.metrics_host, &ready.metrics_port),
+        std::tuple(&args.health_listen, "HOST and PORT", &ready.health_host,
+                   &ready.health_port),
+        std::tuple(&args.forward_auth_listen, "--forward-auth-listen",
+                   &ready.forward_auth_host, &ready.forward_auth_port)}) {
+    if (listen->empty()) continue;
 #ifndef THROTTLEKIT_SERVER_HTTP
     return usage("this build has no HTTP door (cpp-httplib was not found)");
 #endif
-    const size_t colon = args.metrics_listen.rfind(':');
-    if (colon == std::string::npos ||
-        !absl::SimpleAtoi(args.metrics_listen.substr(colon + 1),
-                          &ready.metrics_port) ||
-        ready.metrics_port < 0 || ready.metrics_port > 65535) {
-      return usage("--metrics-listen wants HOST:PORT; got " +
-                   args.metrics_listen);
+    if (!listen_address(*listen, *host, *port)) {
+      return usage(std::string(what) + " wants HOST:PORT; got " + *listen);
     }
-    ready.metrics_host = args.metrics_listen.substr(0, colon);
   }
   // Envoy Gateway's way of saying --xds-server and --xds-node-id.
   if (const char* type = std::getenv("CONFIG_TYPE");
@@ -358,20 +437,6 @@ std::optional<int> check_flags(Args& args, Checked& ready) {
     return usage(
         "--config is required (or --xds-server: the domains from "
         "a control plane)");
-  }
-  if (!args.forward_auth_listen.empty()) {
-#ifndef THROTTLEKIT_SERVER_HTTP
-    return usage("this build has no HTTP door (cpp-httplib was not found)");
-#endif
-    const size_t colon = args.forward_auth_listen.rfind(':');
-    if (colon == std::string::npos || colon == 0 ||
-        !absl::SimpleAtoi(args.forward_auth_listen.substr(colon + 1),
-                          &ready.forward_auth_port) ||
-        ready.forward_auth_port < 0 || ready.forward_auth_port > 65535) {
-      return usage("--forward-auth-listen wants HOST:PORT; got " +
-                   args.forward_auth_listen);
-    }
-    ready.forward_auth_host = args.forward_auth_listen.substr(0, colon);
   }
   if (!args.redis.empty() + !args.redis_cluster.empty() +
           !args.redis_sentinel.empty() + !args.postgres.empty() >
@@ -432,6 +497,10 @@ std::optional<int> open_store(const Args& args,
       }
       o.master_name = args.redis_master;
     }
+    o.username = args.redis_user;
+    o.password = args.redis_password;
+    o.sentinel_username = args.sentinel_user;
+    o.sentinel_password = args.sentinel_password;
 #ifdef THROTTLEKIT_SERVER_REDIS
     auto c = throttlekit::RedisCoordinator::create(o);
     if (!c.ok()) {
@@ -494,7 +563,10 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   Args args;
-  if (std::optional<int> rc = parse_flags(argc, argv, args)) return *rc;
+  if (std::optional<int> rc = argc == 1 ? from_reference_env(args)
+                                        : parse_flags(argc, argv, args)) {
+    return *rc;
+  }
   Checked ready;
   if (std::optional<int> rc = check_flags(args, ready)) return *rc;
   // With xDS and no file: no policies, and no Envoy domains until the
@@ -507,6 +579,8 @@ int main(int argc, char** argv) {
                  std::string(config.status().message()).c_str());
     return 2;
   }
+  if (args.headers)
+    config->envoy.headers = throttlekit::RateLimitStyle::kDraft06;
 
   std::shared_ptr<throttlekit::Coordinator> store;
   throttlekit::server::PolicyContext context{.node_id = args.node_id};
@@ -552,15 +626,42 @@ int main(int argc, char** argv) {
   std::unique_ptr<throttlekit::server::HttpDoor> http;
   if (ready.metrics_port >= 0) {
     auto door = throttlekit::server::HttpDoor::start(
-        ready.metrics_host, ready.metrics_port, **server);
+        {.host = ready.metrics_host,
+         .port = ready.metrics_port,
+         .metrics_path = args.metrics_path,
+         .loopback_only = !args.metrics_public},
+        **server);
     if (!door.ok()) {
       std::fprintf(stderr, "throttlekit-server: %s\n",
                    std::string(door.status().message()).c_str());
       return 1;
     }
     http = *std::move(door);
-    std::printf("throttlekit-server: metrics on http://%s:%d/metrics\n",
-                ready.metrics_host.c_str(), http->port());
+    std::printf("throttlekit-server: metrics on http://%s:%d%s\n",
+                ready.metrics_host.c_str(), http->port(),
+                args.metrics_path.c_str());
+    std::fflush(stdout);
+  }
+  // The reference's health check, where its HOST and PORT say.
+  std::unique_ptr<throttlekit::server::HttpDoor> health;
+  if (ready.health_port >= 0) {
+    auto door = throttlekit::server::HttpDoor::start(
+        {.host = ready.health_host,
+         .port = ready.health_port,
+         .metrics_path = "",
+         .healthcheck = true,
+         .healthy_needs_config = args.healthy_needs_config,
+         .loopback_only = false},
+        **server);
+    if (!door.ok()) {
+      std::fprintf(stderr, "throttlekit-server: %s\n",
+                   std::string(door.status().message()).c_str());
+      return 1;
+    }
+    health = *std::move(door);
+    std::printf(
+        "throttlekit-server: health check on http://%s:%d/healthcheck\n",
+        ready.health_host.c_str(), health->port());
     std::fflush(stdout);
   }
   // The routes are the configuration's at start (a reload changes the

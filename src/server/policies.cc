@@ -371,7 +371,7 @@ absl::Status Policies::reload_envoy(const EnvoyConfig& config) {
   MutexLock lock(reload_mu_);
   const std::shared_ptr<EnvoyLimits> current = envoy();
   std::shared_ptr<EnvoyLimits> next;
-  if (!config.domains.empty()) {
+  if (!config.domains.empty() || envoy_fed_.load(std::memory_order_acquire)) {
     auto made = EnvoyLimits::create(config,
                                     {.max_key_bytes = config_.max_key_bytes,
                                      .max_descriptors = config_.max_batch},

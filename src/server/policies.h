@@ -177,6 +177,19 @@ class Policies {
     return envoy_.load(std::memory_order_acquire);
   }
 
+  // Marks the Envoy domains as a control plane's (xds_client.h): from then
+  // on a set with no domains is a configuration in force (every domain
+  // unknown, answered as docs/envoy.md says), not "no Envoy door". Until
+  // the first set arrives `envoy()` is null (unless a file gave domains)
+  // and `envoy_awaited()` true. Thread-safe.
+  void feed_envoy_from_control_plane() {
+    envoy_fed_.store(true, std::memory_order_release);
+  }
+  // Fed by a control plane that has sent no set yet, with no file domains.
+  bool envoy_awaited() const {
+    return envoy_fed_.load(std::memory_order_acquire) && envoy() == nullptr;
+  }
+
   // Replaces the Envoy domains with `config`'s (empty: none), keeping the
   // engines and counts of every limit whose counting is unchanged
   // (EnvoyLimits::create) and giving back the credits of leased limits
@@ -211,6 +224,7 @@ class Policies {
   std::vector<Policy*> order_;
   ServerClock clock_;
   std::atomic<std::shared_ptr<EnvoyLimits>> envoy_;
+  std::atomic<bool> envoy_fed_{false};
   Mutex reload_mu_;
   std::atomic<int64_t> envoy_reloads_{0};
   std::atomic<int64_t> envoy_reload_errors_{0};

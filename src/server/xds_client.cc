@@ -36,6 +36,7 @@ absl::StatusOr<std::unique_ptr<XdsClient>> XdsClient::start(
     }
   }
   std::unique_ptr<XdsClient> c(new XdsClient(std::move(options), policies));
+  policies.feed_envoy_from_control_plane();
   c->thread_ = std::thread([p = c.get()] { p->run(); });
   return c;
 }

@@ -13,7 +13,9 @@
 // not (xds_config.h, or the store cannot serve it) is NACKed with the
 // reason and the last good set stays. A broken stream is opened again
 // after a backoff (100 ms doubling to 10 s, reset by an answered request);
-// until the first set arrives the server serves what it started with.
+// until the first set arrives the server serves what it started with (with
+// no file domains, ShouldRateLimit answers UNAVAILABLE naming the wait;
+// `Policies::feed_envoy_from_control_plane`).
 //
 //     auto xds = XdsClient::start({.server = "cp:18000", .node_id = "rl-0"},
 //                                 server->policies());

@@ -30,6 +30,7 @@
 #include "absl/strings/match.h"
 #include "config.h"
 #include "envoy/service/discovery/v3/ads.grpc.pb.h"
+#include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "envoy_rls.h"
 #include "gtest/gtest.h"
 #include "ratelimit/config/ratelimit/v3/rls_conf.pb.h"
@@ -38,6 +39,7 @@
 #include "support/eventually.h"
 #include "support/test_certs.h"
 #include "xds_config.h"
+#include "xds_control_plane.h"
 
 namespace throttlekit::server {
 namespace xds_client_test {
@@ -46,100 +48,10 @@ namespace {
 namespace discovery = ::envoy::service::discovery::v3;
 namespace conf = ::ratelimit::config::ratelimit::v3;
 namespace rls = ::envoy::service::ratelimit::v3;
+using testing::ControlPlane;
 using testing::eventually;
-
-// The test's control plane: records every request, writes what `push`
-// queues on the stream open now, and ends that stream on `end_stream`.
-class ControlPlane final
-    : public discovery::AggregatedDiscoveryService::Service {
- public:
-  grpc::Status StreamAggregatedResources(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<discovery::DiscoveryResponse,
-                               discovery::DiscoveryRequest>* stream) override {
-    std::atomic<bool> reading{true};
-    std::thread reader([&] {
-      discovery::DiscoveryRequest r;
-      while (stream->Read(&r)) {
-        std::lock_guard lock(mu_);
-        requests_.push_back(r);
-        cv_.notify_all();
-      }
-      reading = false;
-      cv_.notify_all();
-    });
-    std::unique_lock lock(mu_);
-    ++streams_;
-    end_ = false;
-    while (reading && !end_ && !context->IsCancelled()) {
-      if (!pushes_.empty()) {
-        discovery::DiscoveryResponse r = std::move(pushes_.front());
-        pushes_.pop_front();
-        lock.unlock();
-        stream->Write(r);
-        lock.lock();
-        continue;
-      }
-      cv_.wait_for(lock, std::chrono::milliseconds(10));
-    }
-    lock.unlock();
-    context->TryCancel();
-    reader.join();
-    return grpc::Status::OK;
-  }
-
-  void push(discovery::DiscoveryResponse r) {
-    std::lock_guard lock(mu_);
-    pushes_.push_back(std::move(r));
-    cv_.notify_all();
-  }
-  void end_stream() {
-    std::lock_guard lock(mu_);
-    end_ = true;
-    cv_.notify_all();
-  }
-  // The first request bearing `nonce` (its ACK or NACK), waiting up to 5 s.
-  std::optional<discovery::DiscoveryRequest> answer_to(
-      const std::string& nonce) {
-    std::unique_lock lock(mu_);
-    const auto until =
-        std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (true) {
-      for (const auto& r : requests_) {
-        if (r.response_nonce() == nonce) return r;
-      }
-      if (cv_.wait_until(lock, until) == std::cv_status::timeout) {
-        return std::nullopt;
-      }
-    }
-  }
-  std::vector<discovery::DiscoveryRequest> requests() {
-    std::lock_guard lock(mu_);
-    return requests_;
-  }
-  int streams() {
-    std::lock_guard lock(mu_);
-    return streams_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<discovery::DiscoveryResponse> pushes_;
-  std::vector<discovery::DiscoveryRequest> requests_;
-  int streams_ = 0;
-  bool end_ = false;
-};
-
-// `plane` served on a free loopback port (in `*port`) with `credentials`.
-std::unique_ptr<grpc::Server> serve(
-    ControlPlane& plane,
-    const std::shared_ptr<grpc::ServerCredentials>& credentials, int* port) {
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", credentials, port);
-  builder.RegisterService(&plane);
-  return builder.BuildAndStart();
-}
+using testing::serve;
+using testing::set_of;
 
 // A RateLimitConfig: domain `domain`, descriptor `key` at `requests` a
 // minute (0 with `unknown_unit`: the unit left UNKNOWN).
@@ -165,17 +77,6 @@ conf::RateLimitConfig unlimited_config(const std::string& domain) {
   d->set_key("k");
   d->mutable_rate_limit()->set_unlimited(true);
   return c;
-}
-
-discovery::DiscoveryResponse set_of(
-    const std::string& version, const std::string& nonce,
-    const std::vector<conf::RateLimitConfig>& configs) {
-  discovery::DiscoveryResponse r;
-  r.set_version_info(version);
-  r.set_nonce(nonce);
-  r.set_type_url(kRateLimitConfigTypeUrl);
-  for (const auto& c : configs) r.add_resources()->PackFrom(c);
-  return r;
 }
 
 // What the server's Envoy door answers `domain` {key: value}.
@@ -376,7 +277,7 @@ TEST(XdsClient, SpeaksMutualTlsToTheControlPlane) {
   cp->Shutdown();
 }
 
-TEST(XdsClient, AServerWithoutAFileServesTheFirstSet) {
+TEST(XdsClient, AServerWithoutAFileIsUnavailableUntilTheFirstSet) {
   ControlPlane plane;
   int port = 0;
   std::unique_ptr<grpc::Server> cp =
@@ -386,13 +287,47 @@ TEST(XdsClient, AServerWithoutAFileServesTheFirstSet) {
   std::unique_ptr<Server> server = testing::start_server(ServerConfig{});
   ASSERT_NE(server, nullptr);
   EXPECT_EQ(server->policies().envoy(), nullptr) << "no domains yet";
+  // Over the door, as Envoy asks.
+  auto stub = rls::RateLimitService::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", server->port()),
+                          grpc::InsecureChannelCredentials()));
+  const auto ask = [&](rls::RateLimitResponse* resp) {
+    rls::RateLimitRequest req;
+    req.set_domain("edge");
+    auto* e = req.add_descriptors()->add_entries();
+    e->set_key("user");
+    e->set_value("a");
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(5));
+    return stub->ShouldRateLimit(&ctx, req, resp);
+  };
+  rls::RateLimitResponse resp;
+  const grpc::Status before_client = ask(&resp);
+  EXPECT_EQ(before_client.error_code(), grpc::StatusCode::NOT_FOUND)
+      << "no Envoy door without domains or a control plane";
   auto client = XdsClient::start(
       {.server = absl::StrCat("127.0.0.1:", port), .node_id = "bare"},
       server->policies());
   ASSERT_TRUE(client.ok()) << client.status();
+  const grpc::Status before_set = ask(&resp);
+  EXPECT_EQ(before_set.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << "fed by a control plane that has sent nothing yet";
+  EXPECT_TRUE(absl::StrContains(before_set.error_message(),
+                                "no rate limit configuration loaded yet"))
+      << before_set.error_message();
   plane.push(set_of("1", "b1", {limit_config("edge", "user", 2)}));
   ASSERT_TRUE(plane.answer_to("b1").has_value());
   EXPECT_EQ(admitted_of(*server, "edge", "user", "a", 3), 2);
+  // An empty set is a configuration too: every domain unknown, answered OK
+  // with no limit, as the reference answers a domain it does not have.
+  plane.push(set_of("2", "b2", {}));
+  ASSERT_TRUE(plane.answer_to("b2").has_value());
+  const grpc::Status after_empty = ask(&resp);
+  ASSERT_TRUE(after_empty.ok()) << after_empty.error_message();
+  EXPECT_EQ(resp.overall_code(), rls::RateLimitResponse::OK);
+  ASSERT_EQ(resp.statuses_size(), 1);
+  EXPECT_FALSE(resp.statuses(0).has_current_limit());
   client->reset();
   server->shutdown();
   cp->Shutdown();

@@ -2,7 +2,8 @@
 //
 // Runs a program as a child process the way a user would, for the tests of
 // the binaries (throttlekit-server, the HTTP middleware example):
-// `spawn(binary, args)` starts it with its stdout and stderr on pipes;
+// `spawn(binary, args[, env])` starts it with its stdout and stderr on
+// pipes;
 // `read_line`, `read_all` read them; `port_after(line, marker)` takes the
 // port a banner names; `exit_status` waits for it (128 + signal when a
 // signal ended it); `temp_file` writes a configuration for it (removed when
@@ -35,7 +36,9 @@ struct Child {
   int err = -1;  // its stderr
 };
 
-inline Child spawn(const std::string& binary, std::vector<std::string> args) {
+// `env` ("NAME=value" each) replaces the test's environment when given.
+inline Child spawn(const std::string& binary, std::vector<std::string> args,
+                   const std::vector<std::string>* env = nullptr) {
   int out[2], err[2];
   EXPECT_EQ(pipe(out), 0);
   EXPECT_EQ(pipe(err), 0);
@@ -49,9 +52,17 @@ inline Child spawn(const std::string& binary, std::vector<std::string> args) {
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  std::vector<std::string> env_copy;
+  std::vector<char*> envp;
+  if (env != nullptr) {
+    env_copy = *env;
+    for (std::string& e : env_copy) envp.push_back(e.data());
+    envp.push_back(nullptr);
+  }
   Child c;
-  EXPECT_EQ(
-      posix_spawn(&c.pid, argv[0], &actions, nullptr, argv.data(), environ), 0);
+  EXPECT_EQ(posix_spawn(&c.pid, argv[0], &actions, nullptr, argv.data(),
+                        env != nullptr ? envp.data() : environ),
+            0);
   posix_spawn_file_actions_destroy(&actions);
   close(out[1]);
   close(err[1]);
