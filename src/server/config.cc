@@ -576,7 +576,8 @@ absl::StatusOr<ServerConfig> parse_document(const YAML::Node& doc,
   }
   const YAML::Node limiters = top->get("limiters");
   if (!limiters.IsDefined()) {
-    if (!config.envoy.domains.empty() || !config.rlqs.domains.empty()) {
+    if (!config.envoy.domains.empty() || config.envoy.without_domains ||
+        !config.rlqs.domains.empty()) {
       if (absl::Status s = top->unknown(); !s.ok()) return s;
       return config;
     }

@@ -18,7 +18,8 @@
 namespace throttlekit::server {
 
 absl::StatusOr<std::unique_ptr<ConfigWatcher>> ConfigWatcher::start(
-    std::string path, Policies& policies, Options options, QuotaDoor* quota) {
+    std::string path, Policies& policies, Options options, QuotaDoor* quota,
+    ForwardAuthRoutes* routes) {
   if (options.interval_ms < 1 || options.interval_ms > 86'400'000) {
     return absl::InvalidArgumentError(absl::StrCat(
         "config_watcher.interval_ms must be in [1, 86400000]; got ",
@@ -29,7 +30,7 @@ absl::StatusOr<std::unique_ptr<ConfigWatcher>> ConfigWatcher::start(
         absl::StrCat("config_watcher: cannot read ", path));
   }
   std::unique_ptr<ConfigWatcher> w(
-      new ConfigWatcher(std::move(path), policies, options, quota));
+      new ConfigWatcher(std::move(path), policies, options, quota, routes));
   {
     MutexLock lock(w->poll_mu_);
     w->files_ = policies.config().envoy.files;
@@ -40,11 +41,13 @@ absl::StatusOr<std::unique_ptr<ConfigWatcher>> ConfigWatcher::start(
 }
 
 ConfigWatcher::ConfigWatcher(std::string path, Policies& policies,
-                             Options options, QuotaDoor* quota)
+                             Options options, QuotaDoor* quota,
+                             ForwardAuthRoutes* routes)
     : path_(std::move(path)),
       policies_(policies),
       options_(options),
-      quota_(quota) {}
+      quota_(quota),
+      routes_(routes) {}
 
 ConfigWatcher::~ConfigWatcher() {
   {
@@ -94,9 +97,17 @@ absl::StatusOr<bool> ConfigWatcher::poll() {
       return named(s);
     }
   }
+  if (routes_ != nullptr) {
+    if (absl::Status s = ForwardAuthRoutes::check(config->forward_auth);
+        !s.ok()) {
+      policies_.count_envoy_reload_error();
+      return named(s);
+    }
+  }
   if (absl::Status s = policies_.reload_envoy(config->envoy); !s.ok()) {
     return named(s);
   }
+  if (routes_ != nullptr) routes_->reload(std::move(config->forward_auth));
   if (quota_ != nullptr) {
     if (absl::Status s = quota_->reload(std::move(config->rlqs)); !s.ok()) {
       return named(s);
@@ -122,8 +133,9 @@ void ConfigWatcher::run() {
       const std::shared_ptr<EnvoyLimits> envoy = policies_.envoy();
       std::fprintf(stderr,
                    "throttlekit-server: reloaded %s: %zu Envoy domain(s) and "
-                   "%zu rlqs domain(s) in force (only the envoy and rlqs "
-                   "blocks reload; other changes take effect at a restart)\n",
+                   "%zu rlqs domain(s) in force (only the envoy, rlqs and "
+                   "forwardAuth blocks reload; other changes take effect at "
+                   "a restart)\n",
                    path_.c_str(),
                    envoy == nullptr ? size_t{0} : envoy->domains(),
                    quota_ == nullptr ? size_t{0} : quota_->domains());

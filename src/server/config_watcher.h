@@ -5,7 +5,8 @@
 // change, and applies the new `envoy:` block to the running server
 // (`Policies::reload_envoy`, docs/envoy.md, "Reloading") and, given the
 // quota door, the new `rlqs:` block (`QuotaDoor::reload`, docs/rlqs.md,
-// "Reloading"):
+// "Reloading") and, given the forward-auth door's routes, the new
+// `forwardAuth:` routes (docs/gateways.md):
 //
 //     auto watcher = ConfigWatcher::start("server.yaml", server->policies(),
 //                                         {.interval_ms = 1000},
@@ -17,8 +18,9 @@
 // store cannot serve, is refused: the domains in force stay, the error is
 // written to stderr and counted (`throttlekit_envoy_reloads_total`), and
 // the watcher tries again at the next change. A change the quota door
-// cannot take (`QuotaDoor::check_reload`) refuses the whole document before
-// anything is applied. Only the `envoy:` and `rlqs:` blocks are applied; a
+// cannot take (`QuotaDoor::check_reload`), or routes the open forward-auth
+// door cannot take (none), refuses the whole document before anything is
+// applied. Only the `envoy:`, `rlqs:` and `forwardAuth:` blocks are applied; a
 // change to the server's own policies waits for a restart (the watcher
 // says so on stderr).
 //
@@ -37,6 +39,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "forward_auth_routes.h"
 #include "policies.h"
 #include "quota_door.h"
 #include "throttlekit/core/mutex.h"
@@ -54,11 +57,12 @@ class ConfigWatcher {
 
   // Starts watching `path` (the file `policies` was loaded from) as it is
   // now; `quota` (null: the `rlqs:` block is not reloaded) is the server's
-  // quota door, which must outlive the watcher. kInvalidArgument for an
+  // quota door, and `routes` (null: not reloaded) the forward-auth door's
+  // routes, each of which must outlive the watcher. kInvalidArgument for an
   // interval out of range; kNotFound when `path` cannot be read.
   static absl::StatusOr<std::unique_ptr<ConfigWatcher>> start(
       std::string path, Policies& policies, Options options,
-      QuotaDoor* quota = nullptr);
+      QuotaDoor* quota = nullptr, ForwardAuthRoutes* routes = nullptr);
 
   ~ConfigWatcher();
   ConfigWatcher(const ConfigWatcher&) = delete;
@@ -73,7 +77,7 @@ class ConfigWatcher {
 
  private:
   ConfigWatcher(std::string path, Policies& policies, Options options,
-                QuotaDoor* quota);
+                QuotaDoor* quota, ForwardAuthRoutes* routes);
   // The contents of the configuration and of `files_`, in order.
   std::string read_all() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(poll_mu_);
   void run();
@@ -82,6 +86,7 @@ class ConfigWatcher {
   Policies& policies_;
   const Options options_;
   QuotaDoor* const quota_;
+  ForwardAuthRoutes* const routes_;
 
   Mutex poll_mu_;  // one poll at a time
   // The Envoy files the configuration in force names.

@@ -550,7 +550,14 @@ absl::StatusOr<EnvoyConfig> envoy_block(const YAML::Node& n,
   }
   if (absl::Status s = m->unknown(); !s.ok()) return s;
   if (config.domains.empty()) {
-    return errors.at(path, "needs at least one domain (domains or files)");
+    // An explicit `domains: []` says the domains come from elsewhere.
+    const YAML::Node ds = m->get("domains");
+    if (!ds.IsDefined() || !ds.IsSequence() || m->get("files").IsDefined()) {
+      return errors.at(path,
+                       "needs at least one domain (domains or files; "
+                       "`domains: []` when a control plane sends them)");
+    }
+    config.without_domains = true;
   }
   return config;
 }

@@ -167,6 +167,11 @@ struct EnvoyConfig {
   FailPolicy fail_policy;
   // The files `files:` named, as read (for a watcher to reread on change).
   std::vector<std::string> files;
+  // The block stands with no domains: it wrote `domains: []` (and no
+  // files), for a server whose domains all come from a control plane
+  // (docs/gateways.md). The Envoy door is then on with every domain
+  // unknown until a set arrives.
+  bool without_domains = false;
 };
 
 // Parses one document in the reference service's format (a `domain` and

@@ -18,7 +18,8 @@
 namespace throttlekit::server {
 
 struct ForwardAuthDoor::Impl {
-  ForwardAuthConfig config;
+  explicit Impl(ForwardAuthConfig config) : routes(std::move(config)) {}
+  ForwardAuthRoutes routes;
   httplib::Server http;
   int port = 0;
   std::thread thread;
@@ -83,8 +84,7 @@ absl::StatusOr<std::unique_ptr<ForwardAuthDoor>> ForwardAuthDoor::start(
     return absl::InvalidArgumentError(
         "the forward-auth door needs routes (a `forwardAuth:` block)");
   }
-  auto impl = std::make_unique<Impl>();
-  impl->config = std::move(config);
+  auto impl = std::make_unique<Impl>(std::move(config));
   // Proxies keep a few connections open and send every request over them:
   // a thread per kept connection (httplib serves one connection on a
   // thread until it closes), and no cap on the requests one carries.
@@ -99,7 +99,8 @@ absl::StatusOr<std::unique_ptr<ForwardAuthDoor>> ForwardAuthDoor::start(
   Impl* raw = impl.get();
   const auto handler = [raw, &server](const httplib::Request& req,
                                       httplib::Response& res) {
-    const ForwardAuthAnswer a = decide(raw->config, server, req);
+    const std::shared_ptr<const ForwardAuthConfig> routes = raw->routes.get();
+    const ForwardAuthAnswer a = decide(*routes, server, req);
     res.status = a.status;
     for (const auto& [name, value] : a.headers) res.set_header(name, value);
     res.set_content(a.body, "text/plain");
@@ -132,5 +133,7 @@ ForwardAuthDoor::~ForwardAuthDoor() {
 }
 
 int ForwardAuthDoor::port() const { return impl_->port; }
+
+ForwardAuthRoutes& ForwardAuthDoor::routes() { return impl_->routes; }
 
 }  // namespace throttlekit::server

@@ -6,7 +6,8 @@
 // method, from the request's headers: the Envoy door's decision
 // (`EnvoyLimits::should_rate_limit`, the same domains and engines as
 // `ShouldRateLimit`) turned into 200 or a refusal with its rate-limit
-// fields (forward_auth.h). A path no route names is 404.
+// fields (forward_auth.h). A path no route names is 404. The routes reload
+// with the configuration (`routes()`, forward_auth_routes.h).
 //
 //     auto door = ForwardAuthDoor::start("0.0.0.0", 9090, *server,
 //                                        config.forward_auth);
@@ -22,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "forward_auth_config.h"
+#include "forward_auth_routes.h"
 #include "server.h"
 
 namespace throttlekit::server {
@@ -40,6 +42,8 @@ class ForwardAuthDoor {
   ForwardAuthDoor& operator=(const ForwardAuthDoor&) = delete;
 
   int port() const;
+  // The routes in force, for a watcher to reload (config_watcher.h).
+  ForwardAuthRoutes& routes();
 
  private:
   struct Impl;

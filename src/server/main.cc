@@ -664,8 +664,7 @@ int main(int argc, char** argv) {
         ready.health_host.c_str(), health->port());
     std::fflush(stdout);
   }
-  // The routes are the configuration's at start (a reload changes the
-  // Envoy domains they count in, not the routes).
+  // The routes reload with the configuration (the watcher below).
   std::unique_ptr<throttlekit::server::ForwardAuthDoor> forward_auth;
   if (ready.forward_auth_port >= 0) {
     auto door = throttlekit::server::ForwardAuthDoor::start(
@@ -710,11 +709,16 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
 
+  throttlekit::server::ForwardAuthRoutes* forward_auth_routes = nullptr;
+#ifdef THROTTLEKIT_SERVER_HTTP
+  if (forward_auth != nullptr) forward_auth_routes = &forward_auth->routes();
+#endif
   std::unique_ptr<throttlekit::server::ConfigWatcher> watcher;
   if (args.reload_interval_ms > 0 && xds == nullptr) {
     auto w = throttlekit::server::ConfigWatcher::start(
         args.config, (*server)->policies(),
-        {.interval_ms = args.reload_interval_ms}, &(*server)->quota_door());
+        {.interval_ms = args.reload_interval_ms}, &(*server)->quota_door(),
+        forward_auth_routes);
     if (!w.ok()) {
       std::fprintf(stderr, "throttlekit-server: %s\n",
                    std::string(w.status().message()).c_str());

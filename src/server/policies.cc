@@ -354,7 +354,7 @@ absl::StatusOr<std::unique_ptr<Policies>> Policies::create(
     out->order_.push_back(p.get());
     out->by_name_.emplace(spec.name, std::move(p));
   }
-  if (!config.envoy.domains.empty()) {
+  if (!config.envoy.domains.empty() || config.envoy.without_domains) {
     auto envoy = EnvoyLimits::create(config.envoy,
                                      {.max_key_bytes = config.max_key_bytes,
                                       .max_descriptors = config.max_batch},
@@ -371,7 +371,8 @@ absl::Status Policies::reload_envoy(const EnvoyConfig& config) {
   MutexLock lock(reload_mu_);
   const std::shared_ptr<EnvoyLimits> current = envoy();
   std::shared_ptr<EnvoyLimits> next;
-  if (!config.domains.empty() || envoy_fed_.load(std::memory_order_acquire)) {
+  if (!config.domains.empty() || config.without_domains ||
+      envoy_fed_.load(std::memory_order_acquire)) {
     auto made = EnvoyLimits::create(config,
                                     {.max_key_bytes = config_.max_key_bytes,
                                      .max_descriptors = config_.max_batch},

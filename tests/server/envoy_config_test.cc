@@ -287,8 +287,9 @@ TEST(EnvoyConfig, RefusesEachBadDocument) {
       {"version: 1",
        "(document): missing `limiters` (or an `envoy` or `rlqs` block)"},
       {"version: 1\nenvoy: {}",
-       "envoy: needs at least one domain (domains or files)"},
-      {"version: 1\nenvoy: {domains: []}", "envoy: needs at least one domain"},
+       "envoy: needs at least one domain (domains or files;"},
+      {"version: 1\nenvoy: {domains: [], files: []}",
+       "envoy: needs at least one domain"},
       {"version: 1\nenvoy: {domains: {}}",
        "envoy.domains: must be a list of domains"},
       {"version: 1\nenvoy: {headers: loud, domains: [{domain: d}]}",
@@ -456,6 +457,22 @@ TEST(EnvoyConfig, RefusesEachBadDocument) {
         testing::expect_config_error(c.yaml, "server.yaml", c.expect);
     EXPECT_TRUE(has(e, "server.yaml: ")) << e;
   }
+}
+
+TEST(EnvoyConfig, AnExplicitEmptyDomainListStandsForAControlPlanesSets) {
+  absl::StatusOr<ServerConfig> config = parse_config(
+      "version: 1\nenvoy: {domains: [], headers: draft06, unknownDomain: "
+      "notFound}\n",
+      "server.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->envoy.without_domains);
+  EXPECT_TRUE(config->envoy.domains.empty());
+  EXPECT_EQ(config->envoy.headers, RateLimitStyle::kDraft06);
+  EXPECT_EQ(config->envoy.unknown_domain, EnvoyUnknownDomain::kNotFound);
+  config = parse_config("version: 1\nenvoy: {domains: [{domain: d}]}\n",
+                        "server.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_FALSE(config->envoy.without_domains);
 }
 
 TEST(EnvoyConfig, FileErrorsNameTheFile) {

@@ -5,18 +5,24 @@
 // window the first 5 are 200 with the fields and the rest 429 (403 on the
 // nginx route) with Retry-After; other addresses count apart; every method
 // is answered; a missing header is 400 and counts nothing; an unknown path
-// is 404; a door without routes is refused.
+// is 404; the routes reload with the file (a document without them is
+// refused); a door without routes is refused.
 
 #include "forward_auth_door.h"
 
+#include <stdlib.h>
+
 #include <chrono>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "config.h"
+#include "config_watcher.h"
 #include "forward_auth_served.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
@@ -133,6 +139,54 @@ TEST_F(ForwardAuthDoorTest, BadRequestsCountNothing) {
   r = get("/caddy", "192.0.2.3");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->get_header_value("RateLimit-Remaining"), "4");
+}
+
+TEST(ForwardAuthDoor, TheRoutesReloadWithTheConfiguration) {
+  char dir_template[] = "/tmp/throttlekit-fa.XXXXXX";
+  const std::string path = std::string(mkdtemp(dir_template)) + "/s.yaml";
+  const auto write = [&](const std::string& route) {
+    std::string text = absl::StrCat(
+        "version: 1\nenvoy: {domains: [{domain: edge, descriptors: [{key: "
+        "k, rate_limit: {unit: minute, requests_per_unit: 100}}]}]}\n");
+    if (!route.empty()) {
+      absl::StrAppend(&text, "forwardAuth: {routes: [{path: ", route,
+                      ", domain: edge, descriptors: [[{key: k, value: "
+                      "v}]]}]}\n");
+    }
+    std::ofstream(path) << text;
+  };
+  write("/caddy");
+  absl::StatusOr<ServerConfig> config = load_config(path);
+  ASSERT_TRUE(config.ok()) << config.status();
+  testing::ServedDoor served;
+  ASSERT_TRUE(served.start(*config));
+  auto watcher = ConfigWatcher::start(path, served.server->policies(),
+                                      {.background = false}, nullptr,
+                                      &served.door->routes());
+  ASSERT_TRUE(watcher.ok()) << watcher.status();
+  httplib::Client client("127.0.0.1", served.door->port());
+  const auto status_of = [&](const std::string& p) {
+    httplib::Result r = client.Get(p);
+    return r ? r->status : -1;
+  };
+  EXPECT_EQ(status_of("/caddy"), 200);
+  EXPECT_EQ(status_of("/traefik"), 404);
+
+  write("/traefik");
+  absl::StatusOr<bool> applied = (*watcher)->poll();
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  EXPECT_TRUE(*applied);
+  EXPECT_EQ(status_of("/caddy"), 404);
+  EXPECT_EQ(status_of("/traefik"), 200);
+
+  // Without routes the open door cannot serve: refused whole, the routes
+  // in force stay.
+  write("");
+  applied = (*watcher)->poll();
+  ASSERT_FALSE(applied.ok());
+  EXPECT_TRUE(absl::StrContains(applied.status().message(), "forwardAuth"))
+      << applied.status();
+  EXPECT_EQ(status_of("/traefik"), 200);
 }
 
 TEST(ForwardAuthDoor, ADoorWithoutRoutesIsRefused) {

@@ -79,18 +79,25 @@ conf::RateLimitConfig unlimited_config(const std::string& domain) {
   return c;
 }
 
-// What the server's Envoy door answers `domain` {key: value}.
-rls::RateLimitResponse::Code decide(Server& server, const std::string& domain,
-                                    const std::string& key,
-                                    const std::string& value) {
+// A request for `domain` {key: value}.
+rls::RateLimitRequest request_of(const std::string& domain,
+                                 const std::string& key,
+                                 const std::string& value) {
   rls::RateLimitRequest req;
   req.set_domain(domain);
   auto* e = req.add_descriptors()->add_entries();
   e->set_key(key);
   e->set_value(value);
+  return req;
+}
+
+// What the server's Envoy door answers `domain` {key: value}.
+rls::RateLimitResponse::Code decide(Server& server, const std::string& domain,
+                                    const std::string& key,
+                                    const std::string& value) {
   rls::RateLimitResponse resp;
-  const absl::Status s =
-      server.policies().envoy()->should_rate_limit(req, &resp);
+  const absl::Status s = server.policies().envoy()->should_rate_limit(
+      request_of(domain, key, value), &resp);
   EXPECT_TRUE(s.ok()) << s;
   return resp.overall_code();
 }
@@ -292,15 +299,10 @@ TEST(XdsClient, AServerWithoutAFileIsUnavailableUntilTheFirstSet) {
       grpc::CreateChannel(absl::StrCat("127.0.0.1:", server->port()),
                           grpc::InsecureChannelCredentials()));
   const auto ask = [&](rls::RateLimitResponse* resp) {
-    rls::RateLimitRequest req;
-    req.set_domain("edge");
-    auto* e = req.add_descriptors()->add_entries();
-    e->set_key("user");
-    e->set_value("a");
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() +
                      std::chrono::seconds(5));
-    return stub->ShouldRateLimit(&ctx, req, resp);
+    return stub->ShouldRateLimit(&ctx, request_of("edge", "user", "a"), resp);
   };
   rls::RateLimitResponse resp;
   const grpc::Status before_client = ask(&resp);
@@ -328,6 +330,42 @@ TEST(XdsClient, AServerWithoutAFileIsUnavailableUntilTheFirstSet) {
   EXPECT_EQ(resp.overall_code(), rls::RateLimitResponse::OK);
   ASSERT_EQ(resp.statuses_size(), 1);
   EXPECT_FALSE(resp.statuses(0).has_current_limit());
+  client->reset();
+  server->shutdown();
+  cp->Shutdown();
+}
+
+TEST(XdsClient, AnEnvoyBlockWithoutDomainsSetsWhatThePushedDomainsAnswer) {
+  ControlPlane plane;
+  int port = 0;
+  std::unique_ptr<grpc::Server> cp =
+      serve(plane, grpc::InsecureServerCredentials(), &port);
+  ASSERT_NE(cp, nullptr);
+  absl::StatusOr<ServerConfig> config = parse_config(
+      "version: 1\nenvoy: {domains: [], headers: draft06}\n", "x.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  std::unique_ptr<Server> server = testing::start_server(*config);
+  ASSERT_NE(server, nullptr);
+  // The door is on from the start, every domain unknown.
+  ASSERT_NE(server->policies().envoy(), nullptr);
+  EXPECT_EQ(decide(*server, "edge", "user", "a"), rls::RateLimitResponse::OK);
+  auto client = XdsClient::start(
+      {.server = absl::StrCat("127.0.0.1:", port), .node_id = "headers"},
+      server->policies());
+  ASSERT_TRUE(client.ok()) << client.status();
+  plane.push(set_of("1", "h1", {limit_config("edge", "user", 2)}));
+  ASSERT_TRUE(plane.answer_to("h1").has_value());
+  rls::RateLimitResponse resp;
+  ASSERT_TRUE(server->policies()
+                  .envoy()
+                  ->should_rate_limit(request_of("edge", "user", "b"), &resp)
+                  .ok());
+  EXPECT_EQ(resp.overall_code(), rls::RateLimitResponse::OK);
+  std::string limit_header;
+  for (const auto& h : resp.response_headers_to_add()) {
+    if (h.key() == "RateLimit-Limit") limit_header = h.value();
+  }
+  EXPECT_EQ(limit_header, "2") << "the block's headers on a pushed domain";
   client->reset();
   server->shutdown();
   cp->Shutdown();
