@@ -199,8 +199,11 @@ void Server::assign(int b, int64_t now, Pushes& out) {
   bd.waiting = !share.has_value();
   if (bd.waiting) return;
   SimResult::Rlqs& tally = host_.result().rlqs;
-  if (*share == 0 && bd.lease.share > 0) ++tally.fenced_assigns;
-  absl::StatusOr<std::vector<QuotaSend>> sends = bd.budget.assign(*share, now);
+  // The door's: a fenced share holds the clients (QuotaBudget::hold).
+  const bool fenced = config_.self_fencing && bd.lease.fenced(now);
+  if (fenced) ++tally.fenced_assigns;
+  absl::StatusOr<std::vector<QuotaSend>> sends =
+      fenced ? bd.budget.hold(now) : bd.budget.assign(*share, now);
   if (!sends.ok()) fail_setup(sends.status());
   for (const QuotaSend& send : *sends) {
     const auto it = bd.targets.find(send.client_id);

@@ -25,8 +25,8 @@
 (* j), j < Span = Ttl + Slack, retired and forgotten ones summed in        *)
 (* dead[s]. The fleet (Servers = 2, the design being built): each          *)
 (* server's share is its grant from the heartbeat coordinator in handoff   *)
-(* mode (heartbeat_core.h); it self-fences; a crash restarts it under a    *)
-(* new node id.                                                            *)
+(* mode (heartbeat_core.h); it self-fences, holding its clients while    *)
+(* fenced (QuotaBudget::hold); a crash restarts it under a new node id.    *)
 (*                                                                          *)
 (* Invariants: Bound (the admissions in every window of I <= Window ticks  *)
 (* are at most R*I/F + R + R*(floor(I/L) + 1), L = Span), Installed (the   *)
@@ -108,21 +108,38 @@ Retire(b, c) ==         \* its records go on counting; c starts afresh
   [b EXCEPT !.dead = Plus(@, b.own[c]), !.own[c] = Zero, !.last[c] = NoLast]
 Held(b, c) == IF b.last[c].on THEN b.last[c].T + 1 ELSE 0
 
-AssignBudget(s, share, tg, order) ==
+\* Server s's budget at the start of a call, its lapsed assignments
+\* retired: an assignment whose refresh could arrive after the Envoy's
+\* copy ran out (sent more than Ttl - Slack ago) may have lapsed, and so
+\* has one whose record expired (at Slack 0, age = Ttl).
+Lapsed(s) ==
   LET Active(c) == st[c] = s
       b0 == [own |-> [c \in C |-> own[s, c]], dead |-> dead[s],
              last |-> [c \in C |-> last[s, c]], out |-> [c \in C |-> <<>>],
              sent |-> [c \in C |-> FALSE], total |-> 0]
-      \* An assignment whose refresh could arrive after the Envoy's copy
-      \* ran out (sent more than Ttl - Slack ago) may have lapsed, and so
-      \* has one whose record expired (at Slack 0, age = Ttl).
       Lapse(b, c) ==
         IF Active(c) /\ b.last[c].on
            /\ (b.last[c].age > Ttl - Slack \/ b.last[c].age >= Ttl + Slack)
         THEN IF b.last[c].T > 0 THEN Retire(b, c)
              ELSE [b EXCEPT !.last[c] = NoLast]
         ELSE b
-      b1 == Fold(Lapse, b0, Ids)
+  IN Fold(Lapse, b0, Ids)
+
+\* QuotaBudget::hold(now) of server s, whose share is fenced: what is in
+\* force stays, nothing is raised or refreshed, and a client due for its
+\* refresh (or holding nothing) is sent DENY_ALL, retired first.
+HoldBudget(s) ==
+  LET Active(c) == st[c] = s
+      Deny(b, c) ==
+        IF Active(c) /\ (~b.last[c].on \/ 2 * b.last[c].age >= Ttl)
+        THEN Send(IF b.last[c].on /\ b.last[c].T > 0 THEN Retire(b, c) ELSE b,
+                  c, 0)
+        ELSE b
+  IN Fold(Deny, Lapsed(s), Ids)
+
+AssignBudget(s, share, tg, order) ==
+  LET Active(c) == st[c] = s
+      b1 == Lapsed(s)
       b1t == [b1 EXCEPT !.total = b1.dead[0]
                                   + SumOver([c \in C |-> b1.own[c][0]], C)]
       \* Lowerings: sent at once; to DENY_ALL, retired first.
@@ -162,18 +179,27 @@ Push(queue, ts) == IF ts = <<>> THEN queue
 \* Slack is within its lease (self-fencing), 0 otherwise.
 Share(s) == IF Servers = 1 THEN Limit
             ELSE IF ls[s] >= Span THEN sh[s] ELSE 0
+\* Fenced: the share reads 0 though the share applied is higher.
+Fenced(s) == Servers > 1 /\ sh[s] > 0 /\ Share(s) = 0
+
+\* Server s's budget becomes b, and what b sends is pushed.
+Apply(s, b) ==
+  /\ own' = [p \in S \X C |-> IF p[1] = s THEN b.own[p[2]] ELSE own[p]]
+  /\ dead' = [dead EXCEPT ![s] = b.dead]
+  /\ last' = [p \in S \X C |-> IF p[1] = s THEN b.last[p[2]] ELSE last[p]]
+  /\ q' = [c \in C |-> IF st[c] = s THEN Push(q[c], b.out[c]) ELSE q[c]]
 
 Assign(s, tg, order) ==
+  /\ ~Fenced(s)
   /\ \A c \in C : st[c] # s => tg[c] = 0
   /\ SumOver(tg, C) <= Share(s)
   /\ LET r == AssignBudget(s, Share(s), tg, order)
-         b == r.result
-     IN /\ r.sorted
-        /\ own' = [p \in S \X C |-> IF p[1] = s THEN b.own[p[2]] ELSE own[p]]
-        /\ dead' = [dead EXCEPT ![s] = b.dead]
-        /\ last' = [p \in S \X C |-> IF p[1] = s THEN b.last[p[2]]
-                                     ELSE last[p]]
-        /\ q' = [c \in C |-> IF st[c] = s THEN Push(q[c], b.out[c]) ELSE q[c]]
+     IN r.sorted /\ Apply(s, r.result)
+  /\ UNCHANGED <<inst, st, sh, ls, up, row, ghost, gdead, win>>
+
+Hold(s) ==
+  /\ Fenced(s)
+  /\ Apply(s, HoldBudget(s))
   /\ UNCHANGED <<inst, st, sh, ls, up, row, ghost, gdead, win>>
 
 (***************************************************************************)
@@ -331,6 +357,7 @@ Orders == {o \in [1..Clients -> C] : \A c \in C : \E i \in 1..Clients :
 Next ==
   \/ Tick \/ TickStart
   \/ \E s \in S, tg \in [C -> 0..Limit], o \in Orders : Assign(s, tg, o)
+  \/ \E s \in S : Hold(s)
   \/ \E c \in C : Admit(c) \/ Deliver(c) \/ Lose(c) \/ Break(c)
   \/ \E c \in C, s \in S : Connect(c, s)
   \/ \E s \in S, t \in 0..Limit, lost \in BOOLEAN : Beat(s, t, lost)

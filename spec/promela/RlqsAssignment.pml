@@ -73,8 +73,9 @@
  * max_unacked, inflight). The lease runs LEASE ticks from the beat's
  * sending, on the server and the coordinator alike (one clock: no margin
  * needed). Self-fencing: a server assigns with its applied share only
- * while now + TTL + SLACK <= its lease's end, and with share 0 otherwise
- * (it only lowers, to DENY_ALL). Crash: the server restarts at once under
+ * while now + TTL + SLACK <= its lease's end; past that it holds
+ * (QuotaBudget::hold: what is in force stays, and each client due for its
+ * refresh is lowered to DENY_ALL). Crash: the server restarts at once under
  * a new node id (a new incarnation: an empty budget, no row, no lease);
  * its old row is another node's and stays reserved until its lease lapses
  * (g*), its streams break (their Envoys keep what they installed), and
@@ -571,10 +572,8 @@ inline raise_one(s, c) {
   fi
 }
 
-/* QuotaBudget::assign(share, now) with the targets tg[] (chosen by the
- * caller, sum <= share) and the tie order `ord`. */
-inline assign(s) {
-  /* Lapsed assignments: a token bucket's records are retired. */
+/* Lapsed assignments: a token bucket's records are retired. */
+inline lapse(s) {
   for (c1 : 0 .. CLIENTS - 1) {
     if
     :: st[c1] == s + 1 && LON(s, c1) && LAPSED_NOW(s, c1) ->
@@ -584,7 +583,33 @@ inline assign(s) {
        fi
     :: else -> skip
     fi
+  }
+}
+
+/* QuotaBudget::hold(now): server s's share is fenced. What is in force
+ * stays, nothing is raised or refreshed, and a client due for its refresh
+ * (or holding nothing) is sent DENY_ALL, retired first. */
+inline hold(s) {
+  lapse(s);
+  for (c1 : 0 .. CLIENTS - 1) {
+    if
+    :: st[c1] == s + 1 && (!LON(s, c1) || 2 * LAGE(s, c1) >= TTL) ->
+       if
+       :: LON(s, c1) && LT(s, c1) > 0 -> retire(s, c1)
+       :: else -> skip
+       fi;
+       val = 0;
+       send(s, c1, val)
+    :: else -> skip
+    fi
   };
+  check_committed()
+}
+
+/* QuotaBudget::assign(share, now) with the targets tg[] (chosen by the
+ * caller, sum <= share) and the tie order `ord`. */
+inline assign(s) {
+  lapse(s);
   total = DEADP(s, 0);
   for (c1 : 0 .. CLIENTS - 1) { total = total + OWN(s, c1, 0); snt[c1] = 0 };
   /* Lowerings: sent at once; to DENY_ALL, retired first. */
@@ -634,6 +659,13 @@ inline assign(s) {
 #else
 #define SHARE(s) (ls[s] >= SPAN -> sh[s] : 0)
 #endif
+/* Fenced: the share reads 0 though the share applied is higher; the
+ * server then holds (QuotaBudget::hold). */
+#if SERVERS == 1
+#define FENCED(s) 0
+#else
+#define FENCED(s) (sh[s] > 0 && SHARE(s) == 0)
+#endif
 
 /* One assign call of server s: its targets tg[] (any split of the share
  * among its clients) and, when two clients hold the same, the tie order
@@ -658,7 +690,10 @@ inline assign(s) {
        PICK_SECOND(s) \
        d_step { \
          share = SHARE(s); \
-         assign(s); \
+         if \
+         :: FENCED(s) -> hold(s) \
+         :: else -> assign(s) \
+         fi; \
          printf("Assign(%d, targets", s); \
          for (c2 : 0 .. CLIENTS - 1) { printf(" %d", tg[c2]) }; \
          printf("):"); canon(); print_state(); \

@@ -34,11 +34,11 @@ std::atomic<int64_t> incarnations{0};
 class HeartbeatShare::Slot final : public BudgetShare {
  public:
   Slot(QuotaBudgetRef ref, std::string key, HeartbeatOptions options,
-       int64_t margin_ms, std::atomic<int64_t>* fenced)
+       int64_t margin_ms, std::atomic<int64_t>* fenced_reads)
       : ref(std::move(ref)),
         key(std::move(key)),
         options(options),
-        fenced(fenced) {
+        fenced_reads(fenced_reads) {
     lease.commit_ms = this->ref.commit_ms;
     lease.lease_ttl_ms = options.lease_ttl_ms;
     lease.margin_ms = margin_ms;
@@ -47,8 +47,8 @@ class HeartbeatShare::Slot final : public BudgetShare {
   std::optional<int64_t> at(int64_t now_ms, int64_t limit) override {
     MutexLock lock(mu);
     served = lease.at(now_ms);
-    if (served == 0 && lease.share > 0) {
-      fenced->fetch_add(1, std::memory_order_relaxed);
+    if (lease.fenced(now_ms)) {
+      fenced_reads->fetch_add(1, std::memory_order_relaxed);
     }
     // A limit lowered by a reload binds at once; the store's step learns it
     // at the next beat.
@@ -56,10 +56,15 @@ class HeartbeatShare::Slot final : public BudgetShare {
     return served;
   }
 
+  bool fenced(int64_t now_ms) override {
+    MutexLock lock(mu);
+    return lease.fenced(now_ms);
+  }
+
   const QuotaBudgetRef ref;
   const std::string key;
   const HeartbeatOptions options;
-  std::atomic<int64_t>* const fenced;  // the source's counter
+  std::atomic<int64_t>* const fenced_reads;  // the source's counter
 
   Mutex mu;
   ShareLease lease ABSL_GUARDED_BY(mu);

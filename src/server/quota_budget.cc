@@ -157,12 +157,7 @@ QuotaSend QuotaBudget::send(const std::string& id, Client& c, int64_t tokens,
                                   .ttl_s = options_.ttl_s}};
 }
 
-absl::StatusOr<std::vector<QuotaSend>> QuotaBudget::assign(int64_t share,
-                                                           int64_t now_ms) {
-  if (share < 0 || share > kMaxShare) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "QuotaBudget::assign: share must be in [0, 2^32-1]; got ", share));
-  }
+void QuotaBudget::expire(int64_t now_ms) {
   // What has expired goes; a forgotten client goes with its last record.
   for (auto it = clients_.begin(); it != clients_.end();) {
     it->second.records.drop_expired(now_ms);
@@ -187,6 +182,80 @@ absl::StatusOr<std::vector<QuotaSend>> QuotaBudget::assign(int64_t share,
       }
     }
   }
+}
+
+void QuotaBudget::schedule() {
+  // Due next: the earliest refresh and, for a capped raise, the earliest
+  // expiry that lowers a commitment.
+  next_due_ms_ = std::numeric_limits<int64_t>::max();
+  bool any_active = false;
+  bool any_capped = false;
+  for (const auto& [id, c] : clients_) {
+    if (!c.active) continue;
+    any_active = true;
+    if (c.last.has_value()) {
+      next_due_ms_ = std::min(next_due_ms_, c.last->sent_ms + ttl_ms() / 2);
+    }
+    any_capped = any_capped || c.capped;
+  }
+  if (!any_active) {
+    // Nobody reports: due when the last record expires, so the owner sees
+    // the budget idle (and may drop it).
+    int64_t last = 0;
+    const auto latest = [&](const Records& r) {
+      for (const Record& x : r.list) last = std::max(last, x.expires_ms);
+    };
+    for (const auto& [id, c] : clients_) latest(c.records);
+    for (const Records& r : retired_) latest(r);
+    if (last > 0) next_due_ms_ = last;
+  }
+  if (any_capped) {
+    const auto front = [&](const Records& r) {
+      if (!r.list.empty() && r.list.front().tokens > 0) {
+        next_due_ms_ = std::min(next_due_ms_, r.list.front().expires_ms);
+      }
+    };
+    for (const auto& [id, c] : clients_) front(c.records);
+    for (const Records& r : retired_) front(r);
+  }
+}
+
+std::vector<QuotaSend> QuotaBudget::in_id_order(
+    std::vector<std::pair<const std::string*, QuotaSend>> out) {
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return *a.first < *b.first;
+  });
+  std::vector<QuotaSend> sends;
+  sends.reserve(out.size());
+  for (auto& [id, s] : out) sends.push_back(std::move(s));
+  return sends;
+}
+
+std::vector<QuotaSend> QuotaBudget::hold(int64_t now_ms) {
+  expire(now_ms);
+  std::vector<std::pair<const std::string*, QuotaSend>> out;
+  for (auto& [id, c] : clients_) {
+    if (!c.active) continue;
+    c.capped = false;
+    // In force and not yet due for a refresh: kept.
+    if (c.last.has_value() && now_ms < c.last->sent_ms + ttl_ms() / 2) {
+      continue;
+    }
+    // Due (or new, or lapsed): DENY_ALL, which commits nothing.
+    if (c.last.has_value() && c.last->tokens > 0) retire(c);
+    out.emplace_back(&id, send(id, c, 0, now_ms));
+  }
+  schedule();
+  return in_id_order(std::move(out));
+}
+
+absl::StatusOr<std::vector<QuotaSend>> QuotaBudget::assign(int64_t share,
+                                                           int64_t now_ms) {
+  if (share < 0 || share > kMaxShare) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "QuotaBudget::assign: share must be in [0, 2^32-1]; got ", share));
+  }
+  expire(now_ms);
 
   // The targets: water filling over the active clients' demands.
   std::vector<Client*> active;
@@ -255,44 +324,9 @@ absl::StatusOr<std::vector<QuotaSend>> QuotaBudget::assign(int64_t share,
     out.emplace_back(ids[i], send(*ids[i], c, c.last->tokens, now_ms));
   }
 
-  // Due next: the earliest refresh and, for a capped raise, the earliest
-  // expiry that lowers a commitment.
-  next_due_ms_ = std::numeric_limits<int64_t>::max();
-  bool any_capped = false;
-  for (const Client* c : active) {
-    if (c->last.has_value()) {
-      next_due_ms_ = std::min(next_due_ms_, c->last->sent_ms + ttl_ms() / 2);
-    }
-    any_capped = any_capped || c->capped;
-  }
-  if (active.empty()) {
-    // Nobody reports: due when the last record expires, so the owner sees
-    // the budget idle (and may drop it).
-    int64_t last = 0;
-    const auto latest = [&](const Records& r) {
-      for (const Record& x : r.list) last = std::max(last, x.expires_ms);
-    };
-    for (const auto& [id, c] : clients_) latest(c.records);
-    for (const Records& r : retired_) latest(r);
-    if (last > 0) next_due_ms_ = last;
-  }
-  if (any_capped) {
-    const auto front = [&](const Records& r) {
-      if (!r.list.empty() && r.list.front().tokens > 0) {
-        next_due_ms_ = std::min(next_due_ms_, r.list.front().expires_ms);
-      }
-    };
-    for (const auto& [id, c] : clients_) front(c.records);
-    for (const Records& r : retired_) front(r);
-  }
+  schedule();
 
-  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
-    return *a.first < *b.first;
-  });
-  std::vector<QuotaSend> sends;
-  sends.reserve(out.size());
-  for (auto& [id, s] : out) sends.push_back(std::move(s));
-  return sends;
+  return in_id_order(std::move(out));
 }
 
 int64_t QuotaBudget::committed(int64_t now_ms) const {

@@ -66,10 +66,10 @@
 //   unset one as 0) and F never changes for a budget (Envoy compares only
 //   fill_interval's nanos when it decides whether a bucket changed).
 //
-// The caller calls `assign` after each report (or batch of reports), and
-// again at `next_due_ms()`; a refresh due at ttl/2 but not sent by
-// ttl - slack lets the client's assignment lapse (the bound still holds; the
-// client waits for budget as a new one would).
+// The caller calls `assign` (or, while its share is fenced, `hold`) after
+// each report (or batch of reports), and again at `next_due_ms()`; a refresh
+// due at ttl/2 but not sent by ttl - slack lets the client's assignment lapse
+// (the bound still holds; the client waits for budget as a new one would).
 //
 // Thread-safety: none. A QuotaBudget is single-threaded state; its owner
 // serializes every call (for instance under one mutex per budget).
@@ -85,6 +85,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -181,6 +182,17 @@ class QuotaBudget {
   // kInvalidArgument for a share out of range, changing nothing.
   absl::StatusOr<std::vector<QuotaSend>> assign(int64_t share, int64_t now_ms);
 
+  // The server may not commit anything now (its fleet share is fenced,
+  // heartbeat_share.h: an assignment sent now could outlive what the
+  // fleet reserves for it): every assignment in force is kept, nothing is
+  // raised or refreshed, and each active client whose refresh is due (or
+  // that holds nothing, or whose assignment may have lapsed) is sent
+  // DENY_ALL, which commits nothing. So a short fence costs the clients
+  // nothing while their assignments hold, a long one lowers each to
+  // DENY_ALL by half a TTL after its last assignment. Returns the
+  // assignments to send now, in client id order.
+  std::vector<QuotaSend> hold(int64_t now_ms);
+
   // When `assign` should next run though no report came: the earliest
   // refresh (half a TTL after a client's last assignment), the earliest
   // expiry that frees budget for a capped raise, the time of a report or
@@ -254,6 +266,15 @@ class QuotaBudget {
   // Moves `c`'s records to the retired ones: they go on counting, and `c`
   // starts from nothing.
   void retire(Client& c);
+  // Drops what has expired at `now_ms` (a forgotten client with its last
+  // record) and retires each client whose assignment may have lapsed.
+  void expire(int64_t now_ms);
+  // Sets next_due_ms_ from the clients' refreshes, capped raises and, with
+  // nobody active, the last record's expiry.
+  void schedule();
+  // The sends, in client id order.
+  static std::vector<QuotaSend> in_id_order(
+      std::vector<std::pair<const std::string*, QuotaSend>> out);
   // Records and returns the assignment of `tokens` to `id`.
   QuotaSend send(const std::string& id, Client& c, int64_t tokens,
                  int64_t now_ms);

@@ -580,8 +580,11 @@ void QuotaDoor::assign_locked(Budget& b, int64_t now_ms, Pushes& out) {
   const std::optional<int64_t> share = b.share->at(now_ms, b.limit);
   b.waiting = !share.has_value();
   if (b.waiting) return;  // assigned when the share moves
+  // Fenced: nothing committed, the clients lowered as their refreshes come
+  // due (a beat answered in between lifts it; the next assign raises).
   absl::StatusOr<std::vector<QuotaSend>> sends =
-      b.budget.assign(*share, now_ms);
+      *share == 0 && b.share->fenced(now_ms) ? b.budget.hold(now_ms)
+                                             : b.budget.assign(*share, now_ms);
   if (!sends.ok()) return;  // a share out of range: nothing sent
   for (const QuotaSend& s : *sends) {
     auto it = b.targets.find(s.client_id);

@@ -73,6 +73,15 @@ class BudgetShare {
   // apply their no-assignment behaviour). Called under the budget's lock:
   // never blocks and never calls the door.
   virtual std::optional<int64_t> at(int64_t now_ms, int64_t limit) = 0;
+  // Whether the share is fenced at `now_ms`: `at` reads 0 though the share
+  // granted is higher, because nothing committed now would expire within
+  // what the fleet reserves for this server. The door then holds its
+  // clients (QuotaBudget::hold) instead of lowering them all at once. Under
+  // the budget's lock, as `at`; a share that never fences says false.
+  virtual bool fenced(int64_t now_ms) {
+    (void)now_ms;
+    return false;
+  }
 };
 
 class ShareSource {

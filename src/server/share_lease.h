@@ -11,7 +11,9 @@
 //   the lease from when it ran the beat, later);
 // - `at(now)`: nullopt before the first answered beat; the share while an
 //   assignment sent now would expire by the lease (now + commit <=
-//   lease_until); 0 after that (self-fencing).
+//   lease_until); 0 after that (self-fencing; `fenced` says so when the
+//   share granted is higher, and the door then holds its clients rather
+//   than lowering them: QuotaBudget::hold).
 //
 // Thread-safety: none; a value its owner guards.
 
@@ -43,6 +45,12 @@ struct ShareLease {
   std::optional<int64_t> at(int64_t now_ms) const {
     if (!granted) return std::nullopt;
     return now_ms + commit_ms <= lease_until_ms ? share : 0;
+  }
+
+  // Self-fenced at `now_ms`: `at` reads 0 though the share granted is
+  // higher (an assignment sent now could outlive the lease).
+  bool fenced(int64_t now_ms) const {
+    return granted && share > 0 && now_ms + commit_ms > lease_until_ms;
   }
 
   // An answered (not stale) beat sent at `sent_ms`.

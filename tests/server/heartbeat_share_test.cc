@@ -189,6 +189,8 @@ TEST(HeartbeatShare, ACutOffServerFencesBeforeTheStoreGivesItsPartAway) {
   if (now_ms() < fence_at - 5) EXPECT_EQ(a->at(), 50);
   ASSERT_TRUE(eventually([&] { return a->at() == 0; }));
   EXPECT_GE(now_ms(), fence_at);
+  // Read as a fence (the door holds its clients), not a share of 0.
+  EXPECT_TRUE(a->share->fenced(now_ms()));
   // b gets a's part only once the store evicted a, after everything a
   // sent before its fence has expired (fence + commit = lease_until).
   ASSERT_TRUE(eventually([&] { return b->at() == 100; }));
@@ -258,7 +260,9 @@ TEST(ShareLease, AppliesNewerGrantsAndFencesBeforeTheLeaseLapses) {
   // t + 2500, so sends are allowed through t = 1300.
   EXPECT_EQ(l.lease_until_ms, 3800);
   EXPECT_EQ(l.at(1300), 40);
+  EXPECT_FALSE(l.fenced(1300));
   EXPECT_EQ(l.at(1301), 0);
+  EXPECT_TRUE(l.fenced(1301));  // 0 though the share is 40
   // An older generation is not applied, but its beat renews the lease.
   l.apply({.share = 90, .generation = 2}, 1200);
   EXPECT_EQ(l.at(1500), 40);
@@ -268,6 +272,10 @@ TEST(ShareLease, AppliesNewerGrantsAndFencesBeforeTheLeaseLapses) {
   l.apply({.share = 10, .generation = 4}, 1300);
   EXPECT_EQ(l.lease_until_ms, 4100);
   EXPECT_EQ(l.at(1600), 10);
+  // A share of 0 is not a fence: there is nothing to hold.
+  l.apply({.share = 0, .generation = 5}, 1400);
+  EXPECT_EQ(l.at(2000), 0);
+  EXPECT_FALSE(l.fenced(2000));
 }
 
 TEST(HeartbeatShare, TheLeaseCoversTheCommitmentsThreeBeatsAndASecond) {

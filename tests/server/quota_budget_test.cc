@@ -309,6 +309,43 @@ TEST(QuotaBudget, DenyAllRetiresTheTokenBucketSoTheNextOneIsPaidAnew) {
   EXPECT_EQ(b.committed(7000), 5);
 }
 
+// The sends of one hold, by client.
+std::map<std::string, int64_t> hold(QuotaBudget& b, int64_t now_ms) {
+  std::map<std::string, int64_t> out;
+  for (const QuotaSend& s : b.hold(now_ms)) {
+    EXPECT_FALSE(out.contains(s.client_id)) << "sent twice: " << s.client_id;
+    out[s.client_id] = s.assignment.tokens;
+  }
+  return out;
+}
+
+TEST(QuotaBudget, AHeldClientKeepsItsBucketUntilItsRefreshIsDue) {
+  QuotaBudget b = budget();
+  report(b, "a", 40, 0);
+  report(b, "b", 40, 0);
+  EXPECT_EQ(assign(b, 100, 0), (Sends{{"a", 40}, {"b", 40}}));
+  // Fenced at 1000 (the fleet's lease would not cover a new assignment):
+  // nothing is due, so nothing is sent and both buckets stay in force.
+  EXPECT_EQ(hold(b, 1000), Sends{});
+  EXPECT_EQ(b.committed(1000), 80);
+  EXPECT_EQ(b.next_due_ms(), 3000);
+  // A short fence costs nothing: the share back, nothing to change.
+  EXPECT_EQ(assign(b, 100, 1500), Sends{});
+  // Fenced again. A client arriving now gets DENY_ALL, not a bucket.
+  report(b, "c", 10, 2000);
+  EXPECT_EQ(hold(b, 2000), (Sends{{"c", 0}}));
+  // At their refresh a and b are lowered to DENY_ALL instead of refreshed;
+  // their buckets count until they expire (0 + 6000 + 1000).
+  EXPECT_EQ(hold(b, 3000), (Sends{{"a", 0}, {"b", 0}}));
+  EXPECT_EQ(b.committed("a", 3000), 0);
+  EXPECT_EQ(b.committed(3000), 80);
+  EXPECT_EQ(b.next_due_ms(), 5000);  // c's DENY_ALL, refreshed at ttl/2
+  EXPECT_EQ(hold(b, 5000), (Sends{{"c", 0}}));
+  EXPECT_EQ(b.committed(7000), 0);
+  // The fence lifted once the old buckets expired: split again, in full.
+  EXPECT_EQ(assign(b, 100, 7000), (Sends{{"a", 40}, {"b", 40}, {"c", 10}}));
+}
+
 TEST(QuotaBudget, AnAssignmentNotRefreshedInTimeStartsAfresh) {
   QuotaBudget b = budget();  // ttl 6 s, slack 1 s
   report(b, "a", 10, 0);
@@ -464,11 +501,16 @@ RC_GTEST_PROP(QuotaBudgetProperty, WhatClientsCouldHoldNeverExceedsTheShare,
     RC_ASSERT(holds_sum <= share);
     RC_ASSERT(could_sum <= b.committed(now));
   };
-  const auto run_assign = [&] {
-    absl::StatusOr<std::vector<QuotaSend>> sends = b.assign(share, now);
+  // `fenced`: the owner's share is fenced, so it holds (QuotaBudget::hold)
+  // and sends nothing but DENY_ALL.
+  const auto run_assign = [&](bool fenced) {
+    absl::StatusOr<std::vector<QuotaSend>> sends =
+        fenced ? absl::StatusOr<std::vector<QuotaSend>>(b.hold(now))
+               : b.assign(share, now);
     RC_ASSERT(sends.ok());
     for (const QuotaSend& s : *sends) {
       RC_ASSERT(s.assignment.tokens >= 0);
+      if (fenced) RC_ASSERT(s.assignment.tokens == 0);
       RC_ASSERT(s.assignment.fill_interval_s == o.fill_interval_s);
       RC_ASSERT(s.assignment.ttl_s == o.ttl_s);
       const bool lost = *rc::gen::inRange(0, 5) == 0;
@@ -516,8 +558,8 @@ RC_GTEST_PROP(QuotaBudgetProperty, WhatClientsCouldHoldNeverExceedsTheShare,
         break;
     }
     // The owner calls assign after most steps, sometimes late or not at
-    // all (an assignment may then lapse).
-    if (*rc::gen::inRange(0, 5) != 0) run_assign();
+    // all (an assignment may then lapse), sometimes fenced (hold).
+    if (*rc::gen::inRange(0, 5) != 0) run_assign(*rc::gen::inRange(0, 4) == 0);
   }
 
   // Demand held still and the owner on time: once the old records have
@@ -527,7 +569,7 @@ RC_GTEST_PROP(QuotaBudgetProperty, WhatClientsCouldHoldNeverExceedsTheShare,
   for (int k = 0; k < 10'000 && now < settled; ++k) {
     const int64_t due = b.next_due_ms();
     now = due == kNever ? now + ttl_ms / 2 : std::max(now, due);
-    run_assign();
+    run_assign(false);
   }
   RC_ASSERT(now >= settled);
   for (const std::string& id : live) {

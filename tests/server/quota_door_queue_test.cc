@@ -2,8 +2,9 @@
 // writers that complete each write at once: each budget and each stream's
 // blanket buckets are refreshed at their own time whatever else is queued,
 // a due time a report moved later is neither missed nor run early, a closed
-// stream leaves the queue, and a budget waiting for its share is assigned as
-// soon as the share moves. The pusher is a thread: each expectation waits
+// stream leaves the queue, a budget waiting for its share is assigned as
+// soon as the share moves, and a fenced share keeps the buckets in force and
+// lowers each at its refresh. The pusher is a thread: each expectation waits
 // for it (it looks at least every 5 ms on a manual clock), and "nothing
 // happens" is checked over 50 ms, ten of its looks.
 
@@ -59,7 +60,13 @@ class CountingWriter final : public QuotaStreamWriter {
     {
       MutexLock lock(mu_);
       for (const auto& a : r->bucket_action()) {
-        for (const auto& [k, v] : a.bucket_id().bucket()) ++sent_[v];
+        const bool deny =
+            a.quota_assignment_action().rate_limit_strategy().blanket_rule() ==
+            ::envoy::type::v3::RateLimitStrategy::DENY_ALL;
+        for (const auto& [k, v] : a.bucket_id().bucket()) {
+          ++sent_[v];
+          last_denied_[v] = deny;
+        }
       }
     }
     stream->on_write_done(true);
@@ -69,11 +76,17 @@ class CountingWriter final : public QuotaStreamWriter {
     MutexLock lock(mu_);
     return sent_[bucket];
   }
+  // Whether the last action for `bucket` was DENY_ALL.
+  bool last_denied(const std::string& bucket) {
+    MutexLock lock(mu_);
+    return last_denied_[bucket];
+  }
   QuotaStream* stream = nullptr;
 
  private:
   Mutex mu_;
   std::map<std::string, int> sent_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, bool> last_denied_ ABSL_GUARDED_BY(mu_);
 };
 
 // A share the test sets (nullopt: not known yet) and moves.
@@ -83,6 +96,11 @@ class TestShares final : public ShareSource {
     MutexLock lock(mu_);
     changed_.push_back(budget.changed);
     return std::make_shared<Share>(this);
+  }
+  // Fences the share (at 0, `fenced` true) or lifts the fence.
+  void fence(bool on) {
+    fenced_.store(on);
+    move_to(share_.load());
   }
   void move_to(int64_t share) {
     share_.store(share);
@@ -100,13 +118,16 @@ class TestShares final : public ShareSource {
     explicit Share(TestShares* source) : source_(source) {}
     std::optional<int64_t> at(int64_t, int64_t) override {
       const int64_t s = source_->share_.load();
-      return s < 0 ? std::nullopt : std::optional<int64_t>(s);
+      if (s < 0) return std::nullopt;
+      return source_->fenced_.load() ? 0 : s;
     }
+    bool fenced(int64_t) override { return source_->fenced_.load(); }
 
    private:
     TestShares* const source_;
   };
   std::atomic<int64_t> share_{-1};
+  std::atomic<bool> fenced_{false};
   Mutex mu_;
   std::vector<std::function<void()>> changed_ ABSL_GUARDED_BY(mu_);
 };
@@ -209,6 +230,34 @@ TEST_F(QuotaDoorPusher, ABudgetWaitingForItsShareIsAssignedWhenItMoves) {
   EXPECT_TRUE(eventually([&] { return w1_.sent("a") == 1; }));
   clock_.set_ms(3000);  // and it is due again at its refresh
   EXPECT_TRUE(eventually([&] { return w1_.sent("a") == 2; }));
+}
+
+TEST_F(QuotaDoorPusher, AFencedShareHoldsTheBucketsAndLowersThemAtRefresh) {
+  auto shares = std::make_unique<TestShares>();
+  TestShares& source = *shares;
+  QuotaDoor door(config(), ServerClock{&clock_}, std::move(shares));
+  source.move_to(100);
+  std::shared_ptr<QuotaStream> s = open(door, w1_);
+  report(door, *s, "name", "a", 40);  // a token bucket at 0, due at 3000
+  EXPECT_TRUE(eventually([&] { return w1_.sent("a") == 1; }));
+  EXPECT_FALSE(w1_.last_denied("a"));
+
+  // Fenced at 1000: the bucket in force is kept, nothing is sent (a share
+  // of 0 would lower it to DENY_ALL at once).
+  clock_.set_ms(1000);
+  source.fence(true);
+  let_it_look();
+  EXPECT_EQ(w1_.sent("a"), 1);
+  // At its refresh it is lowered to DENY_ALL instead of refreshed.
+  clock_.set_ms(3000);
+  EXPECT_TRUE(eventually([&] { return w1_.sent("a") == 2; }));
+  EXPECT_TRUE(w1_.last_denied("a"));
+  // Unfenced: a new bucket at once, paid beside the old one (still
+  // counted until 0 + 6 s + the 1 s slack): 40 + 40 within the 100.
+  clock_.set_ms(4000);
+  source.fence(false);
+  EXPECT_TRUE(eventually([&] { return w1_.sent("a") == 3; }));
+  EXPECT_FALSE(w1_.last_denied("a"));
 }
 
 }  // namespace

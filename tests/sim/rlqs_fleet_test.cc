@@ -107,9 +107,9 @@ TEST(RlqsFleetSim, SelfFencingOffIsCaughtWithinTwentySeeds) {
   testing::expect_caught_within(20, "self-fencing off", mutated(no_fencing));
 }
 
-TEST(RlqsFleetSim, HandoffOffIsCaughtWithin500Seeds) {
+TEST(RlqsFleetSim, HandoffOffIsCaughtWithin1000Seeds) {
   testing::expect_caught_within(
-      500, "handoff off",
+      1000, "handoff off",
       mutated([](RlqsFleetConfig& c) { c.handoff = false; }));
 }
 
