@@ -522,9 +522,15 @@ void BM_AsyncStrictCheck(benchmark::State& state) {
   static RedisCoordinator* redis =
       RedisCoordinator::create({.port = port(), .connections = 1})->release();
   const std::string key = "bench:async";
+  const BackendStats before = redis->stats();
   bench::run_async_window(state, state.range(0), [&](const auto& on_done) {
     redis->check_async(strategy(), key, 0, 1, on_done);
   });
+  // The pipelining factor: checks per write to the socket.
+  const BackendStats after = redis->stats();
+  state.counters["per_batch"] =
+      static_cast<double>(after.requests - before.requests) /
+      static_cast<double>(std::max<int64_t>(1, after.batches - before.batches));
 }
 BENCHMARK(BM_AsyncStrictCheck)->Apply(bench::async_depths);
 

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -423,36 +424,43 @@ absl::Status RedisCoordinator::Impl::Connection::late_error() const {
 
 void RedisCoordinator::Impl::Connection::append(const Request& r,
                                                 bool evalsha) {
-  // The leader's scratch arrays, kept across requests: no allocation.
-  std::vector<const char*>& argv = argv_scratch_;
-  std::vector<size_t>& lens = lens_scratch_;
-  argv.clear();
-  lens.clear();
-  const auto push = [&](const std::string& s) {
-    argv.push_back(s.data());
-    lens.push_back(s.size());
+  // The command in the protocol's own form (RESP: "*<argc>", then
+  // "$<len>" and the bytes of each argument), written into the leader's
+  // scratch buffer, kept across requests, and handed to hiredis whole: no
+  // allocation once the buffer has grown, and none of hiredis's per-command
+  // formatting (the client's largest cost after malloc, measured:
+  // docs/performance.md).
+  std::string& cmd = cmd_scratch_;
+  cmd.clear();
+  const auto number = [&cmd](char kind, size_t n) {
+    char digits[24];
+    const auto end = std::to_chars(digits, digits + sizeof digits, n).ptr;
+    cmd.push_back(kind);
+    cmd.append(digits, end);
+    cmd.append("\r\n", 2);
   };
-  static const std::string kEvalSha = "EVALSHA";
-  static const std::string kEval = "EVAL";
-  static const std::string kOne = "1";
-  static const std::string kTwo = "2";
-  static const std::string kAsking = "ASKING";
+  const auto bulk = [&](std::string_view a) {
+    number('$', a.size());
+    cmd.append(a);
+    cmd.append("\r\n", 2);
+  };
   if (!r.ask_at.empty()) {
     // Redis Cluster: the slot is migrating here; ASKING lets the next
     // command see it (its +OK is skipped by `read_for`).
-    const char* a = kAsking.data();
-    const size_t n = kAsking.size();
-    redisAppendCommandArgv(ctx_, 1, &a, &n);
+    number('*', 1);
+    bulk("ASKING");
   }
+  const size_t script_args = r.script >= 0 ? 3 : 0;
+  number('*', script_args + r.argv.size());
   if (r.script >= 0) {
     const bool use_sha = evalsha && !shas_[r.script].empty();
-    push(use_sha ? kEvalSha : kEval);
-    push(use_sha ? shas_[r.script] : script_texts()[r.script]);
-    push(r.keys == 2 ? kTwo : kOne);
+    bulk(use_sha ? std::string_view("EVALSHA") : std::string_view("EVAL"));
+    bulk(use_sha ? std::string_view(shas_[r.script])
+                 : std::string_view(script_texts()[r.script]));
+    bulk(r.keys == 2 ? std::string_view("2") : std::string_view("1"));
   }
-  for (const std::string& a : r.argv) push(a);
-  redisAppendCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(),
-                         lens.data());
+  for (const std::string& a : r.argv) bulk(a);
+  redisAppendFormattedCommand(ctx_, cmd.data(), cmd.size());
 }
 
 absl::Status RedisCoordinator::Impl::Connection::await_context(absl::Time by) {

@@ -343,7 +343,9 @@ class RedisCoordinator::Impl {
 
     // A request's result, built outside the lock.
     struct Outcome {
-      absl::Status status = absl::UnknownError("redis: not served");
+      // Shares one static status (its message counted, not copied): an
+      // outcome per call, so no allocation for it.
+      absl::Status status = not_served();
       std::vector<int64_t> reply;
       std::vector<std::string> text;
       std::string redirect;  // MOVED / ASK: the node named
@@ -351,6 +353,12 @@ class RedisCoordinator::Impl {
       bool ask = false;
       bool retry = false;  // TRYAGAIN / CLUSTERDOWN
     };
+
+    static const absl::Status& not_served() {
+      static const absl::Status* const kNotServed =
+          new absl::Status(absl::UnknownError("redis: not served"));
+      return *kNotServed;
+    }
 
     // Sends `batch` in one pipelined write and reads the replies in order.
     // Runs without the lock: only the leader touches the connection.
@@ -463,11 +471,10 @@ class RedisCoordinator::Impl {
     std::condition_variable ready_cv_;
     // Touched only by the current leader (handed over under `mu_`).
     redisContext* ctx_ = nullptr;
-    absl::Duration timeout_set_;             // the socket's timeout now
-    std::vector<const char*> argv_scratch_;  // `append`'s
-    std::array<std::string, 3> wait_argv_;   // `append_wait`'s
+    absl::Duration timeout_set_;            // the socket's timeout now
+    std::string cmd_scratch_;               // `append`'s
+    std::array<std::string, 3> wait_argv_;  // `append_wait`'s
     int64_t wait_ms_ = 0;
-    std::vector<size_t> lens_scratch_;
     std::array<std::string, kScriptCount> shas_;
   };
 
