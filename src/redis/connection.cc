@@ -270,7 +270,7 @@ void RedisCoordinator::Impl::Connection::serve(
     } else {
       complete(out[i], reply);
     }
-    freeReplyObject(reply);
+    ReplyPool::release(reply);
   }
   if (wait) {
     if (absl::Status s = settle_wait(batch, all, out); !s.ok()) {
@@ -295,7 +295,7 @@ void RedisCoordinator::Impl::Connection::serve(
       return;
     }
     complete(out[retry[k]], reply);
-    freeReplyObject(reply);
+    ReplyPool::release(reply);
   }
   if (wait_again) {
     if (absl::Status s = settle_wait(batch, retry, out); !s.ok()) lose();
@@ -352,7 +352,7 @@ absl::Status RedisCoordinator::Impl::Connection::settle_wait(
           ": ", absl::string_view(reply->str == nullptr ? "" : reply->str,
                                   reply->len));
     }
-    freeReplyObject(reply);
+    ReplyPool::release(reply);
   }
   if (s.ok() && acked >= n) return absl::OkStatus();
   for (size_t i : idx) {
@@ -403,7 +403,7 @@ absl::Status RedisCoordinator::Impl::Connection::read_for(const Request& r,
   if (!r.ask_at.empty()) {
     redisReply* asking = nullptr;
     if (absl::Status s = read_reply(deadline, &asking); !s.ok()) return s;
-    freeReplyObject(asking);
+    ReplyPool::release(asking);
   }
   return read_reply(deadline, out);
 }
@@ -468,6 +468,7 @@ absl::Status RedisCoordinator::Impl::Connection::await_context(absl::Time by) {
   for (;;) {
     if (spare_ != nullptr) {
       ctx_ = std::exchange(spare_, nullptr);
+      replies_.adopt(ctx_);
       shas_ = std::move(spare_shas_);
       timeout_set_ = owner_->options_.command_timeout;
       connected_ = true;

@@ -49,6 +49,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "reply_pool.h"
 #include "request.h"
 #include "scripts.h"
 #include "side_connection.h"
@@ -67,6 +68,7 @@ using redis_internal::kScriptCount;
 using redis_internal::node_address;
 using redis_internal::parse_node_address;
 using redis_internal::ReadyContext;
+using redis_internal::ReplyPool;
 using redis_internal::ReplyPtr;
 using redis_internal::Request;
 using redis_internal::script_texts;
@@ -469,7 +471,9 @@ class RedisCoordinator::Impl {
     bool wanted_ ABSL_GUARDED_BY(mu_) = false;
     bool connected_ ABSL_GUARDED_BY(mu_) = false;
     std::condition_variable ready_cv_;
-    // Touched only by the current leader (handed over under `mu_`).
+    // Touched only by the current leader (handed over under `mu_`); the
+    // pool builds `ctx_`'s replies and outlives it.
+    ReplyPool replies_;
     redisContext* ctx_ = nullptr;
     absl::Duration timeout_set_;            // the socket's timeout now
     std::string cmd_scratch_;               // `append`'s
