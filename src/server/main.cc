@@ -143,7 +143,7 @@ struct Args {
   std::string sentinel_user, sentinel_password;
   std::string health_listen;  // GET /healthcheck (and /healthz) anywhere
   std::string metrics_path = "/metrics";
-  bool metrics_public = false;  // --metrics-listen off loopback
+  bool metrics_public = false;  // the metrics door may listen off loopback
   bool healthy_needs_config = false;
   bool headers = false;  // the reference's three rate-limit headers
   std::string tls_cert;
