@@ -153,16 +153,21 @@ void run(benchmark::State& state, Latencies& all, Call call, int port = 0) {
   report(state, all, mine);
 }
 
-void BM_Check(benchmark::State& state) {
-  static Latencies all;
-  run(state, all, [](v1::RateLimiter::Stub& stub, int thread) {
+// A `run` call: a Check of `policy` on the thread's own key, admitted.
+auto check_of(const char* policy) {
+  return [policy](v1::RateLimiter::Stub& stub, int thread) {
     v1::CheckRequest req;
-    req.set_policy("api");
+    req.set_policy(policy);
     req.set_key(absl::StrCat("client-", thread));
     v1::CheckResponse resp;
     grpc::ClientContext ctx;
     return stub.Check(&ctx, req, &resp).ok() && resp.decision().allowed();
-  });
+  };
+}
+
+void BM_Check(benchmark::State& state) {
+  static Latencies all;
+  run(state, all, check_of("api"));
 }
 
 void BM_NoOpRelease(benchmark::State& state) {
@@ -372,8 +377,28 @@ limiters:
     strategy: fixedWindow
     limit: 1000000000000
     period: 1h
+  leased:
+    federated: {batch: 1000}
+    strategy: fixedWindow
+    limit: 1000000000000
+    period: 1h
 )");
   return s;
+}
+
+// A federated policy's `Check` on the server's own protocol, leased in
+// batches of 1,000 (a local spend 999 times in 1,000), each client thread
+// on a key of its own: beside BM_Check, the same RPC on a memory policy,
+// it should cost what that costs (issue 52).
+void BM_CheckFederated(benchmark::State& state) {
+  if (throttlekit::bench::skip_without_redis(state)) return;
+  static Latencies all;
+  Server* door = redis_server();
+  if (door == nullptr) {
+    state.SkipWithError("the server over Redis did not start");
+    return;
+  }
+  run(state, all, check_of("leased"), door->port());
 }
 
 void BM_Tier1FederatedCheck(benchmark::State& state) {
@@ -527,6 +552,9 @@ BENCHMARK(BM_EnvoyRedis)->Arg(0)->Arg(1)->Threads(1)->UseRealTime();
 BENCHMARK(BM_EnvoyRedis)->Arg(0)->Arg(1)->Threads(32)->UseRealTime();
 BENCHMARK(BM_Tier1FederatedCheck)->UseRealTime();
 BENCHMARK(BM_Tier2Spend)->Arg(10)->Arg(100)->Arg(1000)->UseRealTime();
+// After both tiers: they share its server, whose pool 32 threads grow.
+BENCHMARK(BM_CheckFederated)->Threads(1)->UseRealTime();
+BENCHMARK(BM_CheckFederated)->Threads(32)->UseRealTime();
 BENCHMARK(BM_PolicyMetrics_Deny)->DenseRange(0, 3)->UseRealTime();
 BENCHMARK(BM_PolicyMetrics_DenyWakingAWatcher)->UseManualTime();
 

@@ -1,56 +1,111 @@
 #!/usr/bin/env bash
-# Measures each Postgres strategy step's cost beside its floors (issue 52,
-# docs/postgres.md, "The step beside a single upsert"): a private
-# PostgreSQL on loopback (port 16533, started here and stopped on exit)
-# gets the coordinator's schema and functions (src/postgres/*.sql, table
-# `tkb`) and a table of the same shape (`tkb_floor`); pgbench, one client,
-# prepared statements, one statement per transaction as the coordinator
-# sends them, runs each for 4 s, three times:
-#   SELECT 1 (the round trip), a single-row INSERT ... ON CONFLICT DO UPDATE
-#   ... RETURNING on tkb_floor (the floor of any one-statement step), and
-#   the fixed window, GCRA, token bucket and lease steps, each on one hot
-#   key under a limit far above the load (every call writes).
-# Prints each statement's median latency and its cost beyond SELECT 1's,
-# and that cost as a multiple of the upsert's.
+# Measures each Postgres strategy step's server time beside its floors
+# (issue 52, docs/postgres.md, "The step beside a single upsert"): a private
+# PostgreSQL on loopback (port 16533, started here and stopped on exit, with
+# pg_stat_statements loaded) gets the coordinator's schema and functions
+# (src/postgres/*.sql, table `tkb`) and a table of the same shape
+# (`tkb_floor`). pgbench, one client, prepared statements, one statement per
+# transaction as the coordinator sends them, runs each statement for 4 s;
+# over the last 3 s the script reads the server process's CPU time
+# (/proc/<pid>/schedstat, ns) and the statements it completed
+# (pg_stat_statements), so a statement's server time is the backend's CPU
+# per statement, its round trip and commit included. Statements:
+#   SELECT 1 (the protocol's floor), a single-row INSERT ... ON CONFLICT DO
+#   UPDATE ... RETURNING on tkb_floor (the floor of any one-statement step),
+#   and the fixed window, GCRA, token bucket and lease steps under a limit
+#   far above the load (every call admitted and written), plus a fixed
+#   window step on a key already over its limit (every call denied);
+# each on one hot key and spread over 1,000 keys (`random(1, 1000)`).
+# Three repetitions (VACUUM before each statement's run); prints the
+# medians: CPU per statement, CPU beyond SELECT 1's, that as a multiple of
+# the upsert's (same key pattern), and pgbench's mean latency.
 source "$(dirname "$0")/bench_lib.sh"
 port=16533
+reps="${REPS:-3}"
 start_server postgres_server "$port" >/dev/null
 work="$(mktemp -d /tmp/tk-bench-pgsteps.XXXXXX)"
 bench_lib_stops+=("rm -rf '$work'")
 psql_() { psql -h 127.0.0.1 -p "$port" -U postgres -q -v ON_ERROR_STOP=1 "$@"; }
+value() { psql_ -At -c "$1"; }
+psql_ -c "ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'"
+srv="$(ls -dt /tmp/tk-bench-postgres_server-"$port".* | head -1)"
+bash tests/servers/postgres_server.sh down "$srv" "$port"
+bash tests/servers/postgres_server.sh up "$srv" "$port"
+psql_ -c "CREATE EXTENSION pg_stat_statements"
 (cd src/postgres && cat schema.sql common.sql gcra.sql token_bucket.sql \
   fixed_window.sql sliding_window.sql sliding_log.sql quota.sql \
   token_budget.sql lease.sql heartbeat.sql federation.sql) |
   sed 's/{{t}}/tkb/g' >"$work/ddl.sql"
-psql_ -1 -f "$work/ddl.sql" >/dev/null
+psql_ -1 -f "$work/ddl.sql" >/dev/null 2>&1
 psql_ -c "CREATE TABLE tkb_floor (LIKE tkb INCLUDING ALL);"
-# Keys without ':' (pgbench reads ':name' as a variable).
-echo "SELECT 1;" >"$work/select1.sql"
-echo "INSERT INTO tkb_floor (id, key, kind, d1, d2, expires_at_ms) VALUES (sha256('b-floor'::bytea), 'b-floor'::bytea, 2, 0, 1, 9000000000000) ON CONFLICT (id) DO UPDATE SET d2 = tkb_floor.d2 + 1, expires_at_ms = EXCLUDED.expires_at_ms RETURNING d2;" >"$work/upsert.sql"
-echo "SELECT * FROM tkb_fixed_window('b-fw'::bytea, 0, 1, false, 1000000000000, 60000);" >"$work/fixed_window.sql"
-echo "SELECT * FROM tkb_gcra('b-gcra'::bytea, 0, 1, false, 1000000000, 1000, 1000000000);" >"$work/gcra.sql"
-echo "SELECT * FROM tkb_token_bucket('b-tb'::bytea, 0, 1, false, 1000000000, 1000000000);" >"$work/token_bucket.sql"
-echo "SELECT * FROM tkb_lease('b-lease'::bytea, 1000000000000, 3600000, 1);" >"$work/lease.sql"
-names=(select1 upsert fixed_window gcra token_bucket lease)
-for rep in 1 2 3; do
-  for s in "${names[@]}"; do
-    lat=$(pgbench -h 127.0.0.1 -p "$port" -U postgres -n -M prepared -c 1 \
-      -T 4 -f "$work/$s.sql" postgres 2>/dev/null |
-      awk '/latency average/ {print $4}')
-    echo "$s $lat" >>"$work/latencies"
+
+# One script per statement and key pattern; `K` is the key's suffix. Keys
+# have no ':' (pgbench reads ':name' as a variable).
+statement() {
+  local k="$1"
+  cat <<EOF
+select1|SELECT 1;
+upsert|INSERT INTO tkb_floor (id, key, kind, d1, d2, expires_at_ms) VALUES (sha256(('b-floor' || $k)::bytea), ('b-floor' || $k)::bytea, 2, 0, 1, 9000000000000) ON CONFLICT (id) DO UPDATE SET d2 = tkb_floor.d2 + 1, expires_at_ms = EXCLUDED.expires_at_ms RETURNING d2;
+fixed_window|SELECT * FROM tkb_fixed_window(('b-fw' || $k)::bytea, 0, 1, false, 1000000000000, 60000);
+gcra|SELECT * FROM tkb_gcra(('b-gcra' || $k)::bytea, 0, 1, false, 1000000000, 1000, 1000000000);
+token_bucket|SELECT * FROM tkb_token_bucket(('b-tb' || $k)::bytea, 0, 1, false, 1000000000, 1000000000);
+lease|SELECT * FROM tkb_lease(('b-lease' || $k)::bytea, 1000000000000, 3600000, 1);
+fw_denied|SELECT * FROM tkb_fixed_window(('b-deny' || $k)::bytea, 0, 1, false, 1, 3600000);
+EOF
+}
+names=(select1 upsert fixed_window gcra token_bucket lease fw_denied)
+for pattern in hot spread; do
+  if [[ "$pattern" == hot ]]; then k="''"; set_k=""; else k=":k"; set_k='\set k random(1, 1000)'; fi
+  statement "$k" | while IFS='|' read -r name sql; do
+    printf '%s\n%s\n' "$set_k" "$sql" >"$work/$pattern-$name.sql"
   done
 done
-python3 - "$work/latencies" <<'PY'
+
+calls() {
+  value "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements
+         WHERE query NOT LIKE '%pg_stat%' AND query NOT LIKE '%VACUUM%'"
+}
+for rep in $(seq "$reps"); do
+  for pattern in hot spread; do
+    for s in "${names[@]}"; do
+      psql_ -c "VACUUM tkb" -c "VACUUM tkb_floor"
+      pgbench -h 127.0.0.1 -p "$port" -U postgres -n -M prepared -c 1 -T 4 \
+        -f "$work/$pattern-$s.sql" postgres >"$work/pgbench.out" 2>&1 &
+      bench=$!
+      pid=""
+      for _ in $(seq 50); do
+        sleep 0.1
+        pid=$(value "SELECT pid FROM pg_stat_activity
+                     WHERE application_name = 'pgbench'")
+        [[ -n "$pid" ]] && break
+      done
+      sleep 0.5
+      c0=$(calls); t0=$(awk '{print $1}' "/proc/$pid/schedstat")
+      sleep 3
+      t1=$(awk '{print $1}' "/proc/$pid/schedstat"); c1=$(calls)
+      wait "$bench"
+      lat=$(awk '/latency average/ {print $4}' "$work/pgbench.out")
+      echo "$pattern $s $(((t1 - t0) / (c1 - c0))) $lat" >>"$work/samples"
+    done
+  done
+done
+python3 - "$work/samples" "${names[@]}" <<'PY'
 import statistics, sys
-rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
-by = {}
-for name, ms in rows:
-    by.setdefault(name, []).append(float(ms) * 1000)
-med = {k: statistics.median(v) for k, v in by.items()}
-rt, up = med["select1"], med["upsert"] - med["select1"]
-print(f"{'statement':<14}{'latency us':>12}{'beyond SELECT 1':>17}{'x upsert':>10}")
-for k in ["select1", "upsert", "fixed_window", "gcra", "token_bucket", "lease"]:
-    extra = med[k] - rt
-    ratio = "" if k == "select1" else f"{extra / up:.2f}"
-    print(f"{k:<14}{med[k]:>12.1f}{extra:>17.1f}{ratio:>10}")
+cpu, lat = {}, {}
+for line in open(sys.argv[1]):
+    pattern, name, ns, ms = line.split()
+    cpu.setdefault((pattern, name), []).append(int(ns) / 1000)
+    lat.setdefault((pattern, name), []).append(float(ms) * 1000)
+print(f"{'keys':<7}{'statement':<14}{'cpu us':>8}{'beyond SELECT 1':>17}"
+      f"{'x upsert':>10}{'spread':>14}{'latency us':>12}")
+for pattern in ["hot", "spread"]:
+    med = {n: statistics.median(cpu[(pattern, n)]) for n in sys.argv[2:]}
+    base = med["select1"]
+    floor = med["upsert"] - base
+    for n in sys.argv[2:]:
+        c = cpu[(pattern, n)]
+        ratio = "" if n == "select1" else f"{(med[n] - base) / floor:.2f}"
+        print(f"{pattern:<7}{n:<14}{med[n]:>8.1f}{med[n] - base:>17.1f}"
+              f"{ratio:>10}{f'{min(c):.1f}-{max(c):.1f}':>14}"
+              f"{statistics.median(lat[(pattern, n)]):>12.0f}")
 PY

@@ -7,19 +7,39 @@ CREATE OR REPLACE FUNCTION {{t}}_gcra(
     OUT o_reset_at bigint, OUT o_retry bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
-  id bytea := sha256(p_key);
+  key_id bytea := sha256(p_key);
   now_d double precision := {{t}}_now(p_now)::float8;
   burst bigint := CASE WHEN p_burst = 0 THEN p_limit ELSE p_burst END;
   t double precision := p_period_ms::float8 / p_limit::float8;
   tau double precision := t * burst::float8;
   r {{t}};
+  locked boolean := false;
   tat_eff double precision;
   new_tat double precision;
   allow_at double precision;
 BEGIN
   o_limit := burst;
+  -- The fast path: an admitted check on a key that has state is one UPDATE
+  -- whose SET, WHERE and RETURNING are the loop's arithmetic below on the
+  -- row it locks (tat_eff = GREATEST(d1, now_d); new_tat = tat_eff +
+  -- t * cost). Anything else (a peek, a denial, a cold key, another kind)
+  -- finds no row and takes the loop.
+  IF NOT p_peek THEN
+    UPDATE {{t}} AS s SET
+        d1 = GREATEST(s.d1, now_d) + t * p_cost,
+        expires_at_ms = {{t}}_ceil_int(GREATEST(s.d1, now_d) + t * p_cost)
+      WHERE s.id = key_id AND s.kind = 0
+        AND NOT (now_d < GREATEST(s.d1, now_d) + t * p_cost - tau)
+      RETURNING true,
+                GREATEST(0, {{t}}_floor_int((tau - (s.d1 - now_d)) / t)),
+                {{t}}_ceil_int(s.d1), 0
+      INTO o_allowed, o_remaining, o_reset_at, o_retry;
+    IF FOUND THEN
+      RETURN;
+    END IF;
+  END IF;
   LOOP
-    r := {{t}}_load(id, p_peek, 0::smallint, 'gcra');
+    r := {{t}}_load(key_id, NOT locked, 0::smallint, 'gcra');
     tat_eff := CASE WHEN r.key IS NULL THEN now_d
                     ELSE GREATEST(r.d1, now_d) END;
     IF p_peek THEN
@@ -44,8 +64,15 @@ BEGIN
     o_remaining := GREATEST(0, {{t}}_floor_int((tau - (new_tat - now_d)) / t));
     o_reset_at := {{t}}_ceil_int(new_tat);
     o_retry := 0;
-    IF {{t}}_store(id, p_key, r.key IS NOT NULL, 0::smallint, new_tat, 0, 0, 0,
-                   NULL, NULL, NULL, {{t}}_ceil_int(new_tat)) THEN
+    -- The write needs the row locked: a denial (or peek) is decided on a
+    -- plain read, which writes nothing; a write is decided again on the row
+    -- read with its lock (a cold key is inserted, ON CONFLICT guarding it).
+    IF r.key IS NOT NULL AND NOT locked THEN
+      locked := true;
+      CONTINUE;
+    END IF;
+    IF {{t}}_store(key_id, p_key, r.key IS NOT NULL, 0::smallint, new_tat, 0,
+                   0, 0, NULL, NULL, NULL, {{t}}_ceil_int(new_tat)) THEN
       RETURN;
     END IF;
   END LOOP;
