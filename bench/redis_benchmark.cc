@@ -4,8 +4,10 @@
 // two-tier leased mode next to strict at batch 10, 100 and 1000; one
 // caller thread with 1, 16, 64 and 256 asynchronous checks in flight next
 // to redis-benchmark with one connection at the same pipeline depths;
-// strict checks on a Redis Cluster of 3 primaries beside the one node; and
-// on a Sentinel-guarded primary, with and without durable_writes.
+// strict checks on a Redis Cluster of 3 primaries beside the one node, and
+// asynchronous ones beside redis-benchmark --cluster at the same depth per
+// primary; and on a Sentinel-guarded primary, with and without
+// durable_writes.
 //
 // Run: scripts/bench_redis.sh (starts a private redis-server, a private
 // cluster and a private Sentinel set on loopback, runs this binary, stops
@@ -125,25 +127,30 @@ BENCHMARK(BM_StrictCheck)
     ->UseRealTime()
     ->MinTime(2.0);
 
+// A coordinator on the Redis Cluster whose first node is at
+// THROTTLEKIT_REDIS_CLUSTER_PORT (scripts/bench_redis.sh starts it) with
+// `connections` per primary, once it has read the slot map; null without
+// the variable.
+RedisCoordinator* cluster_coordinator(int connections) {
+  const char* port = std::getenv("THROTTLEKIT_REDIS_CLUSTER_PORT");
+  if (port == nullptr) return nullptr;
+  RedisCoordinator* c =
+      RedisCoordinator::create(
+          {.connections = connections,
+           .cluster_seeds = {std::string("127.0.0.1:") + port}})
+          ->release();
+  for (int i = 0; i < 200 && c->stats().refreshes == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return c;
+}
+
 // The same checks on a Redis Cluster of 3 primaries (docs/redis.md, "Redis
-// Cluster"; THROTTLEKIT_REDIS_CLUSTER_PORT: its first node, which
-// scripts/bench_redis.sh starts): at 1 thread the routing's cost beside
-// BM_StrictCheck on one node; at 32 threads the keys spread over the three
-// primaries (all on this machine's two cores).
+// Cluster"): at 1 thread the routing's cost beside BM_StrictCheck on one
+// node; at 32 threads the keys spread over the three primaries (all on
+// this machine's two cores).
 void BM_ClusterStrictCheck(benchmark::State& state) {
-  static RedisCoordinator* cluster = []() -> RedisCoordinator* {
-    const char* port = std::getenv("THROTTLEKIT_REDIS_CLUSTER_PORT");
-    if (port == nullptr) return nullptr;
-    RedisCoordinator* c =
-        RedisCoordinator::create(
-            {.connections = 2,
-             .cluster_seeds = {std::string("127.0.0.1:") + port}})
-            ->release();
-    for (int i = 0; i < 200 && c->stats().refreshes == 0; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return c;
-  }();
+  static RedisCoordinator* cluster = cluster_coordinator(2);
   if (cluster == nullptr) {
     state.SkipWithError("no cluster (THROTTLEKIT_REDIS_CLUSTER_PORT)");
     return;
@@ -534,6 +541,58 @@ void BM_AsyncStrictCheck(benchmark::State& state) {
 }
 BENCHMARK(BM_AsyncStrictCheck)->Apply(bench::async_depths);
 
+// The primaries of the benchmark's cluster.
+constexpr int kClusterPrimaries = 3;
+
+// One caller thread with `depth` asynchronous strict checks in flight per
+// primary (3 x depth in all) on the cluster, one connection per primary,
+// over 3,072 keys spread across the slots, beside redis-benchmark
+// --cluster with one client per primary at pipeline depth `depth`
+// (RedisClusterFloor/P<depth>). `per_batch`: checks per write.
+void BM_AsyncClusterCheck(benchmark::State& state) {
+  static RedisCoordinator* cluster = cluster_coordinator(1);
+  if (cluster == nullptr) {
+    state.SkipWithError("no cluster (THROTTLEKIT_REDIS_CLUSTER_PORT)");
+    return;
+  }
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> k;
+    for (int i = 0; i < 3072; ++i)
+      k.push_back("bench:acl:" + std::to_string(i));
+    return k;
+  }();
+  size_t next = 0;
+  const BackendStats before = cluster->stats();
+  bench::run_async_window(
+      state, kClusterPrimaries * state.range(0), [&](const auto& on_done) {
+        cluster->check_async(strategy(), keys[next], 0, 1, on_done);
+        next = next + 1 == keys.size() ? 0 : next + 1;
+      });
+  const BackendStats after = cluster->stats();
+  state.counters["per_batch"] =
+      static_cast<double>(after.requests - before.requests) /
+      static_cast<double>(std::max<int64_t>(1, after.batches - before.batches));
+  state.counters["redirects"] =
+      static_cast<double>(after.redirects - before.redirects);
+}
+BENCHMARK(BM_AsyncClusterCheck)->Apply(bench::async_depths);
+
+// The numbers of redis-benchmark's --csv row for EVALSHA: "test", "rps",
+// "avg_latency_ms", "min_latency_ms", "p50_latency_ms", "p95_latency_ms",
+// "p99_latency_ms", ... (the test name reads as 0); empty without one.
+std::vector<double> evalsha_row(const std::string& out) {
+  std::vector<double> f;
+  const size_t at = out.rfind("\"EVALSHA");
+  if (at == std::string::npos) return f;
+  std::stringstream ss(out.substr(at, out.find('\n', at) - at));
+  std::string cell;
+  while (std::getline(ss, cell, ',')) {
+    cell.erase(std::remove(cell.begin(), cell.end(), '"'), cell.end());
+    f.push_back(std::atof(cell.c_str()));
+  }
+  return f;
+}
+
 // redis-benchmark: EVALSHA of the same script, `clients` connections,
 // `pipeline` commands in flight per connection.
 void RedisBenchmarkFloor(benchmark::State& state, int clients, int pipeline) {
@@ -544,16 +603,7 @@ void RedisBenchmarkFloor(benchmark::State& state, int clients, int pipeline) {
       << pipeline << " -n " << requests << " --csv EVALSHA " << sha
       << " 1 bench:floor 0 1 c 0 1000000000 1000 0";
   for (auto _ : state) {
-    const std::string out = run(cmd.str());
-    // "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms",...
-    std::string line = out.substr(out.rfind("\"EVALSHA"));
-    std::vector<double> f;
-    std::stringstream ss(line);
-    std::string cell;
-    while (std::getline(ss, cell, ',')) {
-      cell.erase(std::remove(cell.begin(), cell.end(), '"'), cell.end());
-      f.push_back(std::atof(cell.c_str()));
-    }
+    const std::vector<double> f = evalsha_row(run(cmd.str()));
     if (f.size() >= 7) {
       state.counters["rps"] = f[1];
       state.counters["p50_us"] = f[4] * 1000;
@@ -569,6 +619,46 @@ BENCHMARK_CAPTURE(RedisBenchmarkFloor, c50_P16, 50, 16)->Iterations(1);
 BENCHMARK_CAPTURE(RedisBenchmarkFloor, c1_P16, 1, 16)->Iterations(1);
 BENCHMARK_CAPTURE(RedisBenchmarkFloor, c1_P64, 1, 64)->Iterations(1);
 BENCHMARK_CAPTURE(RedisBenchmarkFloor, c1_P256, 1, 256)->Iterations(1);
+
+// redis-benchmark --cluster: EVALSHA of the same script (loaded on every
+// node first), one client per primary (it binds each client to a node and
+// fills `{tag}` with a tag of that node's slots), `pipeline` in flight per
+// client.
+void RedisClusterFloor(benchmark::State& state, int pipeline) {
+  const char* port = std::getenv("THROTTLEKIT_REDIS_CLUSTER_PORT");
+  if (port == nullptr) {
+    state.SkipWithError("no cluster (THROTTLEKIT_REDIS_CLUSTER_PORT)");
+    return;
+  }
+  const std::string path =
+      "/tmp/tk-bench-gcra-cluster-" + std::to_string(getpid()) + ".lua";
+  std::ofstream(path) << RedisCoordinator::lua_script("gcra");
+  std::string sha;
+  for (int i = 0; i < 2 * kClusterPrimaries; ++i) {
+    sha = run("redis-cli -p " + std::to_string(std::atoi(port) + i) +
+              " -x SCRIPT LOAD < " + path);
+  }
+  std::remove(path.c_str());
+  sha.erase(std::remove(sha.begin(), sha.end(), '\n'), sha.end());
+  std::ostringstream cmd;
+  cmd << "redis-benchmark --cluster -p " << port << " -c " << kClusterPrimaries
+      << " -P " << pipeline << " -n 600000 --csv EVALSHA " << sha
+      << " 1 bench:cfloor:{tag} 0 1 c 0 1000000000 1000 0";
+  for (auto _ : state) {
+    const std::vector<double> f = evalsha_row(run(cmd.str()));
+    if (f.size() < 7) {
+      state.SkipWithError("redis-benchmark --cluster printed no result");
+      return;
+    }
+    state.counters["rps"] = f[1];
+    state.counters["p50_us"] = f[4] * 1000;
+    state.counters["p99_us"] = f[6] * 1000;
+  }
+}
+BENCHMARK_CAPTURE(RedisClusterFloor, P1, 1)->Iterations(1);
+BENCHMARK_CAPTURE(RedisClusterFloor, P16, 16)->Iterations(1);
+BENCHMARK_CAPTURE(RedisClusterFloor, P64, 64)->Iterations(1);
+BENCHMARK_CAPTURE(RedisClusterFloor, P256, 256)->Iterations(1);
 
 }  // namespace
 }  // namespace throttlekit
