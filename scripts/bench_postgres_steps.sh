@@ -14,7 +14,10 @@
 #   UPDATE ... RETURNING on tkb_floor (the floor of any one-statement step),
 #   and the fixed window, GCRA, token bucket and lease steps under a limit
 #   far above the load (every call admitted and written), plus a fixed
-#   window step on a key already over its limit (every call denied);
+#   window step on a key already over its limit (every call denied), and
+#   `fw_bare`: the fixed window's fast-path UPDATE ... RETURNING sent bare
+#   (a reference: what the step would cost without its PL/pgSQL wrapping;
+#   it only updates, so its keys are made first);
 # each on one hot key and spread over 1,000 keys (`random(1, 1000)`).
 # Three repetitions (VACUUM before each statement's run); prints the
 # medians: CPU per statement, CPU beyond SELECT 1's, that as a multiple of
@@ -51,9 +54,15 @@ gcra|SELECT * FROM tkb_gcra(('b-gcra' || $k)::bytea, 0, 1, false, 1000000000, 10
 token_bucket|SELECT * FROM tkb_token_bucket(('b-tb' || $k)::bytea, 0, 1, false, 1000000000, 1000000000);
 lease|SELECT * FROM tkb_lease(('b-lease' || $k)::bytea, 1000000000000, 3600000, 1);
 fw_denied|SELECT * FROM tkb_fixed_window(('b-deny' || $k)::bytea, 0, 1, false, 1, 3600000);
+fw_bare|WITH w AS (SELECT floor(tkb_now(0)::float8 / 60000::float8) * 60000::float8 AS ws OFFSET 0), u AS (UPDATE tkb AS s SET d1 = GREATEST(w.ws, s.d1), d2 = CASE WHEN s.d1 = GREATEST(w.ws, s.d1) THEN s.d2 ELSE 0::float8 END + 1::float8, expires_at_ms = tkb_to_int(GREATEST(w.ws, s.d1) + 60000::float8) FROM w WHERE s.id = sha256(('b-bare' || $k)::bytea) AND s.kind = 2 AND CASE WHEN s.d1 = GREATEST(w.ws, s.d1) THEN s.d2 ELSE 0::float8 END + 1::float8 <= 1000000000000::float8 RETURNING true, 1000000000000::bigint, GREATEST(0, tkb_floor_int(1000000000000::float8 - s.d2)), tkb_to_int(s.d1 + 60000::float8), 0::bigint) SELECT * FROM u;
 EOF
 }
-names=(select1 upsert fixed_window gcra token_bucket lease fw_denied)
+names=(select1 upsert fixed_window gcra token_bucket lease fw_denied fw_bare)
+# fw_bare's keys exist before it runs (it updates, never inserts).
+psql_ -c "SELECT tkb_fixed_window(('b-bare' || k)::bytea, 0, 1, false,
+            1000000000000, 60000)
+          FROM (SELECT i::text AS k FROM generate_series(1, 1000) i
+                UNION ALL SELECT '') keys" >/dev/null
 for pattern in hot spread; do
   if [[ "$pattern" == hot ]]; then k="''"; set_k=""; else k=":k"; set_k='\set k random(1, 1000)'; fi
   statement "$k" | while IFS='|' read -r name sql; do
