@@ -39,7 +39,11 @@ CREATE OR REPLACE FUNCTION {{t}}_floor_mod(a bigint, b bigint) RETURNS bigint
 LANGUAGE sql IMMUTABLE AS $$ SELECT a - b * {{t}}_floor_div(a, b) $$;
 
 -- The row of the key whose SHA-256 is `p_id`, or an all-NULL row when there is none. Writers
--- (`p_peek` false) lock it until the end of the call's transaction. A row
+-- (`p_peek` false) lock it until the end of the call's transaction. The
+-- fixed window, GCRA, token bucket and lease read without the lock first
+-- (their fast path's UPDATE found no row to admit): a denial is decided on
+-- that read and writes nothing; a write reads the row again with the lock
+-- and decides again (a cold key is inserted, ON CONFLICT guarding it). A row
 -- of another kind raises SQLSTATE TK001 (kFailedPrecondition in C++), with
 -- the message MemoryCoordinator gives.
 CREATE OR REPLACE FUNCTION {{t}}_load(p_id bytea, p_peek boolean,

@@ -63,9 +63,7 @@ BEGIN
     o_allowed := true;
     o_remaining := GREATEST(0, {{t}}_floor_int(lim - (count_ + cost)));
     o_retry := 0;
-    -- The write needs the row locked: a denial (or peek) is decided on a
-    -- plain read, which writes nothing; a write is decided again on the row
-    -- read with its lock (a cold key is inserted, ON CONFLICT guarding it).
+    -- A write is decided on the row read with its lock ({{t}}_load).
     IF r.key IS NOT NULL AND NOT locked THEN
       locked := true;
       CONTINUE;

@@ -64,9 +64,7 @@ BEGIN
     o_remaining := GREATEST(0, {{t}}_floor_int((tau - (new_tat - now_d)) / t));
     o_reset_at := {{t}}_ceil_int(new_tat);
     o_retry := 0;
-    -- The write needs the row locked: a denial (or peek) is decided on a
-    -- plain read, which writes nothing; a write is decided again on the row
-    -- read with its lock (a cold key is inserted, ON CONFLICT guarding it).
+    -- A write is decided on the row read with its lock ({{t}}_load).
     IF r.key IS NOT NULL AND NOT locked THEN
       locked := true;
       CONTINUE;

@@ -55,9 +55,7 @@ BEGIN
     IF o_granted = 0 THEN
       RETURN;
     END IF;
-    -- The write needs the row locked: a denial (or peek) is decided on a
-    -- plain read, which writes nothing; a write is decided again on the row
-    -- read with its lock (a cold key is inserted, ON CONFLICT guarding it).
+    -- A write is decided on the row read with its lock ({{t}}_load).
     IF r.key IS NOT NULL AND NOT locked THEN
       locked := true;
       CONTINUE;

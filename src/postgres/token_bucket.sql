@@ -131,9 +131,7 @@ BEGIN
     o_retry := 0;
     -- expires_at_ms (TokenBucket::expires_at_ms) of the new state is that
     -- same first full ms.
-    -- The write needs the row locked: a denial (or peek) is decided on a
-    -- plain read, which writes nothing; a write is decided again on the row
-    -- read with its lock (a cold key is inserted, ON CONFLICT guarding it).
+    -- A write is decided on the row read with its lock ({{t}}_load).
     IF r.key IS NOT NULL AND NOT locked THEN
       locked := true;
       CONTINUE;

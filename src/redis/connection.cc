@@ -34,6 +34,23 @@ namespace {
 // Redis's timer tick at the default `hz` (10): a timed-out WAIT is ended
 // at the next one.
 constexpr absl::Duration kRedisTick = absl::Milliseconds(100);
+
+// Appends RESP's "<kind><n>\r\n" (kind '*': an array of n; '$': a bulk
+// string of n bytes, which follow) to `cmd`.
+void resp_number(std::string& cmd, char kind, size_t n) {
+  char digits[24];
+  const auto end = std::to_chars(digits, digits + sizeof digits, n).ptr;
+  cmd.push_back(kind);
+  cmd.append(digits, end);
+  cmd.append("\r\n", 2);
+}
+
+// Appends `a` to `cmd` as a RESP bulk string.
+void resp_bulk(std::string& cmd, std::string_view a) {
+  resp_number(cmd, '$', a.size());
+  cmd.append(a);
+  cmd.append("\r\n", 2);
+}
 }  // namespace
 
 using redis_internal::fmt_int;
@@ -324,14 +341,13 @@ bool RedisCoordinator::Impl::Connection::append_wait(
   // loaded machine overran).
   wait_ms_ = std::max<int64_t>(
       1, absl::ToInt64Milliseconds((by - absl::Now() - kRedisTick) / 2));
-  wait_argv_ = {"WAIT", fmt_int(n), fmt_int(wait_ms_)};
-  const char* argv[3];
-  size_t lens[3];
-  for (int i = 0; i < 3; ++i) {
-    argv[i] = wait_argv_[i].data();
-    lens[i] = wait_argv_[i].size();
-  }
-  redisAppendCommandArgv(ctx_, 3, argv, lens);
+  std::string& cmd = cmd_scratch_;  // written the way `append` writes
+  cmd.clear();
+  resp_number(cmd, '*', 3);
+  resp_bulk(cmd, "WAIT");
+  resp_bulk(cmd, fmt_int(n));
+  resp_bulk(cmd, fmt_int(wait_ms_));
+  redisAppendFormattedCommand(ctx_, cmd.data(), cmd.size());
   return true;
 }
 
@@ -432,26 +448,15 @@ void RedisCoordinator::Impl::Connection::append(const Request& r,
   // docs/performance.md).
   std::string& cmd = cmd_scratch_;
   cmd.clear();
-  const auto number = [&cmd](char kind, size_t n) {
-    char digits[24];
-    const auto end = std::to_chars(digits, digits + sizeof digits, n).ptr;
-    cmd.push_back(kind);
-    cmd.append(digits, end);
-    cmd.append("\r\n", 2);
-  };
-  const auto bulk = [&](std::string_view a) {
-    number('$', a.size());
-    cmd.append(a);
-    cmd.append("\r\n", 2);
-  };
+  const auto bulk = [&cmd](std::string_view a) { resp_bulk(cmd, a); };
   if (!r.ask_at.empty()) {
     // Redis Cluster: the slot is migrating here; ASKING lets the next
     // command see it (its +OK is skipped by `read_for`).
-    number('*', 1);
+    resp_number(cmd, '*', 1);
     bulk("ASKING");
   }
   const size_t script_args = r.script >= 0 ? 3 : 0;
-  number('*', script_args + r.argv.size());
+  resp_number(cmd, '*', script_args + r.argv.size());
   if (r.script >= 0) {
     const bool use_sha = evalsha && !shas_[r.script].empty();
     bulk(use_sha ? std::string_view("EVALSHA") : std::string_view("EVAL"));

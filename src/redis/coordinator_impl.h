@@ -66,6 +66,7 @@ using redis_internal::confirm_primary;
 using redis_internal::fetch_slot_ranges;
 using redis_internal::kScriptCount;
 using redis_internal::node_address;
+using redis_internal::not_served;
 using redis_internal::parse_node_address;
 using redis_internal::ReadyContext;
 using redis_internal::ReplyPool;
@@ -345,8 +346,6 @@ class RedisCoordinator::Impl {
 
     // A request's result, built outside the lock.
     struct Outcome {
-      // Shares one static status (its message counted, not copied): an
-      // outcome per call, so no allocation for it.
       absl::Status status = not_served();
       std::vector<int64_t> reply;
       std::vector<std::string> text;
@@ -355,12 +354,6 @@ class RedisCoordinator::Impl {
       bool ask = false;
       bool retry = false;  // TRYAGAIN / CLUSTERDOWN
     };
-
-    static const absl::Status& not_served() {
-      static const absl::Status* const kNotServed =
-          new absl::Status(absl::UnknownError("redis: not served"));
-      return *kNotServed;
-    }
 
     // Sends `batch` in one pipelined write and reads the replies in order.
     // Runs without the lock: only the leader touches the connection.
@@ -475,9 +468,8 @@ class RedisCoordinator::Impl {
     // pool builds `ctx_`'s replies and outlives it.
     ReplyPool replies_;
     redisContext* ctx_ = nullptr;
-    absl::Duration timeout_set_;            // the socket's timeout now
-    std::string cmd_scratch_;               // `append`'s
-    std::array<std::string, 3> wait_argv_;  // `append_wait`'s
+    absl::Duration timeout_set_;  // the socket's timeout now
+    std::string cmd_scratch_;     // `append`'s and `append_wait`'s
     int64_t wait_ms_ = 0;
     std::array<std::string, kScriptCount> shas_;
   };

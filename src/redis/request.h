@@ -46,6 +46,15 @@ inline std::string fmt_double(double v) {
 
 inline std::string fmt_int(int64_t v) { return std::to_string(v); }
 
+// The status of a request no reply has answered yet. One static status,
+// shared (its message counted, not copied): set per call and per resend,
+// so it allocates nothing.
+inline const absl::Status& not_served() {
+  static const absl::Status* const kNotServed =
+      new absl::Status(absl::UnknownError("redis: not served"));
+  return *kNotServed;
+}
+
 inline timeval to_timeval(absl::Duration d) { return absl::ToTimeval(d); }
 
 // One request: a script call (`script >= 0`: argv = key, args...) or a

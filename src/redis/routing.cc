@@ -115,7 +115,7 @@ void RedisCoordinator::Impl::reset_for_resend(Request& r) {
   r.abandoned = false;
   r.reply.clear();
   r.text.clear();
-  r.status = absl::UnknownError("redis: not served");
+  r.status = not_served();
 }
 
 void RedisCoordinator::Impl::request_refresh() {
