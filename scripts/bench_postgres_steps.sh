@@ -17,11 +17,17 @@
 #   window step on a key already over its limit (every call denied), and
 #   `fw_bare`: the fixed window's fast-path UPDATE ... RETURNING sent bare
 #   (a reference: what the step would cost without its PL/pgSQL wrapping;
-#   it only updates, so its keys are made first);
+#   it only updates, so its keys are made first), and `upsert_plpgsql`:
+#   the upsert inside a PL/pgSQL function called as the steps are (a
+#   reference: what the wrapping alone costs);
 # each on one hot key and spread over 1,000 keys (`random(1, 1000)`).
+# pgbench runs on CPU 0 and the server process it talks to on CPU 1 (on a
+# machine with two or more), which keeps a statement's figure within about
+# a microsecond between runs (unpinned, it moved by five).
 # Three repetitions (VACUUM before each statement's run); prints the
-# medians: CPU per statement, CPU beyond SELECT 1's, that as a multiple of
-# the upsert's (same key pattern), and pgbench's mean latency.
+# medians: CPU per statement and that as a multiple of the upsert's (the
+# whole server time), CPU beyond SELECT 1's and that as a multiple of the
+# upsert's (same key pattern), and pgbench's mean latency.
 source "$(dirname "$0")/bench_lib.sh"
 port=16533
 reps="${REPS:-3}"
@@ -41,6 +47,15 @@ psql_ -c "CREATE EXTENSION pg_stat_statements"
   sed 's/{{t}}/tkb/g' >"$work/ddl.sql"
 psql_ -1 -f "$work/ddl.sql" >/dev/null 2>&1
 psql_ -c "CREATE TABLE tkb_floor (LIKE tkb INCLUDING ALL);"
+psql_ -c "CREATE FUNCTION tkb_floor_upsert(p_key bytea, OUT o_d2 float8)
+  LANGUAGE plpgsql AS \$\$
+  BEGIN
+    INSERT INTO tkb_floor (id, key, kind, d1, d2, expires_at_ms)
+      VALUES (sha256(p_key), p_key, 2, 0, 1, 9000000000000)
+      ON CONFLICT (id) DO UPDATE SET d2 = tkb_floor.d2 + 1,
+        expires_at_ms = EXCLUDED.expires_at_ms
+      RETURNING d2 INTO o_d2;
+  END \$\$;"
 
 # One script per statement and key pattern; `K` is the key's suffix. Keys
 # have no ':' (pgbench reads ':name' as a variable).
@@ -54,10 +69,12 @@ gcra|SELECT * FROM tkb_gcra(('b-gcra' || $k)::bytea, 0, 1, false, 1000000000, 10
 token_bucket|SELECT * FROM tkb_token_bucket(('b-tb' || $k)::bytea, 0, 1, false, 1000000000, 1000000000);
 lease|SELECT * FROM tkb_lease(('b-lease' || $k)::bytea, 1000000000000, 3600000, 1);
 fw_denied|SELECT * FROM tkb_fixed_window(('b-deny' || $k)::bytea, 0, 1, false, 1, 3600000);
+upsert_plpgsql|SELECT * FROM tkb_floor_upsert(('b-floor' || $k)::bytea);
 fw_bare|WITH w AS (SELECT floor(tkb_now(0)::float8 / 60000::float8) * 60000::float8 AS ws OFFSET 0), u AS (UPDATE tkb AS s SET d1 = GREATEST(w.ws, s.d1), d2 = CASE WHEN s.d1 = GREATEST(w.ws, s.d1) THEN s.d2 ELSE 0::float8 END + 1::float8, expires_at_ms = tkb_to_int(GREATEST(w.ws, s.d1) + 60000::float8) FROM w WHERE s.id = sha256(('b-bare' || $k)::bytea) AND s.kind = 2 AND CASE WHEN s.d1 = GREATEST(w.ws, s.d1) THEN s.d2 ELSE 0::float8 END + 1::float8 <= 1000000000000::float8 RETURNING true, 1000000000000::bigint, GREATEST(0, tkb_floor_int(1000000000000::float8 - s.d2)), tkb_to_int(s.d1 + 60000::float8), 0::bigint) SELECT * FROM u;
 EOF
 }
-names=(select1 upsert fixed_window gcra token_bucket lease fw_denied fw_bare)
+names=(select1 upsert fixed_window gcra token_bucket lease fw_denied fw_bare
+  upsert_plpgsql)
 # fw_bare's keys exist before it runs (it updates, never inserts).
 psql_ -c "SELECT tkb_fixed_window(('b-bare' || k)::bytea, 0, 1, false,
             1000000000000, 60000)
@@ -74,12 +91,14 @@ calls() {
   value "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements
          WHERE query NOT LIKE '%pg_stat%' AND query NOT LIKE '%VACUUM%'"
 }
+pin_client=""
+(($(nproc) >= 2)) && pin_client="taskset -c 0"
 for rep in $(seq "$reps"); do
   for pattern in hot spread; do
     for s in "${names[@]}"; do
       psql_ -c "VACUUM tkb" -c "VACUUM tkb_floor"
-      pgbench -h 127.0.0.1 -p "$port" -U postgres -n -M prepared -c 1 -T 4 \
-        -f "$work/$pattern-$s.sql" postgres >"$work/pgbench.out" 2>&1 &
+      $pin_client pgbench -h 127.0.0.1 -p "$port" -U postgres -n -M prepared \
+        -c 1 -T 4 -f "$work/$pattern-$s.sql" postgres >"$work/pgbench.out" 2>&1 &
       bench=$!
       pid=""
       for _ in $(seq 50); do
@@ -88,6 +107,7 @@ for rep in $(seq "$reps"); do
                      WHERE application_name = 'pgbench'")
         [[ -n "$pid" ]] && break
       done
+      [[ -n "$pin_client" ]] && taskset -p -c 1 "$pid" >/dev/null
       sleep 0.5
       c0=$(calls); t0=$(awk '{print $1}' "/proc/$pid/schedstat")
       sleep 3
@@ -105,16 +125,19 @@ for line in open(sys.argv[1]):
     pattern, name, ns, ms = line.split()
     cpu.setdefault((pattern, name), []).append(int(ns) / 1000)
     lat.setdefault((pattern, name), []).append(float(ms) * 1000)
-print(f"{'keys':<7}{'statement':<14}{'cpu us':>8}{'beyond SELECT 1':>17}"
-      f"{'x upsert':>10}{'spread':>14}{'latency us':>12}")
+print(f"{'keys':<7}{'statement':<16}{'cpu us':>8}{'x upsert':>10}"
+      f"{'beyond SELECT 1':>17}{'x upsert':>10}{'spread':>14}"
+      f"{'latency us':>12}")
 for pattern in ["hot", "spread"]:
     med = {n: statistics.median(cpu[(pattern, n)]) for n in sys.argv[2:]}
     base = med["select1"]
     floor = med["upsert"] - base
     for n in sys.argv[2:]:
         c = cpu[(pattern, n)]
+        whole = f"{med[n] / med['upsert']:.2f}"
         ratio = "" if n == "select1" else f"{(med[n] - base) / floor:.2f}"
-        print(f"{pattern:<7}{n:<14}{med[n]:>8.1f}{med[n] - base:>17.1f}"
-              f"{ratio:>10}{f'{min(c):.1f}-{max(c):.1f}':>14}"
+        print(f"{pattern:<7}{n:<16}{med[n]:>8.1f}{whole:>10}"
+              f"{med[n] - base:>17.1f}{ratio:>10}"
+              f"{f'{min(c):.1f}-{max(c):.1f}':>14}"
               f"{statistics.median(lat[(pattern, n)]):>12.0f}")
 PY

@@ -30,6 +30,18 @@ LANGUAGE sql IMMUTABLE AS $$ SELECT {{t}}_to_int(floor(v)) $$;
 CREATE OR REPLACE FUNCTION {{t}}_ceil_int(v double precision) RETURNS bigint
 LANGUAGE sql IMMUTABLE AS $$ SELECT {{t}}_to_int(ceil(v)) $$;
 
+-- The stored expiry of a state that decides as a cold key from `v` (epoch
+-- ms) on: `v` rounded up to a multiple of 1024 ms (exact in IEEE double:
+-- the division and product by a power of two do not round). A row's expiry
+-- only says when `{{t}}_sweep` may delete it, and a later deletion is
+-- always safe; on the grid, consecutive steps of a busy key store the same
+-- expiry, so PostgreSQL updates the row in place (a HOT update: no new
+-- entry in either index) instead of adding an index entry at every call.
+CREATE OR REPLACE FUNCTION {{t}}_expiry(v double precision) RETURNS bigint
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT {{t}}_to_int(ceil(v / 1024::float8) * 1024::float8)
+$$;
+
 -- Floor division and modulo of integers (civil_time.h).
 CREATE OR REPLACE FUNCTION {{t}}_floor_div(a bigint, b bigint) RETURNS bigint
 LANGUAGE sql IMMUTABLE AS $$

@@ -27,7 +27,7 @@ BEGIN
   IF NOT p_peek THEN
     UPDATE {{t}} AS s SET
         d1 = GREATEST(s.d1, now_d) + t * p_cost,
-        expires_at_ms = {{t}}_ceil_int(GREATEST(s.d1, now_d) + t * p_cost)
+        expires_at_ms = {{t}}_expiry(GREATEST(s.d1, now_d) + t * p_cost)
       WHERE s.id = key_id AND s.kind = 0
         AND NOT (now_d < GREATEST(s.d1, now_d) + t * p_cost - tau)
       RETURNING true,
@@ -70,7 +70,7 @@ BEGIN
       CONTINUE;
     END IF;
     IF {{t}}_store(key_id, p_key, r.key IS NOT NULL, 0::smallint, new_tat, 0,
-                   0, 0, NULL, NULL, NULL, {{t}}_ceil_int(new_tat)) THEN
+                   0, 0, NULL, NULL, NULL, {{t}}_expiry(new_tat)) THEN
       RETURN;
     END IF;
   END LOOP;

@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <pqxx/pqxx>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "support/pg_test_env.h"
@@ -240,6 +242,51 @@ TEST_F(PostgresCoordinatorTest, SweepDeletesOnlyExpiredRows) {
 
 // A table dropped behind the coordinator's back (or a server re-initialised)
 // costs at most one failed call: the schema is created again.
+// A GCRA row's expiry is its state's (ceil(tat)) rounded up to the sweep's
+// 1024 ms grid: never before the state decides as a cold key, so a sweep
+// never forgets a spent key early, and the same for consecutive steps of a
+// key within one grid cell (so PostgreSQL can update the row in place).
+TEST(PostgresCoordinatorExpiry, GcraExpiryIsTheStatesOnTheSweepGrid) {
+  const PostgresCoordinatorOptions o = pg_options(unique_table("tk_expiry"));
+  std::unique_ptr<PostgresCoordinator> pg = make_pg(o);
+  // t = 1000 / 3 ms: every tat is fractional.
+  const AnyStrategy s =
+      strategy(Gcra::Options{.limit = 3, .period_ms = 1000, .burst = 1000000});
+  pqxx::connection admin("host=" + o.host + " port=" + std::to_string(o.port) +
+                         " dbname=postgres user=postgres");
+  auto row = [&] {
+    pqxx::nontransaction tx(admin);
+    pqxx::row r = tx.exec1("SELECT d1, expires_at_ms FROM " + o.table +
+                           " WHERE key = 'k'::bytea");
+    return std::pair<double, int64_t>(r[0].as<double>(), r[1].as<int64_t>());
+  };
+  int64_t now = kEpoch + 123;
+  std::vector<int64_t> expiries;
+  for (int i = 0; i < 40; ++i) {  // the first step inserts, the rest update
+    ASSERT_TRUE(pg->check(s, "k", now)->allowed) << i;
+    const auto [tat, expires_at] = row();
+    SCOPED_TRACE(i);
+    EXPECT_EQ(expires_at % 1024, 0) << expires_at;
+    EXPECT_GE(expires_at, static_cast<int64_t>(std::ceil(tat)));
+    EXPECT_LT(expires_at - static_cast<int64_t>(std::ceil(tat)), 1024);
+    expiries.push_back(expires_at);
+    now += 7;
+  }
+  // 40 steps move tat by 40 * (1000 / 3) ms: about 13 grid cells, so most
+  // steps store the expiry the step before them stored.
+  int same = 0;
+  for (size_t i = 1; i < expiries.size(); ++i) {
+    same += expiries[i] == expiries[i - 1] ? 1 : 0;
+  }
+  EXPECT_GE(same, 20);
+  // A denial writes nothing: the row and its expiry stay.
+  const AnyStrategy tight =
+      strategy(Gcra::Options{.limit = 3, .period_ms = 1000, .burst = 1});
+  const auto before = row();
+  EXPECT_FALSE(pg->check(tight, "k", now)->allowed);
+  EXPECT_EQ(row(), before);
+}
+
 TEST(PostgresCoordinatorSchema, RecreatedAfterTheTableIsDropped) {
   const PostgresCoordinatorOptions o = pg_options(unique_table("tk_dropped"));
   std::unique_ptr<PostgresCoordinator> pg = make_pg(o);
