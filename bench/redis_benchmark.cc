@@ -30,6 +30,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -38,6 +39,7 @@
 #include "throttlekit/coordinator/strict_rate_limiter.h"
 #include "throttlekit/federation/federated_limiter.h"
 #include "throttlekit/redis/fused_rate_cost.h"
+#include "throttlekit/redis/key_slot.h"
 #include "throttlekit/redis/redis_coordinator.h"
 #include "throttlekit/strategy/fixed_window.h"
 #include "throttlekit/twotier/leased_limiter.h"
@@ -544,11 +546,22 @@ BENCHMARK(BM_AsyncStrictCheck)->Apply(bench::async_depths);
 // The primaries of the benchmark's cluster.
 constexpr int kClusterPrimaries = 3;
 
+// The primary (0 .. 2) that serves `key`'s slot in a cluster of three
+// whose slots were split evenly, as `redis-cli --cluster create` splits
+// them (0-5460, 5461-10922, 10923-16383).
+int primary_of(std::string_view key) {
+  const int slot = key_slot(key);
+  return slot < 5461 ? 0 : slot < 10923 ? 1 : 2;
+}
+
 // One caller thread with `depth` asynchronous strict checks in flight per
 // primary (3 x depth in all) on the cluster, one connection per primary,
-// over 3,072 keys spread across the slots, beside redis-benchmark
-// --cluster with one client per primary at pipeline depth `depth`
-// (RedisClusterFloor/P<depth>). `per_batch`: checks per write.
+// over 3,072 keys, 1,024 of each primary's slots, taken in turn from each
+// primary (so any run of consecutive checks, which is what the window
+// holds, is spread evenly, as redis-benchmark's one client per primary
+// is), beside redis-benchmark --cluster with one client per primary at
+// pipeline depth `depth` (RedisClusterFloor/P<depth>). `per_batch`:
+// checks per write.
 void BM_AsyncClusterCheck(benchmark::State& state) {
   static RedisCoordinator* cluster = cluster_coordinator(1);
   if (cluster == nullptr) {
@@ -556,9 +569,18 @@ void BM_AsyncClusterCheck(benchmark::State& state) {
     return;
   }
   static const std::vector<std::string> keys = [] {
+    std::vector<std::string> by_primary[kClusterPrimaries];
+    for (int i = 0; by_primary[0].size() < 1024 ||
+                    by_primary[1].size() < 1024 || by_primary[2].size() < 1024;
+         ++i) {
+      std::string key = "bench:acl:" + std::to_string(i);
+      std::vector<std::string>& mine = by_primary[primary_of(key)];
+      if (mine.size() < 1024) mine.push_back(std::move(key));
+    }
     std::vector<std::string> k;
-    for (int i = 0; i < 3072; ++i)
-      k.push_back("bench:acl:" + std::to_string(i));
+    for (size_t i = 0; i < 1024; ++i) {
+      for (const auto& keys_of : by_primary) k.push_back(keys_of[i]);
+    }
     return k;
   }();
   size_t next = 0;
