@@ -58,6 +58,13 @@ BEGIN
 END
 $$;
 
+-- An earlier version's reset_at, which returned the double; nothing calls it
+-- since (CREATE OR REPLACE cannot change a result type, so it had a name of
+-- its own).
+DROP FUNCTION IF EXISTS {{t}}_token_bucket_full_at(
+    double precision, double precision, double precision, double precision,
+    double precision, double precision);
+
 CREATE OR REPLACE FUNCTION {{t}}_token_bucket(
     p_key bytea, p_now bigint, p_cost double precision, p_peek boolean,
     p_capacity bigint, p_refill_per_sec double precision,

@@ -287,6 +287,28 @@ TEST(PostgresCoordinatorExpiry, GcraExpiryIsTheStatesOnTheSweepGrid) {
   EXPECT_EQ(row(), before);
 }
 
+// What an earlier version created and no longer uses is dropped by the DDL.
+TEST(PostgresCoordinatorSchema, DropsTheEarlierTokenBucketFullAt) {
+  const PostgresCoordinatorOptions o = pg_options(unique_table("tk_earlier"));
+  pqxx::connection admin("host=" + o.host + " port=" + std::to_string(o.port) +
+                         " dbname=postgres user=postgres");
+  const std::string count = "SELECT count(*) FROM pg_proc WHERE proname = '" +
+                            o.table + "_token_bucket_full_at'";
+  {
+    pqxx::nontransaction tx(admin);
+    tx.exec("CREATE FUNCTION " + o.table +
+            "_token_bucket_full_at(double precision, double precision, "
+            "double precision, double precision, double precision, "
+            "double precision) RETURNS double precision LANGUAGE sql "
+            "IMMUTABLE AS 'SELECT 0::float8'");
+    ASSERT_EQ(tx.exec1(count)[0].as<int>(), 1);
+  }
+  std::unique_ptr<PostgresCoordinator> pg = make_pg(o);
+  ASSERT_TRUE(pg->wait_ready(absl::Now() + absl::Seconds(10)).ok());
+  pqxx::nontransaction tx(admin);
+  EXPECT_EQ(tx.exec1(count)[0].as<int>(), 0);
+}
+
 TEST(PostgresCoordinatorSchema, RecreatedAfterTheTableIsDropped) {
   const PostgresCoordinatorOptions o = pg_options(unique_table("tk_dropped"));
   std::unique_ptr<PostgresCoordinator> pg = make_pg(o);
