@@ -10,9 +10,10 @@
 -- distinct keys with one SHA-256 are not a practical concern). `kind` is the state's strategy (0 gcra, 1 token_bucket,
 -- 2 fixed_window, 3 sliding_window, 4 sliding_log, 5 quota, 6 token_budget,
 -- 7 lease, 8 heartbeat, 9 federation); the generic columns hold each kind's state as documented in
--- docs/postgres.md. `expires_at_ms` is the instant from which the state
--- decides exactly as a cold key (never earlier); `{{t}}_sweep` deletes rows
--- past it plus a slack.
+-- docs/postgres.md. `expires_at_ms` is an instant from which the state
+-- decides exactly as a cold key: that first instant, or for GCRA that
+-- rounded up to a multiple of 1024 ms (`{{t}}_expiry`), never earlier;
+-- `{{t}}_sweep` deletes rows past it plus a slack.
 SELECT pg_advisory_xact_lock(7283019944120375);
 CREATE TABLE IF NOT EXISTS {{t}} (
   id bytea PRIMARY KEY,
