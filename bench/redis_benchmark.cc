@@ -77,17 +77,20 @@ std::string run(const std::string& cmd) {
 }
 
 // SCRIPT LOAD of the exact GCRA script the coordinator sends.
+// Loads the GCRA script on the server at `at` (SCRIPT LOAD); its SHA-1.
+std::string load_gcra(int at) {
+  const std::string path =
+      "/tmp/tk-bench-gcra-" + std::to_string(getpid()) + ".lua";
+  std::ofstream(path) << RedisCoordinator::lua_script("gcra");
+  std::string s =
+      run("redis-cli -p " + std::to_string(at) + " -x SCRIPT LOAD < " + path);
+  std::remove(path.c_str());
+  s.erase(std::remove(s.begin(), s.end(), '\n'), s.end());
+  return s;
+}
+
 const std::string& gcra_sha() {
-  static const std::string sha = [] {
-    const std::string path =
-        "/tmp/tk-bench-gcra-" + std::to_string(getpid()) + ".lua";
-    std::ofstream(path) << RedisCoordinator::lua_script("gcra");
-    std::string s = run("redis-cli -p " + std::to_string(port()) +
-                        " -x SCRIPT LOAD < " + path);
-    std::remove(path.c_str());
-    s.erase(std::remove(s.begin(), s.end(), '\n'), s.end());
-    return s;
-  }();
+  static const std::string sha = load_gcra(port());
   return sha;
 }
 
@@ -522,6 +525,15 @@ void BM_FederatedAsync(benchmark::State& state) {
 }
 BENCHMARK(BM_FederatedAsync)->Apply(federated_args);
 
+// The pipelining factor between two snapshots of a coordinator's stats:
+// checks per write to the socket.
+void count_per_batch(benchmark::State& state, const BackendStats& before,
+                     const BackendStats& after) {
+  state.counters["per_batch"] =
+      static_cast<double>(after.requests - before.requests) /
+      static_cast<double>(std::max<int64_t>(1, after.batches - before.batches));
+}
+
 // One caller thread with at most `depth` asynchronous strict checks in
 // flight (docs/async.md; bench_async_window.h) on one connection, beside
 // redis-benchmark with one connection and the same pipeline depth
@@ -535,11 +547,7 @@ void BM_AsyncStrictCheck(benchmark::State& state) {
   bench::run_async_window(state, state.range(0), [&](const auto& on_done) {
     redis->check_async(strategy(), key, 0, 1, on_done);
   });
-  // The pipelining factor: checks per write to the socket.
-  const BackendStats after = redis->stats();
-  state.counters["per_batch"] =
-      static_cast<double>(after.requests - before.requests) /
-      static_cast<double>(std::max<int64_t>(1, after.batches - before.batches));
+  count_per_batch(state, before, redis->stats());
 }
 BENCHMARK(BM_AsyncStrictCheck)->Apply(bench::async_depths);
 
@@ -591,28 +599,31 @@ void BM_AsyncClusterCheck(benchmark::State& state) {
         next = next + 1 == keys.size() ? 0 : next + 1;
       });
   const BackendStats after = cluster->stats();
-  state.counters["per_batch"] =
-      static_cast<double>(after.requests - before.requests) /
-      static_cast<double>(std::max<int64_t>(1, after.batches - before.batches));
+  count_per_batch(state, before, after);
   state.counters["redirects"] =
       static_cast<double>(after.redirects - before.redirects);
 }
 BENCHMARK(BM_AsyncClusterCheck)->Apply(bench::async_depths);
 
-// The numbers of redis-benchmark's --csv row for EVALSHA: "test", "rps",
-// "avg_latency_ms", "min_latency_ms", "p50_latency_ms", "p95_latency_ms",
-// "p99_latency_ms", ... (the test name reads as 0); empty without one.
-std::vector<double> evalsha_row(const std::string& out) {
+// Sets the rps, p50_us and p99_us counters from redis-benchmark's --csv row
+// for EVALSHA in `out` ("test", "rps", "avg_latency_ms", "min_latency_ms",
+// "p50_latency_ms", "p95_latency_ms", "p99_latency_ms", ...); false, and
+// nothing set, without one.
+bool report_evalsha_row(benchmark::State& state, const std::string& out) {
   std::vector<double> f;
   const size_t at = out.rfind("\"EVALSHA");
-  if (at == std::string::npos) return f;
+  if (at == std::string::npos) return false;
   std::stringstream ss(out.substr(at, out.find('\n', at) - at));
   std::string cell;
   while (std::getline(ss, cell, ',')) {
     cell.erase(std::remove(cell.begin(), cell.end(), '"'), cell.end());
     f.push_back(std::atof(cell.c_str()));
   }
-  return f;
+  if (f.size() < 7) return false;
+  state.counters["rps"] = f[1];
+  state.counters["p50_us"] = f[4] * 1000;
+  state.counters["p99_us"] = f[6] * 1000;
+  return true;
 }
 
 // redis-benchmark: EVALSHA of the same script, `clients` connections,
@@ -625,12 +636,7 @@ void RedisBenchmarkFloor(benchmark::State& state, int clients, int pipeline) {
       << pipeline << " -n " << requests << " --csv EVALSHA " << sha
       << " 1 bench:floor 0 1 c 0 1000000000 1000 0";
   for (auto _ : state) {
-    const std::vector<double> f = evalsha_row(run(cmd.str()));
-    if (f.size() >= 7) {
-      state.counters["rps"] = f[1];
-      state.counters["p50_us"] = f[4] * 1000;
-      state.counters["p99_us"] = f[6] * 1000;
-    }
+    report_evalsha_row(state, run(cmd.str()));
   }
 }
 BENCHMARK_CAPTURE(RedisBenchmarkFloor, c1, 1, 1)->Iterations(1);
@@ -652,29 +658,19 @@ void RedisClusterFloor(benchmark::State& state, int pipeline) {
     state.SkipWithError("no cluster (THROTTLEKIT_REDIS_CLUSTER_PORT)");
     return;
   }
-  const std::string path =
-      "/tmp/tk-bench-gcra-cluster-" + std::to_string(getpid()) + ".lua";
-  std::ofstream(path) << RedisCoordinator::lua_script("gcra");
   std::string sha;
   for (int i = 0; i < 2 * kClusterPrimaries; ++i) {
-    sha = run("redis-cli -p " + std::to_string(std::atoi(port) + i) +
-              " -x SCRIPT LOAD < " + path);
+    sha = load_gcra(std::atoi(port) + i);
   }
-  std::remove(path.c_str());
-  sha.erase(std::remove(sha.begin(), sha.end(), '\n'), sha.end());
   std::ostringstream cmd;
   cmd << "redis-benchmark --cluster -p " << port << " -c " << kClusterPrimaries
       << " -P " << pipeline << " -n 600000 --csv EVALSHA " << sha
       << " 1 bench:cfloor:{tag} 0 1 c 0 1000000000 1000 0";
   for (auto _ : state) {
-    const std::vector<double> f = evalsha_row(run(cmd.str()));
-    if (f.size() < 7) {
+    if (!report_evalsha_row(state, run(cmd.str()))) {
       state.SkipWithError("redis-benchmark --cluster printed no result");
       return;
     }
-    state.counters["rps"] = f[1];
-    state.counters["p50_us"] = f[4] * 1000;
-    state.counters["p99_us"] = f[6] * 1000;
   }
 }
 BENCHMARK_CAPTURE(RedisClusterFloor, P1, 1)->Iterations(1);
