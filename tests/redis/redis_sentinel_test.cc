@@ -76,7 +76,10 @@ int sentinel_primary() {
 
 // What the sentinels logged of TILT mode and failovers, for a failure's
 // message: a sentinel whose timer stalled past 2 s runs no failover for
-// 30 s, which the coordinator cannot shorten.
+// 30 s, which the coordinator cannot shorten. Then the machine's stall
+// figures (the kernel's pressure stall information, and the CPU line of
+// /proc/stat, whose eighth number is the time the hypervisor took the
+// CPUs away), to tell the suite's own load from a paused machine.
 std::string sentinel_log_events() {
   std::string out;
   for (int i = 0; i < 3; ++i) {
@@ -85,6 +88,10 @@ std::string sentinel_log_events() {
              fixture_dir(), "/", sentinel_port(i), "/redis.log 2>/dev/null"))) {
       absl::StrAppend(&out, "\n  sentinel ", sentinel_port(i), ": ", line);
     }
+  }
+  for (const std::string& line : testing::shell_lines(
+           "grep -H . /proc/pressure/* 2>/dev/null; head -n 1 /proc/stat")) {
+    absl::StrAppend(&out, "\n  ", line);
   }
   return out;
 }
